@@ -1,0 +1,102 @@
+/* gt_base.h — what every geotrain module shares: the status type, logging, the check macros
+ * and a monotonic clock.
+ *
+ * Every fallible function returns gt_status_t: GT_OK (0) or a negative code. Callers
+ * propagate with GT_CHECK_GOTO and undo in one cleanup block; the error is logged once, where
+ * it is first found, with the context a user needs (file, site, peer, round).
+ */
+#ifndef GT_BASE_H
+#define GT_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GT_API               __attribute__((visibility("default")))
+#define GT_MUST_USE          __attribute__((warn_unused_result))
+#define GT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define GT_API
+#define GT_MUST_USE
+#define GT_PRINTF(fmt, args)
+#endif
+
+/* Status codes. Keep gt_status_str() in base/status.c in step with this list. */
+typedef enum {
+    GT_OK = 0,
+    GT_ERR_INVALID = -1,      /* a bad argument or value */
+    GT_ERR_NOMEM = -2,        /* an allocation failed */
+    GT_ERR_IO = -3,           /* a read, write or system call failed */
+    GT_ERR_CONFIG = -4,       /* the configuration is invalid (message already printed) */
+    GT_ERR_NOT_FOUND = -5,    /* a file, key or peer does not exist */
+    GT_ERR_EXISTS = -6,       /* refusing to overwrite something that exists */
+    GT_ERR_TIMEOUT = -7,      /* a deadline passed */
+    GT_ERR_AGAIN = -8,        /* not ready yet: progress and try again */
+    GT_ERR_CORRUPT = -9,      /* data failed a checksum, bound or format check */
+    GT_ERR_AUTH = -10,        /* authentication failed (bad tag, unknown key, replay) */
+    GT_ERR_PEER_LOST = -11,   /* a peer closed or died */
+    GT_ERR_UNSUPPORTED = -12, /* not available in this build or on this machine */
+    GT_ERR_OVERFLOW = -13,    /* a size or count is out of range */
+    GT_ERR_CLOSED = -14,      /* the object was shut down */
+    GT_ERR_INTERNAL = -15     /* a bug: an invariant did not hold */
+} gt_status_t;
+
+/* A short, static, human-readable name for a status ("invalid argument"). Never NULL. */
+GT_API const char *gt_status_str(gt_status_t status);
+
+typedef enum {
+    GT_LOG_ERROR = 0,
+    GT_LOG_WARN = 1,
+    GT_LOG_INFO = 2,
+    GT_LOG_DEBUG = 3
+} gt_log_level_t;
+
+/* Messages above this level are discarded. Default GT_LOG_INFO, or GT_LOG_LEVEL from the
+ * environment (error|warn|info|debug) when set. */
+GT_API void gt_log_set_level(gt_log_level_t level);
+GT_API gt_log_level_t gt_log_get_level(void);
+/* Parses "error", "warn", "info" or "debug". Returns GT_ERR_INVALID for anything else. */
+GT_API gt_status_t gt_log_level_parse(const char *name, gt_log_level_t *level_p);
+/* A short tag printed in every line of this process (the site name, "launch", ...). The
+ * string is copied; NULL clears it. */
+GT_API void gt_log_set_tag(const char *tag);
+/* Writes one line to stderr: "[geotrain LEVEL tag] message". Thread safe. */
+GT_API void gt_log(gt_log_level_t level, const char *fmt, ...) GT_PRINTF(2, 3);
+GT_API void gt_vlog(gt_log_level_t level, const char *fmt, va_list ap);
+
+#define GT_ERROR(...) gt_log(GT_LOG_ERROR, __VA_ARGS__)
+#define GT_WARN(...)  gt_log(GT_LOG_WARN, __VA_ARGS__)
+#define GT_INFO(...)  gt_log(GT_LOG_INFO, __VA_ARGS__)
+#define GT_DEBUG(...) gt_log(GT_LOG_DEBUG, __VA_ARGS__)
+
+/* Monotonic time in nanoseconds (CLOCK_MONOTONIC), for deadlines and rates. */
+GT_API uint64_t gt_time_ns(void);
+
+/* Propagate an error: evaluate expr into the gt_status_t variable `st`; on failure jump to
+ * `label`. The callee has already logged. */
+#define GT_CHECK_GOTO(expr, st, label) \
+    do {                               \
+        (st) = (expr);                 \
+        if ((st) != GT_OK) goto label; \
+    } while (0)
+
+/* Fail with `code` and a logged message when `cond` does not hold. */
+#define GT_REQUIRE_GOTO(cond, st, code, label, ...) \
+    do {                                            \
+        if (!(cond)) {                              \
+            GT_ERROR(__VA_ARGS__);                  \
+            (st) = (code);                          \
+            goto label;                             \
+        }                                           \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GT_BASE_H */

@@ -1,0 +1,34 @@
+/* cli.h — the geotrain command-line front end (internal to cli/).
+ *
+ * Each command is a function `int main(int argc, char **argv)` where argv[0] is the command
+ * name; it returns a process exit code. The tables in commands.c and cmd_bench.c list them;
+ * `--help` prints only what is listed, so a command appears there once it works.
+ */
+#ifndef GT_CLI_H
+#define GT_CLI_H
+
+typedef int (*gt_cli_main_fn)(int argc, char **argv);
+
+typedef struct {
+    const char *name;
+    const char *summary; /* one line for `geotrain --help` */
+    gt_cli_main_fn main;
+} gt_cli_cmd_t;
+
+extern const gt_cli_cmd_t gt_cli_commands[];      /* NULL-name terminated */
+extern const gt_cli_cmd_t gt_cli_bench_targets[]; /* NULL-name terminated */
+
+/* Commands (one file each: cmd_<name>.c). */
+int gt_cmd_config(int argc, char **argv);
+int gt_cmd_keygen(int argc, char **argv);
+int gt_cmd_bench(int argc, char **argv);
+
+/* Benchmarks, `geotrain bench <target>` (one file each: bench_<target>.c). */
+
+/* Shared helpers (cli_util.c). */
+/* True when argv has -h or --help before any "--". */
+int gt_cli_wants_help(int argc, char **argv);
+/* Prints a command table as "  name   summary" lines. */
+void gt_cli_print_table(const gt_cli_cmd_t *table);
+
+#endif /* GT_CLI_H */

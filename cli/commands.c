@@ -1,0 +1,11 @@
+/* commands.c — the table of `geotrain` commands. A command is listed here once it works. */
+#include "cli.h"
+
+#include <stddef.h>
+
+const gt_cli_cmd_t gt_cli_commands[] = {
+    /* {"config", ...} is added with the topology loader. */
+    {"keygen", "make a site's X25519 key pair for the secure WAN channel", gt_cmd_keygen},
+    {"bench", "benchmarks (see `geotrain bench --help`)", gt_cmd_bench},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,37 @@
+# CUDA detection. GT_CUDA=AUTO builds the GPU parts when nvcc, cuBLAS and NCCL are found
+# (on these machines under /usr/local/cuda); OFF leaves them out; ON fails without them.
+# Sets GT_CUDA_ENABLED and, when enabled, the imported targets CUDA::cudart, CUDA::cublas,
+# CUDA::cublasLt and gt_dep_nccl.
+set(GT_CUDA_ENABLED OFF)
+if(NOT GT_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    find_package(CUDAToolkit QUIET)
+    find_library(GT_NCCL_LIBRARY NAMES nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+    find_path(GT_NCCL_INCLUDE_DIR NAMES nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+    if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND GT_NCCL_LIBRARY AND GT_NCCL_INCLUDE_DIR)
+      set(GT_CUDA_ENABLED ON)
+    endif()
+  endif()
+  if(GT_CUDA STREQUAL "ON" AND NOT GT_CUDA_ENABLED)
+    message(FATAL_ERROR "GT_CUDA=ON but nvcc, cuBLAS or NCCL was not found")
+  endif()
+endif()
+
+if(GT_CUDA_ENABLED)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)   # A100, H100/H200
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)
+  add_library(gt_dep_nccl INTERFACE)
+  target_include_directories(gt_dep_nccl INTERFACE ${GT_NCCL_INCLUDE_DIR})
+  target_link_libraries(gt_dep_nccl INTERFACE ${GT_NCCL_LIBRARY})
+  message(STATUS "CUDA: building GPU parts with ${CMAKE_CUDA_COMPILER} (${CUDAToolkit_VERSION}), NCCL ${GT_NCCL_LIBRARY}")
+else()
+  message(STATUS "CUDA: not building GPU parts (GT_CUDA=${GT_CUDA}; toolkit, cuBLAS or NCCL not found or disabled)")
+endif()

@@ -1,0 +1,15 @@
+# Warnings and sanitizers shared by every target. gt_target_defaults(t) applies them.
+set(GT_C_WARNINGS -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+    -Wno-unused-parameter)
+if(GT_WERROR)
+  list(APPEND GT_C_WARNINGS -Werror)
+endif()
+if(GT_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+function(gt_target_defaults target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:C>:${GT_C_WARNINGS}>)
+  target_compile_definitions(${target} PRIVATE _GNU_SOURCE GT_BUILDING_LIBRARY)
+endfunction()

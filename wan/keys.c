@@ -1,0 +1,178 @@
+/* keys.c — site key pairs: generation, files, base64.
+ *
+ * Secret key file (mode 0600):      Public key file (mode 0644):
+ *   geotrain-x25519-secret v1         geotrain-x25519-public v1
+ *   <base64 of 32 bytes>              <base64 of 32 bytes>
+ *                                     site <name>
+ * Files are created with O_EXCL so a key is never silently replaced; the secret is written
+ * to a temporary name, fsynced and linked into place so a crash leaves no half key.
+ */
+#include "gt_wan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SECRET_MAGIC "geotrain-x25519-secret v1"
+#define PUBLIC_MAGIC "geotrain-x25519-public v1"
+
+static gt_status_t sodium_ready(void)
+{
+    if (sodium_init() < 0) {
+        GT_ERROR("libsodium failed to initialise");
+        return GT_ERR_INTERNAL;
+    }
+    return GT_OK;
+}
+
+gt_status_t gt_wan_keypair_generate(gt_wan_keypair_t *kp_p)
+{
+    gt_status_t st = sodium_ready();
+    if (st != GT_OK) return st;
+    gt_wan_keypair_t kp;
+    crypto_box_keypair(kp.public_key, kp.secret_key); /* X25519 */
+    *kp_p = kp;
+    sodium_memzero(&kp, sizeof kp);
+    return GT_OK;
+}
+
+void gt_wan_key_to_base64(const uint8_t key[GT_WAN_KEY_BYTES], char *out)
+{
+    sodium_bin2base64(out, GT_WAN_KEY_B64_LEN + 1, key, GT_WAN_KEY_BYTES,
+                      sodium_base64_VARIANT_ORIGINAL);
+}
+
+gt_status_t gt_wan_key_from_base64(const char *b64, uint8_t key_p[GT_WAN_KEY_BYTES])
+{
+    uint8_t key[GT_WAN_KEY_BYTES];
+    size_t len = 0;
+    const char *end = NULL;
+    if (!b64 || sodium_init() < 0) return GT_ERR_INVALID;
+    if (strlen(b64) != GT_WAN_KEY_B64_LEN) return GT_ERR_INVALID;
+    if (sodium_base642bin(key, sizeof key, b64, GT_WAN_KEY_B64_LEN, NULL, &len, &end,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        len != GT_WAN_KEY_BYTES || *end != '\0')
+        return GT_ERR_INVALID;
+    memcpy(key_p, key, sizeof key);
+    return GT_OK;
+}
+
+/* Writes `text` to `path` created exclusively with `mode`, fsynced. */
+static gt_status_t write_new_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0) {
+        if (errno == EEXIST) {
+            GT_ERROR("%s already exists; refusing to overwrite a key", path);
+            return GT_ERR_EXISTS;
+        }
+        GT_ERROR("cannot create %s: %s", path, strerror(errno));
+        return GT_ERR_IO;
+    }
+    size_t len = strlen(text);
+    gt_status_t st = GT_OK;
+    if (fchmod(fd, mode) != 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
+        GT_ERROR("cannot write %s: %s", path, strerror(errno));
+        st = GT_ERR_IO;
+    }
+    if (close(fd) != 0 && st == GT_OK) st = GT_ERR_IO;
+    if (st != GT_OK) unlink(path);
+    return st;
+}
+
+gt_status_t gt_wan_keypair_save(const gt_wan_keypair_t *kp, const char *dir, const char *site)
+{
+    char sec_path[4096], pub_path[4096], tmp_path[4096 + 16];
+    char b64[GT_WAN_KEY_B64_LEN + 1];
+    char text[512];
+    struct stat sb;
+    gt_status_t st = sodium_ready();
+    if (st != GT_OK) return st;
+    if (!site || !*site || strchr(site, '/')) {
+        GT_ERROR("invalid site name '%s' for a key file", site ? site : "");
+        return GT_ERR_INVALID;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        GT_ERROR("cannot create key directory %s: %s", dir, strerror(errno));
+        return GT_ERR_IO;
+    }
+    snprintf(sec_path, sizeof sec_path, "%s/%s.key", dir, site);
+    snprintf(pub_path, sizeof pub_path, "%s/%s.pub", dir, site);
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp%ld", sec_path, (long)getpid());
+    if (stat(sec_path, &sb) == 0 || stat(pub_path, &sb) == 0) {
+        GT_ERROR("a key for site '%s' already exists in %s; refusing to overwrite it", site, dir);
+        return GT_ERR_EXISTS;
+    }
+
+    gt_wan_key_to_base64(kp->secret_key, b64);
+    snprintf(text, sizeof text, "%s\n%s\n", SECRET_MAGIC, b64);
+    st = write_new_file(tmp_path, text, 0600);
+    sodium_memzero(b64, sizeof b64);
+    sodium_memzero(text, sizeof text);
+    if (st != GT_OK) return st;
+    /* link() fails if the name appeared meanwhile, so an existing key is never replaced. */
+    if (link(tmp_path, sec_path) != 0) {
+        GT_ERROR("cannot create %s: %s", sec_path, strerror(errno));
+        unlink(tmp_path);
+        return errno == EEXIST ? GT_ERR_EXISTS : GT_ERR_IO;
+    }
+    unlink(tmp_path);
+
+    gt_wan_key_to_base64(kp->public_key, b64);
+    snprintf(text, sizeof text, "%s\n%s\nsite %s\n", PUBLIC_MAGIC, b64, site);
+    st = write_new_file(pub_path, text, 0644);
+    if (st != GT_OK) unlink(sec_path);
+    return st;
+}
+
+gt_status_t gt_wan_keypair_load(const char *secret_path, gt_wan_keypair_t *kp_p)
+{
+    char text[512] = {0};
+    char b64[GT_WAN_KEY_B64_LEN + 1];
+    gt_wan_keypair_t kp;
+    struct stat sb;
+    gt_status_t st = sodium_ready();
+    if (st != GT_OK) return st;
+    FILE *f = fopen(secret_path, "r");
+    if (!f) {
+        GT_ERROR("cannot open secret key %s: %s", secret_path, strerror(errno));
+        return errno == ENOENT ? GT_ERR_NOT_FOUND : GT_ERR_IO;
+    }
+    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077))
+        GT_WARN("secret key %s is readable by group or others (mode %03o); chmod 600 it",
+                secret_path, (unsigned)(sb.st_mode & 0777));
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    st = GT_ERR_CORRUPT;
+    size_t mlen = strlen(SECRET_MAGIC);
+    if (n < mlen + 1 + GT_WAN_KEY_B64_LEN || memcmp(text, SECRET_MAGIC, mlen) != 0 ||
+        text[mlen] != '\n') {
+        GT_ERROR("%s is not a geotrain secret key (expected first line '%s')", secret_path,
+                 SECRET_MAGIC);
+        goto out;
+    }
+    memcpy(b64, text + mlen + 1, GT_WAN_KEY_B64_LEN);
+    b64[GT_WAN_KEY_B64_LEN] = '\0';
+    if (gt_wan_key_from_base64(b64, kp.secret_key) != GT_OK) {
+        GT_ERROR("%s: the key line is not 32 bytes of base64", secret_path);
+        goto out;
+    }
+    crypto_scalarmult_base(kp.public_key, kp.secret_key);
+    *kp_p = kp;
+    st = GT_OK;
+out:
+    sodium_memzero(text, sizeof text);
+    sodium_memzero(b64, sizeof b64);
+    sodium_memzero(&kp, sizeof kp);
+    return st;
+}
+
+void gt_wan_keypair_wipe(gt_wan_keypair_t *kp)
+{
+    if (kp) sodium_memzero(kp, sizeof *kp);
+}
