@@ -1,0 +1,286 @@
+/* gt_topology.h — the run's configuration (sites.yaml) and the WAN layout (DESIGN.md §3, §6).
+ *
+ * gt_topo_load() reads sites.yaml, applies GT_* environment variables and then `key=value`
+ * overrides from the command line (precedence: file < environment < flags), validates every
+ * value against the schema and returns one resolved, immutable gt_topo_config_t. Every error
+ * is printed as `FILE:LINE:COLUMN: key 'a.b': <what is wrong>; allowed: <what is allowed>`
+ * (environment and flag errors use `env:GT_X:` and `flag:--set a.b=...:` in place of the
+ * file position), every error in the file is reported, and nothing partial is returned.
+ *
+ * The layout cuts a flat parameter vector of N floats into L contiguous lanes, and each lane
+ * into one chunk per live site; chunk ownership rotates so every site aggregates an equal
+ * share. It is a pure function of (N, L, live sites, ranks, alignment).
+ */
+#ifndef GT_TOPOLOGY_H
+#define GT_TOPOLOGY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gt_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_TOPO_NAME_MAX      64   /* site names, presets, run names (including the NUL) */
+#define GT_TOPO_PATH_MAX      1024 /* file paths (including the NUL) */
+#define GT_TOPO_ADDR_MAX      256  /* host:port (including the NUL) */
+#define GT_TOPO_MAX_SITES     64
+#define GT_TOPO_MAX_ENDPOINTS 16
+#define GT_TOPO_MAX_CUTS      16
+
+typedef enum { GT_DATA_TEXT = 0, GT_DATA_SHARDS = 1, GT_DATA_SYNTHETIC = 2 } gt_topo_data_kind_t;
+typedef enum { GT_OUTER_DILOCO = 0, GT_OUTER_SYNC_DP = 1 } gt_topo_outer_mode_t;
+typedef enum { GT_OUTER_NESTEROV = 0, GT_OUTER_AVERAGE = 1 } gt_topo_outer_opt_t;
+typedef enum { GT_LATE_FOLD = 0, GT_LATE_DROP = 1 } gt_topo_late_t;
+typedef enum { GT_TRANSPORT_UCX = 0, GT_TRANSPORT_LIBFABRIC = 1 } gt_topo_transport_t;
+typedef enum { GT_SECURITY_ENCRYPTED = 0, GT_SECURITY_NONE = 1 } gt_topo_security_t;
+typedef enum {
+    GT_CIPHER_AUTO = 0,
+    GT_CIPHER_AES256GCM = 1,
+    GT_CIPHER_XCHACHA20POLY1305 = 2
+} gt_topo_cipher_t;
+typedef enum { GT_BACKEND_CPU = 0, GT_BACKEND_CUDA = 1 } gt_topo_backend_t;
+typedef enum { GT_ZSTD_AUTO = 0, GT_ZSTD_ON = 1, GT_ZSTD_OFF = 2 } gt_topo_zstd_t;
+
+typedef struct {
+    char name[GT_TOPO_NAME_MAX];    /* run.name: label of the run directory */
+    uint64_t seed;                  /* run.seed: all randomness derives from it */
+    uint32_t rounds;                /* run.rounds: outer rounds to train */
+    char run_dir[GT_TOPO_PATH_MAX]; /* run.run_dir: parent folder of run directories */
+    uint32_t checkpoint_every;      /* run.checkpoint_every: rounds; 0 = only at the end */
+    uint32_t log_every;             /* run.log_every: inner steps between metrics lines */
+} gt_topo_run_t;
+
+/* Model dimensions; 0 in a field means "take it from the preset". */
+typedef struct {
+    char preset[GT_TOPO_NAME_MAX]; /* model.preset: tiny | small | gpt2-124m */
+    uint32_t vocab_size;           /* model.vocab_size (V) */
+    uint32_t context_length;       /* model.context_length (maxT) */
+    uint32_t n_layer;              /* model.n_layer (L) */
+    uint32_t n_head;               /* model.n_head (NH) */
+    uint32_t d_model;              /* model.d_model (C) */
+    uint32_t batch_size;           /* model.batch_size (B, per rank) */
+    uint32_t seq_len;              /* model.seq_len (T) */
+} gt_topo_model_t;
+
+typedef struct {
+    gt_topo_data_kind_t kind;     /* data.kind: text | shards | synthetic */
+    char path[GT_TOPO_PATH_MAX];  /* data.path: a text file, or a glob of llm.c shards */
+    uint32_t synthetic_branching; /* data.synthetic_branching: successors per state */
+    uint64_t synthetic_tokens;    /* data.synthetic_tokens: corpus length */
+} gt_topo_data_t;
+
+typedef struct {
+    uint32_t steps;        /* inner.steps: H, inner steps per outer round */
+    double lr;             /* inner.lr: peak AdamW learning rate */
+    double min_lr_ratio;   /* inner.min_lr_ratio: cosine floor as a fraction of lr */
+    uint32_t warmup_steps; /* inner.warmup_steps */
+    double weight_decay;   /* inner.weight_decay */
+    double beta1, beta2;   /* inner.beta1, inner.beta2 */
+    double eps;            /* inner.eps */
+    double grad_clip;      /* inner.grad_clip: global norm; 0 = off */
+} gt_topo_inner_t;
+
+typedef struct {
+    gt_topo_outer_mode_t mode;     /* outer.mode: diloco | sync-dp */
+    gt_topo_outer_opt_t optimizer; /* outer.optimizer: nesterov | average */
+    double lr;                     /* outer.lr: η */
+    double momentum;               /* outer.momentum: μ */
+    uint32_t overlap_steps;        /* outer.overlap_steps: τ; 0 = synchronous DiLoCo */
+    gt_topo_late_t late;           /* outer.late: fold | drop */
+    double quorum;                 /* outer.quorum: fraction of live sites to close early */
+    uint32_t deadline_min_ms;      /* outer.deadline_min_ms */
+    uint32_t deadline_max_ms;      /* outer.deadline_max_ms */
+    double deadline_mad_k;         /* outer.deadline_mad_k: deadline = median + k·MAD */
+    double clip_k;                 /* outer.clip_k: clip norms to k × median; 0 = off */
+    uint32_t fragments;            /* outer.fragments: streaming fragments (1 = whole) */
+} gt_topo_outer_t;
+
+typedef struct {
+    char name[GT_TOPO_NAME_MAX];        /* codec.name: fp32|bf16|int8|int4|fp4|topk */
+    uint32_t block_size;                /* codec.block_size: elements per scale block */
+    double topk_fraction;               /* codec.topk_fraction */
+    char topk_values[GT_TOPO_NAME_MAX]; /* codec.topk_values: fp32|bf16|int8|int4|fp4 */
+    int error_feedback;                 /* codec.error_feedback */
+    gt_topo_zstd_t zstd;                /* codec.zstd: auto | on | off */
+    int zstd_level;                     /* codec.zstd_level */
+} gt_topo_codec_t;
+
+/* One link's emulated behaviour. Values < 0 in a per-link override mean "inherit". */
+typedef struct {
+    double start_s;    /* seconds after the run starts */
+    double duration_s; /* how long the link is cut */
+} gt_topo_cut_t;
+
+typedef struct {
+    double latency_ms;     /* one-way */
+    double jitter_ms;      /* uniform ± jitter added to each message */
+    double bandwidth_mbps; /* megabits/s; 0 = unlimited */
+    double loss;           /* probability in [0, 1), emulated as retransmission delay */
+    uint32_t n_cuts;
+    gt_topo_cut_t cuts[GT_TOPO_MAX_CUTS];
+} gt_topo_link_params_t;
+
+typedef struct {
+    int enabled;                /* wan.emulation.enabled */
+    gt_topo_link_params_t link; /* wan.emulation.{latency_ms,jitter_ms,bandwidth_mbps,loss} */
+    uint64_t seed;              /* wan.emulation.seed */
+} gt_topo_emulation_t;
+
+typedef struct {
+    gt_topo_transport_t transport; /* wan.transport: ucx | libfabric */
+    uint32_t lanes;                /* wan.lanes: L */
+    uint32_t connect_timeout_ms;   /* wan.connect_timeout_ms */
+    uint32_t peer_timeout_ms;      /* wan.peer_timeout_ms: silence before a peer is lost */
+    gt_topo_emulation_t emulation; /* wan.emulation.* */
+} gt_topo_wan_t;
+
+typedef struct {
+    uint32_t n_endpoints;                                    /* membership.endpoints */
+    char endpoints[GT_TOPO_MAX_ENDPOINTS][GT_TOPO_ADDR_MAX]; /* http://host:port */
+    uint32_t lease_ttl_s;                                    /* membership.lease_ttl_s */
+    uint32_t heartbeat_ms;                                   /* membership.heartbeat_ms */
+    char prefix[GT_TOPO_NAME_MAX];                           /* membership.prefix */
+} gt_topo_membership_t;
+
+typedef struct {
+    gt_topo_security_t mode;        /* security.mode: encrypted | none */
+    gt_topo_cipher_t cipher;        /* security.cipher */
+    char key_dir[GT_TOPO_PATH_MAX]; /* security.key_dir: where NAME.key files live */
+} gt_topo_security_cfg_t;
+
+typedef struct {
+    uint32_t threads;         /* local.threads: compute threads per rank */
+    uint32_t tensor_parallel; /* local.tensor_parallel: t (same at every site) */
+} gt_topo_local_t;
+
+typedef struct {
+    char name[GT_TOPO_NAME_MAX];       /* sites[].name: unique */
+    char address[GT_TOPO_ADDR_MAX];    /* sites[].address: host:port of rank 0's listener */
+    uint32_t ranks;                    /* sites[].ranks */
+    gt_topo_backend_t backend;         /* sites[].backend: cpu | cuda */
+    int has_public_key;                /* sites[].public_key given */
+    uint8_t public_key[32];            /* sites[].public_key: base64 X25519 key */
+    char secret_key[GT_TOPO_PATH_MAX]; /* sites[].secret_key: default key_dir/NAME.key */
+    uint32_t line;                     /* where the site entry starts in the file */
+} gt_topo_site_t;
+
+typedef struct {
+    uint32_t a, b;                /* site indices; the link is symmetric */
+    gt_topo_link_params_t params; /* fully resolved (inherits wan.emulation) */
+} gt_topo_link_t;
+
+typedef struct gt_topo_config {
+    char source[GT_TOPO_PATH_MAX]; /* the file it was loaded from */
+    gt_topo_run_t run;
+    gt_topo_model_t model;
+    gt_topo_data_t data;
+    gt_topo_inner_t inner;
+    gt_topo_outer_t outer;
+    gt_topo_codec_t codec;
+    gt_topo_wan_t wan;
+    gt_topo_membership_t membership;
+    gt_topo_security_cfg_t security;
+    gt_topo_local_t local;
+    uint32_t n_sites;
+    gt_topo_site_t *sites; /* n_sites entries */
+    uint32_t n_links;
+    gt_topo_link_t *links; /* explicit overrides only; see gt_topo_link_params() */
+} gt_topo_config_t;
+
+typedef struct {
+    const char *const *sets; /* "key=value" overrides (flags), applied last */
+    size_t n_sets;
+    int use_env; /* apply GT_<SECTION>_<KEY> environment variables */
+    FILE *err;   /* where error messages go; NULL = stderr */
+} gt_topo_load_params_t;
+
+#define GT_TOPO_LOAD_PARAMS_INIT \
+    {                            \
+        NULL, 0, 1, NULL         \
+    }
+
+/* Loads, overrides and validates sites.yaml. On any error, prints every problem found to
+ * params->err and returns GT_ERR_CONFIG (GT_ERR_NOT_FOUND/GT_ERR_IO when the file cannot be
+ * read); *cfg_p is set only on success. Free with gt_topo_destroy(). */
+GT_API gt_status_t gt_topo_load(const char *path, const gt_topo_load_params_t *params,
+                                gt_topo_config_t **cfg_p) GT_MUST_USE;
+
+/* Same, from a string in memory; `name` is used in messages in place of the file name. */
+GT_API gt_status_t gt_topo_load_string(const char *text, size_t len, const char *name,
+                                       const gt_topo_load_params_t *params,
+                                       gt_topo_config_t **cfg_p) GT_MUST_USE;
+
+/* Frees a configuration. Accepts NULL. */
+GT_API void gt_topo_destroy(gt_topo_config_t *cfg);
+
+/* Prints the resolved configuration as YAML that gt_topo_load accepts back, every key with
+ * where its value came from (file, env, flag or default) as a comment. */
+GT_API gt_status_t gt_topo_print(const gt_topo_config_t *cfg, FILE *out);
+
+/* Prints the reference of every config key: type, default, allowed values and meaning, as
+ * Markdown (docs/config.md is generated from it). */
+GT_API void gt_topo_print_reference(FILE *out);
+
+/* Index of the site named `name`; GT_ERR_NOT_FOUND when there is none. */
+GT_API gt_status_t gt_topo_site_index(const gt_topo_config_t *cfg, const char *name,
+                                      uint32_t *index_p);
+
+/* The emulated parameters of the link between sites a and b: the per-link override where
+ * `links:` has one, else wan.emulation. */
+GT_API void gt_topo_link_params(const gt_topo_config_t *cfg, uint32_t a, uint32_t b,
+                                gt_topo_link_params_t *params_p);
+
+/* ---- Lane and chunk layout (DESIGN.md §3) ---- */
+
+typedef struct {
+    size_t offset;  /* first element, in the flat parameter vector */
+    size_t count;   /* elements */
+    uint32_t owner; /* index into the live-site list given to gt_topo_layout_create */
+} gt_topo_chunk_t;
+
+typedef struct {
+    size_t offset;      /* first element */
+    size_t count;       /* elements */
+    uint32_t rank;      /* rank inside every site that carries this lane: lane mod ranks */
+    size_t first_chunk; /* index of its first chunk in gt_topo_layout_t.chunks */
+    uint32_t n_chunks;  /* one per live site (fewer if the lane is shorter than that) */
+} gt_topo_lane_t;
+
+typedef struct {
+    size_t n_elems;   /* length of the flat parameter vector */
+    uint32_t n_sites; /* live sites the chunks are owned by */
+    uint32_t n_lanes;
+    gt_topo_lane_t *lanes; /* n_lanes entries, in vector order */
+    size_t n_chunks;
+    gt_topo_chunk_t *chunks; /* lanes' chunks in vector order */
+} gt_topo_layout_t;
+
+typedef struct {
+    size_t n_elems;   /* N: parameters in the flat vector (> 0) */
+    uint32_t n_lanes; /* L (> 0); lanes beyond what the alignment allows are rejected */
+    uint32_t n_sites; /* S: live sites (> 0) */
+    uint32_t ranks;   /* R: ranks per site (> 0) */
+    size_t align;     /* lane and chunk boundaries are multiples of this (>= 1) */
+} gt_topo_layout_params_t;
+
+#define GT_TOPO_LAYOUT_PARAMS_INIT \
+    {                              \
+        0, 1, 1, 1, 1              \
+    }
+
+/* Cuts the vector: lanes are as equal as the alignment allows and cover [0, N) exactly once;
+ * lane l's chunk j is owned by live site (l + j) mod S, so over all lanes every site owns the
+ * same number of chunks (within one). Deterministic: the same params give the same layout. */
+GT_API gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *params,
+                                         gt_topo_layout_t **layout_p) GT_MUST_USE;
+GT_API void gt_topo_layout_destroy(gt_topo_layout_t *layout);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GT_TOPOLOGY_H */
