@@ -1,0 +1,258 @@
+/* gt_kernels.h — the model geotrain trains: a GPT-2 (forward, backward, AdamW) on the CPU
+ * (OpenBLAS + OpenMP) and on CUDA (cuBLAS, bf16 compute, fp32 master weights), plus the
+ * optimizer math of the outer loop as plain functions over float arenas.
+ *
+ * Shape of the model (llm.c's GPT-2): token + learned position embeddings; L pre-LayerNorm
+ * blocks (eps 1e-5) of causal multi-head attention (scale 1/sqrt(C/NH)) and a GELU MLP (tanh
+ * approximation, 4C wide); a final LayerNorm; an LM head tied to the token embedding; mean
+ * next-token cross-entropy over the B*T targets.
+ *
+ * Memory (DESIGN §2): parameters, gradients, AdamW m and AdamW v are each ONE contiguous float
+ * arena of gt_gpt_arena_len() floats; tensors are views at the offsets gt_gpt_tensor_get()
+ * reports. Inside the arena every tensor is stored in exactly the Hugging Face GPT-2 layout
+ * (Conv1D weights as (in, out), row-major), in the order of the HF state dict, so checkpoint
+ * I/O is one plain copy per tensor. The only gap: for presets with a padded vocabulary
+ * (Vp > V) the Vp - V rows after wte's V*C elements are padding, kept at zero and never
+ * written to a checkpoint.
+ *
+ * Determinism: a fixed thread count (gt_kern_set_threads) and the same inputs give
+ * bit-identical losses, gradients and parameters on every run. All reductions run in a fixed
+ * order; nothing depends on thread timing. Changing the thread count may change low-order
+ * bits (OpenBLAS blocking), so sites that must agree use the same count.
+ *
+ * Device: a model lives on the CPU or on one CUDA GPU (gt_gpt_params_t.device). Both run the
+ * same functions with the same arguments. The build defines GT_HAVE_CUDA (a PUBLIC compile
+ * definition of the gt_kernels target) when the CUDA parts are compiled in; without it,
+ * creating a CUDA model returns GT_ERR_UNSUPPORTED. Arena pointers of a CUDA model are device
+ * pointers; gt_gpt_arena_read/_write copy to and from host memory for either device.
+ */
+#ifndef GT_KERNELS_H
+#define GT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Model shape and presets ------------------------------------------------------------ */
+
+typedef struct {
+    size_t V;    /* vocabulary: logits and the rows of wte.weight in checkpoints */
+    size_t Vp;   /* rows of wte in the arena, >= V (0 means V); padded rows stay zero */
+    size_t maxT; /* context length: rows of wpe.weight */
+    size_t L;    /* transformer blocks */
+    size_t C;    /* channels (d_model) */
+    size_t NH;   /* attention heads; C % NH == 0 */
+} gt_gpt_config_t;
+
+/* A named model with its default run settings (batch B, sequence T <= maxT). Presets:
+ *   "tiny"      V=128, maxT=32, L=2, C=64, NH=4;           B=4,  T=32  (tests; fast on 1 core)
+ *   "small"     V=256, maxT=128, L=4, C=256, NH=4;         B=16, T=128 (the CPU reference)
+ *   "gpt2-124m" V=50257 (Vp=50304), maxT=1024, L=12, C=768, NH=12; B=8, T=1024 (GPUs) */
+typedef struct {
+    const char *name;
+    gt_gpt_config_t model;
+    size_t B;
+    size_t T;
+} gt_gpt_preset_t;
+
+/* Looks a preset up by name. GT_ERR_NOT_FOUND (and a log line listing the names) if unknown. */
+GT_API gt_status_t gt_gpt_preset_find(const char *name, gt_gpt_preset_t *preset_p);
+/* The i-th preset's name, NULL past the end (for --help and error messages). */
+GT_API const char *gt_gpt_preset_name(size_t i);
+
+/* Checks a config and run shape: every field > 0, C % NH == 0, Vp == 0 or Vp >= V,
+ * 0 < T <= maxT, B > 0, sizes that fit in memory arithmetic. Logs what is wrong.
+ * Pass B = T = 1 to check the model alone. */
+GT_API gt_status_t gt_gpt_config_check(const gt_gpt_config_t *cfg, size_t B, size_t T);
+
+/* ---- Parameter tensors (Hugging Face GPT-2 names and layouts) ----------------------------- */
+
+#define GT_GPT_TENSOR_NAME_MAX 48
+
+typedef struct {
+    char name[GT_GPT_TENSOR_NAME_MAX]; /* "wte.weight", "h.3.attn.c_attn.weight", ... */
+    size_t offset;                     /* first element, in floats from the arena start */
+    size_t numel;                      /* shape[0] * shape[1] (shape[1] = 1 when ndim == 1) */
+    int ndim;                          /* 1 or 2 */
+    size_t shape[2];                   /* HF shape, row-major */
+    int decay;                         /* 1: AdamW weight decay applies (2-D tensors) */
+} gt_gpt_tensor_t;
+
+/* Number of parameter tensors: 2 + 12*L + 2. Order (= arena order):
+ *   wte.weight (V, C)            wpe.weight (maxT, C)
+ *   for i in 0..L-1:
+ *     h.i.ln_1.weight (C)        h.i.ln_1.bias (C)
+ *     h.i.attn.c_attn.weight (C, 3C)   h.i.attn.c_attn.bias (3C)    [q | k | v along 3C]
+ *     h.i.attn.c_proj.weight (C, C)    h.i.attn.c_proj.bias (C)
+ *     h.i.ln_2.weight (C)        h.i.ln_2.bias (C)
+ *     h.i.mlp.c_fc.weight (C, 4C)      h.i.mlp.c_fc.bias (4C)
+ *     h.i.mlp.c_proj.weight (4C, C)    h.i.mlp.c_proj.bias (C)
+ *   ln_f.weight (C)              ln_f.bias (C)
+ * Conv1D weights are (in, out): y = x W + b, exactly as stored in HF checkpoints. */
+GT_API size_t gt_gpt_tensor_count(const gt_gpt_config_t *cfg);
+/* Tensor `index` (< gt_gpt_tensor_count). GT_ERR_INVALID for a bad index or config. */
+GT_API gt_status_t gt_gpt_tensor_get(const gt_gpt_config_t *cfg, size_t index,
+                                     gt_gpt_tensor_t *tensor_p);
+/* Finds a tensor by HF name; a leading "transformer." is ignored. GT_ERR_NOT_FOUND if none. */
+GT_API gt_status_t gt_gpt_tensor_find(const gt_gpt_config_t *cfg, const char *name,
+                                      gt_gpt_tensor_t *tensor_p);
+/* Floats in each arena (includes the wte padding rows when Vp > V). 0 for a bad config. */
+GT_API size_t gt_gpt_arena_len(const gt_gpt_config_t *cfg);
+/* Number of real parameters (sum of the tensors' numel; excludes padding). */
+GT_API size_t gt_gpt_param_count(const gt_gpt_config_t *cfg);
+/* FLOPs of one training step (forward + backward) per token at sequence length T, counting
+ * a multiply-add as 2: 6 * (matmul parameters incl. the LM head) + 12 * L * T * C (attention
+ * scores and mixing, causal mask not discounted, as in the PaLM MFU convention). */
+GT_API double gt_gpt_train_flops_per_token(const gt_gpt_config_t *cfg, size_t T);
+
+/* ---- Threads and devices ---------------------------------------------------------------- */
+
+/* Sets the CPU thread count of every CPU kernel (OpenMP parallel regions; OpenBLAS is called
+ * single-threaded inside them, via openblas_set_num_threads(1), so there is one pool and no
+ * spinning competition). Process-wide. n <= 0 picks the number of online CPUs. Results are
+ * bit-identical run to run for a fixed n. Default before any call: 1. */
+GT_API gt_status_t gt_kern_set_threads(int n);
+GT_API int gt_kern_get_threads(void);
+/* Number of usable CUDA devices into *count_p (0 when the driver finds none).
+ * GT_ERR_UNSUPPORTED when this build has no CUDA (GT_HAVE_CUDA undefined). */
+GT_API gt_status_t gt_kern_cuda_device_count(int *count_p);
+
+/* ---- The model --------------------------------------------------------------------------- */
+
+typedef enum { GT_DEVICE_CPU = 0, GT_DEVICE_CUDA = 1 } gt_device_t;
+
+typedef struct {
+    gt_gpt_config_t model;
+    size_t B;           /* sequences per forward */
+    size_t T;           /* tokens per sequence, <= model.maxT */
+    gt_device_t device; /* GT_DEVICE_CPU or GT_DEVICE_CUDA */
+    int cuda_device;    /* CUDA ordinal when device == GT_DEVICE_CUDA */
+} gt_gpt_params_t;
+
+#define GT_GPT_PARAMS_INIT                         \
+    {                                              \
+        {0, 0, 0, 0, 0, 0}, 0, 0, GT_DEVICE_CPU, 0 \
+    }
+
+typedef struct gt_gpt gt_gpt_t;
+
+/* Allocates the four arenas (all zero) and the activations for (B, T). Weights are zero until
+ * gt_gpt_init_weights or gt_gpt_arena_write fills them. */
+GT_API gt_status_t gt_gpt_create(const gt_gpt_params_t *params, gt_gpt_t **gpt_p);
+GT_API void gt_gpt_destroy(gt_gpt_t *gpt); /* accepts NULL */
+GT_API const gt_gpt_params_t *gt_gpt_get_params(const gt_gpt_t *gpt);
+
+/* GPT-2 initialisation, deterministic in `seed` and identical on CPU and CUDA: weights
+ * normal(0, 0.02) (a counter-based generator: element i of tensor k depends only on seed, k
+ * and i), the residual projections (attn.c_proj.weight, mlp.c_proj.weight) with std
+ * 0.02/sqrt(2L), biases 0, LayerNorm gains 1, padding rows 0. Does not touch grads or m, v. */
+GT_API gt_status_t gt_gpt_init_weights(gt_gpt_t *gpt, uint64_t seed);
+
+typedef enum {
+    GT_GPT_PARAMS = 0, /* the parameters (fp32 master weights on CUDA) */
+    GT_GPT_GRADS = 1,  /* the gradients */
+    GT_GPT_ADAM_M = 2, /* AdamW first moment */
+    GT_GPT_ADAM_V = 3  /* AdamW second moment */
+} gt_gpt_arena_t;
+
+/* The arena's base pointer: host memory for a CPU model, device memory for a CUDA model.
+ * Valid until gt_gpt_destroy. NULL for a bad argument. */
+GT_API float *gt_gpt_arena(gt_gpt_t *gpt, gt_gpt_arena_t which);
+/* Copies floats [offset, offset+n) of an arena to / from host memory (either device). After
+ * writing GT_GPT_PARAMS of a CUDA model the bf16 working copy is refreshed automatically. */
+GT_API gt_status_t gt_gpt_arena_read(gt_gpt_t *gpt, gt_gpt_arena_t which, size_t offset, size_t n,
+                                     float *dst);
+GT_API gt_status_t gt_gpt_arena_write(gt_gpt_t *gpt, gt_gpt_arena_t which, size_t offset, size_t n,
+                                      const float *src);
+/* On CPU pointers returned by gt_gpt_arena may be written directly. On CUDA, call this after
+ * writing GT_GPT_PARAMS through the device pointer (e.g. after an NCCL broadcast) so the bf16
+ * working copy follows. A no-op on CPU. */
+GT_API gt_status_t gt_gpt_params_changed(gt_gpt_t *gpt);
+
+/* Forward pass over B*T tokens (host arrays, row-major (B, T), each in [0, V)); targets[b,t]
+ * is the token after inputs[b,t]. Writes the mean cross-entropy in nats to *loss_p and keeps
+ * the activations for gt_gpt_backward. GT_ERR_INVALID for an out-of-range token (nothing
+ * computed). */
+GT_API gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const int32_t *targets,
+                                  float *loss_p);
+
+/* Backward pass of the last gt_gpt_forward. ACCUMULATES: adds scale * d(mean loss)/d(params)
+ * to the gradient arena (scale 1 for one batch; 1/k for each of k micro-batches). Call
+ * gt_gpt_grad_zero before the first micro-batch of a step. GT_ERR_INVALID without a
+ * preceding forward. */
+GT_API gt_status_t gt_gpt_backward(gt_gpt_t *gpt, float scale);
+/* Sets the gradient arena to zero. */
+GT_API gt_status_t gt_gpt_grad_zero(gt_gpt_t *gpt);
+
+/* Global L2 norm of the gradient arena, accumulated in double in a fixed order (independent
+ * of the thread count). */
+GT_API gt_status_t gt_gpt_grad_norm(gt_gpt_t *gpt, float *norm_p);
+/* Multiplies the gradient arena by s (averaging across ranks, manual clipping). */
+GT_API gt_status_t gt_gpt_grad_scale(gt_gpt_t *gpt, float s);
+/* Global-norm clipping: computes the norm; when norm > max_norm, multiplies the gradients
+ * by max_norm / (norm + 1e-6). Writes the norm before clipping to *norm_p (may be NULL).
+ * max_norm <= 0 disables clipping (norm still computed). */
+GT_API gt_status_t gt_gpt_grad_clip(gt_gpt_t *gpt, float max_norm, float *norm_p);
+
+/* ---- Optimizers ----------------------------------------------------------------------------- */
+
+typedef struct {
+    float lr;           /* learning rate of this step (see gt_kern_lr_at) */
+    float beta1;        /* first-moment decay */
+    float beta2;        /* second-moment decay */
+    float eps;          /* added to sqrt(v_hat) */
+    float weight_decay; /* decoupled: theta -= lr * wd * theta, on 2-D tensors only */
+} gt_adamw_params_t;
+
+#define GT_ADAMW_PARAMS_INIT            \
+    {                                   \
+        6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f \
+    }
+
+/* One AdamW update over n elements (CPU, host pointers):
+ *   m = b1*m + (1-b1)*g ; v = b2*v + (1-b2)*g*g
+ *   m_hat = m / (1 - b1^step) ; v_hat = v / (1 - b2^step)
+ *   theta -= lr * (m_hat / (sqrt(v_hat) + eps) + (decay ? wd * theta : 0))
+ * `step` is 1-based: the number of updates including this one. Elementwise, deterministic. */
+GT_API gt_status_t gt_kern_adamw_update(float *theta, const float *g, float *m, float *v, size_t n,
+                                        const gt_adamw_params_t *p, uint64_t step, int decay);
+/* The same update applied to the whole model: decay on the tensors with decay = 1 (matrices
+ * and embeddings), none on biases and LayerNorm gains. On CUDA it also refreshes the bf16
+ * weights. */
+GT_API gt_status_t gt_gpt_adamw_step(gt_gpt_t *gpt, const gt_adamw_params_t *p, uint64_t step);
+
+typedef struct {
+    float lr_max;          /* peak learning rate */
+    float min_frac;        /* final lr = min_frac * lr_max */
+    uint64_t warmup_steps; /* linear warmup length (0: none) */
+    uint64_t total_steps;  /* end of the cosine decay; later steps stay at the minimum */
+} gt_lr_schedule_t;
+
+#define GT_LR_SCHEDULE_INIT     \
+    {                           \
+        6e-4f, 0.1f, 100, 10000 \
+    }
+
+/* Learning rate at 0-based step s:
+ *   s < warmup:            lr_max * (s + 1) / warmup
+ *   warmup <= s < total:   min + 0.5 * (1 + cos(pi * (s - warmup) / (total - warmup))) * (max -
+ * min) s >= total:            min = min_frac * lr_max */
+GT_API float gt_kern_lr_at(const gt_lr_schedule_t *sched, uint64_t step);
+
+/* The outer (DiLoCo) Nesterov step over n floats, in index order, host memory:
+ *   m[i] = mu * m[i] + g[i] ; theta[i] = theta[i] - lr * (g[i] + mu * m[i])
+ * Compiled without floating-point contraction (no FMA), elementwise with no reduction, so the
+ * same inputs give bit-identical outputs on every machine and thread count (DESIGN I1). */
+GT_API gt_status_t gt_kern_nesterov_update(float *theta, float *m, const float *g, size_t n,
+                                           float lr, float mu);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GT_KERNELS_H */
