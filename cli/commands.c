@@ -4,7 +4,7 @@
 #include <stddef.h>
 
 const gt_cli_cmd_t gt_cli_commands[] = {
-    /* {"config", ...} is added with the topology loader. */
+    {"config", "validate a sites.yaml and print the resolved configuration", gt_cmd_config},
     {"keygen", "make a site's X25519 key pair for the secure WAN channel", gt_cmd_keygen},
     {"bench", "benchmarks (see `geotrain bench --help`)", gt_cmd_bench},
     {NULL, NULL, NULL},

@@ -1,0 +1,172 @@
+/* test_cli.c — the `geotrain` binary end to end: --help/--version, `config check` on the
+ * repository's sites.yaml and on a broken copy, and `keygen` (files, modes, refusal to
+ * overwrite, the printed public key matching the secret key). */
+#include "gt_test.h"
+#include "gt_wan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+static const char *cli(void)
+{
+    const char *c = getenv("GT_CLI");
+    if (!c) {
+        fprintf(stderr, "GT_CLI is not set (run through ctest)\n");
+        exit(1);
+    }
+    return c;
+}
+
+static int run(char **out_p, const char *fmt, const char *a, const char *b)
+{
+    char cmd[4096];
+    char full[4200];
+    snprintf(cmd, sizeof cmd, fmt, a ? a : "", b ? b : "");
+    snprintf(full, sizeof full, "%s %s", cli(), cmd);
+    return gt_test_run(full, out_p);
+}
+
+static void test_help(void)
+{
+    char *out = NULL;
+    CHECK_EQ_INT(run(&out, "--help", NULL, NULL), 0);
+    CHECK_STR_CONTAINS(out, "config");
+    CHECK_STR_CONTAINS(out, "keygen");
+    free(out);
+    CHECK_EQ_INT(run(&out, "--version", NULL, NULL), 0);
+    CHECK_STR_CONTAINS(out, "geotrain ");
+    free(out);
+    CHECK(run(&out, "no-such-command", NULL, NULL) != 0);
+    CHECK_STR_CONTAINS(out, "unknown command");
+    free(out);
+    CHECK_EQ_INT(run(&out, "config --help", NULL, NULL), 0);
+    CHECK_STR_CONTAINS(out, "config check FILE");
+    free(out);
+    CHECK_EQ_INT(run(&out, "keygen --help", NULL, NULL), 0);
+    CHECK_STR_CONTAINS(out, "--site NAME --out DIR");
+    free(out);
+}
+
+static void test_config_check(const char *tmp)
+{
+    const char *src = getenv("GT_SOURCE_DIR");
+    char path[1024], bad[1024], *out = NULL;
+    snprintf(path, sizeof path, "%s/sites.yaml", src ? src : ".");
+    CHECK_EQ_INT(run(&out, "config check %s", path, NULL), 0);
+    CHECK_STR_CONTAINS(out, "sites:");
+    CHECK_STR_CONTAINS(out, "resolved configuration");
+    free(out);
+
+    /* The same file with one value broken: rounds: 30 -> rounds: -3. */
+    snprintf(bad, sizeof bad, "%s/bad.yaml", tmp);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "sed 's/^  rounds: 30/  rounds: -3/' %s > %s", path, bad);
+    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(run(&out, "config check %s", bad, NULL), 1);
+    char want[1200];
+    snprintf(want, sizeof want, "%s:10:11: key 'run.rounds': invalid value '-3'", bad);
+    CHECK_STR_CONTAINS(out, want);
+    free(out);
+
+    /* A flag override is applied and shown; a bad one fails. */
+    CHECK_EQ_INT(run(&out, "config check %s --set outer.lr=0.25 --no-env", path, NULL), 0);
+    CHECK_STR_CONTAINS(out, "lr: 0.25  # from --set");
+    free(out);
+    CHECK_EQ_INT(run(&out, "config check %s --set outer.lr=0", path, NULL), 1);
+    CHECK_STR_CONTAINS(out, "flag:--set outer.lr=0: key 'outer.lr'");
+    free(out);
+    CHECK(run(&out, "config check %s/missing.yaml", tmp, NULL) != 0);
+    CHECK_STR_CONTAINS(out, "missing.yaml:1:1: cannot open");
+    free(out);
+
+    CHECK_EQ_INT(run(&out, "config reference", NULL, NULL), 0);
+    CHECK_STR_CONTAINS(out, "`outer.overlap_steps`");
+    CHECK_STR_CONTAINS(out, "GT_OUTER_LR");
+    free(out);
+}
+
+static void test_keygen(const char *tmp)
+{
+    char dir[1024], sec[1200], pub[1200], *out = NULL;
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s/keys", tmp);
+    snprintf(sec, sizeof sec, "%s/eu-west.key", dir);
+    snprintf(pub, sizeof pub, "%s/eu-west.pub", dir);
+    CHECK_EQ_INT(run(&out, "keygen --site eu-west --out %s", dir, NULL), 0);
+    CHECK(stat(sec, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+    CHECK(stat(pub, &sb) == 0 && (sb.st_mode & 0777) == 0644);
+    CHECK(stat(dir, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+    const char *line = out ? strstr(out, "public_key: ") : NULL;
+    CHECK(line != NULL);
+    if (line) {
+        char b64[GT_WAN_KEY_B64_LEN + 1];
+        uint8_t printed[GT_WAN_KEY_BYTES];
+        memcpy(b64, line + 12, GT_WAN_KEY_B64_LEN);
+        b64[GT_WAN_KEY_B64_LEN] = '\0';
+        CHECK_EQ_INT(gt_wan_key_from_base64(b64, printed), GT_OK);
+        gt_wan_keypair_t kp;
+        CHECK_EQ_INT(gt_wan_keypair_load(sec, &kp), GT_OK);
+        CHECK(memcmp(kp.public_key, printed, GT_WAN_KEY_BYTES) == 0);
+        gt_wan_keypair_wipe(&kp);
+        /* The .pub file holds the same key. */
+        FILE *f = fopen(pub, "r");
+        char text[256] = {0};
+        if (f) {
+            CHECK(fread(text, 1, sizeof text - 1, f) > 0);
+            fclose(f);
+        }
+        CHECK_STR_CONTAINS(text, b64);
+    }
+    free(out);
+
+    /* Refuses to overwrite; the key is unchanged. */
+    FILE *f = fopen(sec, "r");
+    char before[256] = {0}, after[256] = {0};
+    if (f) {
+        CHECK(fread(before, 1, sizeof before - 1, f) > 0);
+        fclose(f);
+    }
+    CHECK(run(&out, "keygen --site eu-west --out %s", dir, NULL) != 0);
+    CHECK_STR_CONTAINS(out, "already exists");
+    free(out);
+    f = fopen(sec, "r");
+    if (f) {
+        CHECK(fread(after, 1, sizeof after - 1, f) > 0);
+        fclose(f);
+    }
+    CHECK(strcmp(before, after) == 0);
+
+    /* Two sites get two different keys. */
+    CHECK_EQ_INT(run(&out, "keygen --site us-east --out %s", dir, NULL), 0);
+    free(out);
+    gt_wan_keypair_t a, b;
+    char sec2[1200];
+    snprintf(sec2, sizeof sec2, "%s/us-east.key", dir);
+    CHECK_EQ_INT(gt_wan_keypair_load(sec, &a), GT_OK);
+    CHECK_EQ_INT(gt_wan_keypair_load(sec2, &b), GT_OK);
+    CHECK(memcmp(a.public_key, b.public_key, GT_WAN_KEY_BYTES) != 0);
+
+    /* A corrupt key file is rejected. */
+    char bad[1200];
+    snprintf(bad, sizeof bad, "%s/bad.key", dir);
+    gt_test_write_file(bad, "geotrain-x25519-secret v1\nnot-base64\n");
+    CHECK_EQ_INT(gt_wan_keypair_load(bad, &a), GT_ERR_CORRUPT);
+    gt_test_write_file(bad, "something else\n");
+    CHECK_EQ_INT(gt_wan_keypair_load(bad, &a), GT_ERR_CORRUPT);
+
+    /* Missing arguments are a usage error. */
+    CHECK_EQ_INT(run(&out, "keygen --site x", NULL, NULL), 2);
+    free(out);
+}
+
+int main(void)
+{
+    char *tmp = gt_test_tmpdir();
+    test_help();
+    test_config_check(tmp);
+    test_keygen(tmp);
+    gt_test_rmtree(tmp);
+    free(tmp);
+    return GT_TEST_DONE();
+}

@@ -1,0 +1,306 @@
+/* test_config_errors.c — every kind of bad sites.yaml is rejected with a message that starts
+ * FILE:LINE:COLUMN: and names the key; good files load with the documented precedence.
+ *
+ * Each case is a whole small file; `want_pos` is the line:column of the offending token as
+ * counted by hand in the text (1-based), `want_key` the key the message must name. */
+#include "gt_test.h"
+#include "gt_topology.h"
+
+#include <stdlib.h>
+
+#define SITES                       \
+    "sites:\n"                      \
+    "  - name: a\n"                 \
+    "    address: 127.0.0.1:5000\n" \
+    "  - name: b\n"                 \
+    "    address: 127.0.0.1:5001\n"
+
+typedef struct {
+    const char *what;
+    const char *yaml;
+    const char *want_pos;  /* "LINE:COL" */
+    const char *want_key;  /* text the message must contain, e.g. "'outer.lr'" */
+    const char *want_also; /* more text it must contain, or NULL */
+} bad_case_t;
+
+static const bad_case_t cases[] = {
+    {"YAML syntax error", "run:\n  rounds: [1, 2\n" SITES, "3:6", "YAML syntax error", NULL},
+    {"tab indentation", "run:\n\trounds: 3\n" SITES, "2:1", "YAML syntax error", NULL},
+    {"empty file", "", "1:1", "the file is empty", NULL},
+    {"only comments", "# nothing here\n\n", "1:1", "the file is empty", NULL},
+    {"top level is a list", "- a\n- b\n", "1:1", "'(top level)'", "a mapping"},
+    {"no sites key", "run:\n  rounds: 3\n", "1:1", "'sites'", "no sites"},
+    {"empty site list", "run:\n  rounds: 3\nsites: []\n", "3:8", "'sites'", "no sites"},
+    {"sites not a list", "sites:\n  name: a\n", "2:3", "'sites'", "wrong type"},
+    {"wrong type: text for integer", "run:\n  rounds: abc\n" SITES, "2:11", "'run.rounds'",
+     "'abc'"},
+    {"wrong type: float for integer", "run:\n  rounds: 1.5\n" SITES, "2:11", "'run.rounds'",
+     "an integer in [1, 10000000]"},
+    {"negative unsigned", "run:\n  seed: -1\n" SITES, "2:9", "'run.seed'", "'-1'"},
+    {"quoted number", "run:\n  seed: \"12\"\n" SITES, "2:9", "'run.seed'", "quoted string"},
+    {"integer out of range", "run:\n  rounds: 0\n" SITES, "2:11", "'run.rounds'", "[1, "},
+    {"float out of range", "outer:\n  lr: -1\n" SITES, "2:7", "'outer.lr'", "(0, 10]"},
+    {"open bound", "outer:\n  momentum: 1\n" SITES, "2:13", "'outer.momentum'", "[0, 1)"},
+    {"not a number", "inner:\n  lr: fast\n" SITES, "2:7", "'inner.lr'", "'fast'"},
+    {"bad boolean", "codec:\n  error_feedback: maybe\n" SITES, "2:19", "'codec.error_feedback'",
+     "true or false"},
+    {"unknown enum word", "wan:\n  transport: tcp\n" SITES, "2:14", "'wan.transport'",
+     "one of: ucx, libfabric"},
+    {"enum typo", "codec:\n  name: int9\n" SITES, "2:9", "'codec.name'", "did you mean 'int8'"},
+    {"unknown section", "ouer:\n  lr: 0.5\n" SITES, "1:1", "'ouer'", "did you mean 'outer'"},
+    {"unknown key", "outer:\n  lrr: 0.5\n" SITES, "2:3", "'outer.lrr'", "did you mean 'lr'"},
+    {"key in the wrong section", "outer:\n  warmup_steps: 5\n" SITES, "2:3", "'outer.warmup_steps'",
+     "inner.warmup_steps"},
+    {"section is a scalar", "run: 5\n" SITES, "1:6", "'run'", "a mapping"},
+    {"key given twice", "run:\n  rounds: 3\n  rounds: 4\n" SITES, "3:3", "'run.rounds'",
+     "given twice"},
+    {"nested section unknown key", "wan:\n  emulation:\n    latncy_ms: 5\n" SITES, "3:5",
+     "'wan.emulation.latncy_ms'", "did you mean 'latency_ms'"},
+    {"duplicate site name",
+     "sites:\n  - name: a\n    address: 127.0.0.1:1\n  - name: a\n    address: 127.0.0.1:2\n",
+     "4:1", "'sites[1].name'", "duplicate site name 'a'"},
+    {"site without address", "sites:\n  - name: a\n", "2:5", "'sites[0].address'", "missing"},
+    {"site without name", "sites:\n  - address: 127.0.0.1:1\n", "2:5", "'sites[0].name'",
+     "missing"},
+    {"site address without port", "sites:\n  - name: a\n    address: localhost\n", "3:14",
+     "'sites[0].address'", "host:port"},
+    {"site port out of range", "sites:\n  - name: a\n    address: 127.0.0.1:70000\n", "3:14",
+     "'sites[0].address'", "'127.0.0.1:70000'"},
+    {"site unknown key", "sites:\n  - name: a\n    address: h:1\n    rank: 2\n", "4:5",
+     "'sites[0].rank'", "did you mean 'ranks'"},
+    {"site name with a space", "sites:\n  - name: a b\n    address: h:1\n", "2:11",
+     "'sites[0].name'", "'a b'"},
+    {"site bad public key", "sites:\n  - name: a\n    address: h:1\n    public_key: abc\n", "4:17",
+     "'sites[0].public_key'", "base64"},
+    {"site ranks zero", "sites:\n  - name: a\n    address: h:1\n    ranks: 0\n", "4:12",
+     "'sites[0].ranks'", "[1, 65536]"},
+    {"same address twice", "sites:\n  - name: a\n    address: h:1\n  - name: b\n    address: h:1\n",
+     "4:1", "'sites[1].address'", "also site 'a'"},
+    {"link to an unknown site", SITES "links:\n  - between: [a, c]\n", "7:18", "'links[0].between'",
+     "unknown site 'c'"},
+    {"link to itself", SITES "links:\n  - between: [a, a]\n", "7:18", "'links[0].between'",
+     "to itself"},
+    {"link with one name", SITES "links:\n  - between: [a]\n", "7:14", "'links[0].between'",
+     "two different site names"},
+    {"link given twice",
+     SITES "links:\n  - between: [a, b]\n  - between: [b, a]\n    latency_ms: 3\n", "8:5",
+     "'links[1].between'", "already configured"},
+    {"link without between", SITES "links:\n  - latency_ms: 5\n", "7:5", "'links[0].between'",
+     "missing"},
+    {"link bad loss", SITES "links:\n  - between: [a, b]\n    loss: 1\n", "8:11", "'links[0].loss'",
+     "[0, 1)"},
+    {"link cut without duration", SITES "links:\n  - between: [a, b]\n    cuts: [{start_s: 1}]\n",
+     "8:12", "'links[0].cuts'", "duration_s"},
+    {"jitter above latency", "wan:\n  emulation:\n    latency_ms: 5\n    jitter_ms: 10\n" SITES,
+     "4:16", "'wan.emulation.jitter_ms'", "at most latency_ms"},
+    {"deadline bounds reversed", "outer:\n  deadline_min_ms: 5000\n  deadline_max_ms: 100\n" SITES,
+     "2:20", "'outer.deadline_min_ms'", "deadline_max_ms"},
+    {"overlap not below H", "inner:\n  steps: 10\nouter:\n  overlap_steps: 10\n" SITES, "4:18",
+     "'outer.overlap_steps'", "inner.steps"},
+    {"heartbeat too slow for the lease",
+     "membership:\n  lease_ttl_s: 2\n  heartbeat_ms: 1500\n" SITES, "3:17",
+     "'membership.heartbeat_ms'", "half the lease"},
+    {"block size not a power of two", "codec:\n  block_size: 100\n" SITES, "2:15",
+     "'codec.block_size'", "power of two"},
+    {"bad etcd endpoint", "membership:\n  endpoints: [\"localhost:2379\"]\n" SITES, "2:15",
+     "'membership.endpoints'", "http://host:port"},
+    {"heads do not divide d_model", "model:\n  d_model: 100\n  n_head: 3\n" SITES, "3:11",
+     "'model.n_head'", "divisor"},
+    {"text data without a path", "data:\n  kind: text\n" SITES, "2:9", "'data.path'", "missing"},
+    {"unknown model preset", "model:\n  preset: gpt3\n" SITES, "2:11", "'model.preset'",
+     "tiny, small, gpt2-124m"},
+    {"tensor parallel does not divide ranks",
+     "local:\n  tensor_parallel: 2\nsites:\n  - name: a\n    address: h:1\n    ranks: 3\n", "4:1",
+     "'sites[0].ranks'", "multiple of"},
+    {"value missing", "run:\n  rounds:\n" SITES, "2:10", "'run.rounds'", "no value"},
+};
+
+/* Loads `yaml` named "t.yaml", capturing the error text. */
+static gt_status_t load(const char *yaml, const gt_topo_load_params_t *lp_in, char **errs_p,
+                        gt_topo_config_t **cfg_p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *err = open_memstream(&buf, &len);
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    if (lp_in) lp = *lp_in;
+    lp.err = err;
+    gt_topo_config_t *cfg = NULL;
+    gt_status_t st = gt_topo_load_string(yaml, strlen(yaml), "t.yaml", &lp, &cfg);
+    fclose(err);
+    *errs_p = buf;
+    if (cfg_p)
+        *cfg_p = cfg;
+    else
+        gt_topo_destroy(cfg);
+    return st;
+}
+
+static void test_bad_cases(void)
+{
+    size_t n = sizeof cases / sizeof cases[0];
+    CHECK_MSG(n >= 25, "only %zu malformed cases", n);
+    for (size_t i = 0; i < n; i++) {
+        const bad_case_t *c = &cases[i];
+        char *errs = NULL, prefix[64];
+        gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+        lp.use_env = 0;
+        gt_topo_config_t *cfg = NULL;
+        gt_status_t st = load(c->yaml, &lp, &errs, &cfg);
+        snprintf(prefix, sizeof prefix, "t.yaml:%s: ", c->want_pos);
+        CHECK_MSG(st == GT_ERR_CONFIG, "[%s] status %d, expected GT_ERR_CONFIG", c->what, st);
+        CHECK_MSG(cfg == NULL, "[%s] a config was returned for a bad file", c->what);
+        CHECK_MSG(errs && strncmp(errs, prefix, strlen(prefix)) == 0,
+                  "[%s] message should start with '%s':\n%s", c->what, prefix, errs);
+        CHECK_MSG(errs && strstr(errs, c->want_key), "[%s] message should name %s:\n%s", c->what,
+                  c->want_key, errs);
+        if (c->want_also)
+            CHECK_MSG(errs && strstr(errs, c->want_also), "[%s] message should say '%s':\n%s",
+                      c->what, c->want_also, errs);
+        CHECK_MSG(errs && strstr(errs, "allowed") != NULL, "[%s] no 'allowed' in:\n%s", c->what,
+                  errs);
+        free(errs);
+    }
+}
+
+static void test_all_errors_reported(void)
+{
+    char *errs = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    load("run:\n  rounds: 0\nouter:\n  lr: 99\n" SITES, &lp, &errs, NULL);
+    CHECK_STR_CONTAINS(errs, "t.yaml:2:11: key 'run.rounds'");
+    CHECK_STR_CONTAINS(errs, "t.yaml:4:7: key 'outer.lr'");
+    free(errs);
+}
+
+static void test_defaults_and_precedence(void)
+{
+    const char *yaml = "outer:\n  lr: 0.5\n  momentum: 0.8\n" SITES
+                       "links:\n  - between: [b, a]\n    latency_ms: 30\n";
+    char *errs = NULL;
+    gt_topo_config_t *cfg = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+
+    /* File values, defaults, link inheritance. */
+    lp.use_env = 0;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, &cfg), GT_OK);
+    free(errs);
+    if (!cfg) return;
+    CHECK_CLOSE(cfg->outer.lr, 0.5, 0, 0);
+    CHECK_CLOSE(cfg->outer.momentum, 0.8, 0, 0);
+    CHECK_EQ_INT(cfg->inner.steps, 50); /* documented default */
+    CHECK_EQ_INT(cfg->wan.transport, GT_TRANSPORT_UCX);
+    CHECK_EQ_INT(cfg->security.mode, GT_SECURITY_ENCRYPTED);
+    CHECK_EQ_INT(cfg->n_sites, 2);
+    CHECK(strcmp(cfg->sites[1].secret_key, "keys/b.key") == 0);
+    CHECK_EQ_INT(cfg->n_links, 1);
+    gt_topo_link_params_t lk;
+    gt_topo_link_params(cfg, 0, 1, &lk);
+    CHECK_CLOSE(lk.latency_ms, 30, 0, 0);
+    CHECK_CLOSE(lk.bandwidth_mbps, cfg->wan.emulation.link.bandwidth_mbps, 0, 0);
+    gt_topo_destroy(cfg);
+
+    /* Environment beats the file; a flag beats the environment. */
+    setenv("GT_OUTER_LR", "0.25", 1);
+    setenv("GT_OUTER_MOMENTUM", "0.5", 1);
+    setenv("GT_WAN_EMULATION_LATENCY_MS", "12", 1);
+    const char *sets[] = {"outer.momentum=0.3", "sites.b.ranks=4"};
+    lp.use_env = 1;
+    lp.sets = sets;
+    lp.n_sets = 2;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, &cfg), GT_OK);
+    free(errs);
+    if (cfg) {
+        CHECK_CLOSE(cfg->outer.lr, 0.25, 0, 0);
+        CHECK_CLOSE(cfg->outer.momentum, 0.3, 0, 0);
+        CHECK_EQ_INT(cfg->sites[1].ranks, 4);
+        gt_topo_link_params(cfg, 0, 1, &lk);
+        CHECK_CLOSE(lk.latency_ms, 30, 0, 0); /* the explicit link value stays */
+        CHECK_CLOSE(cfg->wan.emulation.link.latency_ms, 12, 0, 0);
+        gt_topo_destroy(cfg);
+    }
+
+    /* A bad environment value names the variable; a bad flag names the flag. */
+    setenv("GT_OUTER_LR", "abc", 1);
+    lp.n_sets = 0;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, NULL), GT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(errs, "env:GT_OUTER_LR: key 'outer.lr': invalid value 'abc'");
+    free(errs);
+    unsetenv("GT_OUTER_LR");
+    unsetenv("GT_OUTER_MOMENTUM");
+    unsetenv("GT_WAN_EMULATION_LATENCY_MS");
+
+    const char *bad_sets[] = {"outer.lr=5000", "outer.lrr=1", "sites.zz.ranks=2", "novalue"};
+    lp.sets = bad_sets;
+    lp.n_sets = 4;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, NULL), GT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(errs, "flag:--set outer.lr=5000: key 'outer.lr'");
+    CHECK_STR_CONTAINS(errs,
+                       "flag:--set outer.lrr=1: key 'outer.lrr': unknown key (did you mean 'lr'?)");
+    CHECK_STR_CONTAINS(errs, "flag:--set sites.zz.ranks=2: key 'sites.zz.ranks': no such site");
+    CHECK_STR_CONTAINS(errs, "flag:--set novalue: expected key=value");
+    free(errs);
+}
+
+static void test_print_round_trip(void)
+{
+    const char *yaml = "run:\n  name: x\n  seed: 99\ninner:\n  lr: 0.000123\n" SITES
+                       "links:\n  - between: [a, b]\n    jitter_ms: 0\n    cuts: [{start_s: 1.5, "
+                       "duration_s: 2}]\n";
+    char *errs = NULL, *out1 = NULL, *out2 = NULL;
+    size_t len1 = 0, len2 = 0;
+    gt_topo_config_t *cfg = NULL, *cfg2 = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, &cfg), GT_OK);
+    free(errs);
+    if (!cfg) return;
+    FILE *f = open_memstream(&out1, &len1);
+    CHECK_EQ_INT(gt_topo_print(cfg, f), GT_OK);
+    fclose(f);
+    CHECK_EQ_INT(load(out1, &lp, &errs, &cfg2), GT_OK);
+    free(errs);
+    if (cfg2) {
+        CHECK(cfg2->run.seed == 99);
+        CHECK_CLOSE(cfg2->inner.lr, 0.000123, 0, 0);
+        CHECK_EQ_INT(cfg2->links[0].params.n_cuts, 1);
+        CHECK_CLOSE(cfg2->links[0].params.cuts[0].start_s, 1.5, 0, 0);
+        /* Everything but the source comments is identical the second time. */
+        f = open_memstream(&out2, &len2);
+        gt_topo_print(cfg2, f);
+        fclose(f);
+        CHECK(strstr(out2, "seed: 99") != NULL);
+        CHECK(strstr(out1, "lr: 0.000123") != NULL && strstr(out2, "lr: 0.000123") != NULL);
+        free(out2);
+        gt_topo_destroy(cfg2);
+    }
+    free(out1);
+    gt_topo_destroy(cfg);
+}
+
+static void test_repo_sites_yaml(void)
+{
+    const char *src = getenv("GT_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sites.yaml", src ? src : ".");
+    gt_topo_config_t *cfg = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    CHECK_EQ_INT(gt_topo_load(path, &lp, &cfg), GT_OK);
+    if (cfg) {
+        CHECK(cfg->n_sites >= 3);
+        CHECK(cfg->wan.emulation.enabled);
+        gt_topo_destroy(cfg);
+    }
+}
+
+int main(void)
+{
+    test_bad_cases();
+    test_all_errors_reported();
+    test_defaults_and_precedence();
+    test_print_round_trip();
+    test_repo_sites_yaml();
+    return GT_TEST_DONE();
+}

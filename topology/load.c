@@ -1,0 +1,1197 @@
+/* load.c — sites.yaml → gt_topo_config_t: parse, override, validate.
+ *
+ * libyaml's document API gives every node its line and column, so each error names
+ * FILE:LINE:COLUMN, the key, the bad value and what is allowed. The loader does not stop at
+ * the first error: it reports all of them, then fails as a whole, so a user fixes a file in
+ * one pass. Order: schema defaults, then the file, then GT_* environment variables, then
+ * `key=value` flags, then checks that involve several keys, then link inheritance.
+ */
+#include "topology_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#define MAX_REPORTED_ERRORS 50
+
+typedef struct {
+    const char *name; /* file name for messages */
+    FILE *err;
+    int n_errors;
+    gt_topo_full_t *full;
+    yaml_document_t *doc;
+    gt_topo_link_params_t *link_raw; /* per-link values as written; < 0 = inherit */
+    uint32_t *site_name_line;        /* for "first defined at line N" */
+} loader_t;
+
+/* ---- messages ---- */
+
+static void report(loader_t *L, const char *where, const char *fmt, ...) GT_PRINTF(3, 4);
+static void report(loader_t *L, const char *where, const char *fmt, ...)
+{
+    L->n_errors++;
+    if (L->n_errors > MAX_REPORTED_ERRORS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(L->err, "%s: ", where);
+    vfprintf(L->err, fmt, ap);
+    fputc('\n', L->err);
+    va_end(ap);
+}
+
+static void where_node(const loader_t *L, const yaml_node_t *n, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%lu:%lu", L->name, n ? (unsigned long)n->start_mark.line + 1 : 1ul,
+             n ? (unsigned long)n->start_mark.column + 1 : 1ul);
+}
+
+static void where_src(const loader_t *L, const gt_src_t *s, const gt_key_t *k, char *buf,
+                      size_t len)
+{
+    char env[128];
+    switch (s->kind) {
+    case GT_SRC_FILE: snprintf(buf, len, "%s:%u:%u", L->name, s->line, s->col); break;
+    case GT_SRC_ENV:
+        gt_topo_key_env_name(k, env, sizeof env);
+        snprintf(buf, len, "env:%s", env);
+        break;
+    case GT_SRC_FLAG: snprintf(buf, len, "flag:--set %s", k->path); break;
+    default: snprintf(buf, len, "%s:1:1", L->name); break;
+    }
+}
+
+/* Levenshtein distance, for "did you mean". */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 64;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j];
+            size_t sub = prev + (a[i - 1] != b[j - 1]);
+            size_t del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+static const char *last_component(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+/* Length of the parent part of a dotted path ("wan.emulation" for "wan.emulation.seed"). */
+static size_t parent_len(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot ? (size_t)(dot - path) : 0;
+}
+
+/* Writes " (did you mean 'x'?)" or "" for an unknown key among `rows` under `parent`. */
+static void suggest(const gt_key_t *rows, const char *parent, const char *bad, char *buf,
+                    size_t len)
+{
+    size_t plen = strlen(parent), best_d = 1000;
+    const char *best = NULL, *elsewhere = NULL;
+    for (const gt_key_t *k = rows; k->path; k++) {
+        const char *leaf = last_component(k->path);
+        if (parent_len(k->path) == plen && strncmp(k->path, parent, plen) == 0) {
+            size_t d = edit_distance(bad, leaf);
+            if (d < best_d) {
+                best_d = d;
+                best = k->path;
+            }
+        } else if (!elsewhere && strcmp(leaf, bad) == 0) {
+            elsewhere = k->path;
+        }
+    }
+    size_t limit = strlen(bad) / 3 + 1;
+    if (best && (best_d <= 2 || (!elsewhere && best_d <= limit)))
+        snprintf(buf, len, " (did you mean '%s'?)", last_component(best));
+    else if (elsewhere)
+        snprintf(buf, len, " (did you mean '%s'? it belongs in another section)", elsewhere);
+    else
+        buf[0] = '\0';
+}
+
+/* "allowed keys here: a, b, c" */
+static void list_siblings(const gt_key_t *rows, const char *parent, char *buf, size_t len)
+{
+    size_t plen = strlen(parent), o = 0;
+    buf[0] = '\0';
+    for (const gt_key_t *k = rows; k->path && o + 2 < len; k++) {
+        if (parent_len(k->path) != plen || strncmp(k->path, parent, plen) != 0) continue;
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", last_component(k->path));
+    }
+}
+
+/* ---- scalar values ---- */
+
+static const char *node_kind(const yaml_node_t *n)
+{
+    switch (n->type) {
+    case YAML_MAPPING_NODE: return "a mapping";
+    case YAML_SEQUENCE_NODE: return "a list";
+    default: return "a scalar";
+    }
+}
+
+static int is_null_scalar(const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return 0;
+    const char *v = (const char *)n->data.scalar.value;
+    return !*v || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+           strcmp(v, "NULL") == 0;
+}
+
+static int word_index(const char *words, const char *v)
+{
+    int i = 0;
+    size_t n = strlen(v);
+    for (const char *w = words; w; i++) {
+        size_t wl = strcspn(w, "|");
+        if (wl == n && strncmp(w, v, n) == 0) return i;
+        w = strchr(w, '|');
+        if (w) w++;
+    }
+    return -1;
+}
+
+static void word_suggest(const char *words, const char *v, char *buf, size_t len)
+{
+    char best[64] = "";
+    size_t best_d = 1000;
+    for (const char *w = words; w;) {
+        size_t wl = strcspn(w, "|");
+        char word[64];
+        snprintf(word, sizeof word, "%.*s", (int)wl, w);
+        size_t d = edit_distance(word, v);
+        if (d < best_d) {
+            best_d = d;
+            snprintf(best, sizeof best, "%s", word);
+        }
+        w = strchr(w, '|');
+        if (w) w++;
+    }
+    if (best_d <= strlen(v) / 2 + 1)
+        snprintf(buf, len, " (did you mean '%s'?)", best);
+    else
+        buf[0] = '\0';
+}
+
+static int valid_name(const char *v)
+{
+    if (!*v) return 0;
+    for (const char *p = v; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.') return 0;
+    return 1;
+}
+
+static int valid_addr(const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v) return 0;
+    if (v[0] == '[' && colon[-1] != ']') return 0;
+    const char *port = colon + 1;
+    if (!*port || strlen(port) > 5) return 0;
+    for (const char *p = port; *p; p++)
+        if (!isdigit((unsigned char)*p)) return 0;
+    if (atol(port) > 65535) return 0;
+    for (const char *p = v; p < colon; p++)
+        if (isspace((unsigned char)*p)) return 0;
+    return 1;
+}
+
+static int valid_url(const char *v)
+{
+    const char *rest = NULL;
+    if (strncmp(v, "http://", 7) == 0)
+        rest = v + 7;
+    else if (strncmp(v, "https://", 8) == 0)
+        rest = v + 8;
+    if (!rest) return 0;
+    char hostport[GT_TOPO_ADDR_MAX];
+    snprintf(hostport, sizeof hostport, "%s", rest);
+    size_t n = strlen(hostport);
+    if (n && hostport[n - 1] == '/') hostport[n - 1] = '\0';
+    return valid_addr(hostport);
+}
+
+/* Parses `v` for row `k` into base + k->offset. quoted: the YAML value was quoted (a string,
+ * so wrong for numbers and booleans). Reports and returns -1 on error. */
+static int set_value(loader_t *L, const char *where, const char *keyname, const gt_key_t *k,
+                     void *base, const char *v, int quoted)
+{
+    char allowed[512], hint[128] = "";
+    char *p = (char *)base + k->offset;
+    char *end = NULL;
+    gt_topo_key_allowed(k, allowed, sizeof allowed);
+    int numeric = k->type == GT_KEY_U32 || k->type == GT_KEY_U64 || k->type == GT_KEY_INT ||
+                  k->type == GT_KEY_F64 || k->type == GT_KEY_BOOL;
+    if (numeric && quoted) {
+        report(L, where, "key '%s': value \"%s\" is a quoted string; allowed: %s", keyname, v,
+               allowed);
+        return -1;
+    }
+    switch (k->type) {
+    case GT_KEY_U32:
+    case GT_KEY_U64:
+    case GT_KEY_INT: {
+        errno = 0;
+        int neg = v[0] == '-';
+        if (!*v || isspace((unsigned char)v[0]) || (neg && k->type != GT_KEY_INT)) goto bad;
+        long double x =
+            neg ? (long double)strtoll(v, &end, 10) : (long double)strtoull(v, &end, 10);
+        if (errno || *end || x < (long double)k->min || x > (long double)k->max) goto bad;
+        if (k->type == GT_KEY_U32)
+            *(uint32_t *)p = (uint32_t)x;
+        else if (k->type == GT_KEY_U64)
+            *(uint64_t *)p = strtoull(v, NULL, 10);
+        else
+            *(int *)p = (int)x;
+        return 0;
+    }
+    case GT_KEY_F64: {
+        errno = 0;
+        if (!*v || isspace((unsigned char)v[0])) goto bad;
+        double x = strtod(v, &end);
+        if (errno || *end || !isfinite(x)) goto bad;
+        if (x < k->min || x > k->max || (k->min_open && x == k->min) ||
+            (k->max_open && x == k->max))
+            goto bad;
+        *(double *)p = x;
+        return 0;
+    }
+    case GT_KEY_BOOL:
+        if (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
+            *(int *)p = 1;
+            return 0;
+        }
+        if (!strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) {
+            *(int *)p = 0;
+            return 0;
+        }
+        goto bad;
+    case GT_KEY_ENUM:
+    case GT_KEY_WORD: {
+        int i = word_index(k->words, v);
+        if (i < 0) {
+            word_suggest(k->words, v, hint, sizeof hint);
+            goto bad;
+        }
+        if (k->type == GT_KEY_ENUM)
+            *(int *)p = i;
+        else
+            snprintf(p, k->size, "%s", v);
+        return 0;
+    }
+    case GT_KEY_NAME:
+        if (!valid_name(v) || strlen(v) >= k->size) goto bad;
+        snprintf(p, k->size, "%s", v);
+        return 0;
+    case GT_KEY_ADDR:
+        if (!valid_addr(v) || strlen(v) >= k->size) goto bad;
+        snprintf(p, k->size, "%s", v);
+        return 0;
+    case GT_KEY_STR:
+    case GT_KEY_PATH:
+        if (strlen(v) >= k->size) {
+            snprintf(hint, sizeof hint, " (longer than %zu characters)", k->size - 1);
+            goto bad;
+        }
+        snprintf(p, k->size, "%s", v);
+        return 0;
+    case GT_KEY_B64KEY: {
+        gt_topo_site_t *site = (gt_topo_site_t *)base;
+        size_t len = 0;
+        const char *b64end = NULL;
+        if (!*v) {
+            site->has_public_key = 0;
+            return 0;
+        }
+        if (strlen(v) != 44 ||
+            sodium_base642bin(site->public_key, sizeof site->public_key, v, 44, NULL, &len, &b64end,
+                              sodium_base64_VARIANT_ORIGINAL) != 0 ||
+            len != 32 || *b64end)
+            goto bad;
+        site->has_public_key = 1;
+        return 0;
+    }
+    default: break;
+    }
+bad:
+    report(L, where, "key '%s': invalid value '%s'%s; allowed: %s", keyname, v, hint, allowed);
+    return -1;
+}
+
+/* Applies row k from a YAML node. */
+static int set_from_node(loader_t *L, const char *keyname, const gt_key_t *k, void *base,
+                         yaml_node_t *n)
+{
+    char where[GT_TOPO_PATH_MAX + 32], allowed[512];
+    where_node(L, n, where, sizeof where);
+    if (n->type != YAML_SCALAR_NODE) {
+        gt_topo_key_allowed(k, allowed, sizeof allowed);
+        report(L, where, "key '%s': wrong type, got %s; allowed: %s", keyname, node_kind(n),
+               allowed);
+        return -1;
+    }
+    if (is_null_scalar(n) && k->type != GT_KEY_STR && k->type != GT_KEY_PATH) {
+        gt_topo_key_allowed(k, allowed, sizeof allowed);
+        report(L, where, "key '%s': has no value; allowed: %s", keyname, allowed);
+        return -1;
+    }
+    const char *v = is_null_scalar(n) ? "" : (const char *)n->data.scalar.value;
+    return set_value(L, where, keyname, k, base, v,
+                     n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE);
+}
+
+static void apply_defaults(loader_t *L, const gt_key_t *rows, void *base)
+{
+    for (const gt_key_t *k = rows; k->path; k++) {
+        if (!k->def || k->type == GT_KEY_SECTION || k->type == GT_KEY_URLLIST ||
+            k->type == GT_KEY_LINKS || k->type == GT_KEY_CUTS)
+            continue;
+        const char *d = k->def;
+        int quoted = d[0] == '"';
+        char buf[256];
+        if (quoted) {
+            snprintf(buf, sizeof buf, "%.*s", (int)(strlen(d) - 2), d + 1);
+            d = buf;
+        }
+        if (set_value(L, "schema", k->path, k, base, d, quoted) != 0)
+            report(L, "schema", "internal: bad default for '%s'", k->path); /* a bug */
+    }
+}
+
+/* ---- the walk over the document ---- */
+
+static const gt_key_t *find_row(const gt_key_t *rows, const char *path)
+{
+    for (const gt_key_t *k = rows; k->path; k++)
+        if (strcmp(k->path, path) == 0) return k;
+    return NULL;
+}
+
+/* Reports a repeated key in a mapping (libyaml accepts duplicates silently). */
+static int duplicate_key(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, const char *keyname)
+{
+    for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < pair; q++) {
+        yaml_node_t *qk = yaml_document_get_node(L->doc, q->key);
+        yaml_node_t *pk = yaml_document_get_node(L->doc, pair->key);
+        if (qk && pk && qk->type == YAML_SCALAR_NODE &&
+            strcmp((char *)qk->data.scalar.value, (char *)pk->data.scalar.value) == 0) {
+            char where[GT_TOPO_PATH_MAX + 32];
+            where_node(L, pk, where, sizeof where);
+            report(L, where, "key '%s': given twice (first at line %lu); allowed: once", keyname,
+                   (unsigned long)qk->start_mark.line + 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Iterates a mapping node: for each pair with a scalar key, calls fn(L, key, value, ctx). */
+typedef void (*pair_fn)(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
+                        yaml_node_t *val, void *ctx);
+
+static void for_each_pair(loader_t *L, yaml_node_t *map, const char *what, pair_fn fn, void *ctx)
+{
+    char where[GT_TOPO_PATH_MAX + 32];
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(L->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(L->doc, p->value);
+        if (!k || !v) continue;
+        if (k->type != YAML_SCALAR_NODE) {
+            where_node(L, k, where, sizeof where);
+            report(L, where, "key in '%s': a key must be a plain word, got %s; allowed: %s keys",
+                   what, node_kind(k), what);
+            continue;
+        }
+        fn(L, map, p, k, v, ctx);
+    }
+}
+
+static void walk_section(loader_t *L, yaml_node_t *map, const char *prefix);
+
+static int expect_mapping(loader_t *L, yaml_node_t *n, const char *keyname, const char *what)
+{
+    if (n->type == YAML_MAPPING_NODE) return 1;
+    if (is_null_scalar(n)) return 0; /* an empty section */
+    char where[GT_TOPO_PATH_MAX + 32];
+    where_node(L, n, where, sizeof where);
+    report(L, where, "key '%s': wrong type, got %s; allowed: %s", keyname, node_kind(n), what);
+    return 0;
+}
+
+static int expect_sequence(loader_t *L, yaml_node_t *n, const char *keyname, const char *what)
+{
+    if (n->type == YAML_SEQUENCE_NODE) return 1;
+    char where[GT_TOPO_PATH_MAX + 32];
+    where_node(L, n, where, sizeof where);
+    report(L, where, "key '%s': wrong type, got %s; allowed: %s", keyname, node_kind(n), what);
+    return 0;
+}
+
+static void walk_urls(loader_t *L, yaml_node_t *seq)
+{
+    char where[GT_TOPO_PATH_MAX + 32];
+    gt_topo_membership_t *m = &L->full->cfg.membership;
+    m->n_endpoints = 0;
+    if (!expect_sequence(L, seq, "membership.endpoints", "a list of http://host:port URLs")) return;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        yaml_node_t *n = yaml_document_get_node(L->doc, *it);
+        where_node(L, n, where, sizeof where);
+        if (n->type != YAML_SCALAR_NODE || !valid_url((char *)n->data.scalar.value) ||
+            strlen((char *)n->data.scalar.value) >= GT_TOPO_ADDR_MAX) {
+            report(L, where,
+                   "key 'membership.endpoints': invalid value '%s'; allowed: http://host:port",
+                   n->type == YAML_SCALAR_NODE ? (char *)n->data.scalar.value : node_kind(n));
+            continue;
+        }
+        if (m->n_endpoints == GT_TOPO_MAX_ENDPOINTS) {
+            report(L, where,
+                   "key 'membership.endpoints': more than %d endpoints; allowed: at "
+                   "most %d",
+                   GT_TOPO_MAX_ENDPOINTS, GT_TOPO_MAX_ENDPOINTS);
+            return;
+        }
+        snprintf(m->endpoints[m->n_endpoints++], GT_TOPO_ADDR_MAX, "%s",
+                 (char *)n->data.scalar.value);
+    }
+}
+
+/* --- sites --- */
+
+typedef struct {
+    gt_topo_site_t *site;
+    uint32_t index;
+    int seen_name, seen_addr;
+} site_ctx_t;
+
+static void site_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
+                      yaml_node_t *val, void *vctx)
+{
+    site_ctx_t *c = vctx;
+    const char *name = (const char *)key->data.scalar.value;
+    char keyname[128], where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[256];
+    snprintf(keyname, sizeof keyname, "sites[%u].%s", c->index, name);
+    if (duplicate_key(L, map, pair, keyname)) return;
+    const gt_key_t *k = find_row(gt_topo_site_keys, name);
+    if (!k) {
+        where_node(L, key, where, sizeof where);
+        suggest(gt_topo_site_keys, "", name, hint, sizeof hint);
+        list_siblings(gt_topo_site_keys, "", allowed, sizeof allowed);
+        report(L, where, "key '%s': unknown key%s; allowed: %s", keyname, hint, allowed);
+        return;
+    }
+    if (set_from_node(L, keyname, k, c->site, val) != 0) return;
+    if (strcmp(name, "name") == 0) {
+        c->seen_name = 1;
+        L->site_name_line[c->index] = (uint32_t)val->start_mark.line + 1;
+    }
+    if (strcmp(name, "address") == 0) c->seen_addr = 1;
+}
+
+static void walk_sites(loader_t *L, yaml_node_t *seq)
+{
+    char where[GT_TOPO_PATH_MAX + 32];
+    gt_topo_config_t *cfg = &L->full->cfg;
+    where_node(L, seq, where, sizeof where);
+    if (!expect_sequence(L, seq, "sites", "a list of site mappings (- name: ..., address: ...)"))
+        return;
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    if (n == 0) {
+        report(L, where, "key 'sites': no sites defined; allowed: a list of at least one site");
+        return;
+    }
+    if (n > GT_TOPO_MAX_SITES) {
+        report(L, where, "key 'sites': %zu sites; allowed: at most %d", n, GT_TOPO_MAX_SITES);
+        return;
+    }
+    free(cfg->sites);
+    cfg->sites = calloc(n, sizeof *cfg->sites);
+    L->site_name_line = calloc(n, sizeof *L->site_name_line);
+    if (!cfg->sites || !L->site_name_line) {
+        report(L, where, "out of memory");
+        return;
+    }
+    cfg->n_sites = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = yaml_document_get_node(L->doc, seq->data.sequence.items.start[i]);
+        gt_topo_site_t *site = &cfg->sites[i];
+        char keyname[64];
+        snprintf(keyname, sizeof keyname, "sites[%zu]", i);
+        apply_defaults(L, gt_topo_site_keys, site);
+        site->line = (uint32_t)item->start_mark.line + 1;
+        if (!expect_mapping(L, item, keyname, "a mapping with name, address, ...")) {
+            if (item->type == YAML_SCALAR_NODE) {
+                where_node(L, item, where, sizeof where);
+                report(L, where, "key '%s': empty site; allowed: a mapping with name and address",
+                       keyname);
+            }
+            continue;
+        }
+        site_ctx_t c = {site, (uint32_t)i, 0, 0};
+        for_each_pair(L, item, "site", site_pair, &c);
+        where_node(L, item, where, sizeof where);
+        if (!c.seen_name)
+            report(L, where, "key '%s.name': missing; allowed: a unique site name", keyname);
+        if (!c.seen_addr)
+            report(L, where, "key '%s.address': missing; allowed: host:port", keyname);
+    }
+}
+
+/* --- links --- */
+
+typedef struct {
+    uint32_t index;
+    gt_topo_link_t *link;
+    gt_topo_link_params_t *raw;
+    int seen_between, valid_between;
+} link_ctx_t;
+
+static void walk_pair(loader_t *L, yaml_node_t *seq, const char *keyname, link_ctx_t *c)
+{
+    char where[GT_TOPO_PATH_MAX + 32];
+    c->seen_between = 1; /* present: whatever is wrong with it is reported here */
+    where_node(L, seq, where, sizeof where);
+    if (!expect_sequence(L, seq, keyname, "a list of two different site names")) return;
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    if (n != 2) {
+        report(L, where, "key '%s': %zu names; allowed: a list of two different site names",
+               keyname, n);
+        return;
+    }
+    uint32_t idx[2];
+    for (int i = 0; i < 2; i++) {
+        yaml_node_t *nm = yaml_document_get_node(L->doc, seq->data.sequence.items.start[i]);
+        where_node(L, nm, where, sizeof where);
+        const char *v = nm->type == YAML_SCALAR_NODE ? (char *)nm->data.scalar.value : "";
+        if (gt_topo_site_index(&L->full->cfg, v, &idx[i]) != GT_OK) {
+            report(L, where, "key '%s': unknown site '%s'; allowed: a name from sites", keyname, v);
+            return;
+        }
+    }
+    if (idx[0] == idx[1]) {
+        report(L, where, "key '%s': a link from site '%s' to itself; allowed: two different sites",
+               keyname, L->full->cfg.sites[idx[0]].name);
+        return;
+    }
+    c->link->a = idx[0] < idx[1] ? idx[0] : idx[1];
+    c->link->b = idx[0] < idx[1] ? idx[1] : idx[0];
+    c->valid_between = 1;
+}
+
+static void walk_cuts(loader_t *L, yaml_node_t *seq, const char *keyname, link_ctx_t *c)
+{
+    static const gt_key_t cut_keys[] = {
+        {"start_s", GT_KEY_F64, offsetof(gt_topo_cut_t, start_s), 0, 0, 1e7, 0, 0, NULL, NULL, ""},
+        {"duration_s", GT_KEY_F64, offsetof(gt_topo_cut_t, duration_s), 0, 0, 1e7, 1, 0, NULL, NULL,
+         ""},
+        {NULL, GT_KEY_SECTION, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    char where[GT_TOPO_PATH_MAX + 32], kn[160];
+    if (!expect_sequence(L, seq, keyname, "a list of {start_s, duration_s} mappings")) return;
+    c->raw->n_cuts = 0;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        yaml_node_t *m = yaml_document_get_node(L->doc, *it);
+        where_node(L, m, where, sizeof where);
+        if (c->raw->n_cuts == GT_TOPO_MAX_CUTS) {
+            report(L, where, "key '%s': more than %d cuts; allowed: at most %d", keyname,
+                   GT_TOPO_MAX_CUTS, GT_TOPO_MAX_CUTS);
+            return;
+        }
+        if (!expect_mapping(L, m, keyname, "a mapping {start_s: S, duration_s: D}")) continue;
+        gt_topo_cut_t cut = {-1, -1};
+        for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
+             p++) {
+            yaml_node_t *k = yaml_document_get_node(L->doc, p->key);
+            yaml_node_t *v = yaml_document_get_node(L->doc, p->value);
+            const char *name = k->type == YAML_SCALAR_NODE ? (char *)k->data.scalar.value : "?";
+            const gt_key_t *row = find_row(cut_keys, name);
+            snprintf(kn, sizeof kn, "%s.%s", keyname, name);
+            if (!row) {
+                where_node(L, k, where, sizeof where);
+                report(L, where, "key '%s': unknown key; allowed: start_s, duration_s", kn);
+                continue;
+            }
+            set_from_node(L, kn, row, &cut, v);
+        }
+        if (cut.start_s < 0 || cut.duration_s < 0) {
+            report(L, where,
+                   "key '%s': a cut needs start_s and duration_s; allowed: "
+                   "{start_s: S, duration_s: D}",
+                   keyname);
+            continue;
+        }
+        c->raw->cuts[c->raw->n_cuts++] = cut;
+    }
+}
+
+static void link_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
+                      yaml_node_t *val, void *vctx)
+{
+    link_ctx_t *c = vctx;
+    const char *name = (const char *)key->data.scalar.value;
+    char keyname[128], where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[256];
+    snprintf(keyname, sizeof keyname, "links[%u].%s", c->index, name);
+    if (duplicate_key(L, map, pair, keyname)) return;
+    const gt_key_t *k = find_row(gt_topo_link_keys, name);
+    if (!k) {
+        where_node(L, key, where, sizeof where);
+        suggest(gt_topo_link_keys, "", name, hint, sizeof hint);
+        list_siblings(gt_topo_link_keys, "", allowed, sizeof allowed);
+        report(L, where, "key '%s': unknown key%s; allowed: %s", keyname, hint, allowed);
+        return;
+    }
+    if (k->type == GT_KEY_PAIR)
+        walk_pair(L, val, keyname, c);
+    else if (k->type == GT_KEY_CUTS)
+        walk_cuts(L, val, keyname, c);
+    else
+        set_from_node(L, keyname, k, c->raw, val);
+}
+
+static void walk_links(loader_t *L, yaml_node_t *seq)
+{
+    char where[GT_TOPO_PATH_MAX + 32];
+    gt_topo_config_t *cfg = &L->full->cfg;
+    if (!expect_sequence(L, seq, "links", "a list of link mappings (- between: [a, b], ...)"))
+        return;
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    if (n == 0) return;
+    cfg->links = calloc(n, sizeof *cfg->links);
+    L->link_raw = calloc(n, sizeof *L->link_raw);
+    if (!cfg->links || !L->link_raw) {
+        where_node(L, seq, where, sizeof where);
+        report(L, where, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = yaml_document_get_node(L->doc, seq->data.sequence.items.start[i]);
+        char keyname[64];
+        snprintf(keyname, sizeof keyname, "links[%zu]", i);
+        gt_topo_link_params_t *raw = &L->link_raw[cfg->n_links];
+        raw->latency_ms = raw->jitter_ms = raw->bandwidth_mbps = raw->loss = -1;
+        link_ctx_t c = {(uint32_t)i, &cfg->links[cfg->n_links], raw, 0, 0};
+        if (!expect_mapping(L, item, keyname, "a mapping with between: [a, b] and link settings"))
+            continue;
+        for_each_pair(L, item, "link", link_pair, &c);
+        where_node(L, item, where, sizeof where);
+        if (!c.seen_between) {
+            report(L, where, "key '%s.between': missing; allowed: a list of two site names",
+                   keyname);
+            continue;
+        }
+        if (!c.valid_between) continue;
+        for (uint32_t j = 0; j < cfg->n_links; j++) {
+            if (cfg->links[j].a == c.link->a && cfg->links[j].b == c.link->b) {
+                report(L, where,
+                       "key '%s.between': the link %s-%s is already configured (links[%u]); "
+                       "allowed: one entry per site pair",
+                       keyname, cfg->sites[c.link->a].name, cfg->sites[c.link->b].name, j);
+                goto next;
+            }
+        }
+        cfg->n_links++;
+    next:;
+    }
+}
+
+/* --- top-level sections --- */
+
+typedef struct {
+    const char *prefix;
+} section_ctx_t;
+
+static void section_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
+                         yaml_node_t *val, void *vctx)
+{
+    const char *prefix = ((section_ctx_t *)vctx)->prefix;
+    const char *name = (const char *)key->data.scalar.value;
+    char path[160], where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[512];
+    snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
+    if (duplicate_key(L, map, pair, path)) return;
+    const gt_key_t *k = find_row(gt_topo_keys, path);
+    if (!k) {
+        where_node(L, key, where, sizeof where);
+        suggest(gt_topo_keys, prefix, name, hint, sizeof hint);
+        list_siblings(gt_topo_keys, prefix, allowed, sizeof allowed);
+        report(L, where, "key '%s': unknown key%s; allowed: %s", path, hint, allowed);
+        return;
+    }
+    size_t row = (size_t)(k - gt_topo_keys);
+    L->full->src[row] = (gt_src_t){GT_SRC_FILE, (uint32_t)val->start_mark.line + 1,
+                                   (uint32_t)val->start_mark.column + 1};
+    switch (k->type) {
+    case GT_KEY_SECTION:
+        if (expect_mapping(L, val, path, "a mapping of keys")) walk_section(L, val, path);
+        break;
+    case GT_KEY_SITES: walk_sites(L, val); break;
+    case GT_KEY_LINKS: break; /* after all sites are known: see walk_top */
+    case GT_KEY_URLLIST: walk_urls(L, val); break;
+    default: set_from_node(L, path, k, &L->full->cfg, val); break;
+    }
+}
+
+static void walk_section(loader_t *L, yaml_node_t *map, const char *prefix)
+{
+    section_ctx_t c = {prefix};
+    for_each_pair(L, map, *prefix ? prefix : "top-level", section_pair, &c);
+}
+
+static void walk_top(loader_t *L, yaml_node_t *root)
+{
+    char where[GT_TOPO_PATH_MAX + 32];
+    where_node(L, root, where, sizeof where);
+    if (root->type != YAML_MAPPING_NODE) {
+        report(L, where,
+               "key '(top level)': wrong type, got %s; allowed: a mapping with "
+               "sections run, model, ..., sites",
+               node_kind(root));
+        return;
+    }
+    walk_section(L, root, "");
+    /* links refer to sites by name, so they are read once every site is known. */
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(L->doc, p->key);
+        if (k && k->type == YAML_SCALAR_NODE &&
+            strcmp((char *)k->data.scalar.value, "links") == 0) {
+            walk_links(L, yaml_document_get_node(L->doc, p->value));
+            break;
+        }
+    }
+}
+
+/* ---- environment and flags ---- */
+
+static int is_scalar_row(const gt_key_t *k)
+{
+    return k->type != GT_KEY_SECTION && k->type != GT_KEY_SITES && k->type != GT_KEY_LINKS &&
+           k->type != GT_KEY_URLLIST;
+}
+
+/* "a,b,c" → membership.endpoints */
+static void set_url_list(loader_t *L, const char *where, const char *v)
+{
+    gt_topo_membership_t *m = &L->full->cfg.membership;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", v);
+    m->n_endpoints = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ') t++;
+        if (!valid_url(t) || m->n_endpoints == GT_TOPO_MAX_ENDPOINTS) {
+            report(L, where,
+                   "key 'membership.endpoints': invalid value '%s'; allowed: a "
+                   "comma-separated list of at most %d http://host:port URLs",
+                   t, GT_TOPO_MAX_ENDPOINTS);
+            return;
+        }
+        snprintf(m->endpoints[m->n_endpoints++], GT_TOPO_ADDR_MAX, "%s", t);
+    }
+}
+
+static void apply_env(loader_t *L)
+{
+    char env[160], where[200];
+    for (const gt_key_t *k = gt_topo_keys; k->path; k++) {
+        if (!is_scalar_row(k) && k->type != GT_KEY_URLLIST) continue;
+        gt_topo_key_env_name(k, env, sizeof env);
+        const char *v = getenv(env);
+        if (!v) continue;
+        snprintf(where, sizeof where, "env:%s", env);
+        if (k->type == GT_KEY_URLLIST)
+            set_url_list(L, where, v);
+        else if (set_value(L, where, k->path, k, &L->full->cfg, v, 0) != 0)
+            continue;
+        L->full->src[k - gt_topo_keys] = (gt_src_t){GT_SRC_ENV, 0, 0};
+    }
+}
+
+static void apply_flag(loader_t *L, const char *set)
+{
+    char key[200], where[300], hint[160], allowed[512];
+    const char *eq = strchr(set, '=');
+    snprintf(where, sizeof where, "flag:--set %s", set);
+    if (!eq || eq == set || (size_t)(eq - set) >= sizeof key) {
+        report(L, where, "expected key=value; allowed: a config key such as outer.lr=0.5");
+        return;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - set), set);
+    const char *v = eq + 1;
+    if (strncmp(key, "sites.", 6) == 0) {
+        /* sites.NAME.key=value */
+        const char *dot = strrchr(key, '.');
+        char site[GT_TOPO_NAME_MAX];
+        uint32_t idx;
+        snprintf(site, sizeof site, "%.*s", (int)(dot - key - 6), key + 6);
+        const gt_key_t *k = find_row(gt_topo_site_keys, dot + 1);
+        if (dot <= key + 6 || gt_topo_site_index(&L->full->cfg, site, &idx) != GT_OK) {
+            report(L, where,
+                   "key '%s': no such site; allowed: sites.NAME.KEY with NAME from "
+                   "sites",
+                   key);
+            return;
+        }
+        if (!k || k->type == GT_KEY_NAME) {
+            list_siblings(gt_topo_site_keys, "", allowed, sizeof allowed);
+            report(L, where, "key '%s': not a settable site key; allowed: %s (not name)", key,
+                   allowed);
+            return;
+        }
+        set_value(L, where, key, k, &L->full->cfg.sites[idx], v, 0);
+        return;
+    }
+    const gt_key_t *k = find_row(gt_topo_keys, key);
+    if (!k || !(is_scalar_row(k) || k->type == GT_KEY_URLLIST)) {
+        char parent[200];
+        snprintf(parent, sizeof parent, "%.*s", (int)parent_len(key), key);
+        suggest(gt_topo_keys, parent, last_component(key), hint, sizeof hint);
+        report(L, where,
+               "key '%s': unknown key%s; allowed: a key listed by `geotrain config "
+               "reference`",
+               key, hint);
+        return;
+    }
+    if (k->type == GT_KEY_URLLIST)
+        set_url_list(L, where, v);
+    else if (set_value(L, where, k->path, k, &L->full->cfg, v, 0) != 0)
+        return;
+    L->full->src[k - gt_topo_keys] = (gt_src_t){GT_SRC_FLAG, 0, 0};
+}
+
+/* ---- checks across keys ---- */
+
+static const gt_key_t *row_of(const char *path)
+{
+    return find_row(gt_topo_keys, path);
+}
+
+/* The position to blame for a check on `a` (and `b`): the first that is not a default. */
+static void blame(loader_t *L, const char *a, const char *b, char *buf, size_t len)
+{
+    const gt_key_t *ka = row_of(a), *kb = b ? row_of(b) : NULL;
+    const gt_src_t *sa = &L->full->src[ka - gt_topo_keys];
+    if (sa->kind != GT_SRC_DEFAULT || !kb) {
+        where_src(L, sa, ka, buf, len);
+        return;
+    }
+    where_src(L, &L->full->src[kb - gt_topo_keys], kb, buf, len);
+}
+
+static void check_cross(loader_t *L)
+{
+    gt_topo_config_t *c = &L->full->cfg;
+    char where[GT_TOPO_PATH_MAX + 64];
+    if (c->n_sites == 0 && L->n_errors == 0) {
+        report(L, (snprintf(where, sizeof where, "%s:1:1", L->name), where),
+               "key 'sites': no sites defined; allowed: a list of at least one site "
+               "(- name: ..., address: host:port)");
+    }
+    for (uint32_t i = 0; i < c->n_sites; i++) {
+        for (uint32_t j = 0; j < i; j++) {
+            if (c->sites[i].name[0] && strcmp(c->sites[i].name, c->sites[j].name) == 0) {
+                snprintf(where, sizeof where, "%s:%u:%u", L->name, L->site_name_line[i], 1u);
+                report(L, where,
+                       "key 'sites[%u].name': duplicate site name '%s' (first at line "
+                       "%u); allowed: a unique name",
+                       i, c->sites[i].name, L->site_name_line[j]);
+            }
+            const char *port = strrchr(c->sites[i].address, ':');
+            if (c->sites[i].address[0] && port && strcmp(port, ":0") != 0 &&
+                strcmp(c->sites[i].address, c->sites[j].address) == 0) {
+                snprintf(where, sizeof where, "%s:%u:%u", L->name, c->sites[i].line, 1u);
+                report(L, where,
+                       "key 'sites[%u].address': '%s' is also site '%s''s address; "
+                       "allowed: a distinct host:port per site (or port 0)",
+                       i, c->sites[i].address, c->sites[j].name);
+            }
+        }
+        if (c->sites[i].ranks % c->local.tensor_parallel != 0) {
+            snprintf(where, sizeof where, "%s:%u:%u", L->name, c->sites[i].line, 1u);
+            report(L, where,
+                   "key 'sites[%u].ranks': %u ranks is not a multiple of "
+                   "local.tensor_parallel = %u; allowed: a multiple of it",
+                   i, c->sites[i].ranks, c->local.tensor_parallel);
+        }
+    }
+    if (c->outer.deadline_min_ms > c->outer.deadline_max_ms) {
+        blame(L, "outer.deadline_min_ms", "outer.deadline_max_ms", where, sizeof where);
+        report(L, where,
+               "key 'outer.deadline_min_ms': %u is above outer.deadline_max_ms = %u; "
+               "allowed: at most deadline_max_ms",
+               c->outer.deadline_min_ms, c->outer.deadline_max_ms);
+    }
+    if (c->outer.overlap_steps >= c->inner.steps) {
+        blame(L, "outer.overlap_steps", "inner.steps", where, sizeof where);
+        report(L, where,
+               "key 'outer.overlap_steps': %u is not below inner.steps = %u; allowed: "
+               "0 to inner.steps - 1",
+               c->outer.overlap_steps, c->inner.steps);
+    }
+    if ((uint64_t)c->membership.heartbeat_ms * 2 > (uint64_t)c->membership.lease_ttl_s * 1000) {
+        blame(L, "membership.heartbeat_ms", "membership.lease_ttl_s", where, sizeof where);
+        report(L, where,
+               "key 'membership.heartbeat_ms': %u ms is more than half the lease TTL "
+               "(%u s); allowed: at most lease_ttl_s x 500",
+               c->membership.heartbeat_ms, c->membership.lease_ttl_s);
+    }
+    if (c->membership.prefix[0] != '/') {
+        blame(L, "membership.prefix", NULL, where, sizeof where);
+        report(L, where,
+               "key 'membership.prefix': invalid value '%s'; allowed: a path that "
+               "starts with /",
+               c->membership.prefix);
+    }
+    uint32_t bs = c->codec.block_size;
+    if (bs & (bs - 1)) {
+        blame(L, "codec.block_size", NULL, where, sizeof where);
+        report(L, where,
+               "key 'codec.block_size': invalid value '%u'; allowed: a power of two "
+               "in [8, 65536]",
+               bs);
+    }
+    const gt_topo_link_params_t *e = &c->wan.emulation.link;
+    if (e->jitter_ms > e->latency_ms) {
+        blame(L, "wan.emulation.jitter_ms", "wan.emulation.latency_ms", where, sizeof where);
+        report(L, where,
+               "key 'wan.emulation.jitter_ms': %g ms is more than latency_ms = %g; "
+               "allowed: at most latency_ms",
+               e->jitter_ms, e->latency_ms);
+    }
+    const gt_topo_model_t *m = &c->model;
+    if (m->d_model && m->n_head && m->d_model % m->n_head != 0) {
+        blame(L, "model.n_head", "model.d_model", where, sizeof where);
+        report(L, where,
+               "key 'model.n_head': %u does not divide model.d_model = %u; allowed: a "
+               "divisor of d_model",
+               m->n_head, m->d_model);
+    }
+    if (m->seq_len && m->context_length && m->seq_len > m->context_length) {
+        blame(L, "model.seq_len", "model.context_length", where, sizeof where);
+        report(L, where,
+               "key 'model.seq_len': %u is longer than model.context_length = %u; "
+               "allowed: at most context_length",
+               m->seq_len, m->context_length);
+    }
+    if ((c->data.kind == GT_DATA_TEXT || c->data.kind == GT_DATA_SHARDS) && !c->data.path[0]) {
+        blame(L, "data.path", "data.kind", where, sizeof where);
+        report(L, where, "key 'data.path': missing for data.kind %s; allowed: a path",
+               c->data.kind == GT_DATA_TEXT ? "text" : "shards");
+    }
+}
+
+/* Links inherit what they do not set from wan.emulation (after env and flags). */
+static void resolve_links(loader_t *L)
+{
+    gt_topo_config_t *c = &L->full->cfg;
+    const gt_topo_link_params_t *e = &c->wan.emulation.link;
+    for (uint32_t i = 0; i < c->n_links; i++) {
+        const gt_topo_link_params_t *r = &L->link_raw[i];
+        gt_topo_link_params_t *p = &c->links[i].params;
+        p->latency_ms = r->latency_ms >= 0 ? r->latency_ms : e->latency_ms;
+        p->jitter_ms = r->jitter_ms >= 0 ? r->jitter_ms : e->jitter_ms;
+        p->bandwidth_mbps = r->bandwidth_mbps >= 0 ? r->bandwidth_mbps : e->bandwidth_mbps;
+        p->loss = r->loss >= 0 ? r->loss : e->loss;
+        p->n_cuts = r->n_cuts;
+        memcpy(p->cuts, r->cuts, sizeof p->cuts);
+        if (p->jitter_ms > p->latency_ms) {
+            char where[GT_TOPO_PATH_MAX + 32];
+            snprintf(where, sizeof where, "%s:1:1", L->name);
+            report(L, where,
+                   "key 'links[%u].jitter_ms': %g ms is more than its latency %g ms; "
+                   "allowed: at most latency_ms",
+                   i, p->jitter_ms, p->latency_ms);
+        }
+    }
+}
+
+/* Sites without an explicit secret_key use security.key_dir/NAME.key. */
+static void resolve_sites(loader_t *L)
+{
+    gt_topo_config_t *c = &L->full->cfg;
+    for (uint32_t i = 0; i < c->n_sites; i++) {
+        gt_topo_site_t *s = &c->sites[i];
+        if (!s->secret_key[0] &&
+            snprintf(s->secret_key, sizeof s->secret_key, "%s/%s.key", c->security.key_dir,
+                     s->name) >= (int)sizeof s->secret_key) {
+            char where[GT_TOPO_PATH_MAX + 32];
+            snprintf(where, sizeof where, "%s:%u:1", L->name, s->line);
+            report(L, where,
+                   "key 'sites[%u].secret_key': the default path is too long; allowed: "
+                   "a shorter security.key_dir",
+                   i);
+        }
+    }
+}
+
+/* ---- entry points ---- */
+
+gt_status_t gt_topo_load_string(const char *text, size_t len, const char *name,
+                                const gt_topo_load_params_t *params, gt_topo_config_t **cfg_p)
+{
+    gt_topo_load_params_t dp = GT_TOPO_LOAD_PARAMS_INIT;
+    if (!params) params = &dp;
+    if (sodium_init() < 0) return GT_ERR_INTERNAL;
+    loader_t L = {
+        name ? name : "(config)", params->err ? params->err : stderr, 0, NULL, NULL, NULL, NULL};
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    int have_doc = 0;
+    char where[GT_TOPO_PATH_MAX + 32];
+    gt_status_t st = GT_ERR_CONFIG;
+
+    L.full = calloc(1, sizeof *L.full);
+    if (!L.full || !(L.full->src = calloc(gt_topo_key_count(gt_topo_keys), sizeof(gt_src_t)))) {
+        if (L.full) free(L.full);
+        return GT_ERR_NOMEM;
+    }
+    snprintf(L.full->cfg.source, sizeof L.full->cfg.source, "%s", L.name);
+    apply_defaults(&L, gt_topo_keys, &L.full->cfg);
+
+    if (!yaml_parser_initialize(&parser)) {
+        st = GT_ERR_NOMEM;
+        goto out;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        snprintf(where, sizeof where, "%s:%lu:%lu", L.name,
+                 (unsigned long)parser.problem_mark.line + 1,
+                 (unsigned long)parser.problem_mark.column + 1);
+        report(&L, where, "YAML syntax error: %s%s%s; allowed: valid YAML",
+               parser.problem ? parser.problem : "unknown problem", parser.context ? " " : "",
+               parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+        goto out;
+    }
+    have_doc = 1;
+    L.doc = &doc;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root || is_null_scalar(root)) {
+        snprintf(where, sizeof where, "%s:1:1", L.name);
+        report(&L, where,
+               "key '(top level)': the file is empty; allowed: a mapping with at least "
+               "a 'sites:' list");
+    } else {
+        walk_top(&L, root);
+    }
+    yaml_parser_delete(&parser);
+
+    if (params->use_env) apply_env(&L);
+    for (size_t i = 0; i < params->n_sets; i++) apply_flag(&L, params->sets[i]);
+    if (L.n_errors == 0) check_cross(&L);
+    if (L.n_errors == 0) resolve_links(&L);
+    if (L.n_errors == 0) resolve_sites(&L);
+    if (L.n_errors == 0) st = GT_OK;
+
+out:
+    if (have_doc) yaml_document_delete(&doc);
+    free(L.link_raw);
+    free(L.site_name_line);
+    if (st != GT_OK) {
+        if (L.n_errors > MAX_REPORTED_ERRORS)
+            fprintf(L.err, "%s: %d more errors not shown\n", L.name,
+                    L.n_errors - MAX_REPORTED_ERRORS);
+        gt_topo_destroy(&L.full->cfg);
+        return st;
+    }
+    *cfg_p = &L.full->cfg;
+    return GT_OK;
+}
+
+gt_status_t gt_topo_load(const char *path, const gt_topo_load_params_t *params,
+                         gt_topo_config_t **cfg_p)
+{
+    FILE *err = params && params->err ? params->err : stderr;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(err, "%s:1:1: cannot open the config file: %s\n", path, strerror(errno));
+        return errno == ENOENT ? GT_ERR_NOT_FOUND : GT_ERR_IO;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (cap - len < 65536) {
+            if (cap > (64u << 20)) {
+                fprintf(err, "%s:1:1: the config file is larger than 64 MiB\n", path);
+                free(buf);
+                fclose(f);
+                return GT_ERR_CONFIG;
+            }
+            char *nb = realloc(buf, cap ? cap * 2 : 65536);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return GT_ERR_NOMEM;
+            }
+            buf = nb;
+            cap = cap ? cap * 2 : 65536;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) break;
+    }
+    int rerr = ferror(f);
+    fclose(f);
+    if (rerr) {
+        fprintf(err, "%s:1:1: cannot read the config file\n", path);
+        free(buf);
+        return GT_ERR_IO;
+    }
+    gt_status_t st = gt_topo_load_string(buf, len, path, params, cfg_p);
+    free(buf);
+    return st;
+}
+
+void gt_topo_destroy(gt_topo_config_t *cfg)
+{
+    if (!cfg) return;
+    gt_topo_full_t *full = (gt_topo_full_t *)cfg;
+    free(cfg->sites);
+    free(cfg->links);
+    free(full->src);
+    free(full);
+}
+
+gt_status_t gt_topo_site_index(const gt_topo_config_t *cfg, const char *name, uint32_t *index_p)
+{
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        if (strcmp(cfg->sites[i].name, name) == 0) {
+            *index_p = i;
+            return GT_OK;
+        }
+    }
+    return GT_ERR_NOT_FOUND;
+}
+
+void gt_topo_link_params(const gt_topo_config_t *cfg, uint32_t a, uint32_t b,
+                         gt_topo_link_params_t *params_p)
+{
+    uint32_t lo = a < b ? a : b, hi = a < b ? b : a;
+    for (uint32_t i = 0; i < cfg->n_links; i++) {
+        if (cfg->links[i].a == lo && cfg->links[i].b == hi) {
+            *params_p = cfg->links[i].params;
+            return;
+        }
+    }
+    *params_p = cfg->wan.emulation.link;
+}
