@@ -10,6 +10,7 @@ if(GT_SANITIZE)
 endif()
 
 function(gt_target_defaults target)
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:C>:${GT_C_WARNINGS}>)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:C>:${GT_C_WARNINGS}>
+    $<$<COMPILE_LANGUAGE:C>:-fvisibility=hidden>)
   target_compile_definitions(${target} PRIVATE _GNU_SOURCE GT_BUILDING_LIBRARY)
 endfunction()
