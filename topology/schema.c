@@ -244,8 +244,13 @@ void gt_topo_key_allowed(const gt_key_t *k, char *buf, size_t len)
         break;
     case GT_KEY_PATH: snprintf(buf, len, "a path"); break;
     case GT_KEY_ADDR: snprintf(buf, len, "host:port with port 0-65535"); break;
-    case GT_KEY_U32:
     case GT_KEY_U64:
+        if (k->max >= 1.8e19) {
+            snprintf(buf, len, "an integer in [%s, 2^64 - 1]", lo);
+            break;
+        }
+        /* fall through */
+    case GT_KEY_U32:
     case GT_KEY_INT: snprintf(buf, len, "an integer in [%s, %s]", lo, hi); break;
     case GT_KEY_F64:
         snprintf(buf, len, "a number in %c%s, %s%c", k->min_open ? '(' : '[', lo, hi,

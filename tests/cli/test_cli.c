@@ -83,6 +83,20 @@ static void test_config_check(const char *tmp)
     CHECK_EQ_INT(run(&out, "config reference", NULL, NULL), 0);
     CHECK_STR_CONTAINS(out, "`outer.overlap_steps`");
     CHECK_STR_CONTAINS(out, "GT_OUTER_LR");
+    /* docs/config.md is this output; regenerate it when the schema changes. */
+    char doc[1200];
+    snprintf(doc, sizeof doc, "%s/docs/config.md", src ? src : ".");
+    FILE *f = fopen(doc, "r");
+    CHECK_MSG(f != NULL, "cannot open %s", doc);
+    if (f && out) {
+        size_t n = strlen(out);
+        char *text = calloc(1, n + 2);
+        size_t got = fread(text, 1, n + 1, f);
+        CHECK_MSG(got == n && memcmp(text, out, n) == 0,
+                  "docs/config.md is stale: run `geotrain config reference > docs/config.md`");
+        free(text);
+    }
+    if (f) fclose(f);
     free(out);
 }
 
