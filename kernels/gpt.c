@@ -1,0 +1,489 @@
+/* gpt.c — the GPT model object: arenas, initialisation, and the CPU forward/backward that
+ * chains the layer operations of cpu_ops.c (llm.c's gpt2_forward / gpt2_backward). A CUDA
+ * model keeps the same object and dispatches to gpt_cuda.cu.
+ *
+ * Activations for (B, T) are one allocation (acts_t views). Backward reuses five scratch
+ * buffers across layers; the logits buffer turns into probabilities and then into dlogits in
+ * place.
+ */
+#include "kernels_internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    float *encoded;                           /* (N, C) */
+    float *ln1, *ln1_mean, *ln1_rstd;         /* (L, N, C), (L, N) */
+    float *qkv;                               /* (L, N, 3C) */
+    float *att;                               /* (L, B, NH, T, T) */
+    float *atty;                              /* (L, N, C) */
+    float *res2;                              /* (L, N, C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd;         /* (L, N, C), (L, N) */
+    float *fch, *fch_gelu;                    /* (L, N, 4C) */
+    float *res3;                              /* (L, N, C) residual after the MLP */
+    float *lnf, *lnf_mean, *lnf_rstd;         /* (N, C), (N) */
+    float *probs;                             /* (N, V) logits -> probs -> dlogits */
+    float *losses;                            /* (N) */
+    float *dres, *dbuf4, *dqkv, *dln, *datty; /* backward scratch */
+    int32_t *inputs, *targets;                /* (N) copies of the last forward's tokens */
+    float *mem;
+    float *att_scratch;
+    size_t att_scratch_len;
+    gt_gpt_views_t pv, gv; /* views of params and grads */
+} acts_t;
+
+static gt_status_t cpu_acts_create(gt_gpt_t *gpt)
+{
+    const gt_gpt_config_t *m = &gpt->p.model;
+    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, L = m->L, NH = m->NH, V = m->V;
+    acts_t *a = calloc(1, sizeof(*a));
+    if (!a) return GT_ERR_NOMEM;
+    gpt->cpu = a;
+    struct {
+        float **p;
+        size_t n;
+    } sz[] = {
+        {&a->encoded, N * C},
+        {&a->ln1, L * N * C},
+        {&a->ln1_mean, L * N},
+        {&a->ln1_rstd, L * N},
+        {&a->qkv, L * N * 3 * C},
+        {&a->att, L * B * NH * T * T},
+        {&a->atty, L * N * C},
+        {&a->res2, L * N * C},
+        {&a->ln2, L * N * C},
+        {&a->ln2_mean, L * N},
+        {&a->ln2_rstd, L * N},
+        {&a->fch, L * N * 4 * C},
+        {&a->fch_gelu, L * N * 4 * C},
+        {&a->res3, L * N * C},
+        {&a->lnf, N * C},
+        {&a->lnf_mean, N},
+        {&a->lnf_rstd, N},
+        {&a->probs, N * V},
+        {&a->losses, N},
+        {&a->dres, N * C},
+        {&a->dbuf4, N * 4 * C},
+        {&a->dqkv, N * 3 * C},
+        {&a->dln, N * C},
+        {&a->datty, N * C},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof(sz) / sizeof(sz[0]); i++) total += (sz[i].n + 15) & ~(size_t)15;
+    a->mem = aligned_alloc(64, total * sizeof(float));
+    a->inputs = calloc(2 * N, sizeof(int32_t));
+    a->pv.layer = calloc(L, sizeof(gt_gpt_layer_views_t));
+    a->gv.layer = calloc(L, sizeof(gt_gpt_layer_views_t));
+    if (!a->mem || !a->inputs || !a->pv.layer || !a->gv.layer) return GT_ERR_NOMEM;
+    memset(a->mem, 0, total * sizeof(float));
+    a->targets = a->inputs + N;
+    float *p = a->mem;
+    for (size_t i = 0; i < sizeof(sz) / sizeof(sz[0]); i++) {
+        *sz[i].p = p;
+        p += (sz[i].n + 15) & ~(size_t)15;
+    }
+    gt_gpt_layout(m, gpt->arena[GT_GPT_PARAMS], &a->pv);
+    gt_gpt_layout(m, gpt->arena[GT_GPT_GRADS], &a->gv);
+    return GT_OK;
+}
+
+static void cpu_acts_destroy(acts_t *a)
+{
+    if (!a) return;
+    free(a->mem);
+    free(a->inputs);
+    free(a->pv.layer);
+    free(a->gv.layer);
+    free(a->att_scratch);
+    free(a);
+}
+
+gt_status_t gt_gpt_create(const gt_gpt_params_t *params, gt_gpt_t **gpt_p)
+{
+    if (!params || !gpt_p) return GT_ERR_INVALID;
+    gt_status_t st = gt_gpt_config_check(&params->model, params->B, params->T);
+    if (st != GT_OK) return st;
+    if (params->device != GT_DEVICE_CPU && params->device != GT_DEVICE_CUDA) {
+        GT_ERROR("kernels: unknown device %d", (int)params->device);
+        return GT_ERR_INVALID;
+    }
+#ifndef GT_HAVE_CUDA
+    if (params->device == GT_DEVICE_CUDA) {
+        GT_ERROR("kernels: this build has no CUDA support (configure with a CUDA toolkit)");
+        return GT_ERR_UNSUPPORTED;
+    }
+#endif
+    gt_gpt_t *g = calloc(1, sizeof(*g));
+    if (!g) return GT_ERR_NOMEM;
+    g->magic = GT_GPT_MAGIC;
+    g->p = *params;
+    g->n = gt_gpt_arena_len(&params->model);
+    if (params->device == GT_DEVICE_CPU) {
+        for (int i = 0; i < 4; i++) {
+            size_t bytes = ((g->n * sizeof(float) + 63) / 64) * 64;
+            g->arena[i] = aligned_alloc(64, bytes);
+            if (!g->arena[i]) {
+                st = GT_ERR_NOMEM;
+                goto fail;
+            }
+            memset(g->arena[i], 0, bytes);
+        }
+        st = cpu_acts_create(g);
+    } else {
+#ifdef GT_HAVE_CUDA
+        st = gt_cuda_gpt_create(g);
+#endif
+    }
+    if (st != GT_OK) goto fail;
+    *gpt_p = g;
+    return GT_OK;
+fail:
+    if (st == GT_ERR_NOMEM)
+        GT_ERROR("kernels: out of memory for a model of %zu parameters at B=%zu T=%zu", g->n,
+                 params->B, params->T);
+    gt_gpt_destroy(g);
+    return st;
+}
+
+void gt_gpt_destroy(gt_gpt_t *gpt)
+{
+    if (!gpt) return;
+    if (gpt->p.device == GT_DEVICE_CPU) {
+        cpu_acts_destroy(gpt->cpu);
+        for (int i = 0; i < 4; i++) free(gpt->arena[i]);
+    } else {
+#ifdef GT_HAVE_CUDA
+        gt_cuda_gpt_destroy(gpt);
+#endif
+    }
+    gpt->magic = 0;
+    free(gpt);
+}
+
+static int valid(const gt_gpt_t *gpt)
+{
+    return gpt && gpt->magic == GT_GPT_MAGIC;
+}
+static int is_cuda(const gt_gpt_t *gpt)
+{
+    return gpt->p.device == GT_DEVICE_CUDA;
+}
+
+const gt_gpt_params_t *gt_gpt_get_params(const gt_gpt_t *gpt)
+{
+    return valid(gpt) ? &gpt->p : NULL;
+}
+
+float *gt_gpt_arena(gt_gpt_t *gpt, gt_gpt_arena_t which)
+{
+    if (!valid(gpt) || (int)which < 0 || (int)which > 3) return NULL;
+    return gpt->arena[which];
+}
+
+static gt_status_t arena_copy(gt_gpt_t *gpt, gt_gpt_arena_t which, size_t offset, size_t n,
+                              float *host, int to_arena)
+{
+    if (!valid(gpt) || (int)which < 0 || (int)which > 3 || (n && !host)) return GT_ERR_INVALID;
+    if (offset > gpt->n || n > gpt->n - offset) {
+        GT_ERROR("kernels: arena range [%zu, %zu) is outside the %zu floats", offset, offset + n,
+                 gpt->n);
+        return GT_ERR_INVALID;
+    }
+    if (!is_cuda(gpt)) {
+        if (to_arena)
+            memcpy(gpt->arena[which] + offset, host, n * sizeof(float));
+        else
+            memcpy(host, gpt->arena[which] + offset, n * sizeof(float));
+        return GT_OK;
+    }
+#ifdef GT_HAVE_CUDA
+    return gt_cuda_arena_copy(gpt, (int)which, offset, n, host, to_arena);
+#else
+    return GT_ERR_UNSUPPORTED;
+#endif
+}
+
+gt_status_t gt_gpt_arena_read(gt_gpt_t *gpt, gt_gpt_arena_t which, size_t offset, size_t n,
+                              float *dst)
+{
+    return arena_copy(gpt, which, offset, n, dst, 0);
+}
+
+gt_status_t gt_gpt_arena_write(gt_gpt_t *gpt, gt_gpt_arena_t which, size_t offset, size_t n,
+                               const float *src)
+{
+    return arena_copy(gpt, which, offset, n, (float *)src, 1);
+}
+
+gt_status_t gt_gpt_params_changed(gt_gpt_t *gpt)
+{
+    if (!valid(gpt)) return GT_ERR_INVALID;
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) return gt_cuda_params_changed(gpt);
+#endif
+    return GT_OK;
+}
+
+/* ---- initialisation ---------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Standard normal for (seed, tensor k, element i): Box-Muller on one 64-bit hash. */
+static float normal_at(uint64_t seed, size_t k, size_t i)
+{
+    uint64_t h = splitmix64(splitmix64(seed ^ splitmix64((uint64_t)k + 1)) + (uint64_t)i);
+    double u1 = ((double)(h >> 40) + 1.0) / 16777217.0; /* (0, 1] from 24 bits */
+    double u2 = (double)(h & 0xFFFFFF) / 16777216.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+gt_status_t gt_gpt_init_weights(gt_gpt_t *gpt, uint64_t seed)
+{
+    if (!valid(gpt)) return GT_ERR_INVALID;
+    const gt_gpt_config_t *m = &gpt->p.model;
+    float *host = is_cuda(gpt) ? malloc(gpt->n * sizeof(float)) : gpt->arena[GT_GPT_PARAMS];
+    if (!host) return GT_ERR_NOMEM;
+    memset(host, 0, gpt->n * sizeof(float));
+    size_t nt = gt_gpt_tensor_count(m);
+    float resid_std = 0.02f / sqrtf(2.0f * (float)m->L);
+    for (size_t k = 0; k < nt; k++) {
+        gt_gpt_tensor_t t;
+        if (gt_gpt_tensor_get(m, k, &t) != GT_OK) return GT_ERR_INTERNAL;
+        float *p = host + t.offset;
+        size_t len = strlen(t.name);
+        if (t.ndim == 1) {
+            float v = (len > 7 && strcmp(t.name + len - 7, ".weight") == 0) ? 1.0f : 0.0f;
+            for (size_t i = 0; i < t.numel; i++) p[i] = v;
+            continue;
+        }
+        float std = strstr(t.name, "c_proj.weight") ? resid_std : 0.02f;
+#pragma omp parallel for num_threads(gt_kern_get_threads()) schedule(static)
+        for (size_t i = 0; i < t.numel; i++) p[i] = std * normal_at(seed, k, i);
+    }
+    gt_status_t st = GT_OK;
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) {
+        st = gt_cuda_arena_copy(gpt, GT_GPT_PARAMS, 0, gpt->n, host, 1);
+        free(host);
+    }
+#endif
+    return st;
+}
+
+/* ---- forward / backward (CPU) -------------------------------------------------------------- */
+
+static gt_status_t check_tokens(const gt_gpt_t *gpt, const int32_t *tok, const char *what)
+{
+    size_t N = gpt->p.B * gpt->p.T;
+    for (size_t i = 0; i < N; i++) {
+        if (tok[i] < 0 || (size_t)tok[i] >= gpt->p.model.V) {
+            GT_ERROR("kernels: %s token %d at position %zu is outside the vocabulary [0, %zu)",
+                     what, tok[i], i, gpt->p.model.V);
+            return GT_ERR_INVALID;
+        }
+    }
+    return GT_OK;
+}
+
+gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const int32_t *targets,
+                           float *loss_p)
+{
+    if (!valid(gpt) || !inputs || !targets || !loss_p) return GT_ERR_INVALID;
+    gt_status_t st = check_tokens(gpt, inputs, "input");
+    if (st == GT_OK) st = check_tokens(gpt, targets, "target");
+    if (st != GT_OK) return st;
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) {
+        st = gt_cuda_gpt_forward(gpt, inputs, targets, loss_p);
+        gpt->have_fwd = st == GT_OK;
+        return st;
+    }
+#endif
+    const gt_gpt_config_t *m = &gpt->p.model;
+    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, NH = m->NH, V = m->V;
+    acts_t *a = gpt->cpu;
+    const gt_gpt_views_t *w = &a->pv;
+    memcpy(a->inputs, inputs, N * sizeof(int32_t));
+    memcpy(a->targets, targets, N * sizeof(int32_t));
+
+    gt_cpu_encoder_forward(a->encoded, inputs, w->wte, w->wpe, B, T, C);
+    for (size_t l = 0; l < m->L; l++) {
+        const gt_gpt_layer_views_t *lw = &w->layer[l];
+        const float *res = l == 0 ? a->encoded : a->res3 + (l - 1) * N * C;
+        float *ln1 = a->ln1 + l * N * C, *qkv = a->qkv + l * N * 3 * C;
+        float *att = a->att + l * B * NH * T * T, *atty = a->atty + l * N * C;
+        float *res2 = a->res2 + l * N * C, *ln2 = a->ln2 + l * N * C;
+        float *fch = a->fch + l * N * 4 * C, *fchg = a->fch_gelu + l * N * 4 * C;
+        float *res3 = a->res3 + l * N * C;
+        gt_cpu_layernorm_forward(ln1, a->ln1_mean + l * N, a->ln1_rstd + l * N, res, lw->ln1w,
+                                 lw->ln1b, N, C);
+        gt_cpu_matmul_forward(qkv, ln1, lw->qkvw, lw->qkvb, N, C, 3 * C);
+        gt_cpu_attention_forward(atty, att, qkv, B, T, C, NH);
+        gt_cpu_matmul_forward(res2, atty, lw->attprojw, lw->attprojb, N, C, C);
+        gt_cpu_residual_forward(res2, res2, res, N * C);
+        gt_cpu_layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, lw->ln2w,
+                                 lw->ln2b, N, C);
+        gt_cpu_matmul_forward(fch, ln2, lw->fcw, lw->fcb, N, C, 4 * C);
+        gt_cpu_gelu_forward(fchg, fch, N * 4 * C);
+        gt_cpu_matmul_forward(res3, fchg, lw->fcprojw, lw->fcprojb, N, 4 * C, C);
+        gt_cpu_residual_forward(res3, res3, res2, N * C);
+    }
+    const float *last = a->res3 + (m->L - 1) * N * C;
+    gt_cpu_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, w->lnfw, w->lnfb, N, C);
+    gt_cpu_lmhead_forward(a->probs, a->lnf, w->wte, N, C, V);
+    double loss = gt_cpu_crossentropy_forward(a->probs, a->losses, a->probs, targets, N, V);
+    gpt->have_fwd = 1;
+    *loss_p = (float)loss;
+    return GT_OK;
+}
+
+static gt_status_t ensure_att_scratch(acts_t *a, size_t T, size_t C, size_t NH)
+{
+    size_t need = gt_cpu_attention_scratch_len(T, C, NH);
+    if (a->att_scratch_len >= need) return GT_OK;
+    float *s = realloc(a->att_scratch, need * sizeof(float));
+    if (!s) return GT_ERR_NOMEM;
+    a->att_scratch = s;
+    a->att_scratch_len = need;
+    return GT_OK;
+}
+
+gt_status_t gt_gpt_backward(gt_gpt_t *gpt, float scale)
+{
+    if (!valid(gpt)) return GT_ERR_INVALID;
+    if (!gpt->have_fwd) {
+        GT_ERROR("kernels: gt_gpt_backward without a preceding gt_gpt_forward");
+        return GT_ERR_INVALID;
+    }
+    gpt->have_fwd = 0; /* probs become dlogits in place: one backward per forward */
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) return gt_cuda_gpt_backward(gpt, scale);
+#endif
+    const gt_gpt_config_t *m = &gpt->p.model;
+    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, NH = m->NH, V = m->V;
+    acts_t *a = gpt->cpu;
+    if (ensure_att_scratch(a, T, C, NH) != GT_OK) return GT_ERR_NOMEM;
+    const gt_gpt_views_t *w = &a->pv, *g = &a->gv;
+
+    gt_cpu_crossentropy_backward(a->probs, a->probs, a->targets, N, V, scale);
+    /* dlnf = dlogits wte, dwte += dlogits^T lnf */
+    gt_cpu_lmhead_backward(a->dln, g->wte, a->probs, a->lnf, w->wte, N, C, V);
+    memset(a->dres, 0, N * C * sizeof(float));
+    const float *last = a->res3 + (m->L - 1) * N * C;
+    gt_cpu_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, last, w->lnfw, a->lnf_mean,
+                              a->lnf_rstd, N, C);
+    for (size_t l = m->L; l-- > 0;) {
+        const gt_gpt_layer_views_t *lw = &w->layer[l], *lg = &g->layer[l];
+        const float *res = l == 0 ? a->encoded : a->res3 + (l - 1) * N * C;
+        const float *ln1 = a->ln1 + l * N * C, *qkv = a->qkv + l * N * 3 * C;
+        const float *att = a->att + l * B * NH * T * T, *atty = a->atty + l * N * C;
+        const float *res2 = a->res2 + l * N * C, *ln2 = a->ln2 + l * N * C;
+        const float *fch = a->fch + l * N * 4 * C, *fchg = a->fch_gelu + l * N * 4 * C;
+
+        gt_cpu_matmul_backward(a->dbuf4, lg->fcprojw, lg->fcprojb, a->dres, fchg, lw->fcprojw, N,
+                               4 * C, C, 1);
+        gt_cpu_gelu_backward(a->dbuf4, fch, a->dbuf4, N * 4 * C);
+        gt_cpu_matmul_backward(a->dln, lg->fcw, lg->fcb, a->dbuf4, ln2, lw->fcw, N, C, 4 * C, 1);
+        gt_cpu_layernorm_backward(a->dres, lg->ln2w, lg->ln2b, a->dln, res2, lw->ln2w,
+                                  a->ln2_mean + l * N, a->ln2_rstd + l * N, N, C);
+        gt_cpu_matmul_backward(a->datty, lg->attprojw, lg->attprojb, a->dres, atty, lw->attprojw, N,
+                               C, C, 1);
+        gt_cpu_attention_backward(a->dqkv, a->datty, qkv, att, a->att_scratch, B, T, C, NH);
+        gt_cpu_matmul_backward(a->dln, lg->qkvw, lg->qkvb, a->dqkv, ln1, lw->qkvw, N, C, 3 * C, 1);
+        gt_cpu_layernorm_backward(a->dres, lg->ln1w, lg->ln1b, a->dln, res, lw->ln1w,
+                                  a->ln1_mean + l * N, a->ln1_rstd + l * N, N, C);
+    }
+    gt_cpu_encoder_backward(g->wte, g->wpe, a->dres, a->inputs, B, T, C);
+    return GT_OK;
+}
+
+gt_status_t gt_gpt_grad_zero(gt_gpt_t *gpt)
+{
+    if (!valid(gpt)) return GT_ERR_INVALID;
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) return gt_cuda_arena_zero(gpt, GT_GPT_GRADS);
+#endif
+    memset(gpt->arena[GT_GPT_GRADS], 0, gpt->n * sizeof(float));
+    return GT_OK;
+}
+
+gt_status_t gt_gpt_grad_norm(gt_gpt_t *gpt, float *norm_p)
+{
+    if (!valid(gpt) || !norm_p) return GT_ERR_INVALID;
+    double ss;
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) {
+        gt_status_t st = gt_cuda_grad_sumsq(gpt, &ss);
+        if (st != GT_OK) return st;
+        *norm_p = (float)sqrt(ss);
+        return GT_OK;
+    }
+#endif
+    ss = gt_cpu_sumsq(gpt->arena[GT_GPT_GRADS], gpt->n);
+    *norm_p = (float)sqrt(ss);
+    return GT_OK;
+}
+
+gt_status_t gt_gpt_grad_scale(gt_gpt_t *gpt, float s)
+{
+    if (!valid(gpt)) return GT_ERR_INVALID;
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) return gt_cuda_grad_scale(gpt, s);
+#endif
+    gt_cpu_scale(gpt->arena[GT_GPT_GRADS], gpt->n, s);
+    return GT_OK;
+}
+
+gt_status_t gt_gpt_grad_clip(gt_gpt_t *gpt, float max_norm, float *norm_p)
+{
+    float norm;
+    gt_status_t st = gt_gpt_grad_norm(gpt, &norm);
+    if (st != GT_OK) return st;
+    if (max_norm > 0 && norm > max_norm) st = gt_gpt_grad_scale(gpt, max_norm / (norm + 1e-6f));
+    if (st == GT_OK && norm_p) *norm_p = norm;
+    return st;
+}
+
+gt_status_t gt_gpt_adamw_step(gt_gpt_t *gpt, const gt_adamw_params_t *p, uint64_t step)
+{
+    if (!valid(gpt) || !p || step == 0) return GT_ERR_INVALID;
+#ifdef GT_HAVE_CUDA
+    if (is_cuda(gpt)) return gt_cuda_adamw_step(gpt, p, step);
+#endif
+    const gt_gpt_config_t *m = &gpt->p.model;
+    size_t nt = gt_gpt_tensor_count(m);
+    float **ar = gpt->arena;
+    /* Runs of consecutive tensors with the same decay flag go in one call (fewer forks). */
+    size_t start = 0;
+    int decay = 1;
+    for (size_t k = 0; k <= nt; k++) {
+        gt_gpt_tensor_t t;
+        size_t off = gpt->n;
+        int d = -1;
+        if (k < nt) {
+            if (gt_gpt_tensor_get(m, k, &t) != GT_OK) return GT_ERR_INTERNAL;
+            off = t.offset;
+            d = t.decay;
+        }
+        if (k == 0) {
+            decay = d;
+            continue;
+        }
+        if (d != decay) {
+            gt_status_t st = gt_kern_adamw_update(ar[0] + start, ar[1] + start, ar[2] + start,
+                                                  ar[3] + start, off - start, p, step, decay);
+            if (st != GT_OK) return st;
+            start = off;
+            decay = d;
+        }
+    }
+    return GT_OK;
+}
