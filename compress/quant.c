@@ -1,0 +1,328 @@
+/* quant.c — the dense payloads: fp32, bf16 and the block-scaled int8/int4/fp4, with the scalar
+ * kernels that specify them (quant_avx512.c must give the same bits) and the kernel choice.
+ *
+ * Why the scale is a byte relative to a shared exponent: the ratio targets (>= 3.9x for int8,
+ * >= 7.8x for int4/fp4 at 128-element blocks) leave no room for an f32 or even a bf16 scale
+ * per 4-bit block, while a plain power-of-two scale (MX's E8M0) wastes up to half the code
+ * range. A 4.4 float per block under an exponent per 32 blocks costs 1 + 1/32 bytes a block
+ * and rounds the scale up by at most 1/16. Every scale and every decoded value is exact in
+ * float (compress_internal.h), and the scale search compares exact products, so no rounding
+ * choice is left to a compiler or an instruction set.
+ */
+#include "compress_internal.h"
+
+#include <fenv.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+const float gt_cmp_fp4_values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+float gt_cmp_scale(unsigned g, unsigned c)
+{
+    /* (16 + m) * 2^((c >> 4) - 19 + g - 128) = 1.m * 2^((c >> 4) + g - 143): biased exponent
+     * (c >> 4) + g - 16, which is in [2, 227] for g in [EXP_MIN, EXP_MAX]. */
+    return gt_cmp_u2f(((uint32_t)((c >> 4) + g - 16u) << 23) | ((uint32_t)(c & 15u) << 19));
+}
+
+/* ---- scalar kernels (the specification) ---- */
+
+static uint32_t absmax_scalar(const float *x, float *e, size_t len)
+{
+    uint32_t m = 0;
+    if (e) {
+        for (size_t i = 0; i < len; i++) {
+            float v = e[i] + x[i];
+            e[i] = v;
+            uint32_t b = gt_cmp_f2u(v) & 0x7fffffffu;
+            m = b > m ? b : m;
+        }
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            uint32_t b = gt_cmp_f2u(x[i]) & 0x7fffffffu;
+            m = b > m ? b : m;
+        }
+    }
+    return m;
+}
+
+static inline int fp4_code(float v, float inv)
+{
+    float t = fabsf(v) * inv;
+    /* Nearest e2m1 magnitude, ties to the even code (OCP MX rounding). */
+    int m = (t > 0.25f) + (t >= 0.75f) + (t > 1.25f) + (t >= 1.75f) + (t > 2.5f) + (t >= 3.5f) +
+            (t > 5.0f);
+    return m | ((v < 0.0f && m) ? 8 : 0);
+}
+
+static void quant_scalar(gt_cmp_codec_t codec, const float *v, size_t len, float s, float inv,
+                         uint8_t *out, float *e)
+{
+    const int qmax = gt_cmp_qmax(codec);
+    for (size_t i = 0; i < len; i++) {
+        float vi = v[i], y;
+        int code;
+        if (codec == GT_CMP_FP4) {
+            code = fp4_code(vi, inv);
+            y = gt_cmp_fp4_values[code] * s;
+        } else {
+            int q = (int)rintf(vi * inv);
+            q = q > qmax ? qmax : q < -qmax ? -qmax : q;
+            y = (float)q * s;
+            code = q;
+        }
+        if (codec == GT_CMP_INT8) {
+            out[i] = (uint8_t)code;
+        } else if (i % 2 == 0) {
+            out[i / 2] = (uint8_t)(code & 15);
+        } else {
+            out[i / 2] = (uint8_t)(out[i / 2] | ((code & 15) << 4));
+        }
+        if (e) e[i] = vi - y;
+    }
+}
+
+static void dequant_scalar(gt_cmp_codec_t codec, const uint8_t *in, size_t len, float s, float *out)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (codec == GT_CMP_INT8) {
+            out[i] = (float)(int8_t)in[i] * s;
+        } else {
+            unsigned nib = (i % 2 == 0) ? (in[i / 2] & 15u) : (in[i / 2] >> 4);
+            if (codec == GT_CMP_FP4)
+                out[i] = gt_cmp_fp4_values[nib] * s;
+            else
+                out[i] = (float)((int)nib - ((nib & 8u) ? 16 : 0)) * s;
+        }
+    }
+}
+
+const gt_cmp_kernels_t gt_cmp_kernels_scalar = {"scalar", absmax_scalar, quant_scalar,
+                                                dequant_scalar};
+
+/* ---- kernel choice ---- */
+
+static const gt_cmp_kernels_t *kernels_auto;
+static const gt_cmp_kernels_t *kernels_forced;
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+
+static void kernels_init(void)
+{
+    const char *isa = getenv("GT_CMP_ISA");
+    kernels_auto = &gt_cmp_kernels_scalar;
+#if defined(__x86_64__)
+    if (gt_cmp_kernels_avx512 && !(isa && strcmp(isa, "scalar") == 0) &&
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        kernels_auto = gt_cmp_kernels_avx512;
+#else
+    (void)isa;
+#endif
+}
+
+const gt_cmp_kernels_t *gt_cmp_kernels(void)
+{
+    pthread_once(&kernels_once, kernels_init);
+    return kernels_forced ? kernels_forced : kernels_auto;
+}
+
+void gt_cmp_kernels_force(const gt_cmp_kernels_t *k)
+{
+    kernels_forced = k;
+}
+
+/* ---- dense payloads ---- */
+
+size_t gt_cmp_dense_size(gt_cmp_codec_t codec, uint32_t block, size_t n)
+{
+    if (n > SIZE_MAX / 8) return 0;
+    switch (codec) {
+    case GT_CMP_FP32: return n * 4;
+    case GT_CMP_BF16: return n * 2;
+    case GT_CMP_INT8:
+    case GT_CMP_INT4:
+    case GT_CMP_FP4: {
+        size_t nb = (n + block - 1) / block,
+               ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+        return ng + nb + (codec == GT_CMP_INT8 ? n : (n + 1) / 2);
+    }
+    case GT_CMP_TOPK: break;
+    }
+    return 0;
+}
+
+/* Smallest E >= -110 with 1.9375 * qmax * 2^E >= a (a > 0 finite, < 2^100): E <= 97. */
+static int group_exponent(float a, int qmax)
+{
+    const float top = 1.9375f * (float)qmax;
+    int E = ilogbf(a) - ilogbf(top);
+    if (E < -110) E = -110;
+    while (ldexpf(top, E) < a) E++;
+    while (E > -110 && ldexpf(top, E - 1) >= a) E--;
+    return E;
+}
+
+/* Smallest block code c with scale(g, c) * qmax >= a; exists because the group's E covers
+ * its largest block, and the products are exact. */
+static unsigned block_code(unsigned g, float a, int qmax)
+{
+    unsigned lo = 0, hi = 255;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (gt_cmp_scale(g, mid) * (float)qmax >= a)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static gt_status_t encode_blocks(gt_cmp_codec_t codec, uint32_t block, const float *x, float *e,
+                                 size_t n, uint8_t *payload)
+{
+    const gt_cmp_kernels_t *K = gt_cmp_kernels();
+    const int qmax = gt_cmp_qmax(codec);
+    const size_t nb = (n + block - 1) / block;
+    const size_t ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+    uint8_t *gexp = payload, *bcode = payload + ng, *codes = payload + ng + nb;
+    uint32_t amax[GT_CMP_GROUP_BLOCKS];
+
+    for (size_t g = 0; g < ng; g++) {
+        size_t j0 = g * GT_CMP_GROUP_BLOCKS;
+        size_t j1 = j0 + GT_CMP_GROUP_BLOCKS < nb ? j0 + GT_CMP_GROUP_BLOCKS : nb;
+        uint32_t gmax = 0;
+        for (size_t j = j0; j < j1; j++) {
+            size_t off = j * block, len = n - off < block ? n - off : block;
+            amax[j - j0] = K->absmax(x + off, e ? e + off : NULL, len);
+            gmax = amax[j - j0] > gmax ? amax[j - j0] : gmax;
+        }
+        if (gmax >= GT_CMP_ABS_LIMIT) {
+            GT_ERROR("compress: %s input has a %s value near element %zu", gt_cmp_codec_name(codec),
+                     gmax >= GT_CMP_ABS_INF ? "NaN/Inf" : ">= 2^100", j0 * block);
+            return GT_ERR_INVALID;
+        }
+        if (gmax == 0) {
+            gexp[g] = 0;
+            for (size_t j = j0; j < j1; j++) bcode[j] = 0;
+            size_t c0 = j0 * block, c1 = j1 * block < n ? j1 * block : n;
+            if (codec == GT_CMP_INT8)
+                memset(codes + c0, 0, c1 - c0);
+            else
+                memset(codes + c0 / 2, 0, (c1 + 1) / 2 - c0 / 2);
+            continue; /* v - 0 = v: the residual already holds it */
+        }
+        unsigned gc = (unsigned)(group_exponent(gt_cmp_u2f(gmax), qmax) + 128);
+        gexp[g] = (uint8_t)gc;
+        for (size_t j = j0; j < j1; j++) {
+            size_t off = j * block, len = n - off < block ? n - off : block;
+            unsigned c = block_code(gc, gt_cmp_u2f(amax[j - j0]), qmax);
+            float s = gt_cmp_scale(gc, c), inv = 1.0f / s;
+            bcode[j] = (uint8_t)c;
+            uint8_t *out = codes + (codec == GT_CMP_INT8 ? off : off / 2);
+            K->quant(codec, e ? e + off : x + off, len, s, inv, out, e ? e + off : NULL);
+        }
+    }
+    return GT_OK;
+}
+
+gt_status_t gt_cmp_dense_encode(gt_cmp_codec_t codec, uint32_t block, const float *x, float *e,
+                                size_t n, uint8_t *payload)
+{
+    if (gt_cmp_is_block(codec)) return encode_blocks(codec, block, x, e, n, payload);
+    uint32_t bad = 0;
+    if (codec == GT_CMP_FP32) {
+        for (size_t i = 0; i < n; i++) {
+            float v = e ? e[i] + x[i] : x[i];
+            uint32_t b = gt_cmp_f2u(v);
+            bad |= (b & 0x7fffffffu) >= GT_CMP_ABS_INF;
+            memcpy(payload + 4 * i, &b, 4);
+            if (e) e[i] = 0.0f;
+        }
+    } else { /* bf16, round to nearest even; the largest finite values stay finite */
+        for (size_t i = 0; i < n; i++) {
+            float v = e ? e[i] + x[i] : x[i];
+            uint32_t b = gt_cmp_f2u(v);
+            bad |= (b & 0x7fffffffu) >= GT_CMP_ABS_INF;
+            uint32_t r = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+            r -= (r & 0x7fffu) == 0x7f80u;
+            payload[2 * i] = (uint8_t)r;
+            payload[2 * i + 1] = (uint8_t)(r >> 8);
+            if (e) e[i] = v - gt_cmp_u2f(r << 16);
+        }
+    }
+    if (bad) {
+        GT_ERROR("compress: %s input has a NaN/Inf value", gt_cmp_codec_name(codec));
+        return GT_ERR_INVALID;
+    }
+    return GT_OK;
+}
+
+gt_status_t gt_cmp_dense_check(gt_cmp_codec_t codec, uint32_t block, const uint8_t *payload,
+                               size_t n)
+{
+    if (codec == GT_CMP_FP32 || codec == GT_CMP_BF16) {
+        uint32_t bad = 0;
+        if (codec == GT_CMP_FP32) {
+            for (size_t i = 0; i < n; i++) {
+                uint32_t b;
+                memcpy(&b, payload + 4 * i, 4);
+                bad |= (b & 0x7fffffffu) >= GT_CMP_ABS_INF;
+            }
+        } else {
+            for (size_t i = 0; i < n; i++)
+                bad |= (payload[2 * i + 1] & 0x7fu) == 0x7fu && (payload[2 * i] & 0x80u);
+        }
+        return bad ? GT_ERR_CORRUPT : GT_OK;
+    }
+    size_t nb = (n + block - 1) / block, ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+    for (size_t g = 0; g < ng; g++)
+        if (payload[g] != 0 && (payload[g] < GT_CMP_EXP_MIN || payload[g] > GT_CMP_EXP_MAX))
+            return GT_ERR_CORRUPT;
+    return GT_OK;
+}
+
+void gt_cmp_dense_decode(gt_cmp_codec_t codec, uint32_t block, const uint8_t *payload, size_t n,
+                         float *out)
+{
+    if (codec == GT_CMP_FP32) {
+        memcpy(out, payload, n * 4);
+        return;
+    }
+    if (codec == GT_CMP_BF16) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = gt_cmp_u2f((uint32_t)(payload[2 * i] | (payload[2 * i + 1] << 8)) << 16);
+        return;
+    }
+    const gt_cmp_kernels_t *K = gt_cmp_kernels();
+    const size_t nb = (n + block - 1) / block;
+    const size_t ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+    const uint8_t *gexp = payload, *bcode = payload + ng, *codes = payload + ng + nb;
+    for (size_t j = 0; j < nb; j++) {
+        size_t off = j * block, len = n - off < block ? n - off : block;
+        unsigned g = gexp[j / GT_CMP_GROUP_BLOCKS];
+        if (g == 0) {
+            memset(out + off, 0, len * sizeof(float));
+            continue;
+        }
+        K->dequant(codec, codes + (codec == GT_CMP_INT8 ? off : off / 2), len,
+                   gt_cmp_scale(g, bcode[j]), out + off);
+    }
+}
+
+gt_status_t gt_cmp_fpenv_check(void)
+{
+    if (fegetround() != FE_TONEAREST) {
+        GT_ERROR("compress: the rounding mode is not round-to-nearest; frames would differ");
+        return GT_ERR_UNSUPPORTED;
+    }
+#if defined(__x86_64__) && defined(__SSE__)
+    unsigned csr = __builtin_ia32_stmxcsr();
+    if (csr & ((1u << 15) | (1u << 6))) {
+        GT_ERROR("compress: flush-to-zero/denormals-are-zero is on (MXCSR 0x%x); frames would "
+                 "differ",
+                 csr);
+        return GT_ERR_UNSUPPORTED;
+    }
+#endif
+    return GT_OK;
+}
