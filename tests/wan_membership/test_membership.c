@@ -1,0 +1,187 @@
+/* test_membership.c — membership through a real etcd: registration, views agreed by
+ * compare-and-swap, a site killed with SIGKILL leaving the view within two lease TTLs, a
+ * graceful leave, duplicate names refused, and an unreachable or frozen etcd giving errors
+ * within the request timeout instead of hanging. */
+#include "gt_test.h"
+#include "gt_test_etcd.h"
+#include "membership_internal.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TTL_S 2
+
+static const char *g_endpoint[1];
+
+static gt_wan_member_params_t params(const char *site, const char *addr)
+{
+    gt_wan_member_params_t p = GT_WAN_MEMBER_PARAMS_INIT;
+    p.endpoints = g_endpoint;
+    p.n_endpoints = 1;
+    p.run_id = "test-run";
+    p.site = site;
+    p.address = addr;
+    p.lease_ttl_s = TTL_S;
+    p.heartbeat_ms = 400;
+    p.request_timeout_ms = 1000;
+    return p;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int has(const gt_wan_view_t *v, const char *name)
+{
+    for (uint32_t i = 0; i < v->n_members; i++)
+        if (strcmp(v->members[i].name, name) == 0) return 1;
+    return 0;
+}
+
+typedef struct {
+    gt_wan_member_t *m;
+    gt_wan_view_t view;
+    gt_status_t st;
+} sync_arg_t;
+
+static void *sync_thread(void *arg)
+{
+    sync_arg_t *s = arg;
+    s->st = gt_wan_member_sync_view(s->m, &s->view, NULL);
+    return NULL;
+}
+
+int main(void)
+{
+    gt_test_etcd_t etcd;
+    if (gt_test_etcd_start(&etcd) != 0) {
+        fprintf(stderr, "cannot start etcd\n");
+        return 1;
+    }
+    g_endpoint[0] = etcd.url;
+
+    /* Site c lives in its own process, so it can die for real. */
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    pid_t child = fork();
+    if (child == 0) {
+        gt_wan_member_params_t p = params("c", "127.0.0.1:7003");
+        gt_wan_member_t *m = NULL;
+        char ok = gt_wan_member_create(&p, &m) == GT_OK ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    char ok = 'n';
+    CHECK(read(ready[0], &ok, 1) == 1 && ok == 'y');
+
+    gt_wan_member_t *a = NULL, *b = NULL, *dup = NULL;
+    gt_wan_member_params_t pa = params("a", "127.0.0.1:7001");
+    gt_wan_member_params_t pb = params("b", "127.0.0.1:7002");
+    CHECK_EQ_INT(gt_wan_member_create(&pa, &a), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_create(&pb, &b), GT_OK);
+    if (!a || !b) goto out;
+
+    /* A second live "a" is refused. */
+    gt_wan_member_params_t pdup = params("a", "127.0.0.1:7999");
+    CHECK_EQ_INT(gt_wan_member_create(&pdup, &dup), GT_ERR_EXISTS);
+    CHECK(dup == NULL);
+
+    /* Everyone agrees on view 1 = {a, b, c}. */
+    gt_wan_view_t live, va, vb;
+    CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_OK);
+    CHECK_EQ_INT(live.n_members, 3);
+    CHECK(strcmp(live.members[0].name, "a") == 0 && strcmp(live.members[2].name, "c") == 0);
+    CHECK(strcmp(live.members[2].address, "127.0.0.1:7003") == 0);
+    int changed = 0;
+    CHECK_EQ_INT(gt_wan_member_sync_view(a, &va, &changed), GT_OK);
+    CHECK_EQ_INT(va.epoch, 1);
+    CHECK_EQ_INT(changed, 1);
+    CHECK_EQ_INT(gt_wan_member_sync_view(b, &vb, &changed), GT_OK);
+    CHECK_EQ_INT(vb.epoch, 1);
+    CHECK_EQ_INT(changed, 0);
+    CHECK_EQ_INT(vb.n_members, 3);
+
+    /* Compare-and-swap: two proposals against the same revision, one wins. */
+    CHECK_EQ_INT(gt_wan_member_view(a, &va), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_view(b, &vb), GT_OK);
+    int64_t rev = gt_wan_member_view_revision(a);
+    CHECK(rev > 0 && rev == gt_wan_member_view_revision(b));
+    gt_wan_view_t next = va;
+    next.epoch = va.epoch + 1;
+    CHECK_EQ_INT(gt_wan_member_propose(a, &next, rev), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_propose(b, &next, rev), GT_ERR_AGAIN);
+
+    /* kill -9 c: its key expires with its lease; the survivors move to a view without it. */
+    uint64_t t0 = gt_time_ns();
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    child = 0;
+    double gone_s = -1;
+    while ((gt_time_ns() - t0) / 1e9 < 4.0 * TTL_S) {
+        if (gt_wan_member_list(a, &live) == GT_OK && !has(&live, "c")) {
+            gone_s = (gt_time_ns() - t0) / 1e9;
+            break;
+        }
+        sleep_ms(100);
+    }
+    fprintf(stderr, "killed site left the member list after %.2f s (TTL %d s)\n", gone_s, TTL_S);
+    CHECK_MSG(gone_s > 0 && gone_s <= 2.0 * TTL_S, "gone after %.2f s", gone_s);
+    CHECK(has(&live, "a") && has(&live, "b"));
+
+    /* Both survivors notice at once; they end on the same epoch with {a, b}. */
+    sync_arg_t sa = {a, {0}, GT_ERR_INTERNAL}, sb = {b, {0}, GT_ERR_INTERNAL};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, sync_thread, &sa);
+    pthread_create(&tb, NULL, sync_thread, &sb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK_EQ_INT(sa.st, GT_OK);
+    CHECK_EQ_INT(sb.st, GT_OK);
+    CHECK_EQ_INT(sa.view.epoch, 3);
+    CHECK_EQ_INT(sb.view.epoch, 3);
+    CHECK_EQ_INT(sa.view.n_members, 2);
+    CHECK(!has(&sa.view, "c") && !has(&sb.view, "c"));
+    CHECK_EQ_INT(gt_wan_member_health(a), GT_OK);
+
+    /* A graceful leave is seen at once, not after the TTL. */
+    gt_wan_member_destroy(b);
+    b = NULL;
+    CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_OK);
+    CHECK_EQ_INT(live.n_members, 1);
+
+    /* A frozen etcd: calls time out (never hang) and the lease is reported lost. */
+    gt_test_etcd_pause(&etcd, 1);
+    uint64_t t1 = gt_time_ns();
+    CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_ERR_TIMEOUT);
+    double waited = (gt_time_ns() - t1) / 1e9;
+    CHECK_MSG(waited < 3.0, "a call against a frozen etcd took %.2f s", waited);
+    while (gt_wan_member_health(a) == GT_OK && (gt_time_ns() - t1) / 1e9 < 3.0 * TTL_S)
+        sleep_ms(100);
+    CHECK_EQ_INT(gt_wan_member_health(a), GT_ERR_PEER_LOST);
+    gt_test_etcd_pause(&etcd, 0);
+
+out:
+    gt_wan_member_destroy(a);
+    gt_wan_member_destroy(b);
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    gt_test_etcd_stop(&etcd);
+
+    /* No etcd at all: an error, quickly. */
+    static const char *nowhere[] = {"http://127.0.0.1:1"};
+    gt_wan_member_params_t pn = params("x", "h:1");
+    pn.endpoints = nowhere;
+    gt_wan_member_t *mx = NULL;
+    uint64_t t2 = gt_time_ns();
+    CHECK(gt_wan_member_create(&pn, &mx) != GT_OK);
+    CHECK(mx == NULL);
+    CHECK((gt_time_ns() - t2) / 1e9 < 3.0);
+    return GT_TEST_DONE();
+}

@@ -1,0 +1,549 @@
+/* membership.c — etcd v3 JSON gateway client: lease, member key, heartbeat, view by CAS.
+ *
+ * HTTP/1.1 through libcurl, JSON through jansson, base64 through libsodium. The heartbeat
+ * runs on its own thread with its own curl handle, so a training step that takes longer than
+ * the TTL never costs a site its membership; API calls share a second handle under a lock.
+ * int64 fields are strings in the gateway's JSON (grpc-gateway's proto3 mapping).
+ */
+#include "membership_internal.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct gt_wan_member {
+    char **endpoints;
+    size_t n_endpoints;
+    size_t good_endpoint; /* last endpoint that answered */
+    char member_key[512];
+    char members_prefix[512];
+    char view_key[512];
+    char site[GT_WAN_MEMBER_NAME_MAX];
+    char address[GT_WAN_MEMBER_ADDR_MAX];
+    int64_t lease;
+    uint32_t ttl_s, heartbeat_ms, timeout_ms;
+    int64_t view_revision;
+
+    CURL *api; /* used under api_lock */
+    pthread_mutex_t api_lock;
+    pthread_t hb_thread;
+    int hb_running;
+    int hb_started; /* registration completed */
+    pthread_mutex_t hb_lock;
+    pthread_cond_t hb_cond;
+    int hb_stop;
+    volatile int lost; /* lease expired or unrenewable */
+};
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} buf_t;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    buf_t *b = ud;
+    size_t add = size * n;
+    if (b->len + add + 1 > (4u << 20)) return 0; /* a gateway reply is never this large */
+    if (b->len + add + 1 > b->cap) {
+        size_t cap = (b->len + add + 1) * 2;
+        char *nd = realloc(b->data, cap);
+        if (!nd) return 0;
+        b->data = nd;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, add);
+    b->len += add;
+    b->data[b->len] = '\0';
+    return add;
+}
+
+/* POSTs `body` to PATH on the first endpoint that answers; *reply_p is the parsed JSON. */
+static gt_status_t post(gt_wan_member_t *m, CURL *h, const char *path, json_t *body,
+                        json_t **reply_p)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (!text) return GT_ERR_NOMEM;
+    gt_status_t st = GT_ERR_IO;
+    for (size_t k = 0; k < m->n_endpoints; k++) {
+        size_t e = (m->good_endpoint + k) % m->n_endpoints;
+        char url[1024];
+        buf_t b = {NULL, 0, 0};
+        snprintf(url, sizeof url, "%s%s", m->endpoints[e], path);
+        curl_easy_reset(h);
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)m->timeout_ms);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)m->timeout_ms);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        CURLcode rc = curl_easy_perform(h);
+        long code = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        if (rc != CURLE_OK) {
+            GT_DEBUG("etcd %s: %s", url, curl_easy_strerror(rc));
+            st = rc == CURLE_OPERATION_TIMEDOUT ? GT_ERR_TIMEOUT : GT_ERR_IO;
+            free(b.data);
+            continue;
+        }
+        json_error_t jerr;
+        json_t *reply = b.data ? json_loads(b.data, 0, &jerr) : NULL;
+        if (!reply || code != 200) {
+            const char *msg = reply ? json_string_value(json_object_get(reply, "message")) : NULL;
+            GT_WARN("etcd %s answered HTTP %ld: %s", url, code, msg ? msg : (b.data ? b.data : ""));
+            json_decref(reply);
+            free(b.data);
+            st = GT_ERR_IO;
+            /* An answer from etcd itself (not a transport failure) is final. */
+            if (code >= 400 && code < 500) break;
+            continue;
+        }
+        free(b.data);
+        m->good_endpoint = e;
+        *reply_p = reply;
+        st = GT_OK;
+        break;
+    }
+    free(text);
+    return st;
+}
+
+static json_t *b64(const char *s, size_t n)
+{
+    size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    sodium_bin2base64(out, cap, (const unsigned char *)s, n, sodium_base64_VARIANT_ORIGINAL);
+    json_t *j = json_string(out);
+    free(out);
+    return j;
+}
+
+/* Decodes a base64 JSON string into a NUL-terminated malloc'd buffer. */
+static char *unb64(json_t *j, size_t *len_p)
+{
+    const char *s = json_string_value(j);
+    if (!s) return NULL;
+    size_t n = strlen(s), len = 0;
+    char *out = malloc(n + 1);
+    if (!out) return NULL;
+    if (sodium_base642bin((unsigned char *)out, n, s, n, NULL, &len, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) != 0) {
+        free(out);
+        return NULL;
+    }
+    out[len] = '\0';
+    if (len_p) *len_p = len;
+    return out;
+}
+
+/* int64 fields arrive as strings (or, from some gateways, numbers). */
+static int64_t get_i64(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (json_is_integer(v)) return (int64_t)json_integer_value(v);
+    const char *s = json_string_value(v);
+    return s ? strtoll(s, NULL, 10) : 0;
+}
+
+static json_t *i64_string(int64_t v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%lld", (long long)v);
+    return json_string(s);
+}
+
+/* The range_end for a prefix: the prefix with its last byte incremented. */
+static json_t *prefix_end(const char *prefix)
+{
+    char end[512];
+    size_t n = strlen(prefix);
+    if (n == 0 || n >= sizeof end) return NULL;
+    memcpy(end, prefix, n);
+    end[n - 1]++;
+    return b64(end, n);
+}
+
+/* ---- heartbeat ---- */
+
+static gt_status_t keepalive(gt_wan_member_t *m, CURL *h, int *alive_p)
+{
+    json_t *req = json_pack("{s:o}", "ID", i64_string(m->lease)), *reply = NULL;
+    gt_status_t st = post(m, h, "/v3/lease/keepalive", req, &reply);
+    json_decref(req);
+    if (st != GT_OK) return st;
+    json_t *result = json_object_get(reply, "result");
+    *alive_p = get_i64(result ? result : reply, "TTL") > 0;
+    json_decref(reply);
+    return GT_OK;
+}
+
+static void *heartbeat_main(void *arg)
+{
+    gt_wan_member_t *m = arg;
+    CURL *h = curl_easy_init();
+    uint64_t last_ok = gt_time_ns();
+    pthread_mutex_lock(&m->hb_lock);
+    while (!m->hb_stop && h) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)m->heartbeat_ms * 1000000ull;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&m->hb_cond, &m->hb_lock, &ts);
+        if (m->hb_stop) break;
+        pthread_mutex_unlock(&m->hb_lock);
+        int alive = 0;
+        gt_status_t st = keepalive(m, h, &alive);
+        if (st == GT_OK && alive) {
+            last_ok = gt_time_ns();
+        } else if (st == GT_OK) {
+            if (!m->lost) GT_ERROR("membership: site %s lost its lease (expired)", m->site);
+            m->lost = 1;
+        } else if (gt_time_ns() - last_ok > (uint64_t)m->ttl_s * 1000000000ull) {
+            if (!m->lost)
+                GT_ERROR("membership: site %s could not renew its lease for %u s; it is out of "
+                         "the view",
+                         m->site, m->ttl_s);
+            m->lost = 1;
+        }
+        pthread_mutex_lock(&m->hb_lock);
+    }
+    pthread_mutex_unlock(&m->hb_lock);
+    if (h) curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void stop_heartbeat(gt_wan_member_t *m)
+{
+    if (!m->hb_running) return;
+    pthread_mutex_lock(&m->hb_lock);
+    m->hb_stop = 1;
+    pthread_cond_signal(&m->hb_cond);
+    pthread_mutex_unlock(&m->hb_lock);
+    pthread_join(m->hb_thread, NULL);
+    m->hb_running = 0;
+}
+
+/* ---- create / destroy ---- */
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static void curl_global(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_t **member_p)
+{
+    gt_status_t st = GT_OK;
+    json_t *req = NULL, *reply = NULL, *value = NULL;
+    char *value_text = NULL;
+    if (!p || !p->n_endpoints || !p->site || !p->site[0] || !p->prefix || p->prefix[0] != '/' ||
+        !p->run_id || p->lease_ttl_s == 0 || p->heartbeat_ms == 0 ||
+        p->heartbeat_ms * 2u > p->lease_ttl_s * 1000u) {
+        GT_ERROR("membership: invalid parameters (endpoints, site, prefix, and a heartbeat of at "
+                 "most half the lease TTL are required)");
+        return GT_ERR_INVALID;
+    }
+    if (sodium_init() < 0) return GT_ERR_INTERNAL;
+    pthread_once(&g_curl_once, curl_global);
+    gt_wan_member_t *m = calloc(1, sizeof *m);
+    if (!m) return GT_ERR_NOMEM;
+    pthread_mutex_init(&m->api_lock, NULL);
+    pthread_mutex_init(&m->hb_lock, NULL);
+    pthread_cond_init(&m->hb_cond, NULL);
+    m->endpoints = calloc(p->n_endpoints, sizeof *m->endpoints);
+    GT_REQUIRE_GOTO(m->endpoints, st, GT_ERR_NOMEM, fail, "membership: out of memory");
+    for (size_t i = 0; i < p->n_endpoints; i++) {
+        m->endpoints[i] = strdup(p->endpoints[i]);
+        GT_REQUIRE_GOTO(m->endpoints[i], st, GT_ERR_NOMEM, fail, "membership: out of memory");
+        size_t n = strlen(m->endpoints[i]);
+        if (n && m->endpoints[i][n - 1] == '/') m->endpoints[i][n - 1] = '\0';
+        m->n_endpoints++;
+    }
+    snprintf(m->site, sizeof m->site, "%s", p->site);
+    snprintf(m->address, sizeof m->address, "%s", p->address ? p->address : "");
+    snprintf(m->members_prefix, sizeof m->members_prefix, "%s/%s/members/", p->prefix, p->run_id);
+    snprintf(m->member_key, sizeof m->member_key, "%s%s", m->members_prefix, p->site);
+    snprintf(m->view_key, sizeof m->view_key, "%s/%s/view", p->prefix, p->run_id);
+    m->ttl_s = p->lease_ttl_s;
+    m->heartbeat_ms = p->heartbeat_ms;
+    m->timeout_ms = p->request_timeout_ms ? p->request_timeout_ms : 2000;
+    m->api = curl_easy_init();
+    GT_REQUIRE_GOTO(m->api, st, GT_ERR_NOMEM, fail, "membership: curl_easy_init failed");
+
+    /* Lease. */
+    req = json_pack("{s:I}", "TTL", (json_int_t)p->lease_ttl_s);
+    st = post(m, m->api, "/v3/lease/grant", req, &reply);
+    json_decref(req);
+    req = NULL;
+    if (st != GT_OK) {
+        GT_ERROR("membership: no etcd endpoint answered (first: %s): %s", m->endpoints[0],
+                 gt_status_str(st));
+        goto fail;
+    }
+    m->lease = get_i64(reply, "ID");
+    json_decref(reply);
+    reply = NULL;
+    GT_REQUIRE_GOTO(m->lease != 0, st, GT_ERR_IO, fail, "membership: etcd granted no lease");
+
+    /* Member key, created only if absent: two live sites cannot share a name. */
+    value = json_pack("{s:s,s:s}", "name", m->site, "address", m->address);
+    value_text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS);
+    GT_REQUIRE_GOTO(value && value_text, st, GT_ERR_NOMEM, fail, "membership: out of memory");
+    req = json_pack("{s:[{s:s,s:o,s:s}],s:[{s:{s:o,s:o,s:o}}]}", "compare", "target", "CREATE",
+                    "key", b64(m->member_key, strlen(m->member_key)), "create_revision", "0",
+                    "success", "request_put", "key", b64(m->member_key, strlen(m->member_key)),
+                    "value", b64(value_text, strlen(value_text)), "lease", i64_string(m->lease));
+    GT_REQUIRE_GOTO(req, st, GT_ERR_NOMEM, fail, "membership: out of memory");
+    st = post(m, m->api, "/v3/kv/txn", req, &reply);
+    if (st != GT_OK) goto fail;
+    if (!json_is_true(json_object_get(reply, "succeeded"))) {
+        GT_ERROR("membership: a live site named '%s' is already registered under %s", m->site,
+                 m->member_key);
+        st = GT_ERR_EXISTS;
+        goto fail;
+    }
+    if (pthread_create(&m->hb_thread, NULL, heartbeat_main, m) != 0) {
+        GT_ERROR("membership: cannot start the heartbeat thread");
+        st = GT_ERR_INTERNAL;
+        goto fail;
+    }
+    m->hb_running = 1;
+    m->hb_started = 1;
+    GT_INFO("membership: site %s registered (lease %lld, TTL %u s)", m->site, (long long)m->lease,
+            m->ttl_s);
+    json_decref(req);
+    json_decref(reply);
+    json_decref(value);
+    free(value_text);
+    *member_p = m;
+    return GT_OK;
+fail:
+    json_decref(req);
+    json_decref(reply);
+    json_decref(value);
+    free(value_text);
+    gt_wan_member_destroy(m);
+    return st;
+}
+
+static void revoke(gt_wan_member_t *m)
+{
+    if (!m->lease || !m->api) return;
+    json_t *req = json_pack("{s:o}", "ID", i64_string(m->lease)), *reply = NULL;
+    pthread_mutex_lock(&m->api_lock);
+    if (post(m, m->api, "/v3/lease/revoke", req, &reply) == GT_OK && m->hb_started)
+        GT_INFO("membership: site %s left (lease revoked)", m->site);
+    pthread_mutex_unlock(&m->api_lock);
+    json_decref(req);
+    json_decref(reply);
+    m->lease = 0;
+}
+
+void gt_wan_member_abandon(gt_wan_member_t *m)
+{
+    if (!m) return;
+    stop_heartbeat(m);
+    m->lease = 0; /* never revoked: the TTL removes it, as after a crash */
+}
+
+void gt_wan_member_destroy(gt_wan_member_t *m)
+{
+    if (!m) return;
+    stop_heartbeat(m);
+    if (!m->lost) revoke(m); /* a lost lease is already gone */
+    if (m->api) curl_easy_cleanup(m->api);
+    for (size_t i = 0; i < m->n_endpoints; i++) free(m->endpoints[i]);
+    free(m->endpoints);
+    pthread_mutex_destroy(&m->api_lock);
+    pthread_mutex_destroy(&m->hb_lock);
+    pthread_cond_destroy(&m->hb_cond);
+    free(m);
+}
+
+gt_status_t gt_wan_member_health(const gt_wan_member_t *m)
+{
+    return m->lost ? GT_ERR_PEER_LOST : GT_OK;
+}
+
+/* ---- members and views ---- */
+
+static int cmp_member(const void *a, const void *b)
+{
+    return strcmp(((const gt_wan_member_info_t *)a)->name, ((const gt_wan_member_info_t *)b)->name);
+}
+
+/* Fills `info` from a member value {name, address}. */
+static int parse_member(const char *text, gt_wan_member_info_t *info)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    const char *name = json_string_value(json_object_get(j, "name"));
+    const char *addr = json_string_value(json_object_get(j, "address"));
+    int ok =
+        name && addr && strlen(name) < sizeof info->name && strlen(addr) < sizeof info->address;
+    if (ok) {
+        snprintf(info->name, sizeof info->name, "%s", name);
+        snprintf(info->address, sizeof info->address, "%s", addr);
+    }
+    json_decref(j);
+    return ok;
+}
+
+gt_status_t gt_wan_member_list(gt_wan_member_t *m, gt_wan_view_t *live_p)
+{
+    json_t *req = json_pack("{s:o,s:o}", "key", b64(m->members_prefix, strlen(m->members_prefix)),
+                            "range_end", prefix_end(m->members_prefix));
+    json_t *reply = NULL;
+    if (!req) return GT_ERR_NOMEM;
+    pthread_mutex_lock(&m->api_lock);
+    gt_status_t st = post(m, m->api, "/v3/kv/range", req, &reply);
+    pthread_mutex_unlock(&m->api_lock);
+    json_decref(req);
+    if (st != GT_OK) return st;
+    gt_wan_view_t live;
+    memset(&live, 0, sizeof live);
+    json_t *kvs = json_object_get(reply, "kvs");
+    size_t i;
+    json_t *kv;
+    json_array_foreach(kvs, i, kv)
+    {
+        char *val = unb64(json_object_get(kv, "value"), NULL);
+        if (val && live.n_members < GT_WAN_MAX_MEMBERS &&
+            parse_member(val, &live.members[live.n_members]))
+            live.n_members++;
+        else
+            GT_WARN("membership: ignoring a malformed member entry");
+        free(val);
+    }
+    json_decref(reply);
+    qsort(live.members, live.n_members, sizeof live.members[0], cmp_member);
+    *live_p = live;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_member_view(gt_wan_member_t *m, gt_wan_view_t *view_p)
+{
+    json_t *req = json_pack("{s:o}", "key", b64(m->view_key, strlen(m->view_key)));
+    json_t *reply = NULL;
+    if (!req) return GT_ERR_NOMEM;
+    pthread_mutex_lock(&m->api_lock);
+    gt_status_t st = post(m, m->api, "/v3/kv/range", req, &reply);
+    pthread_mutex_unlock(&m->api_lock);
+    json_decref(req);
+    if (st != GT_OK) return st;
+    gt_wan_view_t view;
+    memset(&view, 0, sizeof view);
+    json_t *kv = json_array_get(json_object_get(reply, "kvs"), 0);
+    m->view_revision = 0;
+    if (kv) {
+        char *text = unb64(json_object_get(kv, "value"), NULL);
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        json_t *arr = json_object_get(j, "members");
+        view.epoch = (uint64_t)get_i64(j, "epoch");
+        size_t i;
+        json_t *item;
+        st = j && view.epoch > 0 ? GT_OK : GT_ERR_CORRUPT;
+        json_array_foreach(arr, i, item)
+        {
+            char *mt = json_dumps(item, JSON_COMPACT);
+            if (!mt || view.n_members == GT_WAN_MAX_MEMBERS ||
+                !parse_member(mt, &view.members[view.n_members]))
+                st = GT_ERR_CORRUPT;
+            else
+                view.n_members++;
+            free(mt);
+        }
+        m->view_revision = get_i64(kv, "mod_revision");
+        json_decref(j);
+        free(text);
+        if (st != GT_OK) GT_ERROR("membership: the view at %s is malformed", m->view_key);
+    }
+    json_decref(reply);
+    if (st == GT_OK) *view_p = view;
+    return st;
+}
+
+int64_t gt_wan_member_view_revision(const gt_wan_member_t *m)
+{
+    return m->view_revision;
+}
+
+gt_status_t gt_wan_member_propose(gt_wan_member_t *m, const gt_wan_view_t *next,
+                                  int64_t expected_revision)
+{
+    json_t *members = json_array();
+    for (uint32_t i = 0; i < next->n_members; i++)
+        json_array_append_new(members, json_pack("{s:s,s:s}", "name", next->members[i].name,
+                                                 "address", next->members[i].address));
+    json_t *value = json_pack("{s:I,s:o}", "epoch", (json_int_t)next->epoch, "members", members);
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(value);
+    if (!text) return GT_ERR_NOMEM;
+    /* No view yet: the key must not exist; else its mod_revision must be unchanged. */
+    json_t *cmp = expected_revision == 0
+                      ? json_pack("{s:s,s:o,s:s}", "target", "CREATE", "key",
+                                  b64(m->view_key, strlen(m->view_key)), "create_revision", "0")
+                      : json_pack("{s:s,s:o,s:o}", "target", "MOD", "key",
+                                  b64(m->view_key, strlen(m->view_key)), "mod_revision",
+                                  i64_string(expected_revision));
+    json_t *req =
+        json_pack("{s:[o],s:[{s:{s:o,s:o}}]}", "compare", cmp, "success", "request_put", "key",
+                  b64(m->view_key, strlen(m->view_key)), "value", b64(text, strlen(text)));
+    free(text);
+    if (!req) return GT_ERR_NOMEM;
+    json_t *reply = NULL;
+    pthread_mutex_lock(&m->api_lock);
+    gt_status_t st = post(m, m->api, "/v3/kv/txn", req, &reply);
+    pthread_mutex_unlock(&m->api_lock);
+    json_decref(req);
+    if (st != GT_OK) return st;
+    int won = json_is_true(json_object_get(reply, "succeeded"));
+    json_decref(reply);
+    if (won)
+        GT_INFO("membership: %s moved the view to epoch %llu (%u sites)", m->site,
+                (unsigned long long)next->epoch, next->n_members);
+    return won ? GT_OK : GT_ERR_AGAIN;
+}
+
+static int same_members(const gt_wan_view_t *a, const gt_wan_view_t *b)
+{
+    if (a->n_members != b->n_members) return 0;
+    for (uint32_t i = 0; i < a->n_members; i++)
+        if (strcmp(a->members[i].name, b->members[i].name) != 0 ||
+            strcmp(a->members[i].address, b->members[i].address) != 0)
+            return 0;
+    return 1;
+}
+
+gt_status_t gt_wan_member_sync_view(gt_wan_member_t *m, gt_wan_view_t *view_p, int *changed_p)
+{
+    gt_wan_view_t view, live;
+    gt_status_t st;
+    uint64_t first_epoch = 0;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        if ((st = gt_wan_member_view(m, &view)) != GT_OK) return st;
+        if (attempt == 0) first_epoch = view.epoch;
+        if ((st = gt_wan_member_list(m, &live)) != GT_OK) return st;
+        if (view.epoch > 0 && same_members(&view, &live)) break;
+        live.epoch = view.epoch + 1;
+        st = gt_wan_member_propose(m, &live, m->view_revision);
+        if (st == GT_OK) {
+            view = live;
+            break;
+        }
+        if (st != GT_ERR_AGAIN) return st;
+        /* Another site moved the view first: read it again and compare. */
+    }
+    *view_p = view;
+    if (changed_p) *changed_p = view.epoch != first_epoch;
+    return GT_OK;
+}
