@@ -111,7 +111,7 @@ const gt_key_t gt_topo_keys[] = {
     SEC("codec", "how pseudo-gradients are compressed before they cross the WAN"),
     {"codec.name", GT_KEY_WORD, TXT(codec.name), 0, 0, 0, 0, "fp32|bf16|int8|int4|fp4|topk", "int8",
      "codec: fp32, bf16, block-scaled int8/int4/fp4 (e2m1), or topk"},
-    {"codec.block_size", GT_KEY_U32, NUM(codec.block_size), 8, 65536, 0, 0, NULL, "128",
+    {"codec.block_size", GT_KEY_U32, NUM(codec.block_size), 16, 4096, 0, 0, NULL, "128",
      "elements per scale block (a power of two)"},
     {"codec.topk_fraction", GT_KEY_F64, NUM(codec.topk_fraction), 0, 1, 1, 0, NULL, "0.01",
      "topk: fraction of elements kept"},
