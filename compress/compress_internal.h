@@ -30,6 +30,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GT_CMP_MAGIC        0x46435447u /* "GTCF" */
 #define GT_CMP_VERSION      1u
 #define GT_CMP_FLAG_ZSTD    0x01u
@@ -137,5 +141,9 @@ gt_status_t gt_cmp_cuda_encode_payload(gt_cmp_codec_t codec, uint32_t block, con
                                        float *e, size_t n, uint8_t *payload);
 gt_status_t gt_cmp_cuda_decode_payload(gt_cmp_codec_t codec, uint32_t block, const uint8_t *payload,
                                        size_t n, float *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GT_COMPRESS_INTERNAL_H */

@@ -163,18 +163,17 @@ static int group_exponent(float a, int qmax)
 }
 
 /* Smallest block code c with scale(g, c) * qmax >= a; exists because the group's E covers
- * its largest block, and the products are exact. */
+ * its largest block, and the products are exact. The scales are exactly the floats with a
+ * 4-bit mantissa in 16 binades, so a / qmax rounded up to 4 mantissa bits is a guess at most
+ * one code off; the exact comparisons then settle it (the same answer as a binary search). */
 static unsigned block_code(unsigned g, float a, int qmax)
 {
-    unsigned lo = 0, hi = 255;
-    while (lo < hi) {
-        unsigned mid = (lo + hi) / 2;
-        if (gt_cmp_scale(g, mid) * (float)qmax >= a)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    uint32_t b = (gt_cmp_f2u(a / (float)qmax) + 0x7ffffu) & ~0x7ffffu;
+    int ex = (int)(b >> 23) - (int)(g - 16u);
+    int c = ex < 0 ? 0 : ex > 15 ? 255 : (ex << 4) | (int)((b >> 19) & 15u);
+    while (c < 255 && gt_cmp_scale(g, (unsigned)c) * (float)qmax < a) c++;
+    while (c > 0 && gt_cmp_scale(g, (unsigned)c - 1) * (float)qmax >= a) c--;
+    return (unsigned)c;
 }
 
 static gt_status_t encode_blocks(gt_cmp_codec_t codec, uint32_t block, const float *x, float *e,
@@ -230,14 +229,10 @@ gt_status_t gt_cmp_dense_encode(gt_cmp_codec_t codec, uint32_t block, const floa
 {
     if (gt_cmp_is_block(codec)) return encode_blocks(codec, block, x, e, n, payload);
     uint32_t bad = 0;
-    if (codec == GT_CMP_FP32) {
-        for (size_t i = 0; i < n; i++) {
-            float v = e ? e[i] + x[i] : x[i];
-            uint32_t b = gt_cmp_f2u(v);
-            bad |= (b & 0x7fffffffu) >= GT_CMP_ABS_INF;
-            memcpy(payload + 4 * i, &b, 4);
-            if (e) e[i] = 0.0f;
-        }
+    if (codec == GT_CMP_FP32) { /* v = x (+ e), sent as is: the residual becomes 0 */
+        bad = gt_cmp_kernels()->absmax(x, e, n) >= GT_CMP_ABS_INF;
+        memcpy(payload, e ? e : x, n * sizeof(float));
+        if (e) memset(e, 0, n * sizeof(float));
     } else { /* bf16, round to nearest even; the largest finite values stay finite */
         for (size_t i = 0; i < n; i++) {
             float v = e ? e[i] + x[i] : x[i];
