@@ -1,0 +1,317 @@
+/* cmd_run.c — `geotrain run`: train one site (one rank) of a sites.yaml.
+ *
+ * Today it runs a config with a single site of one rank: the inner loop alone, no WAN. It
+ * owns what a library must not: the run directory, the progress line, signals. SIGINT or
+ * SIGTERM finish the current step, write a checkpoint and exit 128 + signal number, so
+ * `geotrain run --resume` continues the run exactly where it stopped.
+ */
+#include "cli.h"
+#include "gt_local.h"
+#include "gt_topology.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SETS     256
+#define KEEP_CKPTS   3
+#define TTY_PERIOD_S 0.25
+
+static volatile sig_atomic_t stop_signal = 0;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: geotrain run --config FILE --site NAME [--run-dir DIR] [--resume]\n"
+            "                    [--init MODEL.safetensors] [--set KEY=VALUE ...]\n\n"
+            "Trains one site of a sites.yaml on this machine: the inner AdamW loop on the\n"
+            "site's share of the data. The config must have exactly one site, of one rank\n"
+            "(multi-site runs are `geotrain launch`, which does not exist yet; in-site ranks\n"
+            "come with the in-site collectives). Total steps = run.rounds x inner.steps.\n\n"
+            "Prints the resolved config, then a progress line (step, loss, tokens/s, ETA):\n"
+            "updated in place on a terminal, one line every run.log_every steps otherwise.\n\n"
+            "Run directory (--run-dir, default run.run_dir/run.name):\n"
+            "  config.yaml                     the resolved config\n"
+            "  SITE/metrics.jsonl              every run.log_every steps: step, loss, lr,\n"
+            "                                  grad_norm, tokens, tokens_per_s, time\n"
+            "  SITE/checkpoints/step-N/        model.safetensors (HF GPT-2 names),\n"
+            "                                  optimizer.safetensors, state.json; every\n"
+            "                                  run.checkpoint_every rounds and at the end; the\n"
+            "                                  newest %d are kept\n"
+            "  SITE/summary.json               steps, tokens, final loss, tokens/s, time\n\n"
+            "Ctrl-C (SIGINT) or SIGTERM: the step in progress finishes, a checkpoint is\n"
+            "written, and the exit status is 128 + the signal number. --resume continues from\n"
+            "the newest checkpoint bit for bit (refused if the settings changed; see the\n"
+            "config hash in state.json).\n\n"
+            "Options:\n"
+            "  --config FILE     the sites.yaml\n"
+            "  --site NAME       which site this process is\n"
+            "  --run-dir DIR     the run directory\n"
+            "  --resume          continue from the newest checkpoint in the run directory\n"
+            "  --init FILE       start from these GPT-2 parameters (safetensors with HF names,\n"
+            "                    e.g. a Hugging Face model.safetensors) instead of run.seed's\n"
+            "                    random initialisation; shapes must match the model\n"
+            "  --set KEY=VALUE   override a config key (repeatable); precedence: file <\n"
+            "                    GT_* environment < --set\n"
+            "  -h, --help        this text\n",
+            KEEP_CKPTS);
+}
+
+static void fmt_duration(double s, char *buf, size_t n)
+{
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, n, "?");
+    } else if (s < 60) {
+        snprintf(buf, n, "%.0fs", s);
+    } else if (s < 3600) {
+        snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    } else {
+        snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    }
+}
+
+static gt_status_t write_config_copy(const gt_topo_config_t *cfg, const char *path)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) return GT_ERR_NOMEM;
+    gt_status_t s = gt_topo_print(cfg, mem);
+    if (fclose(mem) != 0 && s == GT_OK) s = GT_ERR_IO;
+    if (s == GT_OK) s = gt_local_write_file_atomic(path, buf, len);
+    free(buf);
+    return s;
+}
+
+static gt_status_t write_summary(const char *path, const char *site, uint64_t steps,
+                                 uint64_t tokens, double elapsed, double final_loss,
+                                 int interrupted)
+{
+    json_t *o = json_pack("{s:s, s:I, s:I, s:o, s:f, s:f, s:b}", "site", site, "steps",
+                          (json_int_t)steps, "tokens", (json_int_t)tokens, "final_loss",
+                          isfinite(final_loss) ? json_real(final_loss) : json_null(), "elapsed_s",
+                          elapsed, "tokens_per_s", elapsed > 0 ? (double)tokens / elapsed : 0.0,
+                          "interrupted", interrupted);
+    char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+    gt_status_t s = text ? gt_local_write_file_atomic(path, text, strlen(text)) : GT_ERR_NOMEM;
+    free(text);
+    json_decref(o);
+    return s;
+}
+
+int gt_cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},  {"site", required_argument, NULL, 's'},
+        {"run-dir", required_argument, NULL, 'd'}, {"resume", no_argument, NULL, 'r'},
+        {"init", required_argument, NULL, 'i'},    {"set", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    const char *config = NULL, *site = NULL, *run_dir_opt = NULL, *init = NULL;
+    const char *sets[MAX_SETS];
+    size_t n_sets = 0;
+    int resume = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 's': site = optarg; break;
+        case 'd': run_dir_opt = optarg; break;
+        case 'r': resume = 1; break;
+        case 'i': init = optarg; break;
+        case 'S':
+            if (n_sets == MAX_SETS) {
+                fprintf(stderr, "geotrain run: more than %d --set options\n", MAX_SETS);
+                return 2;
+            }
+            sets[n_sets++] = optarg;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!config || !site || optind != argc) {
+        fprintf(stderr, "geotrain run: --config and --site are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (resume && init) {
+        fprintf(stderr, "geotrain run: --init starts a run; it cannot be combined with --resume\n");
+        return 2;
+    }
+
+    int rc = 1;
+    gt_topo_config_t *cfg = NULL;
+    gt_local_trainer_t *tr = NULL;
+    gt_local_metrics_t *metrics = NULL;
+    char run_dir[GT_TOPO_PATH_MAX * 2 + 8], site_dir[sizeof run_dir + 80],
+        ckpt_dir[sizeof site_dir + 16], path[sizeof site_dir + 32];
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.sets = sets;
+    lp.n_sets = n_sets;
+    gt_status_t s = gt_topo_load(config, &lp, &cfg);
+    if (s != GT_OK) {
+        fprintf(stderr, "geotrain run: %s: %s\n", config, gt_status_str(s));
+        return 2;
+    }
+    uint32_t si = 0;
+    if (gt_topo_site_index(cfg, site, &si) != GT_OK) {
+        fprintf(stderr, "geotrain run: %s has no site named '%s'\n", config, site);
+        rc = 2;
+        goto out;
+    }
+    if (cfg->n_sites != 1) {
+        fprintf(
+            stderr,
+            "geotrain run: %s has %u sites; multi-site runs are started with `geotrain "
+            "launch`, which does not exist yet. `geotrain run` trains a config with one site.\n",
+            config, cfg->n_sites);
+        rc = 2;
+        goto out;
+    }
+    if (cfg->sites[si].ranks != 1) {
+        fprintf(stderr,
+                "geotrain run: site '%s' has %u ranks; in-site data parallelism (MPI/NCCL) is not "
+                "built yet, so a site has one rank (set sites.%s.ranks=1)\n",
+                site, cfg->sites[si].ranks, site);
+        rc = 2;
+        goto out;
+    }
+    gt_log_set_tag(site);
+    printf("# resolved configuration\n");
+    if (gt_topo_print(cfg, stdout) != GT_OK) goto out;
+    fflush(stdout);
+
+    if (run_dir_opt)
+        snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
+    else
+        snprintf(run_dir, sizeof run_dir, "%s/%s", cfg->run.run_dir, cfg->run.name);
+    snprintf(site_dir, sizeof site_dir, "%s/%s", run_dir, site);
+    snprintf(ckpt_dir, sizeof ckpt_dir, "%s/checkpoints", site_dir);
+    char latest[sizeof ckpt_dir + 32];
+    gt_status_t have = gt_local_ckpt_latest(ckpt_dir, latest, sizeof latest);
+    if (!resume && have == GT_OK) {
+        fprintf(stderr,
+                "geotrain run: %s already holds checkpoints (newest %s); continue it with "
+                "--resume, or choose another --run-dir\n",
+                run_dir, latest);
+        rc = 2;
+        goto out;
+    }
+    if (resume && have != GT_OK) {
+        fprintf(stderr, "geotrain run: --resume: no checkpoint under %s\n", ckpt_dir);
+        rc = 2;
+        goto out;
+    }
+    if (gt_local_mkdirs(site_dir) != GT_OK) goto out;
+    snprintf(path, sizeof path, "%s/config.yaml", run_dir);
+    if (write_config_copy(cfg, path) != GT_OK) goto out;
+
+    gt_local_trainer_params_t tp = GT_LOCAL_TRAINER_PARAMS_INIT;
+    tp.cfg = cfg;
+    tp.site = si;
+    tp.rank = 0;
+    if ((s = gt_local_trainer_create(&tp, &tr)) != GT_OK) goto fail;
+    if (resume && (s = gt_local_trainer_resume(tr, ckpt_dir)) != GT_OK) goto fail;
+    if (init && (s = gt_local_trainer_init_from(tr, init)) != GT_OK) goto fail;
+    const uint64_t total = gt_local_trainer_total_steps(tr), H = cfg->inner.steps;
+    const uint64_t ckpt_every = (uint64_t)cfg->run.checkpoint_every * H;
+    const uint64_t log_every = cfg->run.log_every ? cfg->run.log_every : 1;
+    uint64_t start = gt_local_trainer_steps_done(tr);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", site_dir);
+    if ((s = gt_local_metrics_open(path, start, &metrics)) != GT_OK) goto fail;
+
+    const gt_gpt_params_t *gp = gt_gpt_get_params(gt_local_trainer_model(tr));
+    fprintf(stderr,
+            "geotrain run: site %s, model V=%zu maxT=%zu L=%zu C=%zu NH=%zu (%zu parameters), "
+            "B=%zu T=%zu, %u thread(s); steps %" PRIu64 "..%" PRIu64 "; run dir %s; config "
+            "hash %s\n",
+            site, gp->model.V, gp->model.maxT, gp->model.L, gp->model.C, gp->model.NH,
+            gt_gpt_param_count(&gp->model), gp->B, gp->T, cfg->local.threads, start, total, run_dir,
+            gt_local_trainer_config_hash(tr));
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    const int tty = isatty(STDERR_FILENO);
+    gt_local_step_stats_t st = {0, NAN, 0, 0, 0, 0};
+    uint64_t win_t0 = gt_time_ns(), win_steps = 0, last_draw = 0;
+    double win_loss = 0, tps = 0, final_loss = NAN;
+    while (gt_local_trainer_steps_done(tr) < total && !stop_signal) {
+        if ((s = gt_local_trainer_step(tr, &st)) != GT_OK) goto fail;
+        win_steps++;
+        win_loss += st.loss;
+        uint64_t now = gt_time_ns();
+        double win_s = (double)(now - win_t0) * 1e-9;
+        int log_now = st.step % log_every == 0 || st.step == total;
+        if (log_now || (tty && (double)(now - last_draw) * 1e-9 >= TTY_PERIOD_S)) {
+            double cur_tps =
+                win_s > 0 ? (double)(win_steps * gt_local_trainer_tokens_per_step(tr)) / win_s : 0;
+            char eta[32];
+            fmt_duration(win_steps ? (double)(total - st.step) * win_s / (double)win_steps : NAN,
+                         eta, sizeof eta);
+            fprintf(stderr,
+                    "%sstep %" PRIu64 "/%" PRIu64 " (round %" PRIu64 ") | loss %.4f | lr %.2e | "
+                    "%.0f tok/s | ETA %s%s",
+                    tty ? "\r\033[K" : "", st.step, total, (st.step + H - 1) / H, st.loss, st.lr,
+                    cur_tps, eta, tty ? "" : "\n");
+            last_draw = now;
+            if (log_now) {
+                tps = cur_tps;
+                final_loss = win_loss / (double)win_steps;
+                if ((s = gt_local_metrics_write(metrics, &st, tps)) != GT_OK) goto fail;
+                win_t0 = gt_time_ns();
+                win_steps = 0;
+                win_loss = 0;
+            }
+        }
+        if (ckpt_every && st.step % ckpt_every == 0 && st.step < total) {
+            if ((s = gt_local_trainer_save(tr, ckpt_dir, KEEP_CKPTS)) != GT_OK) goto fail;
+        }
+    }
+    if (tty) fputc('\n', stderr);
+    if ((s = gt_local_trainer_save(tr, ckpt_dir, KEEP_CKPTS)) != GT_OK) goto fail;
+    uint64_t done = gt_local_trainer_steps_done(tr);
+    uint64_t tokens = (uint64_t)done * gt_local_trainer_tokens_per_step(tr);
+    double elapsed = st.step ? st.elapsed_s : 0;
+    snprintf(path, sizeof path, "%s/summary.json", site_dir);
+    if ((s = write_summary(path, site, done, tokens, elapsed, final_loss, stop_signal != 0)) !=
+        GT_OK)
+        goto fail;
+    if (stop_signal) {
+        fprintf(stderr,
+                "geotrain run: stopped by signal %d at step %" PRIu64 "; checkpoint written. "
+                "Continue with --resume.\n",
+                (int)stop_signal, done);
+        rc = 128 + stop_signal;
+    } else {
+        fprintf(stderr,
+                "geotrain run: done: %" PRIu64 " steps, final loss %.4f (mean of the last log "
+                "window), %.0f tokens/s overall, %.1f s in steps\n",
+                done, final_loss, elapsed > 0 ? (double)tokens / elapsed : 0.0, elapsed);
+        rc = 0;
+    }
+    goto out;
+fail:
+    fprintf(stderr, "geotrain run: failed: %s\n", gt_status_str(s));
+    rc = 1;
+out:
+    gt_local_metrics_close(metrics);
+    gt_local_trainer_destroy(tr);
+    gt_topo_destroy(cfg);
+    return rc;
+}

@@ -1,0 +1,278 @@
+/* checkpoint.c — a trainer's state on disk, and back.
+ *
+ * One folder per checkpoint, step-NNNNNNNN/: model.safetensors (HF GPT-2 names, usable as
+ * is), optimizer.safetensors (AdamW moments) and state.json (counters, data position, config
+ * hash). The folder is assembled as step-NNNNNNNN.tmp/ with every file fsynced, then renamed
+ * and the parent fsynced. The rename is the commit point: a crash leaves at worst a stray .tmp
+ * folder, which is ignored and cleaned up, and "latest" is simply the highest complete step.
+ */
+#include "local_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STATE_FORMAT  "geotrain-checkpoint"
+#define STATE_VERSION 1
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rmtree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Parses "step-NNNNNNNN" (complete folders only). */
+static int parse_step(const char *name, uint64_t *step_p)
+{
+    if (strncmp(name, "step-", 5) != 0) return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(name + 5, &end, 10);
+    if (errno || end == name + 5 || *end != '\0') return 0;
+    *step_p = v;
+    return 1;
+}
+
+static int cmp_u64_desc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The complete checkpoint steps under root, newest first. */
+static gt_status_t list_steps(const char *root, uint64_t **steps_p, size_t *n_p)
+{
+    DIR *d = opendir(root);
+    if (!d) {
+        *steps_p = NULL;
+        *n_p = 0;
+        return errno == ENOENT ? GT_OK : GT_ERR_IO;
+    }
+    size_t n = 0, cap = 16;
+    uint64_t *v = malloc(cap * sizeof *v);
+    struct dirent *de;
+    while (v && (de = readdir(d))) {
+        uint64_t s;
+        if (!parse_step(de->d_name, &s)) continue;
+        if (n == cap) {
+            uint64_t *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                v = NULL;
+                break;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        v[n++] = s;
+    }
+    closedir(d);
+    if (!v) return GT_ERR_NOMEM;
+    qsort(v, n, sizeof *v, cmp_u64_desc);
+    *steps_p = v;
+    *n_p = n;
+    return GT_OK;
+}
+
+gt_status_t gt_local_ckpt_latest(const char *root, char *path_p, size_t n)
+{
+    uint64_t *steps = NULL;
+    size_t count = 0;
+    gt_status_t s = list_steps(root, &steps, &count);
+    if (s != GT_OK) {
+        GT_ERROR("cannot list checkpoints in %s: %s", root, strerror(errno));
+        return s;
+    }
+    if (count == 0) {
+        free(steps);
+        return GT_ERR_NOT_FOUND;
+    }
+    snprintf(path_p, n, "%s/step-%08" PRIu64, root, steps[0]);
+    free(steps);
+    return GT_OK;
+}
+
+static json_t *state_json(const gt_local_trainer_t *tr)
+{
+    gt_local_data_pos_t pos;
+    gt_local_data_get_pos(tr->data, &pos);
+    char rng[4][17];
+    for (int i = 0; i < 4; i++) snprintf(rng[i], sizeof rng[i], "%016" PRIx64, pos.rng[i]);
+    json_t *cfg = json_loads(tr->config_json, 0, NULL);
+    return json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:i,"
+                     " s:{s:I, s:I, s:[s,s,s,s]}, s:s, s:o}",
+                     "format", STATE_FORMAT, "version", STATE_VERSION, "step", (json_int_t)tr->step,
+                     "round", (json_int_t)(tr->step / tr->cfg->inner.steps), "total_steps",
+                     (json_int_t)tr->total_steps, "tokens", (json_int_t)tr->tokens, "elapsed_s",
+                     tr->elapsed_s, "loss", (double)tr->last_loss, "site",
+                     tr->cfg->sites[tr->site].name, "rank", (int)tr->rank, "data", "epoch",
+                     (json_int_t)pos.epoch, "index", (json_int_t)pos.index, "rng", rng[0], rng[1],
+                     rng[2], rng[3], "config_hash", tr->hash, "config", cfg ? cfg : json_null());
+}
+
+gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root, unsigned keep)
+{
+    gt_status_t s = GT_OK;
+    char *dir = NULL, *tmp = NULL, *file = NULL, *text = NULL;
+    json_t *state = NULL;
+    uint64_t *steps = NULL;
+    size_t count = 0, plen = strlen(root) + 64;
+    dir = malloc(plen);
+    tmp = malloc(plen);
+    file = malloc(plen + 32);
+    GT_REQUIRE_GOTO(dir && tmp && file, s, GT_ERR_NOMEM, out, "out of memory");
+    snprintf(dir, plen, "%s/step-%08" PRIu64, root, tr->step);
+    snprintf(tmp, plen, "%s.tmp", dir);
+    GT_CHECK_GOTO(gt_local_mkdirs(root), s, out);
+    struct stat sb;
+    if (stat(dir, &sb) == 0) { /* this step is saved already (e.g. stopped right after resume) */
+        GT_DEBUG("checkpoint %s exists; not rewriting it", dir);
+        goto out;
+    }
+    rmtree(tmp); /* a leftover of a crash */
+    GT_CHECK_GOTO(gt_local_mkdirs(tmp), s, out);
+
+    snprintf(file, plen + 32, "%s/model.safetensors", tmp);
+    gt_local_arena_ref_t params = {GT_GPT_PARAMS, ""};
+    GT_CHECK_GOTO(gt_local_gpt_save(tr->gpt, &params, 1, NULL, 0, file), s, out);
+    snprintf(file, plen + 32, "%s/optimizer.safetensors", tmp);
+    gt_local_arena_ref_t moments[2] = {{GT_GPT_ADAM_M, "m."}, {GT_GPT_ADAM_V, "v."}};
+    GT_CHECK_GOTO(gt_local_gpt_save(tr->gpt, moments, 2, NULL, 0, file), s, out);
+    state = state_json(tr);
+    GT_REQUIRE_GOTO(state, s, GT_ERR_NOMEM, out, "out of memory");
+    text = json_dumps(state, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    GT_REQUIRE_GOTO(text, s, GT_ERR_NOMEM, out, "out of memory");
+    snprintf(file, plen + 32, "%s/state.json", tmp);
+    GT_CHECK_GOTO(gt_local_write_file_atomic(file, text, strlen(text)), s, out);
+    GT_CHECK_GOTO(gt_local_fsync_dir(tmp), s, out);
+    GT_REQUIRE_GOTO(rename(tmp, dir) == 0, s, GT_ERR_IO, out, "rename %s -> %s: %s", tmp, dir,
+                    strerror(errno));
+    GT_CHECK_GOTO(gt_local_fsync_dir(root), s, out);
+
+    /* Keep the newest `keep` checkpoints. */
+    GT_CHECK_GOTO(list_steps(root, &steps, &count), s, out);
+    for (size_t i = keep ? keep : 1; i < count; i++) {
+        snprintf(file, plen + 32, "%s/step-%08" PRIu64, root, steps[i]);
+        rmtree(file);
+    }
+out:
+    if (s != GT_OK && tmp) rmtree(tmp);
+    free(steps);
+    free(text);
+    json_decref(state);
+    free(dir);
+    free(tmp);
+    free(file);
+    return s;
+}
+
+/* Lists the settings that differ between two config objects, for the resume error. */
+static void explain_diff(json_t *was, json_t *now)
+{
+    const char *sec;
+    json_t *a;
+    json_object_foreach(now, sec, a)
+    {
+        json_t *b = json_object_get(was, sec);
+        if (json_equal(a, b)) continue;
+        if (!json_is_object(a) || !json_is_object(b)) {
+            GT_ERROR("  %s differs", sec);
+            continue;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(a, key, v)
+        {
+            json_t *w = json_object_get(b, key);
+            if (json_equal(v, w)) continue;
+            char *x = w ? json_dumps(w, JSON_ENCODE_ANY) : NULL,
+                 *y = json_dumps(v, JSON_ENCODE_ANY);
+            GT_ERROR("  %s.%s: checkpoint %s, now %s", sec, key, x ? x : "(absent)", y ? y : "?");
+            free(x);
+            free(y);
+        }
+    }
+}
+
+static gt_status_t parse_hex64(const char *s, uint64_t *v_p)
+{
+    char *end = NULL;
+    if (!s || strlen(s) != 16) return GT_ERR_CORRUPT;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 16);
+    if (errno || *end) return GT_ERR_CORRUPT;
+    *v_p = v;
+    return GT_OK;
+}
+
+gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
+{
+    char dir[4096], file[4200];
+    gt_status_t s = gt_local_ckpt_latest(root, dir, sizeof dir);
+    if (s != GT_OK) return s;
+    json_t *state = NULL, *now = NULL;
+    gt_local_st_t *st = NULL;
+    json_error_t jerr;
+    snprintf(file, sizeof file, "%s/state.json", dir);
+    state = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+    GT_REQUIRE_GOTO(state, s, GT_ERR_CORRUPT, out, "%s: %s (line %d)", file, jerr.text, jerr.line);
+    json_int_t step = 0, tokens = 0, epoch = 0, index = 0, version = 0;
+    double elapsed = 0, loss = 0;
+    const char *hash = NULL, *fmt = NULL, *r[4] = {NULL, NULL, NULL, NULL};
+    json_t *cfg = NULL;
+    int bad = json_unpack_ex(
+        state, &jerr, 0, "{s:s, s:I, s:I, s:I, s:F, s:F, s:{s:I, s:I, s:[ssss]}, s:s, s:o}",
+        "format", &fmt, "version", &version, "step", &step, "tokens", &tokens, "elapsed_s",
+        &elapsed, "loss", &loss, "data", "epoch", &epoch, "index", &index, "rng", &r[0], &r[1],
+        &r[2], &r[3], "config_hash", &hash, "config", &cfg);
+    GT_REQUIRE_GOTO(!bad && strcmp(fmt, STATE_FORMAT) == 0 && version == STATE_VERSION &&
+                        step >= 0 && tokens >= 0 && epoch >= 0 && index >= 0,
+                    s, GT_ERR_CORRUPT, out, "%s: not a geotrain checkpoint state (%s)", file,
+                    bad ? jerr.text : "wrong format, version or a negative counter");
+    if (strcmp(hash, tr->hash) != 0) {
+        GT_ERROR("%s: the checkpoint was made under different settings (config hash %s, now %s):",
+                 dir, hash, tr->hash);
+        now = json_loads(tr->config_json, 0, NULL);
+        if (now) explain_diff(cfg, now);
+        s = GT_ERR_CONFIG;
+        goto out;
+    }
+    gt_local_data_pos_t pos = {(uint64_t)epoch, (uint64_t)index, {0, 0, 0, 0}};
+    for (int i = 0; i < 4; i++)
+        GT_REQUIRE_GOTO(parse_hex64(r[i], &pos.rng[i]) == GT_OK, s, GT_ERR_CORRUPT, out,
+                        "%s: bad generator state '%s'", file, r[i]);
+    GT_CHECK_GOTO(gt_local_data_set_pos(tr->data, &pos), s, out);
+
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    GT_CHECK_GOTO(gt_local_st_open(file, &st), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_load(tr->gpt, GT_GPT_PARAMS, st, ""), s, out);
+    gt_local_st_close(st);
+    st = NULL;
+    snprintf(file, sizeof file, "%s/optimizer.safetensors", dir);
+    GT_CHECK_GOTO(gt_local_st_open(file, &st), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_load(tr->gpt, GT_GPT_ADAM_M, st, "m."), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_load(tr->gpt, GT_GPT_ADAM_V, st, "v."), s, out);
+    tr->step = (uint64_t)step;
+    tr->tokens = (uint64_t)tokens;
+    tr->elapsed_s = elapsed;
+    tr->last_loss = (float)loss;
+    GT_INFO("resumed from %s (step %llu)", dir, (unsigned long long)step);
+out:
+    gt_local_st_close(st);
+    json_decref(now);
+    json_decref(state);
+    return s;
+}

@@ -1,0 +1,297 @@
+/* gt_local.h — one site's rank: data loading, safetensors checkpoints, the inner training
+ * loop (DESIGN.md §1 inner loop, §6 checkpoints, §7 data).
+ *
+ * Parts, each usable alone:
+ *   - files:       directory creation and crash-safe file replacement (temporary file, fsync,
+ *                  rename, fsync of the directory);
+ *   - safetensors: a validating reader (F32, BF16, F16 → float) and an atomic F32 writer;
+ *   - data:        byte-level text, llm.c token shards and a synthetic Markov corpus, each
+ *                  cut into disjoint deterministic shares per (site, rank);
+ *   - trainer:     one rank's model, AdamW state and data position; steps, checkpoints and
+ *                  bit-identical resume;
+ *   - metrics:     JSON lines.
+ * The in-site collectives (MPI, NCCL) are not here yet: a site trains on one rank.
+ */
+#ifndef GT_LOCAL_H
+#define GT_LOCAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gt_base.h"
+#include "gt_kernels.h"
+#include "gt_topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Files ---- */
+
+/* Creates `path` and its missing parents (mode 0755). Existing directories are fine. */
+GT_API gt_status_t gt_local_mkdirs(const char *path) GT_MUST_USE;
+
+/* A file being written that replaces `path` only when committed: the bytes go to
+ * `path.tmp.<pid>`; commit fsyncs it, renames it over `path` and fsyncs the directory, so a
+ * crash leaves either the old file or the new one, never a torn one. */
+typedef struct gt_local_afile gt_local_afile_t;
+
+GT_API gt_status_t gt_local_afile_open(const char *path, gt_local_afile_t **af_p) GT_MUST_USE;
+GT_API gt_status_t gt_local_afile_write(gt_local_afile_t *af, const void *data,
+                                        size_t len) GT_MUST_USE;
+/* Makes the file visible under its name. Frees `af` whatever the result. */
+GT_API gt_status_t gt_local_afile_commit(gt_local_afile_t *af) GT_MUST_USE;
+/* Throws the temporary file away. Accepts NULL. */
+GT_API void gt_local_afile_abort(gt_local_afile_t *af);
+/* Whole-buffer convenience: open, write, commit. */
+GT_API gt_status_t gt_local_write_file_atomic(const char *path, const void *data,
+                                              size_t len) GT_MUST_USE;
+/* fsyncs a directory (after a rename inside it). */
+GT_API gt_status_t gt_local_fsync_dir(const char *dir) GT_MUST_USE;
+
+/* ---- safetensors ----
+ * Format: 8-byte little-endian header length N, N bytes of JSON
+ * {"__metadata__": {str: str}, NAME: {"dtype": D, "shape": [...], "data_offsets": [b, e]}},
+ * then the data; offsets are relative to the end of the header. */
+
+#define GT_LOCAL_ST_MAX_DIMS   8
+/* The reader refuses JSON headers larger than this (hostile input). */
+#define GT_LOCAL_ST_MAX_HEADER ((size_t)100 << 20)
+
+typedef enum {
+    GT_LOCAL_ST_F32 = 0,
+    GT_LOCAL_ST_BF16 = 1,
+    GT_LOCAL_ST_F16 = 2,
+    GT_LOCAL_ST_OTHER = 3 /* any other dtype: listed, but not readable as float */
+} gt_local_st_dtype_t;
+
+typedef struct {
+    const char *name; /* owned by the file handle */
+    gt_local_st_dtype_t dtype;
+    const char *dtype_name; /* as written in the file ("F32", "I64", ...) */
+    size_t ndim;
+    size_t shape[GT_LOCAL_ST_MAX_DIMS];
+    size_t numel;  /* product of shape (1 for a scalar) */
+    size_t nbytes; /* data_offsets[1] - data_offsets[0] */
+} gt_local_st_info_t;
+
+typedef struct gt_local_st gt_local_st_t;
+
+/* Opens and validates a safetensors file: header length within the file, JSON well formed,
+ * every entry with a dtype, a shape and offsets inside the data area whose length matches
+ * shape × dtype size, no two tensors overlapping. Errors name the file and the tensor. */
+GT_API gt_status_t gt_local_st_open(const char *path, gt_local_st_t **st_p) GT_MUST_USE;
+GT_API void gt_local_st_close(gt_local_st_t *st);
+GT_API size_t gt_local_st_count(const gt_local_st_t *st);
+/* Tensors in file order (sorted by data offset). */
+GT_API void gt_local_st_info(const gt_local_st_t *st, size_t index, gt_local_st_info_t *info_p);
+/* Index of tensor `name`; GT_ERR_NOT_FOUND when absent. */
+GT_API gt_status_t gt_local_st_find(const gt_local_st_t *st, const char *name, size_t *index_p);
+/* Reads tensor `index` as float (F32 copied, BF16/F16 widened) into dst[n]; n must equal its
+ * element count. */
+GT_API gt_status_t gt_local_st_read_f32(const gt_local_st_t *st, size_t index, float *dst,
+                                        size_t n) GT_MUST_USE;
+/* A `__metadata__` value, or NULL. */
+GT_API const char *gt_local_st_metadata(const gt_local_st_t *st, const char *key);
+
+typedef struct {
+    const char *name;
+    const float *data; /* numel floats, row-major */
+    size_t ndim;       /* 0 = scalar */
+    size_t shape[GT_LOCAL_ST_MAX_DIMS];
+} gt_local_st_entry_t;
+
+/* Writes F32 tensors, in the given order, and optional metadata pairs, atomically. */
+GT_API gt_status_t gt_local_st_write(const char *path, const gt_local_st_entry_t *entries,
+                                     size_t n_entries, const char *const *meta_keys,
+                                     const char *const *meta_values, size_t n_meta) GT_MUST_USE;
+
+/* ---- Data ---- */
+
+/* llm.c token shard header: 256 int32 values, then `count` uint16 tokens. */
+#define GT_LOCAL_SHARD_MAGIC   20240520
+#define GT_LOCAL_SHARD_VERSION 1
+#define GT_LOCAL_SHARD_HEADER  256
+
+/* The synthetic corpus: a first-order Markov chain over V tokens. For each token a its K
+ * successors are K distinct tokens drawn without replacement (a seeded partial Fisher–Yates
+ * shuffle of 0..V-1); the next token is one of them chosen uniformly. Whatever the stationary
+ * distribution, H(x_{t+1} | x_t) = ln K exactly, so the entropy rate — the lowest expected
+ * next-token loss any model can reach — is ln K nats per token. x_0 is uniform. */
+GT_API double gt_local_synthetic_entropy_rate(uint32_t branching);
+/* Generates `n` tokens of that chain into out[n] (1 ≤ K ≤ V ≤ 65536). Same arguments, same
+ * tokens. */
+GT_API gt_status_t gt_local_synthetic_generate(uint32_t vocab, uint32_t branching, uint64_t seed,
+                                               size_t n, uint16_t *out) GT_MUST_USE;
+
+/* Writes an llm.c token shard (used by tests and tools). */
+GT_API gt_status_t gt_local_shard_write(const char *path, const uint16_t *tokens,
+                                        size_t n) GT_MUST_USE;
+
+/* Sharding. The token stream (text bytes, each shard file, or the synthetic corpus) is cut
+ * into windows of B·T tokens; a batch is one window plus the next token (inputs are the
+ * window, targets the same tokens shifted by one). Windows never cross a file boundary. The
+ * W = Σ ranks workers of the run (every rank of every site; worker w = ranks of the sites
+ * before this one + rank) take windows round-robin: worker w owns windows w, w + W, w + 2W,
+ * ... up to the same count per worker, so shares are disjoint and equal, and each covers the
+ * whole corpus evenly. Each epoch visits a worker's windows in a fresh seeded order. */
+typedef struct {
+    gt_topo_data_kind_t kind;
+    const char *path; /* text: a file or a glob (GNU braces allowed); shards: a glob */
+    uint32_t vocab_size;
+    uint32_t synthetic_branching;
+    uint64_t synthetic_tokens;
+    uint64_t seed;     /* corpus generation and epoch order */
+    size_t batch_size; /* B */
+    size_t seq_len;    /* T */
+    uint32_t worker;   /* this rank's index among all workers */
+    uint32_t workers;  /* W */
+} gt_local_data_params_t;
+
+#define GT_LOCAL_DATA_PARAMS_INIT                    \
+    {                                                \
+        GT_DATA_TEXT, NULL, 256, 4, 0, 0, 1, 1, 0, 1 \
+    }
+
+/* Where a worker is in its share; part of the checkpoint state. */
+typedef struct {
+    uint64_t epoch;  /* completed passes over the share */
+    uint64_t index;  /* batches taken in this epoch */
+    uint64_t rng[4]; /* xoshiro256** state that draws each epoch's order */
+} gt_local_data_pos_t;
+
+typedef struct gt_local_data gt_local_data_t;
+
+/* Opens (or generates) the corpus and validates it: shard headers (magic, version, token
+ * count against the file size), tokens below vocab_size, at least one window per worker. */
+GT_API gt_status_t gt_local_data_create(const gt_local_data_params_t *params,
+                                        gt_local_data_t **data_p) GT_MUST_USE;
+GT_API void gt_local_data_destroy(gt_local_data_t *data);
+/* Fills inputs[B·T] and targets[B·T] with the next batch of this worker's share. */
+GT_API gt_status_t gt_local_data_next(gt_local_data_t *data, int32_t *inputs,
+                                      int32_t *targets) GT_MUST_USE;
+GT_API void gt_local_data_get_pos(const gt_local_data_t *data, gt_local_data_pos_t *pos_p);
+/* Restores a position saved by get_pos (same params). */
+GT_API gt_status_t gt_local_data_set_pos(gt_local_data_t *data,
+                                         const gt_local_data_pos_t *pos) GT_MUST_USE;
+/* Corpus size in tokens, and this worker's batches per epoch. */
+GT_API size_t gt_local_data_tokens(const gt_local_data_t *data);
+GT_API size_t gt_local_data_batches_per_epoch(const gt_local_data_t *data);
+
+/* Reads the first n tokens of an llm.c shard (validated) into out[n]. */
+GT_API gt_status_t gt_local_shard_read_prefix(const char *path, size_t n, int32_t *out) GT_MUST_USE;
+
+/* ---- GPT-2 tensors in safetensors ----
+ * Names and shapes are Hugging Face GPT-2's (gt_kernels.h lists them). On reading, a leading
+ * "transformer." is accepted, and the non-parameter entries HF files carry are skipped: the
+ * attention mask buffers (h.N.attn.bias of 4 dims, h.N.attn.masked_bias) and lm_head.weight
+ * (tied to wte.weight). Anything else that is not a parameter of the model, a shape that
+ * differs from the model's, or a parameter that is missing is an error naming every offender. */
+
+/* The model dimensions of a GPT-2 safetensors file: V and C from wte.weight, maxT from
+ * wpe.weight, L from the highest h.N present; NH is not recorded in the file and is given. */
+GT_API gt_status_t gt_local_gpt_config_from_st(const gt_local_st_t *st, size_t n_head,
+                                               gt_gpt_config_t *cfg_p) GT_MUST_USE;
+/* Fills one arena of `gpt` from the tensors named `prefix` + HF name (prefix "" for the
+ * parameters). Every tensor must be present with the model's shape. */
+GT_API gt_status_t gt_local_gpt_load(gt_gpt_t *gpt, gt_gpt_arena_t which, const gt_local_st_t *st,
+                                     const char *prefix) GT_MUST_USE;
+
+typedef struct {
+    gt_gpt_arena_t arena;
+    const char *prefix; /* prepended to every HF name; "" for none */
+} gt_local_arena_ref_t;
+
+/* Writes the given arenas of `gpt` (F32, HF names with each arena's prefix, in arena order)
+ * plus `extra` tensors first, atomically. */
+GT_API gt_status_t gt_local_gpt_save(gt_gpt_t *gpt, const gt_local_arena_ref_t *arenas,
+                                     size_t n_arenas, const gt_local_st_entry_t *extra,
+                                     size_t n_extra, const char *path) GT_MUST_USE;
+
+/* ---- The trainer: one rank's inner loop (DESIGN.md §1) ----
+ * Each step: the next batch of this rank's data share, forward, backward, global-norm
+ * clipping (inner.grad_clip), AdamW at the learning rate of the warmup + cosine schedule over
+ * run.rounds × inner.steps steps. The model is initialised from run.seed, the same at every
+ * site. Everything a step depends on — parameters, AdamW moments, step count, data position
+ * — is in a checkpoint, so a resumed run repeats a straight run bit for bit (same thread
+ * count). */
+
+typedef struct {
+    const gt_topo_config_t *cfg; /* borrowed; must outlive the trainer */
+    uint32_t site;               /* index into cfg->sites */
+    uint32_t rank;               /* rank inside the site (< sites[site].ranks) */
+} gt_local_trainer_params_t;
+
+#define GT_LOCAL_TRAINER_PARAMS_INIT \
+    {                                \
+        NULL, 0, 0                   \
+    }
+
+typedef struct {
+    uint64_t step;    /* steps done, this one included */
+    float loss;       /* mean cross-entropy of this step's batch, nats */
+    float lr;         /* learning rate used */
+    float grad_norm;  /* global gradient norm before clipping */
+    uint64_t tokens;  /* tokens this rank has trained on since the run began */
+    double elapsed_s; /* seconds spent in steps since the run began (across resumes) */
+} gt_local_step_stats_t;
+
+typedef struct gt_local_trainer gt_local_trainer_t;
+
+/* The model, B and T a config asks for: the preset with every non-zero model.* field of the
+ * config overriding it (a changed vocab_size drops the preset's padding). */
+GT_API gt_status_t gt_local_model_resolve(const gt_topo_config_t *cfg,
+                                          gt_gpt_params_t *params_p) GT_MUST_USE;
+
+GT_API gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
+                                           gt_local_trainer_t **tr_p) GT_MUST_USE;
+GT_API void gt_local_trainer_destroy(gt_local_trainer_t *tr);
+/* One inner step. */
+GT_API gt_status_t gt_local_trainer_step(gt_local_trainer_t *tr,
+                                         gt_local_step_stats_t *stats_p) GT_MUST_USE;
+GT_API gt_gpt_t *gt_local_trainer_model(gt_local_trainer_t *tr);
+GT_API uint64_t gt_local_trainer_steps_done(const gt_local_trainer_t *tr);
+/* run.rounds × inner.steps. */
+GT_API uint64_t gt_local_trainer_total_steps(const gt_local_trainer_t *tr);
+GT_API size_t gt_local_trainer_tokens_per_step(const gt_local_trainer_t *tr);
+/* The hash (XXH64, hex) of the resolved settings a run's numbers depend on (run.seed and
+ * rounds, model.*, data.*, inner.*, outer.*, codec.*, local.threads, the sites' names, ranks
+ * and backends). A resume with a different hash is refused. */
+GT_API const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr);
+/* Replaces the parameters by those of a GPT-2 safetensors file (an initialisation; shapes
+ * must match the configured model) and zeroes the AdamW moments. Only before the first step. */
+GT_API gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path) GT_MUST_USE;
+
+/* Checkpoints. `root` holds one folder per checkpoint, step-NNNNNNNN/, with
+ * model.safetensors (parameters, HF GPT-2 names: loads in Hugging Face as is),
+ * optimizer.safetensors (AdamW m and v as "m.<name>" and "v.<name>") and state.json (step,
+ * round, tokens, data position and generator state, config hash and settings). A folder is
+ * written as step-NNNNNNNN.tmp, every file fsynced, then renamed: the rename is the commit,
+ * so the latest complete folder is always whole. The newest `keep` folders are kept. */
+GT_API gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root,
+                                         unsigned keep) GT_MUST_USE;
+/* Loads the newest checkpoint under `root` (GT_ERR_NOT_FOUND when there is none) after
+ * checking its config hash against this trainer's; a mismatch is GT_ERR_CONFIG and names
+ * the settings that differ. */
+GT_API gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root) GT_MUST_USE;
+/* The newest complete checkpoint folder under `root` into path_p[n]; GT_ERR_NOT_FOUND if
+ * none. */
+GT_API gt_status_t gt_local_ckpt_latest(const char *root, char *path_p, size_t n) GT_MUST_USE;
+
+/* ---- Metrics: one JSON object per line ---- */
+typedef struct gt_local_metrics gt_local_metrics_t;
+/* Opens `path` for appending. Lines with a step above `keep_through_step` are dropped first
+ * (a resumed run rewrites the steps after its checkpoint); 0 starts the file afresh. */
+GT_API gt_status_t gt_local_metrics_open(const char *path, uint64_t keep_through_step,
+                                         gt_local_metrics_t **m_p) GT_MUST_USE;
+/* {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "time"} */
+GT_API gt_status_t gt_local_metrics_write(gt_local_metrics_t *m, const gt_local_step_stats_t *s,
+                                          double tokens_per_s) GT_MUST_USE;
+GT_API void gt_local_metrics_close(gt_local_metrics_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GT_LOCAL_H */

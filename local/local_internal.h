@@ -1,0 +1,71 @@
+/* local_internal.h — helpers shared inside local/: the seeded random generator.
+ *
+ * xoshiro256** (Blackman & Vigna) seeded through splitmix64: small, fast, and its whole state
+ * is four words, so it goes into a checkpoint as is.
+ */
+#ifndef GT_LOCAL_INTERNAL_H
+#define GT_LOCAL_INTERNAL_H
+
+#include <stdint.h>
+
+static inline uint64_t gt_local_splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline void gt_local_rng_seed(uint64_t s[4], uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) s[i] = gt_local_splitmix64(&seed);
+}
+
+static inline uint64_t gt_local_rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t gt_local_rng_next(uint64_t s[4])
+{
+    uint64_t result = gt_local_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = gt_local_rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, n), n > 0, without modulo bias (rejection). */
+static inline uint64_t gt_local_rng_below(uint64_t s[4], uint64_t n)
+{
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n, r;
+    do {
+        r = gt_local_rng_next(s);
+    } while (r >= limit);
+    return r % n;
+}
+
+/* The trainer's state, shared by trainer.c and checkpoint.c. */
+#include "gt_local.h"
+
+struct gt_local_trainer {
+    const gt_topo_config_t *cfg;
+    uint32_t site, rank;
+    gt_gpt_params_t gp;
+    gt_gpt_t *gpt;
+    gt_local_data_t *data;
+    int32_t *inputs, *targets; /* (B, T) */
+    gt_lr_schedule_t sched;
+    gt_adamw_params_t adamw;
+    float grad_clip;
+    uint64_t step, total_steps, tokens;
+    double elapsed_s;
+    float last_loss;
+    char *config_json; /* canonical JSON of the settings the numbers depend on */
+    char hash[17];     /* XXH64 of config_json, hex */
+};
+
+#endif /* GT_LOCAL_INTERNAL_H */

@@ -1,0 +1,239 @@
+/* trainer.c — one rank's inner loop: model and data from the resolved config, one AdamW step
+ * at a time.
+ *
+ * The step is llm.c's: batch → forward → backward → clip → AdamW. There is no randomness in a
+ * step other than the data order (which lives in the data position), so the checkpointed
+ * state — arenas, step, data position — determines every later bit. The config hash covers
+ * the resolved settings those bits depend on, so a resume under different settings is caught
+ * instead of producing a silently different run.
+ */
+#include "local_internal.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+static const char *data_kind_name(gt_topo_data_kind_t k)
+{
+    return k == GT_DATA_TEXT ? "text" : k == GT_DATA_SHARDS ? "shards" : "synthetic";
+}
+
+gt_status_t gt_local_model_resolve(const gt_topo_config_t *cfg, gt_gpt_params_t *params_p)
+{
+    gt_gpt_preset_t pr;
+    gt_status_t s = gt_gpt_preset_find(cfg->model.preset, &pr);
+    if (s != GT_OK) return s;
+    const gt_topo_model_t *m = &cfg->model;
+    gt_gpt_params_t p = GT_GPT_PARAMS_INIT;
+    p.model = pr.model;
+    if (m->vocab_size && m->vocab_size != pr.model.V) {
+        p.model.V = m->vocab_size;
+        p.model.Vp = 0;
+    }
+    if (m->context_length) p.model.maxT = m->context_length;
+    if (m->n_layer) p.model.L = m->n_layer;
+    if (m->n_head) p.model.NH = m->n_head;
+    if (m->d_model) p.model.C = m->d_model;
+    p.B = m->batch_size ? m->batch_size : pr.B;
+    p.T = m->seq_len ? m->seq_len : pr.T;
+    if (p.T > p.model.maxT && !m->seq_len)
+        p.T = p.model.maxT; /* preset T under a shorter context */
+    s = gt_gpt_config_check(&p.model, p.B, p.T);
+    if (s != GT_OK) return s;
+    *params_p = p;
+    return GT_OK;
+}
+
+/* The settings a run's numbers depend on, as canonical JSON (sorted keys). */
+static char *config_json(const gt_topo_config_t *c, const gt_gpt_params_t *gp, uint32_t site,
+                         uint32_t rank)
+{
+    json_t *sites = json_array();
+    for (uint32_t i = 0; i < c->n_sites; i++)
+        json_array_append_new(sites,
+                              json_pack("{s:s, s:i, s:s}", "name", c->sites[i].name, "ranks",
+                                        (json_int_t)c->sites[i].ranks, "backend",
+                                        c->sites[i].backend == GT_BACKEND_CUDA ? "cuda" : "cpu"));
+    json_t *root = json_pack(
+        "{s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:s, s:s, s:I, s:I},"
+        " s:{s:I, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f},"
+        " s:{s:i, s:i, s:f, s:f, s:I, s:i, s:f, s:f, s:I},"
+        " s:{s:s, s:I, s:f, s:s, s:b, s:i, s:i}, s:{s:I, s:I}, s:o, s:{s:s, s:I}}",
+        "run", "seed", (json_int_t)c->run.seed, "rounds", (json_int_t)c->run.rounds, "model", "V",
+        (json_int_t)gp->model.V, "Vp", (json_int_t)gp->model.Vp, "maxT", (json_int_t)gp->model.maxT,
+        "L", (json_int_t)gp->model.L, "C", (json_int_t)gp->model.C, "NH", (json_int_t)gp->model.NH,
+        "B", (json_int_t)gp->B, "T", (json_int_t)gp->T, "data", "kind",
+        data_kind_name(c->data.kind), "path", c->data.path, "synthetic_branching",
+        (json_int_t)c->data.synthetic_branching, "synthetic_tokens",
+        (json_int_t)c->data.synthetic_tokens, "inner", "steps", (json_int_t)c->inner.steps, "lr",
+        c->inner.lr, "min_lr_ratio", c->inner.min_lr_ratio, "warmup_steps",
+        (json_int_t)c->inner.warmup_steps, "weight_decay", c->inner.weight_decay, "beta1",
+        c->inner.beta1, "beta2", c->inner.beta2, "eps", c->inner.eps, "grad_clip",
+        c->inner.grad_clip, "outer", "mode", (int)c->outer.mode, "optimizer",
+        (int)c->outer.optimizer, "lr", c->outer.lr, "momentum", c->outer.momentum, "overlap_steps",
+        (json_int_t)c->outer.overlap_steps, "late", (int)c->outer.late, "quorum", c->outer.quorum,
+        "clip_k", c->outer.clip_k, "fragments", (json_int_t)c->outer.fragments, "codec", "name",
+        c->codec.name, "block_size", (json_int_t)c->codec.block_size, "topk_fraction",
+        c->codec.topk_fraction, "topk_values", c->codec.topk_values, "error_feedback",
+        c->codec.error_feedback, "zstd", (int)c->codec.zstd, "zstd_level", c->codec.zstd_level,
+        "local", "threads", (json_int_t)c->local.threads, "tensor_parallel",
+        (json_int_t)c->local.tensor_parallel, "sites", sites, "worker", "site", c->sites[site].name,
+        "rank", (json_int_t)rank);
+    if (!root) return NULL;
+    char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    return s;
+}
+
+void gt_local_trainer_destroy(gt_local_trainer_t *tr)
+{
+    if (!tr) return;
+    gt_gpt_destroy(tr->gpt);
+    gt_local_data_destroy(tr->data);
+    free(tr->inputs);
+    free(tr->targets);
+    free(tr->config_json);
+    free(tr);
+}
+
+gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
+                                    gt_local_trainer_t **tr_p)
+{
+    gt_status_t s = GT_OK;
+    const gt_topo_config_t *c = params->cfg;
+    gt_local_trainer_t *tr = calloc(1, sizeof *tr);
+    if (!tr) return GT_ERR_NOMEM;
+    tr->cfg = c;
+    tr->site = params->site;
+    tr->rank = params->rank;
+    GT_REQUIRE_GOTO(c && params->site < c->n_sites && params->rank < c->sites[params->site].ranks,
+                    s, GT_ERR_INVALID, out, "trainer: site %u / rank %u not in the config",
+                    params->site, params->rank);
+    GT_CHECK_GOTO(gt_local_model_resolve(c, &tr->gp), s, out);
+    tr->gp.device =
+        c->sites[params->site].backend == GT_BACKEND_CUDA ? GT_DEVICE_CUDA : GT_DEVICE_CPU;
+    tr->gp.cuda_device = 0;
+    tr->total_steps = (uint64_t)c->run.rounds * c->inner.steps;
+    GT_REQUIRE_GOTO(tr->total_steps > 0, s, GT_ERR_INVALID, out,
+                    "trainer: run.rounds × inner.steps is 0: nothing to train");
+    GT_CHECK_GOTO(gt_kern_set_threads(c->local.threads ? (int)c->local.threads : 1), s, out);
+
+    gt_local_data_params_t dp = GT_LOCAL_DATA_PARAMS_INIT;
+    dp.kind = c->data.kind;
+    dp.path = c->data.path;
+    dp.vocab_size = (uint32_t)tr->gp.model.V;
+    dp.synthetic_branching = c->data.synthetic_branching;
+    dp.synthetic_tokens = c->data.synthetic_tokens;
+    dp.seed = c->run.seed;
+    dp.batch_size = tr->gp.B;
+    dp.seq_len = tr->gp.T;
+    dp.workers = 0;
+    for (uint32_t i = 0; i < c->n_sites; i++) {
+        if (i == params->site) dp.worker = dp.workers + params->rank;
+        dp.workers += c->sites[i].ranks;
+    }
+    GT_CHECK_GOTO(gt_local_data_create(&dp, &tr->data), s, out);
+
+    const size_t BT = tr->gp.B * tr->gp.T;
+    tr->inputs = malloc(BT * sizeof *tr->inputs);
+    tr->targets = malloc(BT * sizeof *tr->targets);
+    GT_REQUIRE_GOTO(tr->inputs && tr->targets, s, GT_ERR_NOMEM, out, "out of memory");
+    GT_CHECK_GOTO(gt_gpt_create(&tr->gp, &tr->gpt), s, out);
+    GT_CHECK_GOTO(gt_gpt_init_weights(tr->gpt, c->run.seed), s, out);
+
+    tr->sched.lr_max = (float)c->inner.lr;
+    tr->sched.min_frac = (float)c->inner.min_lr_ratio;
+    tr->sched.warmup_steps = c->inner.warmup_steps;
+    tr->sched.total_steps = tr->total_steps;
+    tr->adamw.beta1 = (float)c->inner.beta1;
+    tr->adamw.beta2 = (float)c->inner.beta2;
+    tr->adamw.eps = (float)c->inner.eps;
+    tr->adamw.weight_decay = (float)c->inner.weight_decay;
+    tr->grad_clip = (float)c->inner.grad_clip;
+
+    tr->config_json = config_json(c, &tr->gp, params->site, params->rank);
+    GT_REQUIRE_GOTO(tr->config_json, s, GT_ERR_NOMEM, out, "out of memory");
+    snprintf(tr->hash, sizeof tr->hash, "%016llx",
+             (unsigned long long)XXH64(tr->config_json, strlen(tr->config_json), 0));
+out:
+    if (s != GT_OK) {
+        gt_local_trainer_destroy(tr);
+        return s;
+    }
+    *tr_p = tr;
+    return GT_OK;
+}
+
+gt_status_t gt_local_trainer_step(gt_local_trainer_t *tr, gt_local_step_stats_t *stats_p)
+{
+    gt_status_t s;
+    uint64_t t0 = gt_time_ns();
+    float loss = 0, norm = 0;
+    gt_adamw_params_t ap = tr->adamw;
+    ap.lr = gt_kern_lr_at(&tr->sched, tr->step);
+    if ((s = gt_local_data_next(tr->data, tr->inputs, tr->targets)) != GT_OK) return s;
+    if ((s = gt_gpt_forward(tr->gpt, tr->inputs, tr->targets, &loss)) != GT_OK) return s;
+    if ((s = gt_gpt_grad_zero(tr->gpt)) != GT_OK) return s;
+    if ((s = gt_gpt_backward(tr->gpt, 1.0f)) != GT_OK) return s;
+    if ((s = gt_gpt_grad_clip(tr->gpt, tr->grad_clip, &norm)) != GT_OK) return s;
+    if ((s = gt_gpt_adamw_step(tr->gpt, &ap, tr->step + 1)) != GT_OK) return s;
+    tr->step++;
+    tr->tokens += tr->gp.B * tr->gp.T;
+    tr->elapsed_s += (double)(gt_time_ns() - t0) * 1e-9;
+    tr->last_loss = loss;
+    if (stats_p) {
+        stats_p->step = tr->step;
+        stats_p->loss = loss;
+        stats_p->lr = ap.lr;
+        stats_p->grad_norm = norm;
+        stats_p->tokens = tr->tokens;
+        stats_p->elapsed_s = tr->elapsed_s;
+    }
+    return GT_OK;
+}
+
+gt_gpt_t *gt_local_trainer_model(gt_local_trainer_t *tr)
+{
+    return tr->gpt;
+}
+uint64_t gt_local_trainer_steps_done(const gt_local_trainer_t *tr)
+{
+    return tr->step;
+}
+uint64_t gt_local_trainer_total_steps(const gt_local_trainer_t *tr)
+{
+    return tr->total_steps;
+}
+size_t gt_local_trainer_tokens_per_step(const gt_local_trainer_t *tr)
+{
+    return tr->gp.B * tr->gp.T;
+}
+const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr)
+{
+    return tr->hash;
+}
+
+gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path)
+{
+    if (tr->step != 0) {
+        GT_ERROR("trainer: an initialisation can only be loaded before the first step");
+        return GT_ERR_INVALID;
+    }
+    gt_local_st_t *st = NULL;
+    gt_status_t s = gt_local_st_open(path, &st);
+    if (s != GT_OK) return s;
+    s = gt_local_gpt_load(tr->gpt, GT_GPT_PARAMS, st, "");
+    gt_local_st_close(st);
+    if (s != GT_OK) {
+        GT_ERROR("%s: cannot initialise the model from it", path);
+        return s;
+    }
+    size_t n = gt_gpt_arena_len(&tr->gp.model);
+    float *zero = calloc(n, sizeof *zero);
+    if (!zero) return GT_ERR_NOMEM;
+    s = gt_gpt_arena_write(tr->gpt, GT_GPT_ADAM_M, 0, n, zero);
+    if (s == GT_OK) s = gt_gpt_arena_write(tr->gpt, GT_GPT_ADAM_V, 0, n, zero);
+    free(zero);
+    return s;
+}
