@@ -26,6 +26,8 @@ int gt_cmd_run(int argc, char **argv);
 int gt_cmd_grad(int argc, char **argv);
 
 /* Benchmarks, `geotrain bench <target>` (one file each: bench_<target>.c). */
+int gt_bench_kernels(int argc, char **argv);
+int gt_bench_codec(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 /* True when argv has -h or --help before any "--". */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 const gt_cli_cmd_t gt_cli_bench_targets[] = {
+    {"kernels", "GPT forward+backward+AdamW tokens/s and GFLOP/s (JSON)", gt_bench_kernels},
+    {"codec", "codec throughput and compression ratio (JSON lines)", gt_bench_codec},
     {NULL, NULL, NULL},
 };
 
