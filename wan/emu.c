@@ -10,6 +10,8 @@
  */
 #include "emu_internal.h"
 
+#include "gt_topology.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +271,54 @@ gt_status_t gt_wan_emu_link_stats(const gt_wan_emu_t *emu, uint32_t src, uint32_
     } else {
         memset(stats_p, 0, sizeof *stats_p);
     }
+    return GT_OK;
+}
+
+_Static_assert(GT_TOPO_MAX_CUTS <= GT_WAN_EMU_MAX_CUTS, "every configured cut fits a link");
+_Static_assert(GT_TOPO_MAX_SITES <= GT_WAN_EMU_MAX_SITES, "every configured site fits");
+
+static void link_from_topo(const gt_topo_link_params_t *t, gt_wan_emu_link_params_t *l)
+{
+    gt_wan_emu_link_params_t p = GT_WAN_EMU_LINK_PARAMS_INIT;
+    p.latency_ms = t->latency_ms;
+    p.jitter_ms = t->jitter_ms;
+    p.bandwidth_mbps = t->bandwidth_mbps;
+    p.loss = t->loss;
+    p.n_cuts = t->n_cuts;
+    for (uint32_t i = 0; i < t->n_cuts && i < GT_WAN_EMU_MAX_CUTS; i++) {
+        p.cuts[i].start_s = t->cuts[i].start_s;
+        p.cuts[i].duration_s = t->cuts[i].duration_s;
+    }
+    *l = p;
+}
+
+gt_status_t gt_wan_emu_create_from_config(const struct gt_topo_config *cfg, uint64_t start_ns,
+                                          double hold_timeout_ms, gt_wan_emu_t **emu_p)
+{
+    if (!cfg || !emu_p) return GT_ERR_INVALID;
+    gt_wan_emu_params_t p = GT_WAN_EMU_PARAMS_INIT;
+    p.n_sites = cfg->n_sites;
+    link_from_topo(&cfg->wan.emulation.link, &p.link);
+    p.seed = cfg->wan.emulation.seed;
+    p.start_ns = start_ns;
+    p.hold_timeout_ms = hold_timeout_ms;
+    gt_wan_emu_t *emu = NULL;
+    gt_status_t st = gt_wan_emu_create(&p, &emu);
+    if (st != GT_OK) return st;
+    for (uint32_t a = 0; a < cfg->n_sites && st == GT_OK; a++)
+        for (uint32_t b = 0; b < cfg->n_sites && st == GT_OK; b++) {
+            gt_topo_link_params_t t;
+            gt_wan_emu_link_params_t l;
+            if (a == b) continue; /* a site does not cross the WAN to itself */
+            gt_topo_link_params(cfg, a, b, &t);
+            link_from_topo(&t, &l);
+            st = gt_wan_emu_link_set(emu, a, b, &l);
+        }
+    if (st != GT_OK) {
+        gt_wan_emu_destroy(emu);
+        return st;
+    }
+    *emu_p = emu;
     return GT_OK;
 }
 

@@ -143,6 +143,17 @@ GT_API GT_MUST_USE gt_status_t gt_wan_emu_link_stats(const gt_wan_emu_t *emu, ui
                                                      uint32_t dst,
                                                      gt_wan_emu_link_stats_t *stats_p);
 
+/* Builds the emulator sites.yaml describes (topology's resolved config): one site per
+ * sites[] entry (site id = index), every directed link a -> b from gt_topo_link_params(cfg,
+ * a, b) (so `links:` overrides apply to both directions, the rest inherit wan.emulation),
+ * wan.emulation.seed, cut windows counted from start_ns. It does not look at
+ * wan.emulation.enabled: whether to emulate at all is the caller's choice. */
+struct gt_topo_config;
+GT_API GT_MUST_USE gt_status_t gt_wan_emu_create_from_config(const struct gt_topo_config *cfg,
+                                                             uint64_t start_ns,
+                                                             double hold_timeout_ms,
+                                                             gt_wan_emu_t **emu_p);
+
 /* ---- delay queue ----------------------------------------------------------------------
  * A min-heap of (due time, opaque item). Items with equal due times come out in the order
  * they were pushed, so messages scheduled in order on a link leave in order. The queue does

@@ -3,6 +3,7 @@
  * the hold timeout, in-order delivery, parameter checks and the delay queue. */
 #include "emu_internal.h"
 #include "gt_test.h"
+#include "gt_topology.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -467,6 +468,57 @@ static void test_emu_with_queue(void)
     gt_wan_emu_destroy(emu);
 }
 
+/* sites.yaml -> emulator: wan.emulation for every link, `links:` overrides both ways,
+ * cuts counted from the start time, the seed. */
+static void test_from_config(void)
+{
+    static const char yaml[] = "wan:\n"
+                               "  emulation:\n"
+                               "    enabled: true\n"
+                               "    latency_ms: 40\n"
+                               "    jitter_ms: 5\n"
+                               "    bandwidth_mbps: 200\n"
+                               "    loss: 0.01\n"
+                               "    seed: 7\n"
+                               "sites:\n"
+                               "  - {name: us, address: 127.0.0.1:47001}\n"
+                               "  - {name: eu, address: 127.0.0.1:47002}\n"
+                               "  - {name: ap, address: 127.0.0.1:47003}\n"
+                               "links:\n"
+                               "  - between: [us, ap]\n"
+                               "    latency_ms: 110\n"
+                               "    bandwidth_mbps: 100\n"
+                               "    cuts: [{start_s: 10, duration_s: 5}]\n";
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    gt_topo_config_t *cfg = NULL;
+    gt_status_t st = gt_topo_load_string(yaml, strlen(yaml), "emu.yaml", &lp, &cfg);
+    CHECK_EQ_INT(st, GT_OK);
+    if (st != GT_OK) return;
+    gt_wan_emu_t *emu = NULL;
+    CHECK_EQ_INT(gt_wan_emu_create_from_config(cfg, 100 * SEC, 0.0, &emu), GT_OK);
+    gt_wan_emu_link_params_t l;
+    CHECK_EQ_INT(gt_wan_emu_link_get(emu, 0, 1, &l), GT_OK); /* us -> eu: defaults */
+    CHECK_CLOSE(l.latency_ms, 40.0, 0, 0);
+    CHECK_CLOSE(l.jitter_ms, 5.0, 0, 0);
+    CHECK_CLOSE(l.bandwidth_mbps, 200.0, 0, 0);
+    CHECK_CLOSE(l.loss, 0.01, 0, 0);
+    CHECK_EQ_INT(l.n_cuts, 0);
+    for (int dir = 0; dir < 2; dir++) { /* us <-> ap: the override, both ways */
+        CHECK_EQ_INT(gt_wan_emu_link_get(emu, dir ? 2 : 0, dir ? 0 : 2, &l), GT_OK);
+        CHECK_CLOSE(l.latency_ms, 110.0, 0, 0);
+        CHECK_CLOSE(l.jitter_ms, 5.0, 0, 0); /* inherited */
+        CHECK_CLOSE(l.bandwidth_mbps, 100.0, 0, 0);
+        CHECK_EQ_INT(l.n_cuts, 1);
+        CHECK(gt_wan_emu_link_is_cut(emu, dir ? 2 : 0, dir ? 0 : 2, 112 * SEC));
+    }
+    CHECK(!gt_wan_emu_link_is_cut(emu, 0, 1, 112 * SEC));
+    /* a message into the cut arrives after it heals */
+    CHECK(sched(emu, 0, 2, 100, 111 * SEC) >= 115 * SEC + 105 * MS);
+    gt_wan_emu_destroy(emu);
+    gt_topo_destroy(cfg);
+}
+
 int main(void)
 {
     test_params();
@@ -480,5 +532,6 @@ int main(void)
     test_hold_timeout();
     test_queue();
     test_emu_with_queue();
+    test_from_config();
     return GT_TEST_DONE();
 }
