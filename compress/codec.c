@@ -154,6 +154,7 @@ size_t gt_cmp_bound(const gt_cmp_ctx_t *ctx, size_t n)
 
 static int grow_raw(gt_cmp_ctx_t *ctx, size_t want)
 {
+    if (want == 0) want = 1; /* never a NULL payload pointer, even for n = 0 */
     if (want <= ctx->raw_cap) return 0;
     uint8_t *q = realloc(ctx->raw, want);
     if (!q) return -1;

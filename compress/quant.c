@@ -227,6 +227,7 @@ static gt_status_t encode_blocks(gt_cmp_codec_t codec, uint32_t block, const flo
 gt_status_t gt_cmp_dense_encode(gt_cmp_codec_t codec, uint32_t block, const float *x, float *e,
                                 size_t n, uint8_t *payload)
 {
+    if (n == 0) return GT_OK;
     if (gt_cmp_is_block(codec)) return encode_blocks(codec, block, x, e, n, payload);
     uint32_t bad = 0;
     if (codec == GT_CMP_FP32) { /* v = x (+ e), sent as is: the residual becomes 0 */
@@ -279,6 +280,7 @@ gt_status_t gt_cmp_dense_check(gt_cmp_codec_t codec, uint32_t block, const uint8
 void gt_cmp_dense_decode(gt_cmp_codec_t codec, uint32_t block, const uint8_t *payload, size_t n,
                          float *out)
 {
+    if (n == 0) return;
     if (codec == GT_CMP_FP32) {
         memcpy(out, payload, n * 4);
         return;

@@ -136,6 +136,10 @@ gt_status_t gt_cmp_topk_encode(gt_cmp_topk_scratch_t *sc, gt_cmp_codec_t values,
                                const float *x, float *e, size_t n, size_t k, uint8_t *payload,
                                size_t *payload_len_p)
 {
+    if (n == 0) {
+        *payload_len_p = 0;
+        return GT_OK;
+    }
     gt_status_t st = scratch_k(sc, k);
     if (st != GT_OK) return st;
     const float *v = x;
@@ -191,6 +195,7 @@ gt_status_t gt_cmp_topk_decode(gt_cmp_topk_scratch_t *sc, gt_cmp_codec_t values,
     if ((k > 0 && vlen == 0) || vlen > payload_len) return GT_ERR_CORRUPT;
     size_t ilen = payload_len - vlen;
     if (ilen < k) return GT_ERR_CORRUPT; /* every index takes at least a byte */
+    if (n == 0) return payload_len == 0 ? GT_OK : GT_ERR_CORRUPT;
     gt_status_t st = scratch_k(sc, k);
     if (st != GT_OK) return st;
     size_t pos = 0;

@@ -1,0 +1,367 @@
+/* bench_codec.c — `geotrain bench codec`: throughput and compression ratio of every codec on
+ * synthetic pseudo-gradients (gaussian and heavy-tailed), with plain zstd on the raw fp32
+ * bytes as the baseline row, all in one run so the ratios compare like with like.
+ *
+ * One thread (GB/s per core), GB/s counted in fp32 input bytes, the median of --repeats
+ * timed runs. Each run starts from a zeroed residual, so every repeat must give the same frame:
+ * the `deterministic` column checks that, and `rel_err` (||decode - x|| / ||x||) is the
+ * correctness column beside the speeds.
+ */
+#include "cli.h"
+#include "gt_compress.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+typedef struct {
+    size_t n;
+    int repeats;
+    int json;
+    gt_cmp_params_t p;
+    const char *codecs;
+    const char *data;
+} bench_opts_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: geotrain bench codec [--json] [options]\n\n"
+            "Encodes and decodes synthetic pseudo-gradients with each codec on one core and\n"
+            "prints, per codec and data set: encode_gbps and decode_gbps (GB/s of fp32 input,\n"
+            "median of the repeats), ratio (fp32 bytes / frame bytes), rel_err and whether\n"
+            "repeats gave identical frames. The `zstd` row is plain zstd on the raw fp32\n"
+            "bytes: the baseline.\n\n"
+            "Options:\n"
+            "  --json               one JSON object per line (default: a table)\n"
+            "  --n N                elements per vector (default 8388608: 32 MiB of fp32)\n"
+            "  --repeats R          timed runs per row, median reported (default 5)\n"
+            "  --codecs LIST        comma list of fp32 bf16 int8 int4 fp4 topk topk:VALUES zstd\n"
+            "                       (default fp32,bf16,int8,int4,fp4,topk:int8,topk:int4,zstd)\n"
+            "  --data LIST          gaussian,heavy (default both): N(0, 1e-3^2) and Student-t\n"
+            "                       with 3 degrees of freedom at the same scale\n"
+            "  --block-size B       codec.block_size (default 128)\n"
+            "  --topk-fraction F    codec.topk_fraction (default 0.01)\n"
+            "  --error-feedback 0|1 codec.error_feedback (default 1)\n"
+            "  --zstd auto|on|off   codec.zstd (default auto)\n"
+            "  --zstd-level L       codec.zstd_level, also the baseline's level (default 3)\n"
+            "  -h, --help           this text\n\n"
+            "GT_CMP_ISA=scalar forces the portable kernels (same bytes, for comparison).\n");
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_gauss(uint64_t *s)
+{
+    double u1 = ((double)(rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static void fill(float *x, size_t n, const char *data)
+{
+    uint64_t s = 12345;
+    const double sigma = 1e-3;
+    int heavy = strcmp(data, "heavy") == 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = rng_gauss(&s);
+        if (heavy) { /* Student-t, nu = 3: g / sqrt(chi2_3 / 3) */
+            double c = 0;
+            for (int k = 0; k < 3; k++) {
+                double z = rng_gauss(&s);
+                c += z * z;
+            }
+            g /= sqrt(c / 3.0);
+        }
+        x[i] = (float)(sigma * g);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    double enc_gbps, dec_gbps, ratio, rel_err;
+    size_t frame_bytes;
+    int deterministic, zstd_used;
+} row_t;
+
+static double rel_err(const float *x, const float *y, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)y[i] - x[i];
+        num += d * d;
+        den += (double)x[i] * x[i];
+    }
+    return den > 0 ? sqrt(num / den) : 0;
+}
+
+static int run_codec(const bench_opts_t *o, const gt_cmp_params_t *p, const float *x, row_t *r)
+{
+    gt_cmp_ctx_t *ctx = NULL;
+    if (gt_cmp_create(p, &ctx) != GT_OK) return -1;
+    size_t n = o->n, cap = gt_cmp_bound(ctx, n), len = 0, len0 = 0;
+    uint8_t *frame = malloc(cap), *first = malloc(cap);
+    float *e = p->error_feedback ? calloc(n, sizeof(float)) : NULL;
+    float *y = malloc(n * sizeof(float));
+    double *te = malloc(sizeof(double) * (size_t)o->repeats);
+    double *td = malloc(sizeof(double) * (size_t)o->repeats);
+    int rc = -1;
+    if (!frame || !first || (p->error_feedback && !e) || !y || !te || !td) goto out;
+    r->deterministic = 1;
+    for (int k = 0; k < o->repeats; k++) {
+        if (e) memset(e, 0, n * sizeof(float));
+        uint64_t t0 = gt_time_ns();
+        if (gt_cmp_encode(ctx, x, n, e, frame, cap, &len) != GT_OK) goto out;
+        uint64_t t1 = gt_time_ns();
+        if (gt_cmp_decode(ctx, frame, len, y, n) != GT_OK) goto out;
+        uint64_t t2 = gt_time_ns();
+        te[k] = (double)(t1 - t0);
+        td[k] = (double)(t2 - t1);
+        if (k == 0) {
+            memcpy(first, frame, len);
+            len0 = len;
+        } else if (len != len0 || memcmp(first, frame, len) != 0) {
+            r->deterministic = 0;
+        }
+    }
+    gt_cmp_frame_info_t info;
+    if (gt_cmp_frame_info(frame, len, &info) != GT_OK) goto out;
+    r->zstd_used = info.zstd;
+    r->enc_gbps = 4.0 * (double)n / median(te, o->repeats);
+    r->dec_gbps = 4.0 * (double)n / median(td, o->repeats);
+    r->frame_bytes = len;
+    r->ratio = 4.0 * (double)n / (double)len;
+    r->rel_err = rel_err(x, y, n);
+    rc = 0;
+out:
+    free(frame);
+    free(first);
+    free(e);
+    free(y);
+    free(te);
+    free(td);
+    gt_cmp_destroy(ctx);
+    return rc;
+}
+
+static int run_zstd(const bench_opts_t *o, const float *x, row_t *r)
+{
+    size_t n = o->n, cap = ZSTD_compressBound(4 * n), len = 0;
+    uint8_t *frame = malloc(cap);
+    float *y = malloc(n * sizeof(float));
+    double *te = malloc(sizeof(double) * (size_t)o->repeats);
+    double *td = malloc(sizeof(double) * (size_t)o->repeats);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_DCtx *dc = ZSTD_createDCtx();
+    int rc = -1;
+    if (!frame || !y || !te || !td || !cc || !dc) goto out;
+    for (int k = 0; k < o->repeats; k++) {
+        uint64_t t0 = gt_time_ns();
+        len = ZSTD_compressCCtx(cc, frame, cap, x, 4 * n, o->p.zstd_level);
+        uint64_t t1 = gt_time_ns();
+        if (ZSTD_isError(len)) goto out;
+        size_t got = ZSTD_decompressDCtx(dc, y, 4 * n, frame, len);
+        uint64_t t2 = gt_time_ns();
+        if (ZSTD_isError(got) || got != 4 * n) goto out;
+        te[k] = (double)(t1 - t0);
+        td[k] = (double)(t2 - t1);
+    }
+    r->enc_gbps = 4.0 * (double)n / median(te, o->repeats);
+    r->dec_gbps = 4.0 * (double)n / median(td, o->repeats);
+    r->frame_bytes = len;
+    r->ratio = 4.0 * (double)n / (double)len;
+    r->rel_err = rel_err(x, y, n);
+    r->deterministic = 1;
+    r->zstd_used = 1;
+    rc = 0;
+out:
+    free(frame);
+    free(y);
+    free(te);
+    free(td);
+    ZSTD_freeCCtx(cc);
+    ZSTD_freeDCtx(dc);
+    return rc;
+}
+
+static void print_row(const bench_opts_t *o, const char *label, const gt_cmp_params_t *p,
+                      const char *data, const row_t *r, int baseline)
+{
+    const char *isa = getenv("GT_CMP_ISA") ? getenv("GT_CMP_ISA") : "auto";
+    if (!o->json) {
+        printf("%-10s %-9s %10.2f %10.2f %9.2f %11.3e %6zu%s %s\n", label, data, r->enc_gbps,
+               r->dec_gbps, r->ratio, r->rel_err, r->frame_bytes >> 10, r->zstd_used ? "+z" : "  ",
+               r->deterministic ? "yes" : "NO");
+        return;
+    }
+    printf("{\"bench\":\"codec\",\"codec\":\"%s\",\"data\":\"%s\",\"n\":%zu,",
+           baseline ? "zstd" : gt_cmp_codec_name(p->codec), data, o->n);
+    if (baseline) {
+        printf("\"baseline\":true,\"zstd_level\":%d,", o->p.zstd_level);
+    } else {
+        printf("\"block_size\":%u,\"error_feedback\":%s,\"zstd\":\"%s\",\"zstd_level\":%d,",
+               p->block_size, p->error_feedback ? "true" : "false", gt_cmp_zstd_name(p->zstd),
+               p->zstd_level);
+        if (p->codec == GT_CMP_TOPK)
+            printf("\"topk_fraction\":%g,\"topk_values\":\"%s\",", p->topk_fraction,
+                   gt_cmp_codec_name(p->topk_values));
+    }
+    printf("\"zstd_used\":%s,\"isa\":\"%s\",\"repeats\":%d,\"encode_gbps\":%.3f,"
+           "\"decode_gbps\":%.3f,\"ratio\":%.3f,\"frame_bytes\":%zu,\"rel_err\":%.4e,"
+           "\"deterministic\":%s}\n",
+           r->zstd_used ? "true" : "false", isa, o->repeats, r->enc_gbps, r->dec_gbps, r->ratio,
+           r->frame_bytes, r->rel_err, r->deterministic ? "true" : "false");
+    fflush(stdout);
+}
+
+static int parse_size(const char *s, size_t *v)
+{
+    char *end;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (end == s || *end || x == 0) return -1;
+    *v = (size_t)x;
+    return 0;
+}
+
+int gt_bench_codec(int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"n", required_argument, NULL, 'n'},
+                                         {"repeats", required_argument, NULL, 'r'},
+                                         {"codecs", required_argument, NULL, 'c'},
+                                         {"data", required_argument, NULL, 'd'},
+                                         {"block-size", required_argument, NULL, 'b'},
+                                         {"topk-fraction", required_argument, NULL, 'f'},
+                                         {"error-feedback", required_argument, NULL, 'e'},
+                                         {"zstd", required_argument, NULL, 'z'},
+                                         {"zstd-level", required_argument, NULL, 'l'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    bench_opts_t o = {.n = 8u << 20,
+                      .repeats = 5,
+                      .json = 0,
+                      .p = GT_CMP_PARAMS_INIT,
+                      .codecs = "fp32,bf16,int8,int4,fp4,topk:int8,topk:int4,zstd",
+                      .data = "gaussian,heavy"};
+    int c;
+    size_t v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': o.json = 1; break;
+        case 'n':
+            if (parse_size(optarg, &o.n)) goto bad;
+            break;
+        case 'r':
+            if (parse_size(optarg, &v) || v > 1000) goto bad;
+            o.repeats = (int)v;
+            break;
+        case 'c': o.codecs = optarg; break;
+        case 'd': o.data = optarg; break;
+        case 'b':
+            if (parse_size(optarg, &v) || v > UINT32_MAX) goto bad;
+            o.p.block_size = (uint32_t)v;
+            break;
+        case 'f': o.p.topk_fraction = atof(optarg); break;
+        case 'e':
+            if (strcmp(optarg, "0") && strcmp(optarg, "1")) goto bad;
+            o.p.error_feedback = optarg[0] == '1';
+            break;
+        case 'z':
+            if (gt_cmp_zstd_from_name(optarg, &o.p.zstd) != GT_OK) goto bad;
+            break;
+        case 'l': o.p.zstd_level = atoi(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc) goto bad;
+    char why[160];
+    if (gt_cmp_params_check(&o.p, why, sizeof(why)) != GT_OK) {
+        fprintf(stderr, "geotrain bench codec: %s\n", why);
+        return 2;
+    }
+
+    float *x = malloc(o.n * sizeof(float));
+    if (!x) {
+        fprintf(stderr, "geotrain bench codec: cannot allocate %zu floats\n", o.n);
+        return 1;
+    }
+    if (!o.json)
+        printf("%-10s %-9s %10s %10s %9s %11s %8s %s\n", "codec", "data", "enc GB/s", "dec GB/s",
+               "ratio", "rel_err", "KiB", "determ.");
+    int failed = 0;
+    char dbuf[256], cbuf[256];
+    snprintf(dbuf, sizeof(dbuf), "%s", o.data);
+    for (char *ds = NULL, *data = strtok_r(dbuf, ",", &ds); data; data = strtok_r(NULL, ",", &ds)) {
+        if (strcmp(data, "gaussian") && strcmp(data, "heavy")) {
+            fprintf(stderr, "geotrain bench codec: unknown data '%s' (gaussian, heavy)\n", data);
+            free(x);
+            return 2;
+        }
+        fill(x, o.n, data);
+        snprintf(cbuf, sizeof(cbuf), "%s", o.codecs);
+        for (char *cs = NULL, *name = strtok_r(cbuf, ",", &cs); name;
+             name = strtok_r(NULL, ",", &cs)) {
+            row_t r;
+            memset(&r, 0, sizeof(r));
+            if (strcmp(name, "zstd") == 0) {
+                if (run_zstd(&o, x, &r) != 0) {
+                    fprintf(stderr, "geotrain bench codec: zstd baseline failed\n");
+                    failed = 1;
+                    continue;
+                }
+                print_row(&o, "zstd", NULL, data, &r, 1);
+                continue;
+            }
+            gt_cmp_params_t p = o.p;
+            char *colon = strchr(name, ':');
+            if (colon) *colon = '\0';
+            if (gt_cmp_codec_from_name(name, &p.codec) != GT_OK ||
+                (colon && (p.codec != GT_CMP_TOPK ||
+                           gt_cmp_codec_from_name(colon + 1, &p.topk_values) != GT_OK ||
+                           p.topk_values == GT_CMP_TOPK))) {
+                fprintf(stderr, "geotrain bench codec: unknown codec '%s'\n", name);
+                free(x);
+                return 2;
+            }
+            if (run_codec(&o, &p, x, &r) != 0) {
+                fprintf(stderr, "geotrain bench codec: %s failed\n", name);
+                failed = 1;
+                continue;
+            }
+            char label[32];
+            snprintf(label, sizeof(label), "%s", gt_cmp_codec_name(p.codec));
+            if (p.codec == GT_CMP_TOPK)
+                snprintf(label, sizeof(label), "topk:%s", gt_cmp_codec_name(p.topk_values));
+            print_row(&o, label, &p, data, &r, 0);
+            if (!r.deterministic) failed = 1;
+        }
+    }
+    free(x);
+    return failed;
+bad:
+    fprintf(stderr, "geotrain bench codec: bad option or value\n");
+    usage(stderr);
+    return 2;
+}
