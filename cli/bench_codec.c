@@ -207,7 +207,7 @@ out:
 static void print_row(const bench_opts_t *o, const char *label, const gt_cmp_params_t *p,
                       const char *data, const row_t *r, int baseline)
 {
-    const char *isa = getenv("GT_CMP_ISA") ? getenv("GT_CMP_ISA") : "auto";
+    const char *isa = gt_cmp_isa();
     if (!o->json) {
         printf("%-10s %-9s %10.2f %10.2f %9.2f %11.3e %6zu%s %s\n", label, data, r->enc_gbps,
                r->dec_gbps, r->ratio, r->rel_err, r->frame_bytes >> 10, r->zstd_used ? "+z" : "  ",

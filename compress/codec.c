@@ -434,3 +434,8 @@ int gt_cmp_device_available(void)
 {
     return gt_cmp_cuda_available();
 }
+
+const char *gt_cmp_isa(void)
+{
+    return gt_cmp_kernels()->name;
+}

@@ -133,6 +133,10 @@ GT_API GT_MUST_USE gt_status_t gt_cmp_frame_info(const void *frame, size_t frame
 GT_API GT_MUST_USE gt_status_t gt_cmp_decode(gt_cmp_ctx_t *ctx, const void *frame, size_t frame_len,
                                              float *out, size_t n);
 
+/* The CPU kernels in use: "avx512" or "scalar" (GT_CMP_ISA=scalar forces the portable ones;
+ * both give the same bytes). */
+GT_API const char *gt_cmp_isa(void);
+
 /* GPU path: the same frames, with quantize/dequantize on the GPU. x, residual and out are
  * device pointers; the frame is in host memory (it goes to the WAN next). Synchronous on the
  * default stream. Codecs fp32, bf16, int8, int4, fp4; topk returns GT_ERR_UNSUPPORTED, and so

@@ -1,0 +1,76 @@
+/* test_bench_cli.c — `geotrain bench codec`: --help, a bad option, and a small --json run whose
+ * every line is a JSON object with the documented fields, covering every codec on both data
+ * sets plus the zstd baseline, with the issue's ratio targets (int8 >= 3.9, int4/fp4 >= 7.8,
+ * top-1% with int4 values >= 150) and deterministic frames. Speeds are not checked here
+ * (shared machines); they are printed by the benchmark. */
+#include "gt_test.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(void)
+{
+    const char *cli = getenv("GT_CLI");
+    if (!cli) {
+        fprintf(stderr, "GT_CLI is not set (run through ctest)\n");
+        return 1;
+    }
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "%s bench codec --help", cli);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "--json");
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s bench codec --codecs int9 --n 100 2>&1", cli);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 2);
+    CHECK_STR_CONTAINS(out, "unknown codec");
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s bench codec --block-size 100 2>&1", cli);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 2);
+    CHECK_STR_CONTAINS(out, "codec.block_size");
+    free(out);
+
+    snprintf(cmd, sizeof(cmd), "%s bench codec --json --n 262144 --repeats 2 2>/dev/null", cli);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 0);
+    int rows = 0, seen = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        json_error_t err;
+        json_t *o = json_loads(line, 0, &err);
+        CHECK_MSG(o != NULL, "not JSON: %s", line);
+        if (!o) continue;
+        rows++;
+        const char *codec = json_string_value(json_object_get(o, "codec"));
+        const char *data = json_string_value(json_object_get(o, "data"));
+        const char *values = json_string_value(json_object_get(o, "topk_values"));
+        double ratio = json_number_value(json_object_get(o, "ratio"));
+        CHECK(codec && data);
+        CHECK(json_number_value(json_object_get(o, "encode_gbps")) > 0);
+        CHECK(json_number_value(json_object_get(o, "decode_gbps")) > 0);
+        CHECK(json_is_true(json_object_get(o, "deterministic")));
+        if (!codec || !data) {
+            json_decref(o);
+            continue;
+        }
+        double want = 0;
+        int bit = -1;
+        const char *names[] = {"fp32", "bf16", "int8", "int4", "fp4", "topk", "zstd"};
+        for (int i = 0; i < 7; i++)
+            if (strcmp(codec, names[i]) == 0) bit = i;
+        if (bit == 5 && values && strcmp(values, "int4") == 0) bit = 7;
+        if (bit == 2) want = 3.9;
+        if (bit == 3 || bit == 4) want = 7.8;
+        if (bit == 7) want = 150.0;
+        if (bit == 0) want = 0.99;
+        if (bit == 1) want = 1.99;
+        CHECK_MSG(bit >= 0, "unexpected codec %s", codec);
+        CHECK_MSG(ratio >= want, "%s/%s on %s: ratio %.3f < %.1f", codec, values ? values : "-",
+                  data, ratio, want);
+        if (bit >= 0) seen |= 1 << (bit + (strcmp(data, "heavy") == 0 ? 8 : 0));
+        json_decref(o);
+    }
+    CHECK_EQ_INT(rows, 16);     /* 8 rows (7 codecs + the baseline) x 2 data sets */
+    CHECK_EQ_INT(seen, 0xffff); /* each codec, both topk value formats, both data sets */
+    free(out);
+    return GT_TEST_DONE();
+}
