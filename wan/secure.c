@@ -892,6 +892,15 @@ void gt_wan_session_handshake_hash(const gt_wan_session_t *s, uint8_t hash_p[32]
     if (s && hash_p) memcpy(hash_p, s->hh, 32);
 }
 
+gt_status_t gt_wan_session_skip_to(gt_wan_session_t *s, uint64_t tx_seq, uint64_t rx_seq)
+{
+    if (!s || s->magic != SESSION_MAGIC || tx_seq < s->tx_seq || rx_seq < s->rx_seq)
+        return GT_ERR_INVALID;
+    s->tx_seq = tx_seq;
+    s->rx_seq = rx_seq;
+    return GT_OK;
+}
+
 /* ---- one-core seal/open rates ---------------------------------------------------------- */
 
 static gt_status_t bench_rate(gt_wan_cipher_t cipher, size_t size, double seconds, int open,

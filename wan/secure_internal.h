@@ -194,7 +194,8 @@ GT_API void gt_wan_hs_destroy(gt_wan_hs_t *hs);
 /* Every step below: on failure the handshake is dead (every later step returns
  * GT_ERR_INVALID), the reason is logged once with the peer's key in base64 where known and
  * kept in gt_wan_hs_info(), and no output parameter or output buffer is written. `out`
- * needs GT_WAN_HS_MSG_MAX bytes (GT_ERR_OVERFLOW if out_cap is smaller). */
+ * needs GT_WAN_HS_MSG_MAX bytes: a smaller out_cap returns GT_ERR_OVERFLOW, and NULL
+ * arguments GT_ERR_INVALID, without changing the handshake (a caller bug, not a peer's). */
 
 /* Initiator: writes msg1. */
 GT_API GT_MUST_USE gt_status_t gt_wan_hs_initiator_start(gt_wan_hs_t *hs, void *out, size_t out_cap,
@@ -297,6 +298,12 @@ GT_API const char *gt_wan_session_peer_name(const gt_wan_session_t *s);
 /* The handshake hash: 32 bytes equal at both ends of one session and different for every
  * handshake (channel binding; also how tests see that keys are fresh). Not secret. */
 GT_API void gt_wan_session_handshake_hash(const gt_wan_session_t *s, uint8_t hash_p[32]);
+
+/* Moves the send and receive counters forward to tx_seq and rx_seq (for tests of counter
+ * exhaustion and for resuming numbering; skipping never reuses a nonce). GT_ERR_INVALID if
+ * either would move backwards. */
+GT_API GT_MUST_USE gt_status_t gt_wan_session_skip_to(gt_wan_session_t *s, uint64_t tx_seq,
+                                                      uint64_t rx_seq);
 
 #ifdef __cplusplus
 }

@@ -630,6 +630,69 @@ static void test_chunks(void)
     gt_wan_sec_destroy(sb);
 }
 
+/* The send counter never wraps: the last usable value seals, then sealing is refused. */
+static void test_counter_exhaustion(void)
+{
+    gt_wan_sec_t *sa = make_sec(A, 0x3, "run-x", GT_WAN_CIPHER_AUTO, 0);
+    gt_wan_sec_t *sb = make_sec(B, 0x3, "run-x", GT_WAN_CIPHER_AUTO, 0);
+    gt_wan_session_t *tx = NULL, *rx = NULL;
+    CHECK_EQ_INT(handshake(sa, B, sb, &tx, &rx, NULL), GT_OK);
+    uint8_t ct[64], pt[64];
+    size_t n = 0, m = 0;
+    CHECK_EQ_INT(gt_wan_session_skip_to(tx, 5, 0), GT_OK);
+    CHECK_EQ_INT(gt_wan_session_skip_to(tx, 4, 0), GT_ERR_INVALID); /* never backwards */
+    CHECK_EQ_INT(gt_wan_session_skip_to(tx, UINT64_MAX - 1, 0), GT_OK);
+    CHECK_EQ_INT(gt_wan_session_skip_to(rx, 0, UINT64_MAX - 1), GT_OK);
+    CHECK_EQ_INT(gt_wan_session_seal(tx, UINT64_MAX - 1, "h", 1, "abc", 3, ct, sizeof ct, &n),
+                 GT_OK);
+    CHECK_EQ_INT(gt_wan_session_open(rx, UINT64_MAX - 1, 3, "h", 1, ct, n, pt, sizeof pt, &m),
+                 GT_OK);
+    CHECK(memcmp(pt, "abc", 3) == 0);
+    CHECK_EQ_INT(gt_wan_session_send_seq(tx), UINT64_MAX);
+    CHECK_EQ_INT(gt_wan_session_seal(tx, UINT64_MAX, "h", 1, "abc", 3, ct, sizeof ct, &n),
+                 GT_ERR_OVERFLOW);
+    CHECK_EQ_INT(gt_wan_session_send_seq(tx), UINT64_MAX);
+    gt_wan_session_destroy(tx);
+    gt_wan_session_destroy(rx);
+    gt_wan_sec_destroy(sa);
+    gt_wan_sec_destroy(sb);
+}
+
+/* Random bytes as handshake messages, of every length up to twice the largest and many
+ * times at the exact lengths, behind a genuine header so they reach the crypto: always
+ * refused, never a crash (ASan/UBSan run this too). */
+static void test_garbage_handshake(void)
+{
+    gt_wan_sec_t *sa = make_sec(A, 0x3, "run-1", GT_WAN_CIPHER_AUTO, 0);
+    gt_wan_sec_t *sb = make_sec(B, 0x3, "run-1", GT_WAN_CIPHER_AUTO, 0);
+    uint8_t junk[2 * GT_WAN_HS_MSG_MAX], out[GT_WAN_HS_MSG_MAX], m1[GT_WAN_HS_MSG_MAX];
+    size_t n = 0, n1 = 0;
+    int refused = 0, tries = 0;
+    uint64_t x = 99;
+    for (int round = 0; round < 2 * (int)sizeof junk + 400; round++) {
+        /* first every length once, then the exact lengths of msg1 and msg2 */
+        size_t len = round <= (int)sizeof junk ? (size_t)round : (round % 2 ? 120 : 72);
+        for (size_t i = 0; i < len; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            junk[i] = (uint8_t)(x >> 56);
+        }
+        gt_wan_hs_t *hr = NULL, *hi = NULL;
+        CHECK_EQ_INT(gt_wan_hs_create(sa, GT_WAN_HS_INITIATOR, B, &hi), GT_OK);
+        CHECK_EQ_INT(gt_wan_hs_initiator_start(hi, m1, sizeof m1, &n1), GT_OK);
+        if (len >= 16) memcpy(junk, m1, 16); /* a genuine msg1 header */
+        CHECK_EQ_INT(gt_wan_hs_create(sb, GT_WAN_HS_RESPONDER, GT_WAN_HS_ANY_PEER, &hr), GT_OK);
+        refused += gt_wan_hs_responder_read(hr, junk, len, out, sizeof out, &n) != GT_OK;
+        if (len >= 6) junk[5] = 2; /* now a msg2 header */
+        refused += gt_wan_hs_initiator_read(hi, junk, len, out, sizeof out, &n) != GT_OK;
+        tries += 2;
+        gt_wan_hs_destroy(hr);
+        gt_wan_hs_destroy(hi);
+    }
+    CHECK_EQ_INT(refused, tries);
+    gt_wan_sec_destroy(sa);
+    gt_wan_sec_destroy(sb);
+}
+
 static void test_bench(void)
 {
     double mbps = 0.0;
@@ -664,6 +727,8 @@ int main(void)
     test_frames(GT_WAN_CIPHER_AES256GCM);
     test_frames(GT_WAN_CIPHER_XCHACHA20POLY1305);
     test_chunks();
+    test_counter_exhaustion();
+    test_garbage_handshake();
     test_bench();
     for (int i = 0; i < 3; i++) gt_wan_keypair_wipe(&keys[i]);
     return GT_TEST_DONE();
