@@ -1,0 +1,394 @@
+/* test_outer.c — the outer-round protocol with several sites in one process: messages go
+ * through an in-memory network the test controls (delivery order, loss, a dead site), so every
+ * property is checked deterministically: identical results at every site, the weighted mean,
+ * NaN rejection, norm clipping, late contributions folded or dropped (and counted), owner loss
+ * with re-sends, result forwarding, the anchor-hash vote, and hostile payloads. */
+#include "gt_test.h"
+#include "outer_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define MAXS     4
+#define N_PARAMS 5000
+
+typedef struct {
+    uint32_t src, dst;
+    gt_wan_msg_t msg;
+    uint8_t *buf;
+    size_t len;
+} qmsg_t;
+
+static qmsg_t *g_q;
+static size_t g_qn, g_qcap;
+static int g_dead[MAXS];
+static int g_block_to[MAXS]; /* drop messages to this site (it is "dying") */
+static uint64_t g_now = 1000000000ull;
+
+typedef struct {
+    uint32_t self;
+} io_ctx_t;
+
+static gt_status_t q_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
+                          size_t len)
+{
+    io_ctx_t *io = ctx;
+    if (g_dead[io->self]) return GT_ERR_PEER_LOST;
+    if (g_qn == g_qcap) {
+        g_qcap = g_qcap ? 2 * g_qcap : 64;
+        g_q = realloc(g_q, g_qcap * sizeof *g_q);
+    }
+    qmsg_t *q = &g_q[g_qn++];
+    q->src = io->self;
+    q->dst = dst;
+    q->msg = *msg;
+    q->buf = malloc(len);
+    memcpy(q->buf, buf, len);
+    q->len = len;
+    return GT_OK;
+}
+
+static gt_wan_outer_t *g_o[MAXS];
+static io_ctx_t g_io[MAXS];
+
+/* Delivers the messages queued so far (what they cause is queued for the next pump). */
+static void pump(void)
+{
+    qmsg_t *q = g_q;
+    size_t n = g_qn;
+    g_q = NULL;
+    g_qn = g_qcap = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!g_dead[q[i].dst] && !g_dead[q[i].src] && !g_block_to[q[i].dst])
+            gt_wan_outer_deliver(g_o[q[i].dst], &q[i].msg, q[i].buf, q[i].len, g_now);
+        free(q[i].buf);
+    }
+    free(q);
+}
+
+static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int late_fold,
+                  double clip_k)
+{
+    memset(g_dead, 0, sizeof g_dead);
+    memset(g_block_to, 0, sizeof g_block_to);
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_params_t p;
+        memset(&p, 0, sizeof p);
+        p.site_id = s;
+        p.n_sites = n;
+        p.n_params = N_PARAMS;
+        p.n_lanes = 3;
+        gt_cmp_params_t cp = GT_CMP_PARAMS_INIT;
+        cp.codec = codec;
+        cp.error_feedback = ef;
+        cp.block_size = 64;
+        p.codec = cp;
+        p.quorum = quorum;
+        p.deadline_min_ms = 100;
+        p.deadline_max_ms = 100;
+        p.deadline_mad_k = 4;
+        p.clip_k = clip_k;
+        p.late_fold = late_fold;
+        g_io[s].self = s;
+        p.io.ctx = &g_io[s];
+        p.io.send = q_send;
+        CHECK_EQ_INT(gt_wan_outer_create(&p, &g_o[s]), GT_OK);
+    }
+}
+
+static void teardown(uint32_t n)
+{
+    pump();
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_destroy(g_o[s]);
+        g_o[s] = NULL;
+    }
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float g_delta[MAXS][N_PARAMS];
+static float g_res[MAXS][N_PARAMS];
+
+static void make_deltas(uint32_t n)
+{
+    for (uint32_t s = 0; s < n; s++)
+        for (size_t i = 0; i < N_PARAMS; i++) g_delta[s][i] = 0.01f * frand();
+}
+
+/* All live sites hold a complete, bit-identical result for `round`. */
+static void check_identical(uint32_t n, uint64_t round)
+{
+    int first = -1;
+    for (uint32_t s = 0; s < n; s++) {
+        if (g_dead[s]) continue;
+        CHECK_MSG(gt_wan_outer_result(g_o[s], round, g_res[s]) == GT_OK,
+                  "site %u has no result for round %llu", s, (unsigned long long)round);
+        if (first < 0)
+            first = (int)s;
+        else
+            CHECK(memcmp(g_res[first], g_res[s], sizeof g_res[s]) == 0);
+    }
+}
+
+static void test_mean_exact(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    make_deltas(n);
+    const double w[3] = {100, 200, 300};
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], w[s], 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN); /* nothing delivered */
+    pump();
+    pump();
+    check_identical(n, 0);
+    for (size_t i = 0; i < N_PARAMS; i++) {
+        double ref = (w[0] * g_delta[0][i] + w[1] * g_delta[1][i] + w[2] * g_delta[2][i]) / 600.0;
+        CHECK_CLOSE(g_res[1][i], ref, 1e-9, 1e-6);
+    }
+    gt_wan_outer_stats_t st[3];
+    uint64_t on_time = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_stats(g_o[s], &st[s]);
+        on_time += st[s].on_time;
+    }
+    /* 3 lanes x 3 chunks, 3 contributions each. */
+    CHECK_EQ_INT(on_time, 27);
+    CHECK_EQ_INT(st[0].late + st[0].dropped + st[0].rejected, 0);
+    teardown(n);
+}
+
+static void test_int8_identical_and_close(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
+    for (uint64_t r = 0; r < 5; r++) {
+        make_deltas(n);
+        for (uint32_t s = 0; s < n; s++)
+            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 1234, g_now), GT_OK);
+        pump();
+        pump();
+        check_identical(n, r);
+        double maxerr = 0;
+        for (size_t i = 0; i < N_PARAMS; i++) {
+            double ref = (g_delta[0][i] + g_delta[1][i] + g_delta[2][i]) / 3.0;
+            double e = fabs(g_res[0][i] - ref);
+            if (e > maxerr) maxerr = e;
+        }
+        CHECK_MSG(maxerr < 2e-4, "int8 round %llu: max error %g", (unsigned long long)r, maxerr);
+        CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[1], r - 1 + (r == 0)), r > 0 ? 1 : 0);
+    }
+    teardown(n);
+}
+
+static void test_nan_and_clip(void)
+{
+    const uint32_t n = 4;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 3.0);
+    make_deltas(n);
+    float poisoned[N_PARAMS];
+    memcpy(poisoned, g_delta[3], sizeof poisoned);
+    poisoned[10] = NAN; /* a site never sends a non-finite delta */
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[3], 0, poisoned, 1.0, 0, g_now), GT_ERR_INVALID);
+    for (size_t i = 0; i < N_PARAMS; i++) g_delta[2][i] *= 100; /* an outlier everywhere */
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    uint64_t rejected = 0, clipped = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_stats_t st;
+        gt_wan_outer_stats(g_o[s], &st);
+        rejected += st.rejected;
+        clipped += st.clipped;
+    }
+    CHECK_EQ_INT(rejected, 0);
+    CHECK_EQ_INT(clipped, 12); /* the outlier is clipped in every one of 12 chunks */
+    /* Clipped to 3 x the median norm, site 2 weighs at most ~3x a normal site. */
+    double ref_unclipped = 0, ref_others = 0;
+    for (size_t i = 0; i < N_PARAMS; i++) {
+        double others = (g_delta[0][i] + g_delta[1][i] + g_delta[3][i]) / 4.0;
+        ref_unclipped += pow(others + g_delta[2][i] / 4.0, 2);
+        ref_others += pow(g_res[0][i] - others, 2);
+    }
+    CHECK(ref_others < 0.05 * ref_unclipped);
+    teardown(n);
+}
+
+static void test_late(int fold)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.6, fold, 0);
+    make_deltas(n);
+    float late0[N_PARAMS];
+    memcpy(late0, g_delta[2], sizeof late0);
+    /* Round 0: sites 0 and 1 only; the owners close at the deadline with a quorum of 2. */
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    g_now += 200000000ull; /* 200 ms > the 100 ms deadline */
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    check_identical(n, 0);
+    for (size_t i = 0; i < N_PARAMS; i++)
+        CHECK_CLOSE(g_res[0][i], (g_delta[0][i] + g_delta[1][i]) / 2.0, 1e-9, 1e-6);
+    /* Site 2's round-0 contribution arrives late; then round 1 from everyone. */
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 0, late0, 1.0, 0, g_now), GT_OK);
+    pump();
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 1);
+    uint64_t late = 0, dropped = 0, on_time = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_stats_t st;
+        gt_wan_outer_stats(g_o[s], &st);
+        late += st.late;
+        dropped += st.dropped;
+        on_time += st.on_time;
+    }
+    /* 9 chunks: round 0 had 2 on time each, round 1 has 3; the 9 late ones are folded or
+     * dropped — every contribution is accounted for (I3). */
+    CHECK_EQ_INT(on_time, 9 * 2 + 9 * 3);
+    CHECK_EQ_INT(fold ? late : dropped, 9);
+    CHECK_EQ_INT(fold ? dropped : late, 0);
+    for (size_t i = 0; i < N_PARAMS; i += 97) {
+        double ref = fold ? (g_delta[0][i] + g_delta[1][i] + g_delta[2][i] + 0.5 * late0[i]) / 3.5
+                          : (g_delta[0][i] + g_delta[1][i] + g_delta[2][i]) / 3.0;
+        CHECK_CLOSE(g_res[0][i], ref, 1e-9, 1e-5);
+    }
+    teardown(n);
+}
+
+static void test_owner_loss_resend(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_INT4, 1, 1.0, 1, 0);
+    make_deltas(n);
+    g_dead[2] = 1; /* site 2 dies before round 0: its chunks have no owner */
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
+    const uint32_t live[] = {0, 1};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[0], &st);
+    CHECK(st.resends > 0);
+    CHECK_EQ_INT(gt_wan_outer_owner(g_o[0], 0, 2), 0); /* site 2's chunk moved to site 0 */
+    teardown(n);
+}
+
+static void test_result_forwarding(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump(); /* deltas reach every owner; results are now queued */
+    /* Site 2's results reach site 0 only, then site 2 dies. */
+    for (size_t i = 0; i < g_qn; i++)
+        if (g_q[i].src == 2 && g_q[i].dst == 1) g_q[i].dst = 2; /* lost with site 2 */
+    g_block_to[2] = 1;
+    pump();
+    g_dead[2] = 1;
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN);
+    const uint32_t live[] = {0, 1};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0); /* site 1 applies the very bytes site 2 aggregated */
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[0], &st);
+    CHECK(st.forwards > 0);
+    for (size_t i = 0; i < N_PARAMS; i += 101)
+        CHECK_CLOSE(g_res[1][i], (g_delta[0][i] + g_delta[1][i] + g_delta[2][i]) / 3.0, 1e-9, 1e-6);
+    teardown(n);
+}
+
+static void test_hash_vote(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    for (uint64_t r = 0; r < 2; r++) {
+        make_deltas(n);
+        for (uint32_t s = 0; s < n; s++)
+            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, s == 1 ? 666 : 42, g_now),
+                         GT_OK);
+        pump();
+        pump();
+        check_identical(n, r);
+    }
+    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[0], 0), 1);
+    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[1], 0), -1);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[1], &st);
+    CHECK_EQ_INT(st.hash_mismatches, 1);
+    CHECK_EQ_INT(st.hash_checks, 1);
+    teardown(n);
+}
+
+static void test_hostile(void)
+{
+    const uint32_t n = 2;
+    setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
+    gt_wan_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = GT_WAN_MSG_DELTA;
+    m.sender = 1;
+    uint8_t junk[300];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 7);
+    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
+    m.lane = 99;
+    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
+    m.lane = 0;
+    m.type = GT_WAN_MSG_RESULT;
+    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, 10, g_now), GT_ERR_CORRUPT);
+    m.sender = 77;
+    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[0], &st);
+    CHECK_EQ_INT(st.bad_messages, 4);
+    CHECK_EQ_INT(st.on_time, 0);
+    /* A real round still works afterwards. */
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    teardown(n);
+}
+
+int main(void)
+{
+    test_mean_exact();
+    test_int8_identical_and_close();
+    test_nan_and_clip();
+    test_late(1);
+    test_late(0);
+    test_owner_loss_resend();
+    test_result_forwarding();
+    test_hash_vote();
+    test_hostile();
+    free(g_q);
+    return GT_TEST_DONE();
+}

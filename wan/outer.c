@@ -1,0 +1,852 @@
+/* outer.c — the outer-round engine: see outer_internal.h for the protocol.
+ *
+ * State per site: the fixed layout; for each round in flight, the frames this site sent
+ * (kept until the round is applied, for re-sends), the result being assembled, and — for
+ * chunks this site owns — the open aggregations. Everything is bounded by the number of
+ * rounds in flight (GT_WAN_OUTER_SLOTS) and the number of sites.
+ */
+#include "outer_internal.h"
+
+#include "gt_topology.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define DELTA_MAGIC   0x444F5447u /* "GTOD" */
+#define RESULT_MAGIC  0x524F5447u /* "GTOR" */
+#define PROTO_VERSION 1u
+#define DELTA_PRE     32u
+#define RESULT_PRE    48u
+#define FLAG_RESEND   1u
+#define FLAG_FORWARD  1u
+#define ARRIVALS      64
+#define RESULT_SLOTS  16 /* rounds of results kept (compressed): how far a slow site may lag */
+
+/* ---- little-endian fields ---- */
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+static void putf64(uint8_t *p, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put64(p, v);
+}
+static double getf64(const uint8_t *p)
+{
+    uint64_t v = get64(p);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+typedef struct {
+    uint32_t sender;
+    double weight; /* already divided by 1 + staleness when folded */
+    int late;
+    uint64_t hash; /* sender's anchor hash for round-1 */
+    float *x;      /* chunk length */
+} contrib_t;
+
+typedef struct {
+    int used, closed;
+    uint64_t round;
+    uint32_t chunk; /* global chunk index */
+    uint64_t first_ns;
+    uint32_t n;
+    contrib_t c[GT_WAN_OUTER_MAX_SITES];
+} agg_t;
+
+typedef struct {
+    int used, applied;
+    uint64_t round;
+    double weight;
+    uint64_t anchor_hash;
+    uint8_t **frame; /* per chunk: DELTA payload (preamble + codec frame) */
+    size_t *len;
+    uint32_t *sent_to;
+} send_slot_t;
+
+typedef struct {
+    int used, applied;
+    uint64_t round;
+    uint8_t *have;
+    uint8_t **frame; /* per chunk: the RESULT payload as received (for forwarding) */
+    size_t *len;
+    size_t n_have;
+    int verdict;
+    uint64_t own_hash; /* this site's anchor hash for round-1, to compare */
+    int own_hash_known;
+} result_slot_t;
+
+struct gt_wan_outer {
+    gt_wan_outer_params_t p;
+    gt_topo_layout_t *layout;
+    gt_cmp_ctx_t *codec;
+    float *residual;        /* error feedback of this site's deltas (n_params) */
+    float *result_residual; /* error feedback of results this site aggregated (n_params) */
+    uint64_t epoch;
+    uint8_t live[GT_WAN_OUTER_MAX_SITES];
+    uint32_t n_live;
+    send_slot_t send[GT_WAN_OUTER_SLOTS];
+    result_slot_t res[RESULT_SLOTS];
+    agg_t *aggs;
+    size_t n_aggs;
+    int64_t *closed_upto;        /* per chunk: highest round this site closed (-1 none) */
+    uint64_t arrivals[ARRIVALS]; /* ns from a chunk's first contribution to the others */
+    size_t n_arrivals;
+    uint8_t *scratch; /* frame buffer */
+    size_t scratch_cap;
+    float *xbuf; /* chunk-sized float buffer */
+    size_t max_chunk;
+    gt_wan_outer_stats_t st;
+};
+
+uint64_t gt_wan_outer_hash(const float *x, size_t n)
+{
+    return XXH3_64bits(x, n * sizeof *x);
+}
+
+static const gt_topo_chunk_t *chunk_at(const gt_wan_outer_t *o, uint32_t lane, uint32_t j)
+{
+    const gt_topo_lane_t *l = &o->layout->lanes[lane];
+    return j < l->n_chunks ? &o->layout->chunks[l->first_chunk + j] : NULL;
+}
+
+/* Lane and in-lane index of a global chunk index. */
+static void chunk_coords(const gt_wan_outer_t *o, size_t c, uint32_t *lane_p, uint32_t *j_p)
+{
+    uint32_t l = 0;
+    while (l + 1 < o->layout->n_lanes && o->layout->lanes[l + 1].first_chunk <= c) l++;
+    *lane_p = l;
+    *j_p = (uint32_t)(c - o->layout->lanes[l].first_chunk);
+}
+
+static uint32_t owner_of(const gt_wan_outer_t *o, size_t c)
+{
+    uint32_t pref = o->layout->chunks[c].owner;
+    for (uint32_t k = 0; k < o->p.n_sites; k++) {
+        uint32_t s = (pref + k) % o->p.n_sites;
+        if (o->live[s]) return s;
+    }
+    return pref;
+}
+
+uint32_t gt_wan_outer_owner(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk)
+{
+    const gt_topo_chunk_t *ch = chunk_at(o, lane, chunk);
+    return ch ? owner_of(o, (size_t)(ch - o->layout->chunks)) : UINT32_MAX;
+}
+
+gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t **outer_p)
+{
+    gt_status_t st = GT_OK;
+    if (!p || p->n_sites == 0 || p->n_sites > GT_WAN_OUTER_MAX_SITES || p->site_id >= p->n_sites ||
+        p->n_params == 0 || p->n_lanes == 0 || !p->io.send || p->quorum <= 0 || p->quorum > 1) {
+        GT_ERROR("outer: invalid parameters");
+        return GT_ERR_INVALID;
+    }
+    gt_wan_outer_t *o = calloc(1, sizeof *o);
+    if (!o) return GT_ERR_NOMEM;
+    o->p = *p;
+    gt_topo_layout_params_t lp = GT_TOPO_LAYOUT_PARAMS_INIT;
+    lp.n_elems = p->n_params;
+    lp.n_lanes = p->n_lanes;
+    lp.n_sites = p->n_sites;
+    lp.ranks = 1;
+    lp.align = p->codec.block_size ? p->codec.block_size : 1;
+    GT_CHECK_GOTO(gt_topo_layout_create(&lp, &o->layout), st, fail);
+    GT_CHECK_GOTO(gt_cmp_create(&p->codec, &o->codec), st, fail);
+    size_t nc = o->layout->n_chunks;
+    for (size_t c = 0; c < nc; c++)
+        if (o->layout->chunks[c].count > o->max_chunk) o->max_chunk = o->layout->chunks[c].count;
+    o->residual = calloc(p->n_params, sizeof(float));
+    o->result_residual = calloc(p->n_params, sizeof(float));
+    o->closed_upto = malloc(nc * sizeof *o->closed_upto);
+    o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
+    o->scratch = malloc(o->scratch_cap);
+    o->xbuf = malloc(o->max_chunk * sizeof(float));
+    GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->scratch && o->xbuf,
+                    st, GT_ERR_NOMEM, fail, "outer: out of memory");
+    for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
+    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
+        send_slot_t *s = &o->send[i];
+        s->frame = calloc(nc, sizeof *s->frame);
+        s->len = calloc(nc, sizeof *s->len);
+        s->sent_to = calloc(nc, sizeof *s->sent_to);
+        GT_REQUIRE_GOTO(s->frame && s->len && s->sent_to, st, GT_ERR_NOMEM, fail,
+                        "outer: out of memory");
+    }
+    for (int i = 0; i < RESULT_SLOTS; i++) {
+        result_slot_t *r = &o->res[i];
+        r->have = calloc(nc, 1);
+        r->frame = calloc(nc, sizeof *r->frame);
+        r->len = calloc(nc, sizeof *r->len);
+        GT_REQUIRE_GOTO(r->have && r->frame && r->len, st, GT_ERR_NOMEM, fail,
+                        "outer: out of memory");
+    }
+    /* Until the first view, every configured site counts as live. */
+    for (uint32_t s = 0; s < p->n_sites; s++) o->live[s] = 1;
+    o->n_live = p->n_sites;
+    *outer_p = o;
+    return GT_OK;
+fail:
+    gt_wan_outer_destroy(o);
+    return st;
+}
+
+static void free_agg(agg_t *a)
+{
+    for (uint32_t i = 0; i < a->n; i++) free(a->c[i].x);
+    memset(a, 0, sizeof *a);
+}
+
+void gt_wan_outer_destroy(gt_wan_outer_t *o)
+{
+    if (!o) return;
+    size_t nc = o->layout ? o->layout->n_chunks : 0;
+    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
+        for (size_t c = 0; c < nc && o->send[i].frame; c++) free(o->send[i].frame[c]);
+        free(o->send[i].frame);
+        free(o->send[i].len);
+        free(o->send[i].sent_to);
+    }
+    for (int i = 0; i < RESULT_SLOTS; i++) {
+        for (size_t c = 0; c < nc && o->res[i].frame; c++) free(o->res[i].frame[c]);
+        free(o->res[i].have);
+        free(o->res[i].frame);
+        free(o->res[i].len);
+    }
+    for (size_t i = 0; i < o->n_aggs; i++) free_agg(&o->aggs[i]);
+    free(o->aggs);
+    free(o->residual);
+    free(o->result_residual);
+    free(o->closed_upto);
+    free(o->scratch);
+    free(o->xbuf);
+    gt_cmp_destroy(o->codec);
+    gt_topo_layout_destroy(o->layout);
+    free(o);
+}
+
+/* ---- sending ---- */
+
+static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
+                                 size_t len, uint64_t now_ns);
+
+static void send_to(gt_wan_outer_t *o, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
+                    size_t len, uint64_t now_ns)
+{
+    if (dst == o->p.site_id) {
+        deliver_local(o, msg, buf, len, now_ns);
+        return;
+    }
+    o->st.bytes_sent += len;
+    gt_status_t st = o->p.io.send(o->p.io.ctx, dst, msg, buf, len);
+    if (st != GT_OK)
+        GT_WARN("outer: sending round %llu to site %u failed (%s); a view change will re-send",
+                (unsigned long long)msg->round, dst, gt_status_str(st));
+}
+
+static gt_wan_msg_t make_msg(const gt_wan_outer_t *o, uint8_t type, uint64_t round, size_t c)
+{
+    gt_wan_msg_t m;
+    uint32_t lane, j;
+    chunk_coords(o, c, &lane, &j);
+    memset(&m, 0, sizeof m);
+    m.type = type;
+    m.sender = o->p.site_id;
+    m.view_epoch = o->epoch;
+    m.round = round;
+    m.lane = lane;
+    m.chunk = j;
+    return m;
+}
+
+static send_slot_t *send_slot(gt_wan_outer_t *o, uint64_t round)
+{
+    send_slot_t *s = &o->send[round % GT_WAN_OUTER_SLOTS];
+    return s->used && s->round == round ? s : NULL;
+}
+
+static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
+{
+    result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    if (r->used && r->round == round) return r;
+    if (!create) return NULL;
+    if (r->used && !r->applied && r->round > round) return NULL; /* a newer round is pending */
+    size_t nc = o->layout->n_chunks;
+    for (size_t c = 0; c < nc; c++) {
+        free(r->frame[c]);
+        r->frame[c] = NULL;
+        r->len[c] = 0;
+    }
+    memset(r->have, 0, nc);
+    r->used = 1;
+    r->applied = 0;
+    r->round = round;
+    r->n_have = 0;
+    r->verdict = 0;
+    r->own_hash_known = 0;
+    return r;
+}
+
+gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
+                                double weight, uint64_t anchor_hash, uint64_t now_ns)
+{
+    send_slot_t *s = &o->send[round % GT_WAN_OUTER_SLOTS];
+    if (s->used && !s->applied && s->round != round) {
+        GT_ERROR("outer: round %llu submitted while round %llu is still in flight",
+                 (unsigned long long)round, (unsigned long long)s->round);
+        return GT_ERR_INVALID;
+    }
+    for (size_t i = 0; i < o->p.n_params; i++) {
+        if (!isfinite(delta[i])) {
+            GT_ERROR("outer: round %llu: this site's pseudo-gradient has a NaN or Inf at %zu; "
+                     "not sending it",
+                     (unsigned long long)round, i);
+            return GT_ERR_INVALID;
+        }
+    }
+    if (!(weight > 0) || !isfinite(weight)) {
+        GT_ERROR("outer: round %llu has weight %g; it must be positive", (unsigned long long)round,
+                 weight);
+        return GT_ERR_INVALID;
+    }
+    size_t nc = o->layout->n_chunks;
+    s->used = 1;
+    s->applied = 0;
+    s->round = round;
+    s->weight = weight;
+    s->anchor_hash = anchor_hash;
+    /* The result slot remembers our hash so the owners' majority can be compared. */
+    result_slot_t *r = result_slot(o, round, 1);
+    if (r) {
+        r->own_hash = anchor_hash;
+        r->own_hash_known = round > 0;
+    }
+    int ef = o->p.codec.error_feedback;
+    for (size_t c = 0; c < nc; c++) {
+        const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+        size_t cap = DELTA_PRE + gt_cmp_bound(o->codec, ch->count), flen = 0;
+        uint8_t *buf = realloc(s->frame[c], cap);
+        if (!buf) return GT_ERR_NOMEM;
+        s->frame[c] = buf;
+        gt_status_t st = gt_cmp_encode(o->codec, delta + ch->offset, ch->count,
+                                       ef ? o->residual + ch->offset : NULL, buf + DELTA_PRE,
+                                       cap - DELTA_PRE, &flen);
+        if (st != GT_OK) return st;
+        put32(buf, DELTA_MAGIC);
+        put32(buf + 4, PROTO_VERSION);
+        putf64(buf + 8, weight);
+        put64(buf + 16, anchor_hash);
+        put32(buf + 24, o->p.n_sites);
+        put32(buf + 28, 0);
+        s->len[c] = DELTA_PRE + flen;
+        s->sent_to[c] = owner_of(o, c);
+        gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
+        o->st.deltas_sent++;
+        send_to(o, s->sent_to[c], &m, buf, s->len[c], now_ns);
+    }
+    return GT_OK;
+}
+
+/* ---- owner side ---- */
+
+static agg_t *find_agg(gt_wan_outer_t *o, uint64_t round, size_t c, int create)
+{
+    agg_t *free_slot = NULL;
+    for (size_t i = 0; i < o->n_aggs; i++) {
+        agg_t *a = &o->aggs[i];
+        if (a->used && a->round == round && a->chunk == c) return a;
+        if (!a->used && !free_slot) free_slot = a;
+    }
+    if (!create) return NULL;
+    if (!free_slot) {
+        agg_t *na = realloc(o->aggs, (o->n_aggs + 8) * sizeof *na);
+        if (!na) return NULL;
+        memset(na + o->n_aggs, 0, 8 * sizeof *na);
+        o->aggs = na;
+        free_slot = &o->aggs[o->n_aggs];
+        o->n_aggs += 8;
+    }
+    free_slot->used = 1;
+    free_slot->closed = 0;
+    free_slot->round = round;
+    free_slot->chunk = (uint32_t)c;
+    free_slot->n = 0;
+    free_slot->first_ns = 0;
+    return free_slot;
+}
+
+static int agg_has(const agg_t *a, uint32_t sender)
+{
+    for (uint32_t i = 0; i < a->n; i++)
+        if (a->c[i].sender == sender && !a->c[i].late) return 1;
+    return 0;
+}
+
+static uint64_t deadline_ns(const gt_wan_outer_t *o)
+{
+    uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
+    uint64_t hi = (uint64_t)o->p.deadline_max_ms * 1000000ull;
+    size_t n = o->n_arrivals < ARRIVALS ? o->n_arrivals : ARRIVALS;
+    if (n < 5) return hi; /* too little history: be patient */
+    uint64_t v[ARRIVALS], dev[ARRIVALS];
+    memcpy(v, o->arrivals, n * sizeof *v);
+    for (size_t i = 1; i < n; i++) /* insertion sort: n <= 64 */
+        for (size_t k = i; k > 0 && v[k - 1] > v[k]; k--) {
+            uint64_t t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+    uint64_t med = v[n / 2];
+    for (size_t i = 0; i < n; i++) dev[i] = v[i] > med ? v[i] - med : med - v[i];
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && dev[k - 1] > dev[k]; k--) {
+            uint64_t t = dev[k];
+            dev[k] = dev[k - 1];
+            dev[k - 1] = t;
+        }
+    double d = (double)med + o->p.deadline_mad_k * (double)dev[n / 2];
+    uint64_t dl = (uint64_t)d;
+    return dl < lo ? lo : (dl > hi ? hi : dl);
+}
+
+static int cmp_sender(const void *a, const void *b)
+{
+    const contrib_t *x = a, *y = b;
+    if (x->sender != y->sender) return x->sender < y->sender ? -1 : 1;
+    return x->late - y->late;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Aggregates and broadcasts the result of `a`, then frees its contributions. */
+static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
+{
+    const gt_topo_chunk_t *ch = &o->layout->chunks[a->chunk];
+    size_t n = ch->count;
+    double norms[GT_WAN_OUTER_MAX_SITES], sorted[GT_WAN_OUTER_MAX_SITES];
+    int ok[GT_WAN_OUTER_MAX_SITES];
+    uint32_t n_ok = 0;
+    qsort(a->c, a->n, sizeof a->c[0], cmp_sender); /* arrival order must not matter */
+    for (uint32_t i = 0; i < a->n; i++) {
+        double s = 0;
+        ok[i] = 1;
+        for (size_t k = 0; k < n; k++) {
+            float v = a->c[i].x[k];
+            if (!isfinite(v)) {
+                ok[i] = 0;
+                break;
+            }
+            s += (double)v * v;
+        }
+        norms[i] = sqrt(s);
+        if (ok[i])
+            sorted[n_ok++] = norms[i];
+        else {
+            o->st.rejected++;
+            GT_WARN("outer: rejected site %u's contribution to round %llu chunk %u: NaN or Inf",
+                    a->c[i].sender, (unsigned long long)a->round, a->chunk);
+        }
+    }
+    qsort(sorted, n_ok, sizeof sorted[0], cmp_double);
+    double median = n_ok ? sorted[n_ok / 2] : 0, limit = o->p.clip_k * median;
+    float *g = o->xbuf;
+    memset(g, 0, n * sizeof *g);
+    double wsum = 0;
+    uint64_t mask = 0;
+    uint32_t folded = 0;
+    double scale[GT_WAN_OUTER_MAX_SITES];
+    for (uint32_t i = 0; i < a->n; i++) {
+        scale[i] = 1.0;
+        if (!ok[i]) continue;
+        if (o->p.clip_k > 0 && n_ok >= 3 && norms[i] > limit && norms[i] > 0) {
+            scale[i] = limit / norms[i];
+            o->st.clipped++;
+            GT_WARN("outer: clipped site %u's contribution to round %llu chunk %u: norm %.3g > "
+                    "%g x median %.3g",
+                    a->c[i].sender, (unsigned long long)a->round, a->chunk, norms[i], o->p.clip_k,
+                    median);
+        }
+        wsum += a->c[i].weight;
+        if (a->c[i].late) {
+            folded++;
+            o->st.late++;
+        } else {
+            mask |= 1ull << a->c[i].sender;
+            o->st.on_time++;
+        }
+    }
+    /* g = sum_i w_i * scale_i * x_i / sum_i w_i, summed in sender order, in double. */
+    if (wsum > 0) {
+        for (size_t k = 0; k < n; k++) {
+            double acc = 0;
+            for (uint32_t i = 0; i < a->n; i++)
+                if (ok[i]) acc += a->c[i].weight * scale[i] * (double)a->c[i].x[k];
+            g[k] = (float)(acc / wsum);
+        }
+    }
+    /* Majority anchor hash among on-time contributions (for round-1). */
+    uint64_t best = 0;
+    uint32_t best_votes = 0;
+    for (uint32_t i = 0; i < a->n && a->round > 0; i++) {
+        if (a->c[i].late) continue;
+        uint32_t votes = 0;
+        for (uint32_t k = 0; k < a->n; k++)
+            if (!a->c[k].late && a->c[k].hash == a->c[i].hash) votes++;
+        if (votes > best_votes || (votes == best_votes && a->c[i].hash < best)) {
+            best = a->c[i].hash;
+            best_votes = votes;
+        }
+    }
+    /* Encode and broadcast. */
+    size_t flen = 0;
+    int ef = o->p.codec.error_feedback;
+    gt_status_t st = gt_cmp_encode(o->codec, g, n, ef ? o->result_residual + ch->offset : NULL,
+                                   o->scratch + RESULT_PRE, o->scratch_cap - RESULT_PRE, &flen);
+    a->closed = 1;
+    if ((int64_t)a->round > o->closed_upto[a->chunk]) o->closed_upto[a->chunk] = (int64_t)a->round;
+    for (uint32_t i = 0; i < a->n; i++) {
+        free(a->c[i].x);
+        a->c[i].x = NULL;
+    }
+    a->n = 0;
+    if (st != GT_OK) {
+        GT_ERROR("outer: cannot encode the result of round %llu chunk %u: %s",
+                 (unsigned long long)a->round, a->chunk, gt_status_str(st));
+        return;
+    }
+    uint8_t *b = o->scratch;
+    put32(b, RESULT_MAGIC);
+    put32(b + 4, PROTO_VERSION);
+    put32(b + 8, o->p.site_id);
+    put32(b + 12, (uint32_t)__builtin_popcountll(mask) + folded);
+    put64(b + 16, mask);
+    put64(b + 24, best);
+    put32(b + 32, best_votes);
+    put32(b + 36, folded);
+    putf64(b + 40, wsum);
+    size_t len = RESULT_PRE + flen;
+    gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, a->round, a->chunk);
+    uint64_t round = a->round;
+    a->used = 0; /* before sending: delivering to ourselves may open new aggregations */
+    /* The scratch buffer is reused by deliveries; send a private copy. */
+    uint8_t *copy = malloc(len);
+    if (!copy) return;
+    memcpy(copy, b, len);
+    for (uint32_t s = 0; s < o->p.n_sites; s++) {
+        if (!o->live[s]) continue;
+        if (s != o->p.site_id) o->st.results_sent++;
+        send_to(o, s, &m, copy, len, now_ns);
+    }
+    free(copy);
+    (void)round;
+}
+
+static int agg_complete(const gt_wan_outer_t *o, const agg_t *a)
+{
+    for (uint32_t s = 0; s < o->p.n_sites; s++)
+        if (o->live[s] && !agg_has(a, s)) return 0;
+    return 1;
+}
+
+static uint32_t agg_on_time(const agg_t *a)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < a->n; i++) n += !a->c[i].late;
+    return n;
+}
+
+gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
+{
+    uint64_t dl = deadline_ns(o);
+    uint32_t quorum = (uint32_t)ceil(o->p.quorum * o->n_live - 1e-9);
+    if (quorum < 1) quorum = 1;
+    for (size_t i = 0; i < o->n_aggs; i++) {
+        agg_t *a = &o->aggs[i];
+        if (!a->used || a->closed || a->n == 0) continue;
+        /* A round closes only after the previous round of the chunk has closed. */
+        if (a->round > 0 && o->closed_upto[a->chunk] < (int64_t)a->round - 1 &&
+            find_agg(o, a->round - 1, a->chunk, 0))
+            continue;
+        if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns - a->first_ns >= dl)) {
+            if (!agg_complete(o, a))
+                GT_WARN("outer: closing round %llu chunk %u at the deadline with %u of %u sites",
+                        (unsigned long long)a->round, a->chunk, agg_on_time(a), o->n_live);
+            close_agg(o, a, now_ns);
+        }
+    }
+    return GT_OK;
+}
+
+uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o)
+{
+    uint64_t best = UINT64_MAX, dl = deadline_ns(o);
+    for (size_t i = 0; i < o->n_aggs; i++) {
+        const agg_t *a = &o->aggs[i];
+        if (a->used && !a->closed && a->n && a->first_ns + dl < best) best = a->first_ns + dl;
+    }
+    return best;
+}
+
+static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why)
+{
+    o->st.bad_messages++;
+    GT_WARN("outer: rejected a message from site %u (round %llu lane %u chunk %u): %s", m->sender,
+            (unsigned long long)m->round, m->lane, m->chunk, why);
+    return GT_ERR_CORRUPT;
+}
+
+static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+                            size_t c, uint64_t now_ns)
+{
+    if (len < DELTA_PRE || get32(b) != DELTA_MAGIC || get32(b + 4) != PROTO_VERSION)
+        return bad(o, m, "not a DELTA payload");
+    double w = getf64(b + 8);
+    if (!(w > 0) || !isfinite(w) || get32(b + 24) != o->p.n_sites)
+        return bad(o, m, "bad weight or layout");
+    const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+    float *x = malloc(ch->count * sizeof *x);
+    if (!x) return GT_ERR_NOMEM;
+    gt_status_t st = gt_cmp_decode(o->codec, b + DELTA_PRE, len - DELTA_PRE, x, ch->count);
+    if (st != GT_OK) {
+        free(x);
+        return bad(o, m, "the codec frame does not decode to this chunk");
+    }
+    uint64_t round = m->round;
+    int late = (int64_t)round <= o->closed_upto[c];
+    if (late) {
+        if (!o->p.late_fold) {
+            o->st.dropped++;
+            GT_INFO("outer: dropped site %u's late contribution to round %llu chunk %zu", m->sender,
+                    (unsigned long long)round, c);
+            free(x);
+            return GT_OK;
+        }
+        uint64_t target = (uint64_t)(o->closed_upto[c] + 1);
+        w /= (double)(1 + (target - round));
+        round = target;
+    }
+    agg_t *a = find_agg(o, round, c, 1);
+    if (!a) {
+        free(x);
+        return GT_ERR_NOMEM;
+    }
+    if (!late && agg_has(a, m->sender)) { /* a re-send of what we have: keep the first */
+        free(x);
+        return GT_OK;
+    }
+    if (a->n == GT_WAN_OUTER_MAX_SITES) {
+        free(x);
+        o->st.dropped++;
+        return bad(o, m, "too many contributions to one chunk");
+    }
+    if (a->n == 0)
+        a->first_ns = now_ns;
+    else if (!late && o->n_arrivals < UINT64_MAX) {
+        o->arrivals[o->n_arrivals % ARRIVALS] = now_ns - a->first_ns;
+        o->n_arrivals++;
+    }
+    a->c[a->n++] = (contrib_t){m->sender, w, late, get64(b + 16), x};
+    return gt_wan_outer_progress(o, now_ns);
+}
+
+static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+                             size_t c)
+{
+    if (len < RESULT_PRE || get32(b) != RESULT_MAGIC || get32(b + 4) != PROTO_VERSION)
+        return bad(o, m, "not a RESULT payload");
+    result_slot_t *r = result_slot(o, m->round, 1);
+    if (!r || r->applied) {
+        o->st.stale_results++;
+        return GT_OK;
+    }
+    if (r->have[c]) return GT_OK; /* a forwarded copy of what we have */
+    const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+    gt_status_t st = gt_cmp_decode(o->codec, b + RESULT_PRE, len - RESULT_PRE, o->xbuf, ch->count);
+    if (st != GT_OK) return bad(o, m, "the result frame does not decode to this chunk");
+    uint8_t *keep = malloc(len);
+    if (!keep) return GT_ERR_NOMEM;
+    memcpy(keep, b, len);
+    r->frame[c] = keep;
+    r->len[c] = len;
+    r->have[c] = 1;
+    r->n_have++;
+    if ((int64_t)m->round > o->closed_upto[c]) o->closed_upto[c] = (int64_t)m->round;
+    /* We were aggregating this chunk too (its owner changed): the first result is final; what
+     * we collected is accounted as aggregated (in the result's mask) or as late. */
+    agg_t *mine = find_agg(o, m->round, c, 0);
+    if (mine && mine->used && !mine->closed) {
+        uint64_t mask = get64(b + 16);
+        agg_t copy = *mine;
+        mine->used = 0;
+        mine->n = 0;
+        for (uint32_t i = 0; i < copy.n; i++) {
+            if (!copy.c[i].late && copy.c[i].sender < 64 && (mask >> copy.c[i].sender) & 1) {
+                o->st.on_time++;
+                free(copy.c[i].x);
+            } else if (o->p.late_fold) {
+                agg_t *next = find_agg(o, m->round + 1, c, 1);
+                if (next && next->n < GT_WAN_OUTER_MAX_SITES) {
+                    contrib_t k = copy.c[i];
+                    k.weight /= 2.0; /* staleness 1 */
+                    k.late = 1;
+                    if (next->n == 0) next->first_ns = copy.first_ns;
+                    next->c[next->n++] = k;
+                } else {
+                    o->st.dropped++;
+                    free(copy.c[i].x);
+                }
+            } else {
+                o->st.dropped++;
+                free(copy.c[i].x);
+            }
+        }
+    }
+    /* Anchor check: the owners' majority hash against ours, once per round. */
+    uint32_t votes = get32(b + 32);
+    if (r->own_hash_known && votes > 0 && r->verdict == 0) {
+        o->st.hash_checks++;
+        if (get64(b + 24) == r->own_hash) {
+            r->verdict = 1;
+        } else {
+            r->verdict = -1;
+            o->st.hash_mismatches++;
+            GT_ERROR("outer: site %u's anchor after round %llu differs from the majority of "
+                     "sites (%u votes): it must re-fetch the anchor",
+                     o->p.site_id, (unsigned long long)m->round - 1, votes);
+        }
+    }
+    return GT_OK;
+}
+
+static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
+                                 size_t len, uint64_t now_ns)
+{
+    if (msg->lane >= o->layout->n_lanes || msg->sender >= o->p.n_sites)
+        return bad(o, msg, "lane or sender out of range");
+    const gt_topo_chunk_t *ch = chunk_at(o, msg->lane, msg->chunk);
+    if (!ch) return bad(o, msg, "chunk out of range");
+    size_t c = (size_t)(ch - o->layout->chunks);
+    if (msg->type == GT_WAN_MSG_DELTA) return on_delta(o, msg, buf, len, c, now_ns);
+    if (msg->type == GT_WAN_MSG_RESULT) return on_result(o, msg, buf, len, c);
+    return bad(o, msg, "unexpected message type");
+}
+
+gt_status_t gt_wan_outer_deliver(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
+                                 size_t len, uint64_t now_ns)
+{
+    o->st.bytes_received += len;
+    return deliver_local(o, msg, buf, len, now_ns);
+}
+
+gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g)
+{
+    result_slot_t *r = result_slot(o, round, 0);
+    if (!r || r->n_have < o->layout->n_chunks) return GT_ERR_AGAIN;
+    for (size_t c = 0; c < o->layout->n_chunks; c++) {
+        const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+        gt_status_t st = gt_cmp_decode(o->codec, r->frame[c] + RESULT_PRE, r->len[c] - RESULT_PRE,
+                                       g + ch->offset, ch->count);
+        if (st != GT_OK) return st; /* it decoded on arrival: memory corruption */
+    }
+    r->applied = 1;
+    send_slot_t *s = send_slot(o, round);
+    if (s) s->applied = 1;
+    return GT_OK;
+}
+
+int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round)
+{
+    const result_slot_t *r = &o->res[(round + 1) % RESULT_SLOTS];
+    return r->used && r->round == round + 1 ? r->verdict : 0;
+}
+
+gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
+                                  uint32_t n_live, uint64_t now_ns)
+{
+    if (epoch <= o->epoch && o->epoch != 0) return GT_OK;
+    uint8_t old_live[GT_WAN_OUTER_MAX_SITES];
+    memcpy(old_live, o->live, sizeof old_live);
+    memset(o->live, 0, sizeof o->live);
+    int self = 0;
+    for (uint32_t i = 0; i < n_live; i++) {
+        if (live[i] >= o->p.n_sites) {
+            GT_ERROR("outer: view %llu names site %u of %u", (unsigned long long)epoch, live[i],
+                     o->p.n_sites);
+            return GT_ERR_INVALID;
+        }
+        o->live[live[i]] = 1;
+        self |= live[i] == o->p.site_id;
+    }
+    if (!self) {
+        memcpy(o->live, old_live, sizeof old_live);
+        GT_ERROR("outer: view %llu does not include this site (%u)", (unsigned long long)epoch,
+                 o->p.site_id);
+        return GT_ERR_INVALID;
+    }
+    o->epoch = epoch;
+    o->n_live = n_live;
+    size_t nc = o->layout->n_chunks;
+    for (int i = 0; i < RESULT_SLOTS; i++) {
+        /* Results whose owner left: forward them, so every site applies the same bytes. */
+        result_slot_t *r = &o->res[i];
+        for (size_t c = 0; r->used && c < nc; c++) {
+            if (!r->have[c] || !r->frame[c]) continue;
+            uint32_t owner = get32(r->frame[c] + 8);
+            if (owner < o->p.n_sites && old_live[owner] && !o->live[owner]) {
+                gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, r->round, c);
+                for (uint32_t s = 0; s < o->p.n_sites; s++) {
+                    if (!o->live[s] || s == o->p.site_id) continue;
+                    o->st.forwards++;
+                    send_to(o, s, &m, r->frame[c], r->len[c], now_ns);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
+        /* Our contributions whose owner changed: re-send the kept frames. */
+        send_slot_t *s = &o->send[i];
+        if (!s->used || s->applied) continue;
+        result_slot_t *rs = result_slot(o, s->round, 0);
+        for (size_t c = 0; c < nc; c++) {
+            uint32_t owner = owner_of(o, c);
+            if (owner == s->sent_to[c] || !s->frame[c] || (rs && rs->have[c])) continue;
+            s->sent_to[c] = owner;
+            gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, s->round, c);
+            o->st.resends++;
+            send_to(o, owner, &m, s->frame[c], s->len[c], now_ns);
+        }
+    }
+    return gt_wan_outer_progress(o, now_ns);
+}
+
+void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p)
+{
+    *stats_p = o->st;
+}
