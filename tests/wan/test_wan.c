@@ -1,0 +1,636 @@
+/* test_wan.c — the shared WAN suite, run once per backend:
+ *   test_wan TRANSPORT CASE [plain|encrypted]
+ * CASE: pingpong, many, big (1 GiB, hashed), kill (a peer killed with SIGKILL
+ * mid-transfer errors within the deadline, both directions), wrongkey, flipbit, replay,
+ * truncate, oversize (each security case end-to-end over the real transport: rejected,
+ * counted, nothing delivered), emu_delay (50 ms within 10%), emu_rate (100 Mbit/s within
+ * 10%). The server is a forked child (wan_harness.c); the parent asserts. */
+#include "channel_internal.h"
+#include "emu_internal.h"
+#include "gt_test.h"
+#include "wan_harness.h"
+
+#include <signal.h>
+#include <sodium.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DEADLINE_MS 5000u
+
+static gt_wan_msg_t msg_of(uint8_t type, uint64_t round)
+{
+    gt_wan_msg_t m = {.type = type, .view_epoch = 3, .round = round, .lane = 5, .chunk = 7};
+    return m;
+}
+
+/* Receives one message into buf (cap bytes) within timeout; returns the status. */
+static gt_status_t recv_one(gt_wan_ep_t *ep, void *buf, size_t cap, gt_wan_req_t *r,
+                            unsigned timeout_ms)
+{
+    gt_status_t st = gt_wan_ep_recv(ep, buf, cap, r);
+    if (st != GT_OK) return st;
+    return gt_wan_req_wait(r, timeout_ms);
+}
+
+static gt_status_t send_one(gt_wan_ep_t *ep, uint8_t type, uint64_t round, const void *buf,
+                            size_t len, unsigned timeout_ms)
+{
+    gt_wan_req_t r;
+    gt_wan_msg_t m = msg_of(type, round);
+    gt_status_t st = gt_wan_ep_send(ep, &m, buf, len, &r);
+    if (st != GT_OK) return st;
+    return gt_wan_req_wait(&r, timeout_ms);
+}
+
+/* ---- pingpong ---------------------------------------------------------------------- */
+
+static int srv_echo(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, DEADLINE_MS);
+    if (!ep) return 10;
+    size_t cap = 8u << 20;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        gt_wan_req_t r;
+        if (recv_one(ep, buf, cap, &r, 20000) != GT_OK) return 11;
+        if (r.msg.type == GT_WAN_MSG_BYE) break;
+        if (send_one(ep, GT_WAN_MSG_RESULT, r.msg.round, buf, r.length, DEADLINE_MS) != GT_OK)
+            return 12;
+    }
+    free(buf);
+    gt_wan_ep_close(ep);
+    return 0;
+}
+
+static void case_pingpong(const wt_cfg_t *cfg)
+{
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_echo", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        CHECK_EQ_INT(gt_wan_ep_peer(ep), SITE_SERVER);
+        const size_t sizes[] = {0, 1, 64, 4096, 100000, (3u << 20) + 5};
+        size_t cap = 8u << 20;
+        uint8_t *out = malloc(cap), *in = malloc(cap);
+        uint64_t round = 0;
+        double t0 = wt_now_s();
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+            for (int it = 0; it < 20; it++, round++) {
+                wt_fill(out, sizes[s], round);
+                gt_wan_req_t rr, sr;
+                gt_wan_msg_t m = msg_of(GT_WAN_MSG_DELTA, round);
+                CHECK_EQ_INT(gt_wan_ep_recv(ep, in, cap, &rr), GT_OK);
+                CHECK_EQ_INT(gt_wan_ep_send(ep, &m, out, sizes[s], &sr), GT_OK);
+                CHECK_EQ_INT(gt_wan_req_wait(&sr, DEADLINE_MS), GT_OK);
+                CHECK_EQ_INT(gt_wan_req_wait(&rr, DEADLINE_MS), GT_OK);
+                CHECK_EQ_INT(rr.length, sizes[s]);
+                CHECK_EQ_INT(rr.msg.type, GT_WAN_MSG_RESULT);
+                CHECK_EQ_INT(rr.msg.round, round);
+                CHECK_EQ_INT(rr.msg.view_epoch, 3);
+                CHECK_EQ_INT(rr.msg.lane, 5);
+                CHECK_EQ_INT(rr.msg.chunk, 7);
+                CHECK_EQ_INT(rr.msg.sender, SITE_SERVER);
+                CHECK(wt_check(in, rr.length, round));
+            }
+        fprintf(stderr, "%llu round trips in %.3f s\n", (unsigned long long)round, wt_now_s() - t0);
+        /* A message longer than the posted buffer fails that receive, and only that one. */
+        gt_wan_req_t rr;
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_DELTA, 999, out, 5000, DEADLINE_MS), GT_OK);
+        CHECK_EQ_INT(recv_one(ep, in, 100, &rr, DEADLINE_MS), GT_ERR_OVERFLOW);
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_DELTA, 1000, out, 10, DEADLINE_MS), GT_OK);
+        CHECK_EQ_INT(recv_one(ep, in, cap, &rr, DEADLINE_MS), GT_OK);
+        CHECK_EQ_INT(rr.msg.round, 1000);
+        gt_wan_ep_stats_t st;
+        gt_wan_ep_stats(ep, &st);
+        CHECK_EQ_INT(st.rejected_auth + st.rejected_replay + st.rejected_malformed, 0);
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_BYE, 0, NULL, 0, DEADLINE_MS), GT_OK);
+        free(out);
+        free(in);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 20000), 0);
+    gt_wan_net_destroy(net);
+}
+
+/* ---- 1,000 concurrent small messages --------------------------------------------- */
+
+#define MANY 1000
+
+static int srv_many(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, DEADLINE_MS);
+    if (!ep) return 10;
+    gt_wan_req_t *r = calloc(MANY, sizeof *r);
+    uint8_t *buf = malloc((size_t)MANY * 1024);
+    for (int i = 0; i < MANY; i++)
+        if (gt_wan_ep_recv(ep, buf + (size_t)i * 1024, 1024, &r[i]) != GT_OK) return 11;
+    uint32_t ok = 0;
+    double end = wt_now_s() + 20;
+    for (int i = 0; i < MANY; i++) {
+        while (gt_wan_req_test(&r[i]) == GT_ERR_AGAIN && wt_now_s() < end) gt_wan_net_progress(net);
+        if (r[i].status == GT_OK && r[i].msg.round == (uint64_t)i &&
+            r[i].length == 16u + (size_t)(i % 500) &&
+            wt_check(buf + (size_t)i * 1024, r[i].length, (uint64_t)i))
+            ok++;
+    }
+    if (send_one(ep, GT_WAN_MSG_RESULT, 0, &ok, sizeof ok, DEADLINE_MS) != GT_OK) return 12;
+    gt_wan_req_t bye;
+    recv_one(ep, buf, 1024, &bye, DEADLINE_MS); /* the client closing ends it */
+    free(r);
+    free(buf);
+    gt_wan_ep_close(ep);
+    return ok == MANY ? 0 : 13;
+}
+
+static void case_many(const wt_cfg_t *cfg)
+{
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_many", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        gt_wan_req_t *r = calloc(MANY, sizeof *r);
+        uint8_t *buf = malloc((size_t)MANY * 1024);
+        double t0 = wt_now_s();
+        for (int i = 0; i < MANY; i++) {
+            size_t len = 16u + (size_t)(i % 500);
+            wt_fill(buf + (size_t)i * 1024, len, (uint64_t)i);
+            gt_wan_msg_t m = msg_of(GT_WAN_MSG_DELTA, (uint64_t)i);
+            CHECK_EQ_INT(gt_wan_ep_send(ep, &m, buf + (size_t)i * 1024, len, &r[i]), GT_OK);
+        }
+        int sent_ok = 0;
+        for (int i = 0; i < MANY; i++) sent_ok += gt_wan_req_wait(&r[i], 20000) == GT_OK;
+        CHECK_EQ_INT(sent_ok, MANY);
+        uint32_t ok = 0;
+        gt_wan_req_t rr;
+        CHECK_EQ_INT(recv_one(ep, &ok, sizeof ok, &rr, 20000), GT_OK);
+        CHECK_EQ_INT(ok, MANY);
+        fprintf(stderr, "%d messages in %.3f s\n", MANY, wt_now_s() - t0);
+        free(r);
+        free(buf);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 20000), 0);
+    gt_wan_net_destroy(net);
+}
+
+/* ---- 1 GiB, hashed ---------------------------------------------------------------- */
+
+#define BIG ((size_t)1 << 30)
+
+static int srv_big(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, DEADLINE_MS);
+    if (!ep) return 10;
+    uint8_t *buf = malloc(BIG);
+    if (!buf) return 11;
+    gt_wan_req_t r;
+    if (recv_one(ep, buf, BIG, &r, 60000) != GT_OK || r.length != BIG) return 12;
+    uint8_t hash[32];
+    crypto_generichash(hash, sizeof hash, buf, BIG, NULL, 0);
+    free(buf);
+    if (send_one(ep, GT_WAN_MSG_RESULT, 1, hash, sizeof hash, DEADLINE_MS) != GT_OK) return 13;
+    gt_wan_req_t bye;
+    uint8_t tmp[8];
+    recv_one(ep, tmp, sizeof tmp, &bye, DEADLINE_MS);
+    gt_wan_ep_close(ep);
+    return 0;
+}
+
+static void case_big(const wt_cfg_t *cfg)
+{
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_big", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    uint8_t *buf = malloc(BIG);
+    CHECK(buf != NULL);
+    if (ep && buf) {
+        wt_fill(buf, BIG, 42);
+        uint8_t want[32], got[32];
+        crypto_generichash(want, sizeof want, buf, BIG, NULL, 0);
+        double t0 = wt_now_s();
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_DELTA, 1, buf, BIG, 60000), GT_OK);
+        gt_wan_req_t rr;
+        CHECK_EQ_INT(recv_one(ep, got, sizeof got, &rr, 60000), GT_OK);
+        double dt = wt_now_s() - t0;
+        CHECK_EQ_INT(rr.length, sizeof got);
+        CHECK(sodium_memcmp(want, got, sizeof got) == 0);
+        fprintf(stderr, "1 GiB in %.2f s (%.0f MB/s)\n", dt, BIG / dt / 1e6);
+        gt_wan_ep_close(ep);
+    }
+    free(buf);
+    CHECK_EQ_INT(wt_wait(pid, 30000), 0);
+    gt_wan_net_destroy(net);
+}
+
+/* ---- a peer killed mid-transfer ---------------------------------------------------- */
+
+#define KILL_MSG ((size_t)4 << 20)
+
+static int srv_stream(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, DEADLINE_MS);
+    if (!ep) return 10;
+    uint8_t *buf = malloc(KILL_MSG);
+    wt_fill(buf, KILL_MSG, 1);
+    for (uint64_t i = 0;; i++) /* until killed */
+        if (send_one(ep, GT_WAN_MSG_DELTA, i, buf, KILL_MSG, 30000) != GT_OK) return 11;
+}
+
+static int srv_sink(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, DEADLINE_MS);
+    if (!ep) return 10;
+    uint8_t *buf = malloc(KILL_MSG);
+    for (;;) { /* until killed */
+        gt_wan_req_t r;
+        if (recv_one(ep, buf, KILL_MSG, &r, 30000) != GT_OK) return 11;
+    }
+}
+
+static void case_kill(const wt_cfg_t *cfg)
+{
+    /* 1. The sending peer dies: our pending receive errors. */
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_stream", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    uint8_t *buf = malloc(KILL_MSG);
+    if (ep) {
+        gt_wan_req_t r;
+        for (int i = 0; i < 3; i++)
+            CHECK_EQ_INT(recv_one(ep, buf, KILL_MSG, &r, DEADLINE_MS), GT_OK);
+        CHECK_EQ_INT(gt_wan_ep_recv(ep, buf, KILL_MSG, &r), GT_OK);
+        kill(pid, SIGKILL);
+        double t0 = wt_now_s();
+        gt_status_t st = GT_OK;
+        /* Messages already in flight may still arrive; keep receiving until the error. */
+        while (wt_now_s() - t0 < 10) {
+            st = gt_wan_req_wait(&r, 10000);
+            if (st != GT_OK) break;
+            if (gt_wan_ep_recv(ep, buf, KILL_MSG, &r) != GT_OK) {
+                st = gt_wan_ep_state(ep);
+                break;
+            }
+        }
+        double dt = wt_now_s() - t0;
+        fprintf(stderr, "sender killed: receive failed with '%s' after %.3f s\n", gt_status_str(st),
+                dt);
+        CHECK(st != GT_OK && st != GT_ERR_AGAIN && st != GT_ERR_TIMEOUT);
+        CHECK(dt < DEADLINE_MS / 1000.0);
+        CHECK(gt_wan_ep_state(ep) != GT_OK);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 5000), 128 + SIGKILL);
+
+    /* 2. The receiving peer dies: our sends error. */
+    pid = wt_spawn_server(cfg, "srv_sink", NULL, &port);
+    CHECK(pid > 0);
+    ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        for (int i = 0; i < 3; i++)
+            CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_DELTA, (uint64_t)i, buf, KILL_MSG, DEADLINE_MS),
+                         GT_OK);
+        kill(pid, SIGKILL);
+        double t0 = wt_now_s();
+        gt_status_t st = GT_OK;
+        for (uint64_t i = 3; st == GT_OK && wt_now_s() - t0 < 10; i++)
+            st = send_one(ep, GT_WAN_MSG_DELTA, i, buf, KILL_MSG, 10000);
+        double dt = wt_now_s() - t0;
+        fprintf(stderr, "receiver killed: send failed with '%s' after %.3f s\n", gt_status_str(st),
+                dt);
+        CHECK(st != GT_OK && st != GT_ERR_AGAIN);
+        CHECK(dt < DEADLINE_MS / 1000.0);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 5000), 128 + SIGKILL);
+    free(buf);
+    gt_wan_net_destroy(net);
+}
+
+/* ---- security cases ---------------------------------------------------------------- */
+
+/* The server accepts, installs a tamper function for its outgoing frames, sends messages
+ * A, B, C, D (one frame each) and waits until the client closes. */
+typedef struct {
+    const char *mode;
+    int frame_no;
+    uint8_t saved[256];
+    size_t saved_len;
+} tamper_t;
+
+static void tamper(void *arg, gt_wan_ep_t *ep, uint8_t *frame, size_t *len_p)
+{
+    tamper_t *t = arg;
+    int n = t->frame_no++;
+    if (strcmp(t->mode, "replay") == 0) {
+        if (n == 0 && *len_p <= sizeof t->saved) {
+            memcpy(t->saved, frame, *len_p);
+            t->saved_len = *len_p;
+        }
+        if (n == 1) (void)gt_wan_ep_send_raw(ep, t->saved, t->saved_len); /* A again */
+        return;
+    }
+    if (n != 1) return; /* tamper with B only */
+    if (strcmp(t->mode, "flipbit") == 0) frame[72 + 3] ^= 0x10;
+    if (strcmp(t->mode, "truncate") == 0) *len_p -= 10;
+    if (strcmp(t->mode, "oversize") == 0) {
+        /* payload_len = 32 MiB (above the 1 MiB frame limit), msg_len to match */
+        uint32_t pl = 32u << 20;
+        uint64_t ml = (uint64_t)pl;
+        for (int i = 0; i < 4; i++) frame[44 + i] = (uint8_t)(pl >> (8 * i));
+        for (int i = 0; i < 8; i++) frame[56 + i] = (uint8_t)(ml >> (8 * i));
+    }
+}
+
+static int srv_tamper(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    tamper_t t = {.mode = arg};
+    gt_wan_ep_t *ep = wt_accept(net, DEADLINE_MS);
+    if (!ep) return 10;
+    gt_wan_ep_set_tamper(ep, tamper, &t);
+    uint8_t payload[100];
+    for (uint64_t i = 0; i < 4; i++) {
+        wt_fill(payload, sizeof payload, i);
+        if (send_one(ep, GT_WAN_MSG_DELTA, i, payload, sizeof payload, DEADLINE_MS) != GT_OK)
+            break; /* the client may cut us off */
+    }
+    gt_wan_req_t r;
+    recv_one(ep, payload, sizeof payload, &r, DEADLINE_MS); /* until the client is gone */
+    gt_wan_ep_close(ep);
+    return 0;
+}
+
+static void case_tamper(const wt_cfg_t *cfg, const char *mode)
+{
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_tamper", mode, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        uint8_t bufs[4][128];
+        gt_wan_req_t r[4];
+        memset(bufs, 0, sizeof bufs);
+        for (int i = 0; i < 4; i++) CHECK_EQ_INT(gt_wan_ep_recv(ep, bufs[i], 128, &r[i]), GT_OK);
+        double end = wt_now_s() + 1.5;
+        while (wt_now_s() < end) gt_wan_net_progress(net);
+        gt_wan_ep_stats_t st;
+        gt_wan_ep_stats(ep, &st);
+        fprintf(stderr,
+                "%s: received %llu, rejected auth %llu replay %llu truncated %llu oversized "
+                "%llu malformed %llu; endpoint '%s'\n",
+                mode, (unsigned long long)st.msgs_received, (unsigned long long)st.rejected_auth,
+                (unsigned long long)st.rejected_replay, (unsigned long long)st.rejected_truncated,
+                (unsigned long long)st.rejected_oversized,
+                (unsigned long long)st.rejected_malformed, gt_status_str(gt_wan_ep_state(ep)));
+        /* A always arrives intact. */
+        CHECK_EQ_INT(r[0].status, GT_OK);
+        CHECK(wt_check(bufs[0], 100, 0));
+        if (strcmp(mode, "replay") == 0) {
+            /* The copy of A is dropped; B, C, D arrive in order and the channel lives on. */
+            CHECK_EQ_INT(st.rejected_replay, 1);
+            CHECK_EQ_INT(st.msgs_received, 4);
+            for (int i = 1; i < 4; i++) {
+                CHECK_EQ_INT(r[i].status, GT_OK);
+                CHECK_EQ_INT(r[i].msg.round, i);
+                CHECK(wt_check(bufs[i], 100, (uint64_t)i));
+            }
+            CHECK_EQ_INT(gt_wan_ep_state(ep), GT_OK);
+        } else {
+            /* B is rejected; C and D then fail the counter check (they follow a frame that
+             * never opened); after max_rejects (3) the peer is cut off. Nothing after A is
+             * delivered, and B's buffer holds no plaintext. */
+            if (strcmp(mode, "flipbit") == 0) CHECK_EQ_INT(st.rejected_auth, 1);
+            if (strcmp(mode, "truncate") == 0) CHECK_EQ_INT(st.rejected_truncated, 1);
+            if (strcmp(mode, "oversize") == 0) CHECK_EQ_INT(st.rejected_oversized, 1);
+            CHECK_EQ_INT(st.rejected_replay, 2);
+            CHECK_EQ_INT(st.msgs_received, 1);
+            CHECK(r[1].status != GT_OK && r[1].status != GT_ERR_AGAIN);
+            CHECK_EQ_INT(gt_wan_ep_state(ep), GT_ERR_AUTH);
+            uint8_t zero[100] = {0};
+            for (int i = 1; i < 4; i++) CHECK(memcmp(bufs[i], zero, 100) == 0);
+        }
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 10000), 0);
+    gt_wan_net_destroy(net);
+}
+
+static int srv_expect_reject(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, 3000); /* nobody with an unpinned key gets in */
+    gt_wan_ep_stats_t st;
+    gt_wan_net_stats(net, &st);
+    fprintf(stderr, "server: accepted %s, handshakes rejected %llu, messages %llu\n",
+            ep ? "a peer" : "nobody", (unsigned long long)st.rejected_auth,
+            (unsigned long long)st.msgs_received);
+    return (!ep && st.rejected_auth >= 1 && st.msgs_received == 0) ? 0 : 20;
+}
+
+static void case_wrongkey(const wt_cfg_t *cfg)
+{
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_expect_reject", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_INTRUDER, &net), GT_OK); /* a key the server never pinned */
+    gt_wan_ep_t *ep = NULL;
+    CHECK_EQ_INT(gt_wan_net_connect(net, "127.0.0.1", port, SITE_SERVER, &ep), GT_OK);
+    if (ep) {
+        uint8_t secret[64];
+        wt_fill(secret, sizeof secret, 9);
+        gt_wan_req_t sr;
+        gt_wan_msg_t m = msg_of(GT_WAN_MSG_DELTA, 0);
+        CHECK_EQ_INT(gt_wan_ep_send(ep, &m, secret, sizeof secret, &sr), GT_OK);
+        double t0 = wt_now_s();
+        gt_status_t st = gt_wan_ep_wait_ready(ep, DEADLINE_MS + 1000);
+        fprintf(stderr, "intruder: handshake ended with '%s' after %.3f s\n", gt_status_str(st),
+                wt_now_s() - t0);
+        CHECK(st != GT_OK);
+        CHECK(gt_wan_req_wait(&sr, 1000) != GT_OK);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 10000), 0);
+    gt_wan_net_destroy(net);
+}
+
+/* ---- emulator accuracy -------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void case_emu_delay(wt_cfg_t *cfg)
+{
+    cfg->emu_latency_ms = 50.0;
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_echo", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        double one_way[10];
+        uint8_t out[64], in[64];
+        for (int i = 0; i < 10; i++) {
+            gt_wan_req_t rr;
+            double t0 = wt_now_s();
+            CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_DELTA, (uint64_t)i, out, sizeof out, DEADLINE_MS),
+                         GT_OK);
+            CHECK_EQ_INT(recv_one(ep, in, sizeof in, &rr, DEADLINE_MS), GT_OK);
+            one_way[i] = (wt_now_s() - t0) / 2 * 1000;
+        }
+        qsort(one_way, 10, sizeof *one_way, cmp_double);
+        double med = (one_way[4] + one_way[5]) / 2;
+        fprintf(stderr, "emulated one-way delay: median %.2f ms (configured 50 ms)\n", med);
+        CHECK_CLOSE(med, 50.0, 0.0, 0.10);
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_BYE, 0, NULL, 0, DEADLINE_MS), GT_OK);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 10000), 0);
+    gt_wan_net_destroy(net);
+}
+
+#define RATE_MSG   ((size_t)1 << 20)
+#define RATE_COUNT 16
+
+static int srv_rate(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, DEADLINE_MS);
+    if (!ep) return 10;
+    uint8_t *buf = malloc(RATE_MSG);
+    for (int i = 0; i < RATE_COUNT; i++) {
+        gt_wan_req_t r;
+        if (recv_one(ep, buf, RATE_MSG, &r, 20000) != GT_OK) return 11;
+    }
+    if (send_one(ep, GT_WAN_MSG_RESULT, 0, buf, 1, DEADLINE_MS) != GT_OK) return 12;
+    gt_wan_req_t bye;
+    recv_one(ep, buf, RATE_MSG, &bye, DEADLINE_MS);
+    free(buf);
+    gt_wan_ep_close(ep);
+    return 0;
+}
+
+static void case_emu_rate(wt_cfg_t *cfg)
+{
+    cfg->emu_mbps = 100.0;
+    cfg->frame_bytes = 256u << 10;
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_rate", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        uint8_t *buf = malloc(RATE_MSG);
+        wt_fill(buf, RATE_MSG, 3);
+        gt_wan_req_t r[RATE_COUNT], rr;
+        uint8_t ack[8];
+        double t0 = wt_now_s();
+        for (int i = 0; i < RATE_COUNT; i++) {
+            gt_wan_msg_t m = msg_of(GT_WAN_MSG_DELTA, (uint64_t)i);
+            CHECK_EQ_INT(gt_wan_ep_send(ep, &m, buf, RATE_MSG, &r[i]), GT_OK);
+        }
+        CHECK_EQ_INT(recv_one(ep, ack, sizeof ack, &rr, 20000), GT_OK);
+        double dt = wt_now_s() - t0;
+        for (int i = 0; i < RATE_COUNT; i++) CHECK_EQ_INT(gt_wan_req_wait(&r[i], 1000), GT_OK);
+        double mbit = (double)RATE_MSG * RATE_COUNT * 8 / dt / 1e6;
+        fprintf(stderr, "emulated throughput: %.2f Mbit/s (configured 100)\n", mbit);
+        CHECK_CLOSE(mbit, 100.0, 0.0, 0.10);
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_BYE, 0, NULL, 0, DEADLINE_MS), GT_OK);
+        free(buf);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 10000), 0);
+    gt_wan_net_destroy(net);
+}
+
+static const wt_server_t servers[] = {
+    {"srv_echo", srv_echo},
+    {"srv_many", srv_many},
+    {"srv_big", srv_big},
+    {"srv_stream", srv_stream},
+    {"srv_sink", srv_sink},
+    {"srv_tamper", srv_tamper},
+    {"srv_expect_reject", srv_expect_reject},
+    {"srv_rate", srv_rate},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    wt_serve_main(argc, argv, servers);
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_wan ucx|libfabric CASE [plain|encrypted]\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    gt_wan_transport_t tp;
+    if (gt_wan_transport_parse(argv[1], &tp) != GT_OK) return 2;
+    gt_wan_security_t sec = argc > 3 && strcmp(argv[3], "plain") == 0 ? GT_WAN_SECURITY_NONE
+                                                                      : GT_WAN_SECURITY_ENCRYPTED;
+    wt_cfg_t cfg;
+    wt_cfg_init(&cfg, tp, sec);
+    const char *c = argv[2];
+    if (strcmp(c, "pingpong") == 0)
+        case_pingpong(&cfg);
+    else if (strcmp(c, "many") == 0)
+        case_many(&cfg);
+    else if (strcmp(c, "big") == 0)
+        case_big(&cfg);
+    else if (strcmp(c, "kill") == 0)
+        case_kill(&cfg);
+    else if (strcmp(c, "wrongkey") == 0)
+        case_wrongkey(&cfg);
+    else if (strcmp(c, "flipbit") == 0 || strcmp(c, "replay") == 0 || strcmp(c, "truncate") == 0 ||
+             strcmp(c, "oversize") == 0)
+        case_tamper(&cfg, c);
+    else if (strcmp(c, "emu_delay") == 0)
+        case_emu_delay(&cfg);
+    else if (strcmp(c, "emu_rate") == 0)
+        case_emu_rate(&cfg);
+    else {
+        fprintf(stderr, "unknown case %s\n", c);
+        return 2;
+    }
+    wt_cleanup();
+    return GT_TEST_DONE();
+}

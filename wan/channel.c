@@ -1,0 +1,1024 @@
+/* channel.c — the secure channel: endpoints that carry framed, sealed, pipelined messages
+ * over a transport backend (DESIGN.md §4).
+ *
+ * Shape: an endpoint owns `window` transmit slots and `window` receive slots. A message is
+ * cut into frames of at most frame_bytes; each frame is sealed into its slot's buffer with
+ * the 72-byte header as associated data (or sent as header + the caller's bytes, zero copy,
+ * with `security: none`) and handed to the transport, or first to the emulator's delay queue.
+ * Receive slots stay posted; a completed slot is processed in order: header checks, then the
+ * session's open() decrypts straight into the caller's buffer at the frame's offset. A frame
+ * that fails is counted and dropped, never delivered; after max_rejects the peer is cut off.
+ *
+ * Handshake: HELLO frames carry the secure core's three handshake messages (secure.c); the
+ * connecting side must name the site it calls (the responder's pinned key). With
+ * `security: none` HELLO carries only the site ids, and each side refuses the other mode.
+ * Nothing here sleeps: progress() does a bounded amount of work and returns.
+ */
+#include "channel_internal.h"
+#include "emu_internal.h"
+#include "frame_internal.h"
+#include "secure_internal.h"
+#include "transport_internal.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#define NET_MAGIC   0x6774776eu
+#define EP_MAGIC    0x67747765u
+#define PLAIN_HELLO "GTPLAIN1"
+#define REQ_FRAMED  0x1u /* every frame of the send has been made */
+
+typedef enum { SLOT_FREE = 0, SLOT_DELAYED, SLOT_SENDING } slot_state_t;
+
+typedef struct {
+    gt_wan_tp_req_t treq;
+    gt_wan_ep_t *ep;
+    gt_wan_req_t *owner; /* NULL for HELLO */
+    uint8_t hdr[GT_WAN_FRAME_HDR_LEN];
+    uint8_t *buf; /* sealed frames and HELLO: the whole frame */
+    size_t buf_cap;
+    struct iovec iov[2];
+    size_t iovcnt;
+    slot_state_t state;
+} tx_slot_t;
+
+typedef struct {
+    gt_wan_tp_req_t treq;
+    uint8_t *buf;
+    int posted;
+} rx_slot_t;
+
+typedef struct raw_send {
+    gt_wan_tp_req_t treq;
+    uint8_t bytes[];
+} raw_send_t;
+
+struct gt_wan_net {
+    uint32_t magic;
+    gt_wan_net_params_t p;
+    char *site_name, *run_id;
+    uint64_t run_hash;
+    const gt_wan_tp_ops_t *ops;
+    void *tp;
+    gt_wan_sec_t *sec; /* NULL with security: none */
+    gt_wan_ep_t *eps;
+    gt_wan_ep_stats_t closed_stats; /* endpoints already gone */
+};
+
+struct gt_wan_ep {
+    uint32_t magic;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *next;
+    void *tp;
+    int incoming, accepted;
+    gt_status_t state; /* GT_ERR_AGAIN handshaking, GT_OK ready, else the error */
+    uint32_t peer;
+    gt_wan_hs_t *hs;
+    int hs_step;
+    gt_wan_session_t *sess;
+    uint64_t hs_deadline_ns;
+    uint64_t hello_tx, hello_rx, plain_tx, plain_rx;
+    tx_slot_t *tx;
+    rx_slot_t *rx;
+    size_t nslots, rx_head;
+    gt_wan_req_t *sq_head, *sq_tail, *sq_frame; /* sends in order; first not yet framed */
+    gt_wan_req_t *rq_head, *rq_tail;            /* receives in order */
+    int asm_active, asm_discard;                /* a message being assembled */
+    gt_wan_frame_hdr_t asm_hdr;
+    uint64_t asm_got;
+    uint64_t tx_idle_since_ns; /* last transmit progress while frames are outstanding */
+    gt_wan_emu_queue_t *delay; /* frames held by the emulator */
+    gt_wan_ep_stats_t stats;
+    uint32_t rejects;
+    gt_wan_tamper_fn tamper;
+    void *tamper_arg;
+};
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static int sealed(const gt_wan_net_t *net)
+{
+    return net->sec != NULL;
+}
+
+static void stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b)
+{
+    a->msgs_sent += b->msgs_sent;
+    a->msgs_received += b->msgs_received;
+    a->bytes_sent += b->bytes_sent;
+    a->bytes_received += b->bytes_received;
+    a->frames_sent += b->frames_sent;
+    a->frames_received += b->frames_received;
+    a->rejected_auth += b->rejected_auth;
+    a->rejected_replay += b->rejected_replay;
+    a->rejected_truncated += b->rejected_truncated;
+    a->rejected_oversized += b->rejected_oversized;
+    a->rejected_malformed += b->rejected_malformed;
+}
+
+static const char *peer_label(const gt_wan_ep_t *ep, char *buf, size_t cap)
+{
+    if (ep->sess && gt_wan_session_peer_name(ep->sess)[0])
+        snprintf(buf, cap, "site %s (%u)", gt_wan_session_peer_name(ep->sess), ep->peer);
+    else if (ep->peer != UINT32_MAX)
+        snprintf(buf, cap, "site %u", ep->peer);
+    else
+        snprintf(buf, cap, "an incoming peer");
+    return buf;
+}
+
+static void req_done(gt_wan_req_t *r, gt_status_t st)
+{
+    r->next_ = NULL;
+    r->status = st;
+}
+
+/* Ends an endpoint: the transport endpoint is closed (so nothing it holds can still touch
+ * our buffers), every request completes with `st`. */
+static void ep_fail(gt_wan_ep_t *ep, gt_status_t st)
+{
+    if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
+    char who[96];
+    if (st == GT_ERR_CLOSED)
+        GT_DEBUG("wan: connection to %s closed", peer_label(ep, who, sizeof who));
+    else
+        GT_WARN("wan: connection to %s ended: %s", peer_label(ep, who, sizeof who),
+                gt_status_str(st));
+    ep->state = st;
+    if (ep->tp) ep->net->ops->close(ep->tp);
+    ep->tp = NULL;
+    for (size_t i = 0; i < ep->nslots; i++) {
+        ep->tx[i].state = SLOT_FREE;
+        ep->rx[i].posted = 0;
+    }
+    void *item;
+    while (ep->delay && gt_wan_emu_queue_pop(ep->delay, UINT64_MAX, NULL, &item) == GT_OK) {
+    }
+    gt_wan_req_t *r;
+    while ((r = ep->sq_head)) {
+        ep->sq_head = r->next_;
+        req_done(r, st);
+    }
+    while ((r = ep->rq_head)) {
+        ep->rq_head = r->next_;
+        req_done(r, st);
+    }
+    ep->sq_tail = ep->sq_frame = ep->rq_tail = NULL;
+    gt_wan_hs_destroy(ep->hs);
+    ep->hs = NULL;
+}
+
+typedef enum { REJ_AUTH, REJ_REPLAY, REJ_TRUNCATED, REJ_OVERSIZED, REJ_MALFORMED } rej_t;
+
+static void reject(gt_wan_ep_t *ep, rej_t kind, const char *why)
+{
+    static const char *names[] = {"bad tag", "replay", "truncated", "oversized", "malformed"};
+    switch (kind) {
+    case REJ_AUTH: ep->stats.rejected_auth++; break;
+    case REJ_REPLAY: ep->stats.rejected_replay++; break;
+    case REJ_TRUNCATED: ep->stats.rejected_truncated++; break;
+    case REJ_OVERSIZED: ep->stats.rejected_oversized++; break;
+    case REJ_MALFORMED: ep->stats.rejected_malformed++; break;
+    }
+    ep->rejects++;
+    char who[96];
+    GT_WARN("wan: rejected a frame from %s (%s%s%s); %u of %u allowed",
+            peer_label(ep, who, sizeof who), names[kind], why ? ": " : "", why ? why : "",
+            ep->rejects, ep->net->p.max_rejects);
+    if (ep->rejects >= ep->net->p.max_rejects) {
+        GT_ERROR("wan: disconnecting %s after %u rejected frames", who, ep->rejects);
+        ep_fail(ep, kind == REJ_MALFORMED || kind == REJ_TRUNCATED ? GT_ERR_CORRUPT : GT_ERR_AUTH);
+    }
+}
+
+/* ---- transmit ----------------------------------------------------------------------- */
+
+static tx_slot_t *tx_free_slot(gt_wan_ep_t *ep)
+{
+    for (size_t i = 0; i < ep->nslots; i++)
+        if (ep->tx[i].state == SLOT_FREE) return &ep->tx[i];
+    return NULL;
+}
+
+static size_t tx_busy(const gt_wan_ep_t *ep)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ep->nslots; i++) n += ep->tx[i].state != SLOT_FREE;
+    return n;
+}
+
+static void tx_to_transport(gt_wan_ep_t *ep, tx_slot_t *s)
+{
+    s->treq.cb = NULL;
+    s->treq.user = s;
+    s->state = SLOT_SENDING;
+    gt_status_t st = ep->net->ops->send(ep->tp, s->iov, s->iovcnt, &s->treq);
+    if (st != GT_OK) {
+        s->state = SLOT_FREE;
+        ep_fail(ep, st);
+    }
+}
+
+/* A frame is ready in slot s: tamper (tests), then delay (emulator) or send. */
+static void tx_launch(gt_wan_ep_t *ep, tx_slot_t *s)
+{
+    gt_wan_net_t *net = ep->net;
+    if (tx_busy(ep) == 0) ep->tx_idle_since_ns = gt_time_ns();
+    if (ep->tamper && s->owner && s->iovcnt == 1) {
+        size_t len = s->iov[0].iov_len;
+        ep->tamper(ep->tamper_arg, ep, s->buf, &len);
+        if (len < s->iov[0].iov_len) s->iov[0].iov_len = len;
+        if (ep->state != GT_OK) return;
+    }
+    ep->stats.frames_sent++;
+    if (!net->p.emu) {
+        tx_to_transport(ep, s);
+        return;
+    }
+    size_t bytes = 0;
+    for (size_t i = 0; i < s->iovcnt; i++) bytes += s->iov[i].iov_len;
+    uint64_t due = 0;
+    gt_status_t st =
+        gt_wan_emu_schedule(net->p.emu, net->p.site_id, ep->peer, bytes, gt_time_ns(), &due);
+    if (st == GT_OK) st = gt_wan_emu_queue_push(ep->delay, due, s);
+    if (st != GT_OK) {
+        ep_fail(ep, st);
+        return;
+    }
+    s->state = SLOT_DELAYED;
+}
+
+static void tx_hello(gt_wan_ep_t *ep, const void *payload, size_t len)
+{
+    gt_wan_net_t *net = ep->net;
+    tx_slot_t *s = tx_free_slot(ep);
+    if (!s || GT_WAN_FRAME_HDR_LEN + len > s->buf_cap) {
+        ep_fail(ep, GT_ERR_INTERNAL);
+        return;
+    }
+    gt_wan_frame_hdr_t h = {.type = GT_WAN_MSG_HELLO,
+                            .flags = GT_WAN_FRAME_FLAG_PLAIN,
+                            .sender = net->p.site_id,
+                            .run_id = net->run_hash,
+                            .payload_len = (uint32_t)len,
+                            .seq = ep->hello_tx++,
+                            .msg_len = len};
+    gt_wan_frame_encode(&h, s->buf);
+    memcpy(s->buf + GT_WAN_FRAME_HDR_LEN, payload, len);
+    s->owner = NULL;
+    s->iov[0].iov_base = s->buf;
+    s->iov[0].iov_len = GT_WAN_FRAME_HDR_LEN + len;
+    s->iovcnt = 1;
+    /* Handshake frames bypass the emulator's bandwidth but not its latency: they go through
+     * the same path so a handshake over an emulated 50 ms link takes 1.5 RTT as it would. */
+    tx_launch(ep, s);
+}
+
+/* Frames as much of the send queue as free slots allow. */
+static void tx_pump(gt_wan_ep_t *ep)
+{
+    gt_wan_net_t *net = ep->net;
+    tx_slot_t *s;
+    while (ep->state == GT_OK && ep->sq_frame && (s = tx_free_slot(ep))) {
+        gt_wan_req_t *r = ep->sq_frame;
+        size_t len = r->cap_, off = r->off_;
+        size_t n = len - off < net->p.frame_bytes ? len - off : net->p.frame_bytes;
+        gt_wan_frame_hdr_t h = {.type = r->msg.type,
+                                .sender = net->p.site_id,
+                                .lane = r->msg.lane,
+                                .chunk = r->msg.chunk,
+                                .run_id = net->run_hash,
+                                .view_epoch = r->msg.view_epoch,
+                                .round = r->msg.round,
+                                .payload_len = (uint32_t)n,
+                                .msg_len = len,
+                                .msg_off = off};
+        const uint8_t *src = (const uint8_t *)r->buf_ + off;
+        if (sealed(net)) {
+            h.seq = gt_wan_session_send_seq(ep->sess);
+            gt_wan_frame_encode(&h, s->buf);
+            size_t ct_len = 0;
+            gt_status_t st = gt_wan_session_seal(ep->sess, h.seq, s->buf, GT_WAN_FRAME_HDR_LEN, src,
+                                                 n, s->buf + GT_WAN_FRAME_HDR_LEN,
+                                                 s->buf_cap - GT_WAN_FRAME_HDR_LEN, &ct_len);
+            if (st != GT_OK) {
+                ep_fail(ep, st);
+                return;
+            }
+            s->iov[0].iov_base = s->buf;
+            s->iov[0].iov_len = GT_WAN_FRAME_HDR_LEN + ct_len;
+            s->iovcnt = 1;
+        } else {
+            h.flags = GT_WAN_FRAME_FLAG_PLAIN;
+            h.seq = ep->plain_tx++;
+            gt_wan_frame_encode(&h, s->hdr);
+            s->iov[0].iov_base = s->hdr;
+            s->iov[0].iov_len = GT_WAN_FRAME_HDR_LEN;
+            s->iov[1].iov_base = (void *)src;
+            s->iov[1].iov_len = n;
+            s->iovcnt = n ? 2 : 1;
+        }
+        s->owner = r;
+        r->off_ += n;
+        r->inflight_++;
+        if (r->off_ == len) {
+            r->flags_ |= REQ_FRAMED;
+            ep->sq_frame = r->next_;
+        }
+        tx_launch(ep, s);
+    }
+}
+
+static void sq_remove(gt_wan_ep_t *ep, gt_wan_req_t *r)
+{
+    gt_wan_req_t *prev = NULL;
+    for (gt_wan_req_t *q = ep->sq_head; q; prev = q, q = q->next_)
+        if (q == r) {
+            if (prev)
+                prev->next_ = r->next_;
+            else
+                ep->sq_head = r->next_;
+            if (ep->sq_tail == r) ep->sq_tail = prev;
+            if (ep->sq_frame == r) ep->sq_frame = r->next_;
+            return;
+        }
+}
+
+static void tx_progress(gt_wan_ep_t *ep)
+{
+    uint64_t now = gt_time_ns();
+    /* Frames whose emulated arrival time has come go to the transport, in order. */
+    void *item;
+    while ((ep->state == GT_OK || ep->state == GT_ERR_AGAIN) &&
+           gt_wan_emu_queue_pop(ep->delay, now, NULL, &item) == GT_OK)
+        tx_to_transport(ep, item);
+    for (size_t i = 0; i < ep->nslots && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN); i++) {
+        tx_slot_t *s = &ep->tx[i];
+        if (s->state != SLOT_SENDING || s->treq.status == GT_ERR_AGAIN) continue;
+        gt_status_t st = s->treq.status;
+        s->state = SLOT_FREE;
+        ep->tx_idle_since_ns = now;
+        if (st != GT_OK) {
+            ep_fail(ep, st);
+            return;
+        }
+        gt_wan_req_t *r = s->owner;
+        if (!r) continue;
+        if (--r->inflight_ == 0 && (r->flags_ & REQ_FRAMED)) {
+            sq_remove(ep, r);
+            ep->stats.msgs_sent++;
+            ep->stats.bytes_sent += r->cap_;
+            r->length = r->cap_;
+            req_done(r, GT_OK);
+        }
+    }
+    tx_pump(ep);
+    /* A transport that accepts nothing for io_timeout means the peer is gone. */
+    size_t busy = tx_busy(ep);
+    now = gt_time_ns();
+    if (ep->state == GT_OK && busy && gt_wan_emu_queue_len(ep->delay) < busy &&
+        now > ep->tx_idle_since_ns &&
+        now - ep->tx_idle_since_ns > (uint64_t)ep->net->p.io_timeout_ms * 1000000ull) {
+        char who[96];
+        GT_ERROR("wan: no send progress to %s for %u ms", peer_label(ep, who, sizeof who),
+                 ep->net->p.io_timeout_ms);
+        ep_fail(ep, GT_ERR_TIMEOUT);
+    }
+}
+
+/* ---- handshake ---------------------------------------------------------------------- */
+
+static void ep_ready(gt_wan_ep_t *ep)
+{
+    ep->state = GT_OK;
+    char who[96];
+    GT_DEBUG("wan: connection to %s ready (%s)", peer_label(ep, who, sizeof who),
+             ep->sess ? gt_wan_cipher_name(gt_wan_session_cipher(ep->sess)) : "plaintext");
+}
+
+static void hs_fail(gt_wan_ep_t *ep, gt_status_t st)
+{
+    if (st == GT_ERR_AUTH)
+        ep->stats.rejected_auth++;
+    else
+        ep->stats.rejected_malformed++;
+    ep_fail(ep, st);
+}
+
+static void plain_hello_bytes(const gt_wan_net_t *net, uint8_t out[12])
+{
+    memcpy(out, PLAIN_HELLO, 8);
+    for (int i = 0; i < 4; i++) out[8 + i] = (uint8_t)(net->p.site_id >> (8 * i));
+}
+
+static void hs_on_hello(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, const uint8_t *msg,
+                        size_t len)
+{
+    gt_wan_net_t *net = ep->net;
+    if (h->seq != ep->hello_rx++ || len != h->payload_len) {
+        hs_fail(ep, GT_ERR_CORRUPT);
+        return;
+    }
+    int plain_msg = len == 12 && memcmp(msg, PLAIN_HELLO, 8) == 0;
+    if (!sealed(net)) {
+        if (!plain_msg) {
+            GT_ERROR("wan: the peer wants an encrypted channel and we run with security: "
+                     "none; refusing");
+            hs_fail(ep, GT_ERR_AUTH);
+            return;
+        }
+        ep->peer = (uint32_t)msg[8] | (uint32_t)msg[9] << 8 | (uint32_t)msg[10] << 16 |
+                   (uint32_t)msg[11] << 24;
+        if (ep->incoming) {
+            uint8_t out[12];
+            plain_hello_bytes(net, out);
+            tx_hello(ep, out, sizeof out);
+        }
+        if (ep->state == GT_ERR_AGAIN) ep_ready(ep);
+        return;
+    }
+    if (plain_msg) {
+        GT_ERROR("wan: the peer runs with security: none; refusing a plaintext channel");
+        hs_fail(ep, GT_ERR_AUTH);
+        return;
+    }
+    uint8_t out[GT_WAN_HS_MSG_MAX];
+    size_t out_len = 0;
+    gt_status_t st;
+    gt_wan_hs_info_t info;
+    if (ep->incoming && ep->hs_step == 0) {
+        st = gt_wan_hs_responder_read(ep->hs, msg, len, out, sizeof out, &out_len);
+        if (st != GT_OK) goto fail;
+        gt_wan_hs_info(ep->hs, &info);
+        ep->peer = info.peer_site_id;
+        ep->hs_step = 1;
+        tx_hello(ep, out, out_len);
+        return;
+    }
+    if (ep->incoming) {
+        st = gt_wan_hs_responder_confirm(ep->hs, msg, len);
+        if (st != GT_OK) goto fail;
+    } else {
+        st = gt_wan_hs_initiator_read(ep->hs, msg, len, out, sizeof out, &out_len);
+        if (st != GT_OK) goto fail;
+        tx_hello(ep, out, out_len);
+        if (ep->state != GT_ERR_AGAIN) return;
+    }
+    st = gt_wan_hs_finish(ep->hs, &ep->sess);
+    gt_wan_hs_destroy(ep->hs);
+    ep->hs = NULL;
+    if (st != GT_OK) goto fail;
+    ep->peer = gt_wan_session_peer_id(ep->sess);
+    ep_ready(ep);
+    return;
+fail:
+    hs_fail(ep, st);
+}
+
+/* ---- receive ------------------------------------------------------------------------ */
+
+static gt_status_t rx_post(gt_wan_ep_t *ep, rx_slot_t *s)
+{
+    s->treq.cb = NULL;
+    s->treq.user = s;
+    gt_status_t st = ep->net->ops->recv(
+        ep->tp, s->buf, GT_WAN_FRAME_HDR_LEN + GT_WAN_SEAL_BOUND(ep->net->p.frame_bytes), &s->treq);
+    s->posted = st == GT_OK;
+    return st == GT_ERR_AGAIN ? GT_OK : st;
+}
+
+static int same_message(const gt_wan_frame_hdr_t *a, const gt_wan_frame_hdr_t *b)
+{
+    return a->type == b->type && a->view_epoch == b->view_epoch && a->round == b->round &&
+           a->lane == b->lane && a->chunk == b->chunk && a->msg_len == b->msg_len &&
+           a->sender == b->sender;
+}
+
+/* One received frame. GT_ERR_AGAIN: it starts a message and no receive is posted; keep it. */
+static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len)
+{
+    gt_wan_net_t *net = ep->net;
+    gt_wan_frame_hdr_t h;
+    gt_status_t st = gt_wan_frame_decode(buf, len, &h);
+    if (st != GT_OK) {
+        reject(ep, st == GT_ERR_OVERFLOW ? REJ_OVERSIZED : REJ_MALFORMED, "frame header");
+        return GT_OK;
+    }
+    if (h.run_id != net->run_hash) {
+        reject(ep, REJ_MALFORMED, "another run id");
+        return GT_OK;
+    }
+    const uint8_t *payload = buf + GT_WAN_FRAME_HDR_LEN;
+    size_t wire = len - GT_WAN_FRAME_HDR_LEN;
+    if (h.type == GT_WAN_MSG_HELLO) {
+        if (ep->state != GT_ERR_AGAIN)
+            reject(ep, REJ_MALFORMED, "handshake frame on an open channel");
+        else
+            hs_on_hello(ep, &h, payload, wire);
+        return GT_OK;
+    }
+    if (ep->state != GT_OK) {
+        reject(ep, REJ_MALFORMED, "data before the handshake");
+        return GT_OK;
+    }
+    if (!!(h.flags & GT_WAN_FRAME_FLAG_PLAIN) != !sealed(net)) {
+        reject(ep, REJ_MALFORMED, "security mode flag");
+        return GT_OK;
+    }
+    if (!sealed(net)) {
+        if (wire != h.payload_len) {
+            reject(ep, REJ_TRUNCATED, NULL);
+            return GT_OK;
+        }
+        if (h.payload_len > net->p.frame_bytes) {
+            reject(ep, REJ_OVERSIZED, NULL);
+            return GT_OK;
+        }
+        if (h.seq != ep->plain_rx) {
+            reject(ep, REJ_REPLAY, NULL);
+            return GT_OK;
+        }
+    }
+    gt_wan_req_t *r = ep->rq_head;
+    int starting = !ep->asm_active;
+    if (starting) {
+        if (h.msg_off != 0) {
+            reject(ep, REJ_MALFORMED, "frame out of place");
+            return GT_OK;
+        }
+        if (!r) return GT_ERR_AGAIN;
+    } else if (!same_message(&h, &ep->asm_hdr) || h.msg_off != ep->asm_got) {
+        reject(ep, REJ_MALFORMED, "frame out of place");
+        return GT_OK;
+    }
+    int discard = starting ? h.msg_len > r->cap_ : ep->asm_discard;
+    uint8_t *dst = discard ? buf + GT_WAN_FRAME_HDR_LEN : (uint8_t *)r->buf_ + h.msg_off;
+    size_t cap = discard ? wire : r->cap_ - h.msg_off;
+    if (sealed(net)) {
+        size_t n = 0;
+        st = gt_wan_session_open(ep->sess, h.seq, h.payload_len, buf, GT_WAN_FRAME_HDR_LEN, payload,
+                                 wire, dst, cap, &n);
+        if (st != GT_OK) {
+            gt_wan_reject_t why = gt_wan_session_last_reject(ep->sess);
+            rej_t k = why == GT_WAN_REJECT_REPLAY      ? REJ_REPLAY
+                      : why == GT_WAN_REJECT_TRUNCATED ? REJ_TRUNCATED
+                      : why == GT_WAN_REJECT_OVERSIZED ? REJ_OVERSIZED
+                                                       : REJ_AUTH;
+            reject(ep, k, NULL);
+            return GT_OK;
+        }
+    } else {
+        memcpy(dst, payload, h.payload_len);
+        ep->plain_rx++;
+    }
+    ep->stats.frames_received++;
+    if (starting) {
+        ep->asm_active = 1;
+        ep->asm_hdr = h;
+        ep->asm_got = 0;
+        ep->asm_discard = discard;
+        if (discard) { /* too long for the posted buffer: fail that receive now */
+            GT_WARN("wan: a %llu-byte message does not fit a %zu-byte receive; discarded",
+                    (unsigned long long)h.msg_len, r->cap_);
+            ep->rq_head = r->next_;
+            if (!ep->rq_head) ep->rq_tail = NULL;
+            req_done(r, GT_ERR_OVERFLOW);
+        }
+    }
+    ep->asm_got += h.payload_len;
+    if (ep->asm_got == h.msg_len) {
+        ep->asm_active = 0;
+        if (!ep->asm_discard) {
+            ep->rq_head = r->next_;
+            if (!ep->rq_head) ep->rq_tail = NULL;
+            r->msg.type = h.type;
+            r->msg.sender = ep->peer;
+            r->msg.view_epoch = h.view_epoch;
+            r->msg.round = h.round;
+            r->msg.lane = h.lane;
+            r->msg.chunk = h.chunk;
+            r->length = h.msg_len;
+            ep->stats.msgs_received++;
+            ep->stats.bytes_received += h.msg_len;
+            req_done(r, GT_OK);
+        }
+    }
+    return GT_OK;
+}
+
+static void rx_progress(gt_wan_ep_t *ep)
+{
+    while (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) {
+        rx_slot_t *s = &ep->rx[ep->rx_head];
+        if (!s->posted) {
+            if (rx_post(ep, s) != GT_OK) ep_fail(ep, GT_ERR_IO);
+            if (!s->posted) return;
+        }
+        if (s->treq.status == GT_ERR_AGAIN) return;
+        if (s->treq.status != GT_OK) {
+            ep_fail(ep, s->treq.status);
+            return;
+        }
+        if (rx_frame(ep, s->buf, s->treq.length) == GT_ERR_AGAIN) return;
+        if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
+        s->posted = 0;
+        gt_status_t st = rx_post(ep, s);
+        if (st != GT_OK) {
+            ep_fail(ep, st);
+            return;
+        }
+        ep->rx_head = (ep->rx_head + 1) % ep->nslots;
+    }
+}
+
+/* ---- endpoints ---------------------------------------------------------------------- */
+
+static void ep_free(gt_wan_ep_t *ep)
+{
+    if (!ep) return;
+    gt_wan_net_t *net = ep->net;
+    for (gt_wan_ep_t **pp = &net->eps; *pp; pp = &(*pp)->next)
+        if (*pp == ep) {
+            *pp = ep->next;
+            break;
+        }
+    stats_add(&net->closed_stats, &ep->stats);
+    if (ep->tx)
+        for (size_t i = 0; i < ep->nslots; i++) free(ep->tx[i].buf);
+    if (ep->rx)
+        for (size_t i = 0; i < ep->nslots; i++) free(ep->rx[i].buf);
+    free(ep->tx);
+    free(ep->rx);
+    gt_wan_emu_queue_destroy(ep->delay);
+    gt_wan_hs_destroy(ep->hs);
+    gt_wan_session_destroy(ep->sess);
+    ep->magic = 0;
+    free(ep);
+}
+
+static gt_status_t ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t peer,
+                          gt_wan_ep_t **ep_p)
+{
+    gt_status_t st = GT_ERR_NOMEM;
+    gt_wan_ep_t *ep = calloc(1, sizeof *ep);
+    if (!ep) {
+        net->ops->close(tp);
+        return GT_ERR_NOMEM;
+    }
+    ep->magic = EP_MAGIC;
+    ep->net = net;
+    ep->tp = tp;
+    ep->incoming = incoming;
+    ep->peer = peer;
+    ep->state = GT_ERR_AGAIN;
+    ep->nslots = net->p.window;
+    ep->hs_deadline_ns = gt_time_ns() + (uint64_t)net->p.connect_timeout_ms * 1000000ull;
+    ep->next = net->eps;
+    net->eps = ep;
+    ep->tx = calloc(ep->nslots, sizeof *ep->tx);
+    ep->rx = calloc(ep->nslots, sizeof *ep->rx);
+    if (!ep->tx || !ep->rx) goto fail;
+    size_t rx_cap = GT_WAN_FRAME_HDR_LEN + GT_WAN_SEAL_BOUND(net->p.frame_bytes);
+    size_t tx_cap = sealed(net) ? rx_cap : GT_WAN_FRAME_HDR_LEN + GT_WAN_HS_MSG_MAX;
+    for (size_t i = 0; i < ep->nslots; i++) {
+        ep->tx[i].ep = ep;
+        ep->tx[i].buf_cap = tx_cap;
+        if (!(ep->tx[i].buf = malloc(tx_cap))) goto fail;
+        if (!(ep->rx[i].buf = malloc(rx_cap))) goto fail;
+    }
+    if ((st = gt_wan_emu_queue_create(&ep->delay)) != GT_OK) goto fail;
+    if (sealed(net)) {
+        st = gt_wan_hs_create(net->sec, incoming ? GT_WAN_HS_RESPONDER : GT_WAN_HS_INITIATOR,
+                              incoming ? GT_WAN_HS_ANY_PEER : peer, &ep->hs);
+        if (st != GT_OK) goto fail;
+    }
+    for (size_t i = 0; i < ep->nslots; i++)
+        if ((st = rx_post(ep, &ep->rx[i])) != GT_OK) goto fail;
+    if (!incoming) {
+        if (sealed(net)) {
+            uint8_t msg[GT_WAN_HS_MSG_MAX];
+            size_t len = 0;
+            if ((st = gt_wan_hs_initiator_start(ep->hs, msg, sizeof msg, &len)) != GT_OK) goto fail;
+            tx_hello(ep, msg, len);
+        } else {
+            uint8_t msg[12];
+            plain_hello_bytes(net, msg);
+            tx_hello(ep, msg, sizeof msg);
+        }
+        if (ep->state != GT_ERR_AGAIN) {
+            st = ep->state;
+            goto fail;
+        }
+    }
+    *ep_p = ep;
+    return GT_OK;
+fail:
+    if (ep->tp) net->ops->close(ep->tp);
+    ep->tp = NULL;
+    ep_free(ep);
+    return st;
+}
+
+/* ---- public API --------------------------------------------------------------------- */
+
+gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **net_p)
+{
+    gt_status_t st = GT_ERR_INVALID;
+    if (!params || !net_p) return GT_ERR_INVALID;
+    gt_wan_net_t *net = calloc(1, sizeof *net);
+    gt_wan_peer_key_t *peers = NULL;
+    if (!net) return GT_ERR_NOMEM;
+    net->magic = NET_MAGIC;
+    net->p = *params;
+    if (!net->p.frame_bytes) net->p.frame_bytes = (size_t)1 << 20;
+    if (!net->p.window) net->p.window = 8;
+    if (!net->p.connect_timeout_ms) net->p.connect_timeout_ms = 10000;
+    if (!net->p.io_timeout_ms) net->p.io_timeout_ms = 15000;
+    if (!net->p.max_rejects) net->p.max_rejects = 3;
+    GT_REQUIRE_GOTO(net->p.frame_bytes <= GT_WAN_FRAME_MAX_PAYLOAD && net->p.window <= 1024, st,
+                    GT_ERR_INVALID, fail, "wan: frame_bytes above 64 MiB or window above 1024");
+    net->site_name = strdup(params->site_name ? params->site_name : "");
+    net->run_id = strdup(params->run_id ? params->run_id : "geotrain");
+    GT_REQUIRE_GOTO(net->site_name && net->run_id, st, GT_ERR_NOMEM, fail, "wan: out of memory");
+    net->p.site_name = net->site_name;
+    net->p.run_id = net->run_id;
+    net->p.keypair = NULL;
+    net->p.peers = NULL;
+    uint8_t h8[8];
+    crypto_generichash(h8, sizeof h8, (const uint8_t *)net->run_id, strlen(net->run_id), NULL, 0);
+    for (int i = 7; i >= 0; i--) net->run_hash = (net->run_hash << 8) | h8[i];
+    net->ops = gt_wan_tp_ops(params->transport);
+    GT_REQUIRE_GOTO(net->ops, st, GT_ERR_UNSUPPORTED, fail, "wan: unknown transport %d",
+                    (int)params->transport);
+    if (params->security == GT_WAN_SECURITY_NONE) {
+        GT_WARN("wan: security: none — WAN traffic of site %u is NOT encrypted or "
+                "authenticated",
+                params->site_id);
+    } else {
+        GT_REQUIRE_GOTO(params->security == GT_WAN_SECURITY_ENCRYPTED, st, GT_ERR_INVALID, fail,
+                        "wan: unknown security mode %d", (int)params->security);
+        GT_REQUIRE_GOTO(params->keypair, st, GT_ERR_INVALID, fail,
+                        "wan: encrypted mode needs the site's key pair (geotrain keygen)");
+        gt_wan_cipher_t cipher = GT_WAN_CIPHER_AUTO;
+        if (params->cipher && gt_wan_cipher_parse(params->cipher, &cipher) != GT_OK) {
+            GT_ERROR("wan: unknown cipher '%s' (auto, aes256gcm, xchacha20poly1305)",
+                     params->cipher);
+            goto fail;
+        }
+        peers = calloc(params->n_peers ? params->n_peers : 1, sizeof *peers);
+        GT_REQUIRE_GOTO(peers, st, GT_ERR_NOMEM, fail, "wan: out of memory");
+        for (size_t i = 0; i < params->n_peers; i++) {
+            peers[i].site_id = params->peers[i].site_id;
+            peers[i].name = params->peers[i].name;
+            memcpy(peers[i].public_key, params->peers[i].public_key, GT_WAN_KEY_BYTES);
+        }
+        gt_wan_sec_params_t sp = GT_WAN_SEC_PARAMS_INIT;
+        sp.local = params->keypair;
+        sp.local_site_id = params->site_id;
+        sp.local_name = params->site_name;
+        sp.peers = peers;
+        sp.n_peers = params->n_peers;
+        sp.run_id = net->run_id;
+        sp.run_id_len = strlen(net->run_id);
+        sp.cipher = cipher;
+        sp.max_frame_bytes = net->p.frame_bytes;
+        GT_CHECK_GOTO(gt_wan_sec_create(&sp, &net->sec), st, fail);
+        free(peers);
+        peers = NULL;
+    }
+    gt_wan_tp_params_t tpp = {.connect_timeout_ns =
+                                  (uint64_t)net->p.connect_timeout_ms * 1000000ull};
+    GT_CHECK_GOTO(net->ops->create(&tpp, &net->tp), st, fail);
+    *net_p = net;
+    return GT_OK;
+fail:
+    free(peers);
+    gt_wan_sec_destroy(net->sec);
+    free(net->site_name);
+    free(net->run_id);
+    free(net);
+    return st;
+}
+
+void gt_wan_net_destroy(gt_wan_net_t *net)
+{
+    if (!net || net->magic != NET_MAGIC) return;
+    while (net->eps) gt_wan_ep_close(net->eps);
+    if (net->tp) net->ops->destroy(net->tp);
+    gt_wan_sec_destroy(net->sec);
+    free(net->site_name);
+    free(net->run_id);
+    net->magic = 0;
+    free(net);
+}
+
+gt_status_t gt_wan_net_listen(gt_wan_net_t *net, const char *host, uint16_t port, uint16_t *port_p)
+{
+    if (!net || !port_p) return GT_ERR_INVALID;
+    return net->ops->listen(net->tp, host ? host : "0.0.0.0", port, port_p);
+}
+
+gt_status_t gt_wan_net_connect(gt_wan_net_t *net, const char *host, uint16_t port,
+                               uint32_t peer_site_id, gt_wan_ep_t **ep_p)
+{
+    if (!net || !host || !ep_p) return GT_ERR_INVALID;
+    void *tp = NULL;
+    gt_status_t st = net->ops->connect(net->tp, host, port, &tp);
+    if (st != GT_OK) return st;
+    return ep_new(net, tp, 0, peer_site_id, ep_p);
+}
+
+gt_status_t gt_wan_net_accept(gt_wan_net_t *net, gt_wan_ep_t **ep_p)
+{
+    if (!net || !ep_p) return GT_ERR_INVALID;
+    for (gt_wan_ep_t *ep = net->eps; ep; ep = ep->next)
+        if (ep->incoming && !ep->accepted && ep->state == GT_OK) {
+            ep->accepted = 1;
+            *ep_p = ep;
+            return GT_OK;
+        }
+    return GT_ERR_AGAIN;
+}
+
+gt_status_t gt_wan_net_progress(gt_wan_net_t *net)
+{
+    if (!net || net->magic != NET_MAGIC) return GT_ERR_INVALID;
+    net->ops->progress(net->tp);
+    void *tp;
+    while (net->ops->accept(net->tp, &tp) == GT_OK) {
+        gt_wan_ep_t *ep = NULL;
+        gt_status_t st = ep_new(net, tp, 1, UINT32_MAX, &ep);
+        if (st != GT_OK)
+            GT_WARN("wan: could not set up an incoming connection: %s", gt_status_str(st));
+    }
+    uint64_t now = gt_time_ns();
+    gt_wan_ep_t *next;
+    for (gt_wan_ep_t *ep = net->eps; ep; ep = next) {
+        next = ep->next;
+        if (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) {
+            gt_status_t ts = net->ops->ep_state(ep->tp);
+            if (ts != GT_OK && ts != GT_ERR_AGAIN) ep_fail(ep, ts);
+        }
+        rx_progress(ep);
+        if (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) tx_progress(ep);
+        if (ep->state == GT_ERR_AGAIN && now > ep->hs_deadline_ns) {
+            char who[96];
+            GT_ERROR("wan: no handshake with %s within %u ms", peer_label(ep, who, sizeof who),
+                     net->p.connect_timeout_ms);
+            ep_fail(ep, GT_ERR_TIMEOUT);
+        }
+        /* An incoming connection that failed before anyone accepted it is ours to drop. */
+        if (ep->incoming && !ep->accepted && ep->state != GT_OK && ep->state != GT_ERR_AGAIN)
+            ep_free(ep);
+    }
+    return GT_OK;
+}
+
+gt_status_t gt_wan_ep_state(const gt_wan_ep_t *ep)
+{
+    return ep ? ep->state : GT_ERR_INVALID;
+}
+
+uint32_t gt_wan_ep_peer(const gt_wan_ep_t *ep)
+{
+    return ep ? ep->peer : UINT32_MAX;
+}
+
+void gt_wan_ep_stats(const gt_wan_ep_t *ep, gt_wan_ep_stats_t *stats_p)
+{
+    if (ep && stats_p) *stats_p = ep->stats;
+}
+
+void gt_wan_net_stats(const gt_wan_net_t *net, gt_wan_ep_stats_t *stats_p)
+{
+    if (!net || !stats_p) return;
+    gt_wan_ep_stats_t s = net->closed_stats;
+    for (const gt_wan_ep_t *ep = net->eps; ep; ep = ep->next) stats_add(&s, &ep->stats);
+    *stats_p = s;
+}
+
+/* Between progress calls of a wait: sleep when the next thing due is a frame the emulator
+ * holds for a while, else yield, so two peers polling on a shared core both run. */
+static void net_idle(gt_wan_net_t *net)
+{
+    uint64_t due = UINT64_MAX, now = gt_time_ns();
+    for (gt_wan_ep_t *ep = net->eps; ep; ep = ep->next) {
+        uint64_t d = ep->delay ? gt_wan_emu_queue_next_due(ep->delay) : UINT64_MAX;
+        if (d < due) due = d;
+    }
+    if (due != UINT64_MAX && due > now + 300000) {
+        uint64_t ns = due - now - 200000;
+        if (ns > 1000000) ns = 1000000;
+        struct timespec ts = {0, (long)ns};
+        nanosleep(&ts, NULL);
+    } else {
+        sched_yield();
+    }
+}
+
+gt_status_t gt_wan_ep_wait_ready(gt_wan_ep_t *ep, uint32_t timeout_ms)
+{
+    if (!ep) return GT_ERR_INVALID;
+    uint64_t deadline = gt_time_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (ep->state == GT_ERR_AGAIN) {
+        if (gt_time_ns() > deadline) return GT_ERR_TIMEOUT;
+        gt_wan_net_progress(ep->net);
+        if (ep->state == GT_ERR_AGAIN) net_idle(ep->net);
+    }
+    return ep->state;
+}
+
+gt_status_t gt_wan_ep_send(gt_wan_ep_t *ep, const gt_wan_msg_t *msg, const void *buf, size_t len,
+                           gt_wan_req_t *req)
+{
+    if (!ep || !msg || !req || (!buf && len) || ep->magic != EP_MAGIC) return GT_ERR_INVALID;
+    if (msg->type == GT_WAN_MSG_HELLO || !gt_wan_msg_type_valid(msg->type)) return GT_ERR_INVALID;
+    if (len > GT_WAN_MSG_MAX_BYTES) return GT_ERR_OVERFLOW;
+    if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return ep->state;
+    memset(req, 0, sizeof *req);
+    req->status = GT_ERR_AGAIN;
+    req->msg = *msg;
+    req->buf_ = (void *)buf;
+    req->cap_ = len;
+    req->ep_ = ep;
+    if (ep->sq_tail)
+        ep->sq_tail->next_ = req;
+    else
+        ep->sq_head = req;
+    ep->sq_tail = req;
+    if (!ep->sq_frame) ep->sq_frame = req;
+    if (ep->state == GT_OK) tx_pump(ep);
+    return GT_OK;
+}
+
+gt_status_t gt_wan_ep_recv(gt_wan_ep_t *ep, void *buf, size_t cap, gt_wan_req_t *req)
+{
+    if (!ep || !req || (!buf && cap) || ep->magic != EP_MAGIC) return GT_ERR_INVALID;
+    if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return ep->state;
+    memset(req, 0, sizeof *req);
+    req->status = GT_ERR_AGAIN;
+    req->buf_ = buf;
+    req->cap_ = cap;
+    req->ep_ = ep;
+    if (ep->rq_tail)
+        ep->rq_tail->next_ = req;
+    else
+        ep->rq_head = req;
+    ep->rq_tail = req;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_req_test(const gt_wan_req_t *req)
+{
+    return req ? req->status : GT_ERR_INVALID;
+}
+
+gt_status_t gt_wan_req_wait(gt_wan_req_t *req, uint32_t timeout_ms)
+{
+    if (!req || !req->ep_) return GT_ERR_INVALID;
+    uint64_t deadline = gt_time_ns() + (uint64_t)timeout_ms * 1000000ull;
+    gt_wan_net_t *net = req->ep_->net;
+    while (req->status == GT_ERR_AGAIN) {
+        if (gt_time_ns() > deadline) return GT_ERR_TIMEOUT;
+        gt_wan_net_progress(net);
+        if (req->status == GT_ERR_AGAIN) net_idle(net);
+    }
+    return req->status;
+}
+
+void gt_wan_ep_close(gt_wan_ep_t *ep)
+{
+    if (!ep || ep->magic != EP_MAGIC) return;
+    ep_fail(ep, GT_ERR_CLOSED);
+    ep_free(ep);
+}
+
+void gt_wan_ep_set_tamper(gt_wan_ep_t *ep, gt_wan_tamper_fn fn, void *arg)
+{
+    ep->tamper = fn;
+    ep->tamper_arg = arg;
+}
+
+static void raw_done(gt_wan_tp_req_t *r)
+{
+    free(r->user);
+}
+
+gt_status_t gt_wan_ep_send_raw(gt_wan_ep_t *ep, const void *bytes, size_t len)
+{
+    if (!ep || !ep->tp) return GT_ERR_CLOSED;
+    raw_send_t *rs = malloc(sizeof *rs + len);
+    if (!rs) return GT_ERR_NOMEM;
+    memset(&rs->treq, 0, sizeof rs->treq);
+    memcpy(rs->bytes, bytes, len);
+    rs->treq.cb = raw_done;
+    rs->treq.user = rs;
+    struct iovec iov = {rs->bytes, len};
+    gt_status_t st = ep->net->ops->send(ep->tp, &iov, 1, &rs->treq);
+    if (st != GT_OK) free(rs);
+    return st;
+}

@@ -1,0 +1,541 @@
+/* ofi.c — the libfabric backend: connected FI_EP_MSG endpoints of the `tcp` provider.
+ *
+ * Why msg endpoints and not RDM: a WAN link is a connection between two sites, and the
+ * connection manager's events (FI_CONNREQ/FI_CONNECTED/FI_SHUTDOWN on an event queue) are
+ * exactly the liveness signal we need — a killed peer's socket closes and the endpoint
+ * errors. The `sockets` provider is avoided (much slower here); FI_PROVIDER may still
+ * override the choice for experiments.
+ *
+ * Each endpoint owns its event queue, domain and completion queue, so an endpoint that dies
+ * is torn down alone (closing its CQ guarantees no completion can later name a request the
+ * caller has freed). Accepted endpoints share the listener's fabric. Sends posted before the
+ * connection is up, or refused with FI_EAGAIN, wait in a queue that progress() drains.
+ */
+#include "transport_internal.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFI_API_VERSION FI_VERSION(1, 9)
+#define OFI_CQ_BATCH    16
+
+typedef struct ofi_ctx ofi_ctx_t;
+typedef struct ofi_ep ofi_ep_t;
+
+struct ofi_ep {
+    ofi_ctx_t *ctx;
+    struct fi_info *info;
+    struct fid_fabric *fabric; /* owned only when own_fabric */
+    int own_fabric;
+    struct fid_eq *eq;
+    struct fid_domain *domain;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    gt_status_t state;        /* GT_ERR_AGAIN connecting, GT_OK up, else the error */
+    int incoming;             /* accepted side: queue for accept() once connected */
+    uint64_t deadline_ns;     /* connect deadline */
+    gt_wan_tp_list_t waiting; /* sends not yet handed to the provider */
+    gt_wan_tp_list_t posted;  /* sends and receives the provider holds */
+    ofi_ep_t *next;           /* ctx->eps */
+    ofi_ep_t *ready_next;     /* ctx->ready (accepted, connected, not yet taken) */
+};
+
+struct ofi_ctx {
+    gt_wan_tp_params_t params;
+    struct fi_info *pep_info;
+    struct fid_fabric *pep_fabric;
+    struct fid_eq *pep_eq;
+    struct fid_pep *pep;
+    ofi_ep_t *eps;
+    ofi_ep_t *ready;
+};
+
+static struct fi_info *ofi_hints(void)
+{
+    struct fi_info *h = fi_allocinfo();
+    if (!h) return NULL;
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG;
+    h->mode = 0;
+    h->domain_attr->mr_mode = 0;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    const char *prov = getenv("FI_PROVIDER");
+    h->fabric_attr->prov_name = strdup(prov && *prov ? prov : "tcp");
+    if (!h->fabric_attr->prov_name) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    return h;
+}
+
+static gt_status_t ofi_err(const char *what, int rc)
+{
+    GT_ERROR("libfabric: %s: %s", what, fi_strerror(rc < 0 ? -rc : rc));
+    return rc == -FI_ENOMEM ? GT_ERR_NOMEM : GT_ERR_IO;
+}
+
+static void ofi_fail_all(ofi_ep_t *e, gt_status_t st)
+{
+    gt_wan_tp_req_t *r;
+    while ((r = gt_wan_tp_list_pop(&e->posted)) || (r = gt_wan_tp_list_pop(&e->waiting))) {
+        free(r->bk);
+        r->bk = NULL;
+        gt_wan_tp_req_complete(r, st, 0);
+    }
+}
+
+/* Closes the provider objects of an endpoint (not the struct). */
+static void ofi_ep_teardown(ofi_ep_t *e)
+{
+    if (e->ep) fi_close(&e->ep->fid);
+    if (e->cq) fi_close(&e->cq->fid);
+    if (e->eq) fi_close(&e->eq->fid);
+    if (e->domain) fi_close(&e->domain->fid);
+    if (e->own_fabric && e->fabric) fi_close(&e->fabric->fid);
+    if (e->info) fi_freeinfo(e->info);
+    e->ep = NULL;
+    e->cq = NULL;
+    e->eq = NULL;
+    e->domain = NULL;
+    e->fabric = NULL;
+    e->info = NULL;
+}
+
+/* The endpoint is dead: tear it down first so no completion can name a request, then fail
+ * every request it held. */
+static void ofi_ep_fail(ofi_ep_t *e, gt_status_t st)
+{
+    if (e->state != GT_OK && e->state != GT_ERR_AGAIN) return;
+    e->state = st;
+    ofi_ep_teardown(e);
+    ofi_fail_all(e, st);
+}
+
+/* Opens eq/domain/cq/ep for `info` on `fabric` and enables it. */
+static gt_status_t ofi_ep_open(ofi_ep_t *e)
+{
+    struct fi_eq_attr eq_attr = {.size = 16, .wait_obj = FI_WAIT_NONE};
+    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_NONE};
+    int rc;
+    cq_attr.size = e->info->tx_attr->size + e->info->rx_attr->size;
+    if ((rc = fi_eq_open(e->fabric, &eq_attr, &e->eq, NULL))) return ofi_err("fi_eq_open", rc);
+    if ((rc = fi_domain(e->fabric, e->info, &e->domain, NULL))) return ofi_err("fi_domain", rc);
+    if ((rc = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL))) return ofi_err("fi_cq_open", rc);
+    if ((rc = fi_endpoint(e->domain, e->info, &e->ep, e))) return ofi_err("fi_endpoint", rc);
+    if ((rc = fi_ep_bind(e->ep, &e->eq->fid, 0))) return ofi_err("fi_ep_bind eq", rc);
+    if ((rc = fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV)))
+        return ofi_err("fi_ep_bind cq", rc);
+    if ((rc = fi_enable(e->ep))) return ofi_err("fi_enable", rc);
+    return GT_OK;
+}
+
+static gt_status_t ofi_create(const gt_wan_tp_params_t *params, void **ctx_p)
+{
+    ofi_ctx_t *c = calloc(1, sizeof *c);
+    if (!c) return GT_ERR_NOMEM;
+    c->params = *params;
+    *ctx_p = c;
+    return GT_OK;
+}
+
+static void ofi_close(void *ep);
+
+static void ofi_destroy(void *ctx)
+{
+    ofi_ctx_t *c = ctx;
+    if (!c) return;
+    while (c->eps) ofi_close(c->eps);
+    if (c->pep) fi_close(&c->pep->fid);
+    if (c->pep_eq) fi_close(&c->pep_eq->fid);
+    if (c->pep_fabric) fi_close(&c->pep_fabric->fid);
+    if (c->pep_info) fi_freeinfo(c->pep_info);
+    free(c);
+}
+
+static gt_status_t ofi_listen(void *ctx, const char *host, uint16_t port, uint16_t *port_p)
+{
+    ofi_ctx_t *c = ctx;
+    gt_status_t st = GT_OK;
+    char service[16];
+    int rc;
+    if (c->pep) return GT_ERR_EXISTS;
+    snprintf(service, sizeof service, "%u", (unsigned)port);
+    struct fi_info *hints = ofi_hints();
+    if (!hints) return GT_ERR_NOMEM;
+    rc = fi_getinfo(OFI_API_VERSION, host, service, FI_SOURCE, hints, &c->pep_info);
+    fi_freeinfo(hints);
+    if (rc) {
+        GT_ERROR("libfabric: no tcp msg provider for %s:%s: %s", host, service, fi_strerror(-rc));
+        return GT_ERR_UNSUPPORTED;
+    }
+    struct fi_eq_attr eq_attr = {.size = 64, .wait_obj = FI_WAIT_NONE};
+    if ((rc = fi_fabric(c->pep_info->fabric_attr, &c->pep_fabric, NULL))) {
+        st = ofi_err("fi_fabric", rc);
+        goto fail;
+    }
+    if ((rc = fi_eq_open(c->pep_fabric, &eq_attr, &c->pep_eq, NULL))) {
+        st = ofi_err("fi_eq_open", rc);
+        goto fail;
+    }
+    if ((rc = fi_passive_ep(c->pep_fabric, c->pep_info, &c->pep, NULL))) {
+        st = ofi_err("fi_passive_ep", rc);
+        goto fail;
+    }
+    if ((rc = fi_pep_bind(c->pep, &c->pep_eq->fid, 0)) || (rc = fi_listen(c->pep))) {
+        st = ofi_err("fi_listen", rc);
+        goto fail;
+    }
+    struct sockaddr_storage sa;
+    size_t salen = sizeof sa;
+    if ((rc = fi_getname(&c->pep->fid, &sa, &salen))) {
+        st = ofi_err("fi_getname", rc);
+        goto fail;
+    }
+    if (sa.ss_family == AF_INET)
+        *port_p = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    else
+        *port_p = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+    return GT_OK;
+fail:
+    if (c->pep) fi_close(&c->pep->fid);
+    if (c->pep_eq) fi_close(&c->pep_eq->fid);
+    if (c->pep_fabric) fi_close(&c->pep_fabric->fid);
+    fi_freeinfo(c->pep_info);
+    c->pep = NULL;
+    c->pep_eq = NULL;
+    c->pep_fabric = NULL;
+    c->pep_info = NULL;
+    return st;
+}
+
+static ofi_ep_t *ofi_ep_new(ofi_ctx_t *c)
+{
+    ofi_ep_t *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->ctx = c;
+    e->state = GT_ERR_AGAIN;
+    e->deadline_ns = gt_time_ns() + c->params.connect_timeout_ns;
+    e->next = c->eps;
+    c->eps = e;
+    return e;
+}
+
+static void ofi_ep_unlink(ofi_ep_t *e)
+{
+    ofi_ctx_t *c = e->ctx;
+    for (ofi_ep_t **pp = &c->eps; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            break;
+        }
+    for (ofi_ep_t **pp = &c->ready; *pp; pp = &(*pp)->ready_next)
+        if (*pp == e) {
+            *pp = e->ready_next;
+            break;
+        }
+}
+
+static gt_status_t ofi_connect(void *ctx, const char *host, uint16_t port, void **ep_p)
+{
+    ofi_ctx_t *c = ctx;
+    char service[16];
+    gt_status_t st;
+    int rc;
+    snprintf(service, sizeof service, "%u", (unsigned)port);
+    struct fi_info *hints = ofi_hints();
+    if (!hints) return GT_ERR_NOMEM;
+    ofi_ep_t *e = ofi_ep_new(c);
+    if (!e) {
+        fi_freeinfo(hints);
+        return GT_ERR_NOMEM;
+    }
+    rc = fi_getinfo(OFI_API_VERSION, host, service, 0, hints, &e->info);
+    fi_freeinfo(hints);
+    if (rc) {
+        GT_ERROR("libfabric: cannot reach %s:%s with the tcp provider: %s", host, service,
+                 fi_strerror(-rc));
+        st = GT_ERR_NOT_FOUND;
+        goto fail;
+    }
+    e->own_fabric = 1;
+    if ((rc = fi_fabric(e->info->fabric_attr, &e->fabric, NULL))) {
+        st = ofi_err("fi_fabric", rc);
+        goto fail;
+    }
+    if ((st = ofi_ep_open(e)) != GT_OK) goto fail;
+    rc = fi_connect(e->ep, e->info->dest_addr, NULL, 0);
+    if (rc) {
+        st = ofi_err("fi_connect", rc);
+        goto fail;
+    }
+    *ep_p = e;
+    return GT_OK;
+fail:
+    ofi_ep_teardown(e);
+    ofi_ep_unlink(e);
+    free(e);
+    return st;
+}
+
+/* A connection request on the listener: make and accept its endpoint. */
+static void ofi_on_connreq(ofi_ctx_t *c, struct fi_info *info)
+{
+    ofi_ep_t *e = ofi_ep_new(c);
+    if (!e) {
+        fi_reject(c->pep, info->handle, NULL, 0);
+        fi_freeinfo(info);
+        return;
+    }
+    e->info = info;
+    e->fabric = c->pep_fabric;
+    e->incoming = 1;
+    int rc;
+    if (ofi_ep_open(e) != GT_OK || (rc = fi_accept(e->ep, NULL, 0)) != 0) {
+        GT_WARN("libfabric: could not accept an incoming connection");
+        if (info->handle) fi_reject(c->pep, info->handle, NULL, 0);
+        ofi_ep_teardown(e);
+        ofi_ep_unlink(e);
+        free(e);
+    }
+}
+
+static gt_status_t ofi_accept(void *ctx, void **ep_p)
+{
+    ofi_ctx_t *c = ctx;
+    ofi_ep_t *e = c->ready;
+    if (!e) return GT_ERR_AGAIN;
+    c->ready = e->ready_next;
+    e->ready_next = NULL;
+    *ep_p = e;
+    return GT_OK;
+}
+
+static gt_status_t ofi_ep_state(void *ep)
+{
+    return ((ofi_ep_t *)ep)->state;
+}
+
+/* A send's private state: its gather list and total. */
+typedef struct {
+    struct iovec iov[GT_WAN_TP_MAX_IOV];
+    size_t iovcnt, total;
+} ofi_send_bk_t;
+
+/* Hands one request to the provider: GT_OK posted, GT_ERR_AGAIN queue full, else error. */
+static gt_status_t ofi_post(ofi_ep_t *e, gt_wan_tp_req_t *r)
+{
+    ofi_send_bk_t *bk = r->bk;
+    ssize_t rc = fi_sendv(e->ep, bk->iov, NULL, bk->iovcnt, 0, r);
+    if (rc == -FI_EAGAIN) return GT_ERR_AGAIN;
+    if (rc) return ofi_err("fi_sendv", (int)rc);
+    return GT_OK;
+}
+
+static gt_status_t ofi_send(void *ep, const struct iovec *iov, size_t iovcnt, gt_wan_tp_req_t *req)
+{
+    ofi_ep_t *e = ep;
+    if (iovcnt == 0 || iovcnt > GT_WAN_TP_MAX_IOV) return GT_ERR_INVALID;
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; i++) total += iov[i].iov_len;
+    if (total > GT_WAN_TP_MAX_MSG) return GT_ERR_OVERFLOW;
+    if (e->state != GT_OK && e->state != GT_ERR_AGAIN) return e->state;
+    ofi_send_bk_t *bk = malloc(sizeof *bk);
+    if (!bk) return GT_ERR_NOMEM;
+    memcpy(bk->iov, iov, iovcnt * sizeof *iov);
+    bk->iovcnt = iovcnt;
+    bk->total = total;
+    req->status = GT_ERR_AGAIN;
+    req->ep = e;
+    req->bk = bk;
+    req->length = 0;
+    if (e->state == GT_OK && e->waiting.count == 0) {
+        gt_status_t st = ofi_post(e, req);
+        if (st == GT_OK) {
+            gt_wan_tp_list_push(&e->posted, req);
+            return GT_OK;
+        }
+        if (st != GT_ERR_AGAIN) {
+            free(bk);
+            req->bk = NULL;
+            return st;
+        }
+    }
+    gt_wan_tp_list_push(&e->waiting, req);
+    return GT_OK;
+}
+
+static gt_status_t ofi_recv(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req)
+{
+    ofi_ep_t *e = ep;
+    if (e->state != GT_OK && e->state != GT_ERR_AGAIN) return e->state;
+    req->status = GT_ERR_AGAIN;
+    req->ep = e;
+    req->bk = NULL; /* marks a receive */
+    ssize_t rc = fi_recv(e->ep, buf, cap, NULL, 0, req);
+    if (rc == -FI_EAGAIN) return GT_ERR_AGAIN; /* receive queue full: progress, retry */
+    if (rc) return ofi_err("fi_recv", (int)rc);
+    gt_wan_tp_list_push(&e->posted, req);
+    return GT_OK;
+}
+
+static void ofi_complete(ofi_ep_t *e, gt_wan_tp_req_t *r, gt_status_t st, size_t len)
+{
+    gt_wan_tp_list_remove(&e->posted, r);
+    if (r->bk) { /* a send: report the bytes it carried */
+        ofi_send_bk_t *bk = r->bk;
+        len = st == GT_OK ? bk->total : 0;
+        free(bk);
+        r->bk = NULL;
+    }
+    gt_wan_tp_req_complete(r, st, len);
+}
+
+static void ofi_progress_cq(ofi_ep_t *e)
+{
+    struct fi_cq_msg_entry ent[OFI_CQ_BATCH];
+    for (;;) {
+        if (!e->cq) return;
+        ssize_t n = fi_cq_read(e->cq, ent, OFI_CQ_BATCH);
+        if (n == -FI_EAGAIN) return;
+        if (n == -FI_EAVAIL) {
+            struct fi_cq_err_entry err = {0};
+            if (fi_cq_readerr(e->cq, &err, 0) > 0) {
+                gt_wan_tp_req_t *r = err.op_context;
+                GT_DEBUG("libfabric: completion error: %s", fi_strerror(err.err));
+                if (r)
+                    ofi_complete(e, r, err.err == FI_ETRUNC ? GT_ERR_OVERFLOW : GT_ERR_PEER_LOST,
+                                 0);
+            }
+            ofi_ep_fail(e, GT_ERR_PEER_LOST);
+            return;
+        }
+        if (n < 0) {
+            ofi_err("fi_cq_read", (int)n);
+            ofi_ep_fail(e, GT_ERR_PEER_LOST);
+            return;
+        }
+        for (ssize_t i = 0; i < n; i++) ofi_complete(e, ent[i].op_context, GT_OK, ent[i].len);
+        if (n < OFI_CQ_BATCH) return;
+    }
+}
+
+static void ofi_progress_eq(ofi_ep_t *e)
+{
+    struct fi_eq_cm_entry entry;
+    uint32_t event;
+    while (e->eq) {
+        ssize_t rd = fi_eq_read(e->eq, &event, &entry, sizeof entry, 0);
+        if (rd == -FI_EAGAIN) return;
+        if (rd == -FI_EAVAIL) {
+            struct fi_eq_err_entry err = {0};
+            fi_eq_readerr(e->eq, &err, 0);
+            GT_WARN("libfabric: connection error: %s", fi_strerror(err.err));
+            ofi_ep_fail(e, e->state == GT_ERR_AGAIN ? GT_ERR_NOT_FOUND : GT_ERR_PEER_LOST);
+            return;
+        }
+        if (rd < 0) {
+            ofi_ep_fail(e, GT_ERR_PEER_LOST);
+            return;
+        }
+        if (event == FI_CONNECTED && e->state == GT_ERR_AGAIN) {
+            e->state = GT_OK;
+            if (e->incoming) {
+                e->ready_next = NULL;
+                ofi_ep_t **pp = &e->ctx->ready;
+                while (*pp) pp = &(*pp)->ready_next;
+                *pp = e;
+            }
+        } else if (event == FI_SHUTDOWN) {
+            GT_DEBUG("libfabric: peer shut the connection down");
+            ofi_ep_fail(e, GT_ERR_PEER_LOST);
+            return;
+        }
+    }
+}
+
+static void ofi_drain_waiting(ofi_ep_t *e)
+{
+    gt_wan_tp_req_t *r;
+    while (e->state == GT_OK && (r = e->waiting.head) != NULL) {
+        gt_status_t st = ofi_post(e, r);
+        if (st == GT_ERR_AGAIN) return;
+        gt_wan_tp_list_remove(&e->waiting, r);
+        if (st != GT_OK) {
+            free(r->bk);
+            r->bk = NULL;
+            gt_wan_tp_req_complete(r, st, 0);
+            ofi_ep_fail(e, st);
+            return;
+        }
+        gt_wan_tp_list_push(&e->posted, r);
+    }
+}
+
+static gt_status_t ofi_progress(void *ctx)
+{
+    ofi_ctx_t *c = ctx;
+    if (c->pep_eq) {
+        struct fi_eq_cm_entry entry;
+        uint32_t event;
+        for (;;) {
+            ssize_t rd = fi_eq_read(c->pep_eq, &event, &entry, sizeof entry, 0);
+            if (rd == -FI_EAGAIN) break;
+            if (rd == -FI_EAVAIL) {
+                struct fi_eq_err_entry err = {0};
+                fi_eq_readerr(c->pep_eq, &err, 0);
+                GT_WARN("libfabric: listener error: %s", fi_strerror(err.err));
+                continue;
+            }
+            if (rd < 0) break;
+            if (event == FI_CONNREQ) ofi_on_connreq(c, entry.info);
+        }
+    }
+    uint64_t now = gt_time_ns();
+    for (ofi_ep_t *e = c->eps; e; e = e->next) {
+        if (e->state != GT_OK && e->state != GT_ERR_AGAIN) continue;
+        ofi_progress_eq(e);
+        ofi_progress_cq(e);
+        ofi_drain_waiting(e);
+        if (e->state == GT_ERR_AGAIN && now > e->deadline_ns) {
+            GT_WARN("libfabric: connection not established within %.1f s",
+                    (double)c->params.connect_timeout_ns / 1e9);
+            ofi_ep_fail(e, GT_ERR_TIMEOUT);
+        }
+    }
+    return GT_OK;
+}
+
+static void ofi_close(void *ep)
+{
+    ofi_ep_t *e = ep;
+    if (!e) return;
+    ofi_ep_unlink(e);
+    if (e->ep) fi_shutdown(e->ep, 0);
+    ofi_ep_teardown(e);
+    ofi_fail_all(e, GT_ERR_CLOSED);
+    free(e);
+}
+
+const gt_wan_tp_ops_t gt_wan_tp_ofi_ops = {
+    .version = GT_WAN_TP_OPS_VERSION,
+    .name = "libfabric",
+    .create = ofi_create,
+    .destroy = ofi_destroy,
+    .listen = ofi_listen,
+    .accept = ofi_accept,
+    .connect = ofi_connect,
+    .ep_state = ofi_ep_state,
+    .send = ofi_send,
+    .recv = ofi_recv,
+    .progress = ofi_progress,
+    .close = ofi_close,
+};

@@ -1,0 +1,91 @@
+/* transport_internal.h — the transport backend table (DESIGN.md §4, STYLE.md "APIs").
+ *
+ * A backend moves reliable, ordered messages (up to GT_WAN_TP_MAX_MSG bytes each) between
+ * connected endpoints. Everything is non-blocking: calls post work and return; the owner
+ * calls progress() and tests the caller-owned request. A request's `status` is GT_ERR_AGAIN
+ * while in flight and is written exactly once when it completes. An endpoint whose peer
+ * dies or closes moves to an error state: its pending requests complete with
+ * GT_ERR_PEER_LOST and later calls on it fail the same way. The backend never waits without
+ * a deadline; the layer above (channel.c) adds an idle deadline on every endpoint too.
+ *
+ * The table is versioned like NCCL's net plugins: a caller checks `version` before use.
+ */
+#ifndef GT_WAN_TRANSPORT_INTERNAL_H
+#define GT_WAN_TRANSPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "gt_wan.h"
+
+#define GT_WAN_TP_OPS_VERSION 1u
+#define GT_WAN_TP_MAX_MSG     (128u << 20) /* one transport message, header included */
+#define GT_WAN_TP_MAX_IOV     4u
+
+typedef struct gt_wan_tp_req gt_wan_tp_req_t;
+typedef void (*gt_wan_tp_cb_t)(gt_wan_tp_req_t *req);
+
+/* Caller-owned request. The caller fills `cb`/`user` (optional) before posting. */
+struct gt_wan_tp_req {
+    gt_status_t status;    /* GT_ERR_AGAIN while in flight */
+    size_t length;         /* bytes sent / received once complete */
+    gt_wan_tp_cb_t cb;     /* called once on completion, from progress() or close() */
+    void *user;            /* for the caller */
+    void *ep;              /* backend endpoint (set by the backend) */
+    void *bk;              /* backend private */
+    gt_wan_tp_req_t *next; /* backend private list link */
+    gt_wan_tp_req_t *prev;
+};
+
+typedef struct {
+    uint64_t connect_timeout_ns; /* a connect not established by then fails */
+} gt_wan_tp_params_t;
+
+typedef struct {
+    uint32_t version; /* GT_WAN_TP_OPS_VERSION */
+    const char *name;
+    gt_status_t (*create)(const gt_wan_tp_params_t *params, void **ctx_p);
+    void (*destroy)(void *ctx); /* closes every endpoint still open */
+    /* Listens on host:port (port 0 picks a free one, returned in *port_p). */
+    gt_status_t (*listen)(void *ctx, const char *host, uint16_t port, uint16_t *port_p);
+    /* Takes one connected incoming endpoint; GT_ERR_AGAIN when none is ready. */
+    gt_status_t (*accept)(void *ctx, void **ep_p);
+    /* Starts a connection; the endpoint is usable for posting at once (sends queue until
+     * it is up) and reports its state with ep_state. */
+    gt_status_t (*connect)(void *ctx, const char *host, uint16_t port, void **ep_p);
+    /* GT_OK connected, GT_ERR_AGAIN still connecting, or the error that ended it. */
+    gt_status_t (*ep_state)(void *ep);
+    /* Sends the concatenation of iov[0..iovcnt) as one message. The buffers stay the
+     * caller's and must not change until the request completes. */
+    gt_status_t (*send)(void *ep, const struct iovec *iov, size_t iovcnt, gt_wan_tp_req_t *req);
+    /* Posts a receive of one message of at most cap bytes. Receives complete in order. */
+    gt_status_t (*recv)(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req);
+    gt_status_t (*progress)(void *ctx);
+    /* Closes the endpoint; pending requests complete with GT_ERR_CLOSED before it returns.
+     * The pointer is invalid afterwards. */
+    void (*close)(void *ep);
+} gt_wan_tp_ops_t;
+
+extern const gt_wan_tp_ops_t gt_wan_tp_ucx_ops;
+extern const gt_wan_tp_ops_t gt_wan_tp_ofi_ops;
+
+/* The table for a transport, checked for a matching version; NULL when not built. */
+const gt_wan_tp_ops_t *gt_wan_tp_ops(gt_wan_transport_t transport);
+
+/* Completes a request: sets status/length, calls its callback. */
+void gt_wan_tp_req_complete(gt_wan_tp_req_t *req, gt_status_t status, size_t length);
+
+/* Doubly linked request lists used by the backends. */
+typedef struct {
+    gt_wan_tp_req_t *head, *tail;
+    size_t count;
+} gt_wan_tp_list_t;
+void gt_wan_tp_list_push(gt_wan_tp_list_t *l, gt_wan_tp_req_t *r);
+void gt_wan_tp_list_remove(gt_wan_tp_list_t *l, gt_wan_tp_req_t *r);
+gt_wan_tp_req_t *gt_wan_tp_list_pop(gt_wan_tp_list_t *l);
+
+/* Splits "host" and resolves nothing: backends pass host strings to their own resolvers. */
+gt_status_t gt_wan_tp_parse_addr(const char *addr, char *host, size_t host_cap, uint16_t *port_p);
+
+#endif /* GT_WAN_TRANSPORT_INTERNAL_H */

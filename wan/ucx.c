@@ -1,0 +1,562 @@
+/* ucx.c — the UCX backend: UCP active messages over client/server endpoints.
+ *
+ * Why active messages: one worker serves every endpoint, and an AM sent with
+ * UCP_AM_SEND_FLAG_REPLY tells the receiver which endpoint it came from, so receives can be
+ * posted per endpoint (tags would need a connection id agreed out of band). UCX picks eager
+ * or rendezvous by size; a rendezvous message stays at the sender until we post the buffer
+ * it lands in (ucp_am_recv_data_nbx), which is our flow control for large frames.
+ *
+ * AM callbacks only queue what arrived; matching to posted receives happens in progress()
+ * after ucp_worker_progress returns, so no user callback ever runs inside UCX. Endpoints are
+ * created with UCP_ERR_HANDLING_MODE_PEER: a dead peer's socket error, or a keepalive miss,
+ * calls the error handler, which fails the endpoint and its requests. UCX_TLS defaults to
+ * `tcp` (the realistic WAN transport) unless the user sets it.
+ */
+#include "transport_internal.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+
+#define UCX_AM_ID          7u
+#define UCX_CLOSE_DEADLINE 2000000000ull /* ns to flush an endpoint at close */
+
+typedef struct ucx_ctx ucx_ctx_t;
+typedef struct ucx_ep ucx_ep_t;
+
+/* One message that arrived before a receive was posted for it. */
+typedef struct ucx_item {
+    struct ucx_item *next;
+    void *data; /* eager: the bytes (held by UCX when `held`, else malloc'd); rndv: desc */
+    size_t len;
+    int rndv, held;
+} ucx_item_t;
+
+struct ucx_ep {
+    ucx_ctx_t *ctx;
+    ucp_ep_h ep;
+    gt_status_t state;
+    int incoming;
+    gt_wan_tp_list_t sends; /* in flight in UCX */
+    gt_wan_tp_list_t recvs; /* posted, no data matched yet */
+    gt_wan_tp_list_t rndv;  /* matched to a rendezvous, data in flight */
+    ucx_item_t *q_head, *q_tail;
+    ucx_ep_t *next;       /* ctx->eps */
+    ucx_ep_t *ready_next; /* ctx->ready */
+};
+
+struct ucx_ctx {
+    gt_wan_tp_params_t params;
+    ucp_context_h ucp;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    ucx_ep_t *eps;
+    ucx_ep_t *ready;
+    gt_wan_tp_list_t done; /* completed inside a post call; reported by progress() */
+};
+
+/* A send's private state: the gather list must outlive ucp_am_send_nbx. */
+typedef struct {
+    ucp_dt_iov_t iov[GT_WAN_TP_MAX_IOV];
+    size_t total;
+    void *ucx_req;
+} ucx_send_bk_t;
+
+static gt_status_t ucx_st(ucs_status_t s)
+{
+    switch (s) {
+    case UCS_OK: return GT_OK;
+    case UCS_ERR_NO_MEMORY: return GT_ERR_NOMEM;
+    case UCS_ERR_CANCELED: return GT_ERR_CLOSED;
+    case UCS_ERR_TIMED_OUT: return GT_ERR_TIMEOUT;
+    case UCS_ERR_UNREACHABLE: return GT_ERR_NOT_FOUND;
+    default: return GT_ERR_PEER_LOST;
+    }
+}
+
+static ucx_ep_t *ucx_find(ucx_ctx_t *c, ucp_ep_h h)
+{
+    for (ucx_ep_t *e = c->eps; e; e = e->next)
+        if (e->ep == h) return e;
+    return NULL;
+}
+
+static void ucx_item_drop(ucx_ctx_t *c, ucx_item_t *it)
+{
+    if (it->held || it->rndv)
+        ucp_am_data_release(c->worker, it->data);
+    else
+        free(it->data);
+    free(it);
+}
+
+/* Records a completion; its callback runs from progress(), never inside UCX. */
+static void ucx_defer(ucx_ctx_t *c, gt_wan_tp_req_t *r, gt_status_t st, size_t len)
+{
+    r->bk = NULL;
+    r->length = len;
+    r->status = st;
+    gt_wan_tp_list_push(&c->done, r);
+}
+
+static void ucx_fail_reqs(ucx_ep_t *e, gt_status_t st)
+{
+    gt_wan_tp_req_t *r;
+    while ((r = gt_wan_tp_list_pop(&e->recvs))) ucx_defer(e->ctx, r, st, 0);
+    ucx_item_t *it;
+    while ((it = e->q_head)) {
+        e->q_head = it->next;
+        ucx_item_drop(e->ctx, it);
+    }
+    e->q_tail = NULL;
+}
+
+static void ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    ucx_ep_t *e = arg;
+    (void)ep;
+    GT_DEBUG("ucx: endpoint error: %s", ucs_status_string(status));
+    if (e->state == GT_OK || e->state == GT_ERR_AGAIN) e->state = GT_ERR_PEER_LOST;
+    /* Sends and rendezvous receives complete through their own callbacks with an error. */
+    ucx_fail_reqs(e, GT_ERR_PEER_LOST);
+}
+
+static ucs_status_t ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param)
+{
+    ucx_ctx_t *c = arg;
+    (void)header;
+    (void)header_length;
+    ucx_ep_t *e =
+        (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? ucx_find(c, param->reply_ep) : NULL;
+    if (!e || e->state != GT_OK) {
+        GT_DEBUG("ucx: dropping a message from an unknown or failed endpoint");
+        return UCS_OK; /* a rendezvous desc not kept is released by UCX */
+    }
+    ucx_item_t *it = calloc(1, sizeof *it);
+    if (!it) goto nomem;
+    it->len = length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        it->rndv = 1;
+        it->data = data;
+    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+        it->held = 1;
+        it->data = data;
+    } else {
+        it->data = malloc(length ? length : 1);
+        if (!it->data) {
+            free(it);
+            goto nomem;
+        }
+        memcpy(it->data, data, length);
+    }
+    if (e->q_tail)
+        e->q_tail->next = it;
+    else
+        e->q_head = it;
+    e->q_tail = it;
+    return (it->rndv || it->held) ? UCS_INPROGRESS : UCS_OK;
+nomem:
+    GT_ERROR("ucx: out of memory queueing a message; failing the endpoint");
+    e->state = GT_ERR_NOMEM;
+    return UCS_OK;
+}
+
+static void ucx_conn_cb(ucp_conn_request_h conn, void *arg)
+{
+    ucx_ctx_t *c = arg;
+    ucx_ep_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        ucp_listener_reject(c->listener, conn);
+        return;
+    }
+    e->ctx = c;
+    e->incoming = 1;
+    ucp_ep_params_t p = {
+        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .conn_request = conn,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
+    };
+    ucs_status_t s = ucp_ep_create(c->worker, &p, &e->ep);
+    if (s != UCS_OK) {
+        GT_WARN("ucx: could not accept a connection: %s", ucs_status_string(s));
+        free(e);
+        return;
+    }
+    e->state = GT_OK;
+    e->next = c->eps;
+    c->eps = e;
+    ucx_ep_t **pp = &c->ready;
+    while (*pp) pp = &(*pp)->ready_next;
+    *pp = e;
+}
+
+static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
+{
+    ucx_ctx_t *c = calloc(1, sizeof *c);
+    ucp_config_t *cfg = NULL;
+    gt_status_t st = GT_ERR_IO;
+    if (!c) return GT_ERR_NOMEM;
+    c->params = *params;
+    ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
+    if (s != UCS_OK) goto fail;
+    if (!getenv("UCX_TLS")) ucp_config_modify(cfg, "TLS", "tcp");
+    if (!getenv("UCX_KEEPALIVE_INTERVAL")) ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "1s");
+    ucp_params_t up = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+        .features = UCP_FEATURE_AM,
+        .mt_workers_shared = 0,
+    };
+    s = ucp_init(&up, cfg, &c->ucp);
+    ucp_config_release(cfg);
+    if (s != UCS_OK) goto fail;
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    s = ucp_worker_create(c->ucp, &wp, &c->worker);
+    if (s != UCS_OK) goto fail;
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = UCX_AM_ID,
+        .flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
+        .cb = ucx_am_cb,
+        .arg = c,
+    };
+    s = ucp_worker_set_am_recv_handler(c->worker, &hp);
+    if (s != UCS_OK) goto fail;
+    *ctx_p = c;
+    return GT_OK;
+fail:
+    GT_ERROR("ucx: initialisation failed: %s", ucs_status_string(s));
+    if (c->worker) ucp_worker_destroy(c->worker);
+    if (c->ucp) ucp_cleanup(c->ucp);
+    free(c);
+    return st;
+}
+
+static void ucx_close(void *ep);
+
+static void ucx_report_done(ucx_ctx_t *c)
+{
+    gt_wan_tp_req_t *r;
+    while ((r = gt_wan_tp_list_pop(&c->done))) gt_wan_tp_req_complete(r, r->status, r->length);
+}
+
+static void ucx_destroy(void *ctx)
+{
+    ucx_ctx_t *c = ctx;
+    if (!c) return;
+    while (c->eps) ucx_close(c->eps);
+    ucx_report_done(c);
+    if (c->listener) ucp_listener_destroy(c->listener);
+    ucp_worker_destroy(c->worker);
+    ucp_cleanup(c->ucp);
+    free(c);
+}
+
+static gt_status_t ucx_resolve(const char *host, uint16_t port, int passive,
+                               struct sockaddr_storage *sa_p, socklen_t *len_p)
+{
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+    struct addrinfo *res = NULL;
+    char service[16];
+    snprintf(service, sizeof service, "%u", (unsigned)port);
+    int rc = getaddrinfo(host && *host ? host : NULL, service, &hints, &res);
+    if (rc != 0 || !res) {
+        GT_ERROR("ucx: cannot resolve %s:%u: %s", host ? host : "*", (unsigned)port,
+                 gai_strerror(rc));
+        return GT_ERR_NOT_FOUND;
+    }
+    memcpy(sa_p, res->ai_addr, res->ai_addrlen);
+    *len_p = res->ai_addrlen;
+    freeaddrinfo(res);
+    return GT_OK;
+}
+
+static gt_status_t ucx_listen(void *ctx, const char *host, uint16_t port, uint16_t *port_p)
+{
+    ucx_ctx_t *c = ctx;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    if (c->listener) return GT_ERR_EXISTS;
+    gt_status_t st = ucx_resolve(host, port, 1, &sa, &salen);
+    if (st != GT_OK) return st;
+    ucp_listener_params_t lp = {
+        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+        .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = salen},
+        .conn_handler = {.cb = ucx_conn_cb, .arg = c},
+    };
+    ucs_status_t s = ucp_listener_create(c->worker, &lp, &c->listener);
+    if (s != UCS_OK) {
+        GT_ERROR("ucx: cannot listen on %s:%u: %s", host, (unsigned)port, ucs_status_string(s));
+        return s == UCS_ERR_BUSY ? GT_ERR_EXISTS : GT_ERR_IO;
+    }
+    ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    s = ucp_listener_query(c->listener, &la);
+    if (s != UCS_OK) {
+        ucp_listener_destroy(c->listener);
+        c->listener = NULL;
+        return GT_ERR_IO;
+    }
+    if (la.sockaddr.ss_family == AF_INET)
+        *port_p = ntohs(((struct sockaddr_in *)&la.sockaddr)->sin_port);
+    else
+        *port_p = ntohs(((struct sockaddr_in6 *)&la.sockaddr)->sin6_port);
+    return GT_OK;
+}
+
+static gt_status_t ucx_accept(void *ctx, void **ep_p)
+{
+    ucx_ctx_t *c = ctx;
+    ucx_ep_t *e = c->ready;
+    if (!e) return GT_ERR_AGAIN;
+    c->ready = e->ready_next;
+    e->ready_next = NULL;
+    *ep_p = e;
+    return GT_OK;
+}
+
+static gt_status_t ucx_connect(void *ctx, const char *host, uint16_t port, void **ep_p)
+{
+    ucx_ctx_t *c = ctx;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    gt_status_t st = ucx_resolve(host, port, 0, &sa, &salen);
+    if (st != GT_OK) return st;
+    ucx_ep_t *e = calloc(1, sizeof *e);
+    if (!e) return GT_ERR_NOMEM;
+    e->ctx = c;
+    ucp_ep_params_t p = {
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = salen},
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
+    };
+    ucs_status_t s = ucp_ep_create(c->worker, &p, &e->ep);
+    if (s != UCS_OK) {
+        GT_ERROR("ucx: cannot connect to %s:%u: %s", host, (unsigned)port, ucs_status_string(s));
+        free(e);
+        return ucx_st(s);
+    }
+    /* UCX wires the connection up lazily; a refused or dead address errors the endpoint
+     * through its handler. The channel's handshake deadline bounds the wait. */
+    e->state = GT_OK;
+    e->next = c->eps;
+    c->eps = e;
+    *ep_p = e;
+    return GT_OK;
+}
+
+static gt_status_t ucx_ep_state(void *ep)
+{
+    return ((ucx_ep_t *)ep)->state;
+}
+
+static void ucx_send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    gt_wan_tp_req_t *r = user_data;
+    ucx_ep_t *e = r->ep;
+    ucx_send_bk_t *bk = r->bk;
+    size_t len = status == UCS_OK ? bk->total : 0;
+    gt_wan_tp_list_remove(&e->sends, r);
+    free(bk);
+    ucp_request_free(request);
+    if (status != UCS_OK && e->state == GT_OK) e->state = ucx_st(status);
+    ucx_defer(e->ctx, r, status == UCS_OK ? GT_OK : ucx_st(status), len);
+}
+
+static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt_wan_tp_req_t *req)
+{
+    ucx_ep_t *e = ep;
+    if (iovcnt == 0 || iovcnt > GT_WAN_TP_MAX_IOV) return GT_ERR_INVALID;
+    if (e->state != GT_OK) return e->state;
+    ucx_send_bk_t *bk = calloc(1, sizeof *bk);
+    if (!bk) return GT_ERR_NOMEM;
+    for (size_t i = 0; i < iovcnt; i++) {
+        bk->iov[i].buffer = iov[i].iov_base;
+        bk->iov[i].length = iov[i].iov_len;
+        bk->total += iov[i].iov_len;
+    }
+    if (bk->total > GT_WAN_TP_MAX_MSG) {
+        free(bk);
+        return GT_ERR_OVERFLOW;
+    }
+    req->status = GT_ERR_AGAIN;
+    req->ep = e;
+    req->bk = bk;
+    req->length = 0;
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_DATATYPE,
+        .cb = {.send = ucx_send_cb},
+        .user_data = req,
+        .flags = UCP_AM_SEND_FLAG_REPLY,
+        .datatype = ucp_dt_make_iov(),
+    };
+    gt_wan_tp_list_push(&e->sends, req);
+    ucs_status_ptr_t sp = ucp_am_send_nbx(e->ep, UCX_AM_ID, NULL, 0, bk->iov, iovcnt, &p);
+    if (sp == NULL) { /* done at once: report from progress() */
+        gt_wan_tp_list_remove(&e->sends, req);
+        req->status = GT_OK;
+        req->length = bk->total;
+        free(bk);
+        req->bk = NULL;
+        gt_wan_tp_list_push(&e->ctx->done, req);
+        return GT_OK;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        gt_wan_tp_list_remove(&e->sends, req);
+        free(bk);
+        req->bk = NULL;
+        return ucx_st(UCS_PTR_STATUS(sp));
+    }
+    bk->ucx_req = sp;
+    return GT_OK;
+}
+
+static gt_status_t ucx_recv(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req)
+{
+    ucx_ep_t *e = ep;
+    if (e->state != GT_OK) return e->state;
+    req->status = GT_ERR_AGAIN;
+    req->ep = e;
+    req->bk = buf;
+    req->length = cap; /* until matched: the capacity */
+    gt_wan_tp_list_push(&e->recvs, req);
+    return GT_OK;
+}
+
+static void ucx_rndv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    gt_wan_tp_req_t *r = user_data;
+    ucx_ep_t *e = r->ep;
+    gt_wan_tp_list_remove(&e->rndv, r);
+    ucp_request_free(request);
+    if (status != UCS_OK && e->state == GT_OK) e->state = ucx_st(status);
+    ucx_defer(e->ctx, r, status == UCS_OK ? GT_OK : ucx_st(status), length);
+}
+
+/* Matches queued messages to posted receives, in order. */
+static void ucx_match(ucx_ep_t *e)
+{
+    ucx_ctx_t *c = e->ctx;
+    while (e->state == GT_OK && e->q_head && e->recvs.head) {
+        ucx_item_t *it = e->q_head;
+        gt_wan_tp_req_t *r = gt_wan_tp_list_pop(&e->recvs);
+        e->q_head = it->next;
+        if (!e->q_head) e->q_tail = NULL;
+        size_t cap = r->length;
+        void *buf = r->bk;
+        if (it->len > cap) {
+            GT_WARN("ucx: a %zu-byte message does not fit a %zu-byte receive", it->len, cap);
+            ucx_item_drop(c, it);
+            r->bk = NULL;
+            gt_wan_tp_req_complete(r, GT_ERR_OVERFLOW, 0);
+            continue;
+        }
+        if (!it->rndv) {
+            memcpy(buf, it->data, it->len);
+            size_t len = it->len;
+            ucx_item_drop(c, it);
+            r->bk = NULL;
+            gt_wan_tp_req_complete(r, GT_OK, len);
+            continue;
+        }
+        ucp_request_param_t p = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+            .cb = {.recv_am = ucx_rndv_cb},
+            .user_data = r,
+        };
+        size_t len = it->len;
+        void *desc = it->data;
+        free(it);
+        gt_wan_tp_list_push(&e->rndv, r);
+        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(c->worker, desc, buf, len, &p);
+        if (sp == NULL) {
+            gt_wan_tp_list_remove(&e->rndv, r);
+            r->bk = NULL;
+            gt_wan_tp_req_complete(r, GT_OK, len);
+        } else if (UCS_PTR_IS_ERR(sp)) {
+            gt_wan_tp_list_remove(&e->rndv, r);
+            r->bk = NULL;
+            e->state = ucx_st(UCS_PTR_STATUS(sp));
+            gt_wan_tp_req_complete(r, e->state, 0);
+        }
+    }
+    if (e->state != GT_OK) ucx_fail_reqs(e, e->state);
+}
+
+static gt_status_t ucx_progress(void *ctx)
+{
+    ucx_ctx_t *c = ctx;
+    for (int i = 0; i < 64 && ucp_worker_progress(c->worker); i++) {
+    }
+    ucx_report_done(c);
+    for (ucx_ep_t *e = c->eps; e; e = e->next) ucx_match(e);
+    return GT_OK;
+}
+
+static void ucx_close(void *ep)
+{
+    ucx_ep_t *e = ep;
+    if (!e) return;
+    ucx_ctx_t *c = e->ctx;
+    for (ucx_ep_t **pp = &c->eps; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            break;
+        }
+    for (ucx_ep_t **pp = &c->ready; *pp; pp = &(*pp)->ready_next)
+        if (*pp == e) {
+            *pp = e->ready_next;
+            break;
+        }
+    if (e->state == GT_OK) e->state = GT_ERR_CLOSED;
+    ucx_fail_reqs(e, GT_ERR_CLOSED);
+    /* A graceful close flushes what was sent; a dead endpoint is closed by force. Either
+     * way the close completes in bounded time (error handling mode peer). */
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                             .flags = e->state == GT_ERR_CLOSED ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t cr = ucp_ep_close_nbx(e->ep, &p);
+    uint64_t deadline = gt_time_ns() + UCX_CLOSE_DEADLINE;
+    if (UCS_PTR_IS_PTR(cr)) {
+        while (ucp_request_check_status(cr) == UCS_INPROGRESS && gt_time_ns() < deadline)
+            ucp_worker_progress(c->worker);
+        if (ucp_request_check_status(cr) == UCS_INPROGRESS) {
+            GT_WARN("ucx: endpoint did not close within %.1f s; abandoning it",
+                    UCX_CLOSE_DEADLINE / 1e9);
+            ucp_request_cancel(c->worker, cr);
+        } else {
+            ucp_request_free(cr);
+        }
+    }
+    /* Anything UCX did not complete through its callbacks is finished here. */
+    gt_wan_tp_req_t *r;
+    while ((r = gt_wan_tp_list_pop(&e->sends)) || (r = gt_wan_tp_list_pop(&e->rndv))) {
+        gt_wan_tp_req_complete(r, GT_ERR_CLOSED, 0);
+    }
+    ucx_report_done(c);
+    free(e);
+}
+
+const gt_wan_tp_ops_t gt_wan_tp_ucx_ops = {
+    .version = GT_WAN_TP_OPS_VERSION,
+    .name = "ucx",
+    .create = ucx_create,
+    .destroy = ucx_destroy,
+    .listen = ucx_listen,
+    .accept = ucx_accept,
+    .connect = ucx_connect,
+    .ep_state = ucx_ep_state,
+    .send = ucx_send,
+    .recv = ucx_recv,
+    .progress = ucx_progress,
+    .close = ucx_close,
+};
