@@ -90,4 +90,23 @@ gt_status_t gt_wan_member_propose(gt_wan_member_t *m, const gt_wan_view_t *next,
 /* The mod_revision of the view key as last read by gt_wan_member_view (0: no view key). */
 int64_t gt_wan_member_view_revision(const gt_wan_member_t *m);
 
+/* ---- A local one-node etcd (etcd_local.c) ---- */
+
+typedef struct {
+    int pid; /* 0 when not running */
+    int client_port, peer_port;
+    char url[64]; /* http://127.0.0.1:PORT */
+} gt_wan_etcd_local_t;
+
+/* Starts Debian's etcd on free loopback ports with its data and log (etcd.log) under `dir`,
+ * and waits until it answers /health (GT_ERR_TIMEOUT after timeout_ms). */
+gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
+                                    gt_wan_etcd_local_t *etcd_p) GT_MUST_USE;
+/* Freezes (SIGSTOP) or thaws it: a frozen server accepts connections and never answers. */
+void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused);
+/* Stops it (SIGTERM, then SIGKILL after 5 s). Accepts NULL or a stopped one. */
+void gt_wan_etcd_local_stop(gt_wan_etcd_local_t *e);
+/* A TCP port on 127.0.0.1 that was free a moment ago; -1 if none. */
+int gt_wan_free_port(void);
+
 #endif /* GT_WAN_MEMBERSHIP_INTERNAL_H */

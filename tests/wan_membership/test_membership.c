@@ -3,7 +3,6 @@
  * graceful leave, duplicate names refused, and an unreachable or frozen etcd giving errors
  * within the request timeout instead of hanging. */
 #include "gt_test.h"
-#include "gt_test_etcd.h"
 #include "membership_internal.h"
 
 #include <pthread.h>
@@ -58,8 +57,9 @@ static void *sync_thread(void *arg)
 
 int main(void)
 {
-    gt_test_etcd_t etcd;
-    if (gt_test_etcd_start(&etcd) != 0) {
+    gt_wan_etcd_local_t etcd;
+    char *dir = gt_test_tmpdir();
+    if (gt_wan_etcd_local_start(dir, 20000, &etcd) != GT_OK) {
         fprintf(stderr, "cannot start etcd\n");
         return 1;
     }
@@ -155,7 +155,7 @@ int main(void)
     CHECK_EQ_INT(live.n_members, 1);
 
     /* A frozen etcd: calls time out (never hang) and the lease is reported lost. */
-    gt_test_etcd_pause(&etcd, 1);
+    gt_wan_etcd_local_pause(&etcd, 1);
     uint64_t t1 = gt_time_ns();
     CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_ERR_TIMEOUT);
     double waited = (gt_time_ns() - t1) / 1e9;
@@ -163,7 +163,7 @@ int main(void)
     while (gt_wan_member_health(a) == GT_OK && (gt_time_ns() - t1) / 1e9 < 3.0 * TTL_S)
         sleep_ms(100);
     CHECK_EQ_INT(gt_wan_member_health(a), GT_ERR_PEER_LOST);
-    gt_test_etcd_pause(&etcd, 0);
+    gt_wan_etcd_local_pause(&etcd, 0);
 
 out:
     gt_wan_member_destroy(a);
@@ -172,7 +172,9 @@ out:
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
     }
-    gt_test_etcd_stop(&etcd);
+    gt_wan_etcd_local_stop(&etcd);
+    gt_test_rmtree(dir);
+    free(dir);
 
     /* No etcd at all: an error, quickly. */
     static const char *nowhere[] = {"http://127.0.0.1:1"};
