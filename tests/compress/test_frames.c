@@ -138,6 +138,18 @@ static void test_hostile_payloads(void)
     CHECK_EQ_INT(gt_cmp_decode(ctx, frame, len, y, 64), GT_ERR_CORRUPT);
     gt_cmp_destroy(ctx);
 
+    ctx = make_p(GT_CMP_BF16, GT_CMP_BF16, 0, GT_CMP_ZSTD_OFF);
+    CHECK_EQ_INT(gt_cmp_encode(ctx, x, 64, NULL, frame, sizeof(frame), &len), GT_OK);
+    frame[GT_CMP_HEADER_SIZE + 10] = 0x80; /* element 5 becomes +Inf (0x7f80) */
+    frame[GT_CMP_HEADER_SIZE + 11] = 0x7f;
+    reseal(frame, len);
+    CHECK_EQ_INT(gt_cmp_decode(ctx, frame, len, y, 64), GT_ERR_CORRUPT);
+    frame[GT_CMP_HEADER_SIZE + 10] = 0x7f; /* 0x7f7f: the largest finite bf16 is fine */
+    reseal(frame, len);
+    CHECK_EQ_INT(gt_cmp_decode(ctx, frame, len, y, 64), GT_OK);
+    CHECK(y[5] == gt_cmp_u2f(0x7f7f0000u));
+    gt_cmp_destroy(ctx);
+
     ctx = make_p(GT_CMP_TOPK, GT_CMP_FP32, 0, GT_CMP_ZSTD_OFF);
     CHECK_EQ_INT(gt_cmp_encode(ctx, x, 64, NULL, frame, sizeof(frame), &len), GT_OK);
     /* 4 kept (indices 60..63): first varint 60, then 0, 0, 0. Make the last gap run past n. */
