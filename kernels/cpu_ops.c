@@ -51,10 +51,10 @@ static inline float vexpf(float x)
     float y = p * r * r + r + 1.0f;
     union {
         float f;
-        int32_t i;
+        uint32_t u;
     } u;
     u.f = y;
-    u.i += (int32_t)k << 23;
+    u.u += (uint32_t)(int32_t)k << 23; /* unsigned: no signed-shift UB for negative k */
     return u.f;
 }
 

@@ -256,7 +256,10 @@ gt_status_t gt_gpt_init_weights(gt_gpt_t *gpt, uint64_t seed)
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->L);
     for (size_t k = 0; k < nt; k++) {
         gt_gpt_tensor_t t;
-        if (gt_gpt_tensor_get(m, k, &t) != GT_OK) return GT_ERR_INTERNAL;
+        if (gt_gpt_tensor_get(m, k, &t) != GT_OK) {
+            if (is_cuda(gpt)) free(host);
+            return GT_ERR_INTERNAL;
+        }
         float *p = host + t.offset;
         size_t len = strlen(t.name);
         if (t.ndim == 1) {

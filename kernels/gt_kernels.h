@@ -183,8 +183,9 @@ GT_API gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const in
 
 /* Backward pass of the last gt_gpt_forward. ACCUMULATES: adds scale * d(mean loss)/d(params)
  * to the gradient arena (scale 1 for one batch; 1/k for each of k micro-batches). Call
- * gt_gpt_grad_zero before the first micro-batch of a step. GT_ERR_INVALID without a
- * preceding forward. */
+ * gt_gpt_grad_zero before the first micro-batch of a step. One backward per forward (the
+ * logits buffer becomes the logits' gradient in place): GT_ERR_INVALID without a preceding
+ * forward. The weights must not change between the forward and its backward. */
 GT_API gt_status_t gt_gpt_backward(gt_gpt_t *gpt, float scale);
 /* Sets the gradient arena to zero. */
 GT_API gt_status_t gt_gpt_grad_zero(gt_gpt_t *gpt);

@@ -11,6 +11,10 @@
 
 #include "gt_kernels.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GT_GPT_PER_LAYER 12
 
 /* Views of one block's tensors in an arena (HF layout). */
@@ -116,6 +120,10 @@ gt_status_t gt_cuda_gpt_backward(gt_gpt_t *gpt, float scale);
 gt_status_t gt_cuda_grad_sumsq(gt_gpt_t *gpt, double *sumsq_p);
 gt_status_t gt_cuda_grad_scale(gt_gpt_t *gpt, float s);
 gt_status_t gt_cuda_adamw_step(gt_gpt_t *gpt, const gt_adamw_params_t *p, uint64_t step);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif /* GT_KERNELS_INTERNAL_H */

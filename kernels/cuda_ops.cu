@@ -1,0 +1,573 @@
+/* cuda_ops.cu — the CUDA layer kernels of the GPT (see cuda_ops.cuh for shapes and the
+ * precision scheme). One warp per row for row operations (layernorm, softmax), one block per
+ * row where rows are long (cross-entropy over the vocabulary), grid-stride loops elsewhere.
+ * Reductions over rows (bias and LayerNorm gradients) run in two passes: GT_CU_ROW_CHUNKS
+ * fixed row chunks write partial sums, then one thread per column adds them in chunk order.
+ */
+#include "cuda_ops.cuh"
+
+#include <math.h>
+
+#define WARP 32
+
+static inline unsigned grid_for(size_t n, unsigned block)
+{
+    size_t g = (n + block - 1) / block;
+    return (unsigned)(g > 65535 * 8 ? 65535 * 8 : g);
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = WARP / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* ---- GEMM -------------------------------------------------------------------------------- */
+
+cublasStatus_t gt_cu_gemm(cublasHandle_t h, int ta, int tb, int M, int N, int K, float alpha,
+                          const bf16 *A, int lda, long long sa, const bf16 *B, int ldb,
+                          long long sb, float beta, void *C, int c_fp32, int ldc, long long sc,
+                          int batch)
+{
+    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
+    cublasOperation_t ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N, oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cudaDataType_t ct = c_fp32 ? CUDA_R_32F : CUDA_R_16BF;
+    if (batch == 1)
+        return cublasGemmEx(h, ob, oa, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda,
+                            &beta, C, ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return cublasGemmStridedBatchedEx(h, ob, oa, N, M, K, &alpha, B, CUDA_R_16BF, ldb, sb, A,
+                                      CUDA_R_16BF, lda, sa, &beta, C, ct, ldc, sc, batch,
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+__global__ void k_f32_to_bf16(bf16 *out, const float *in, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16(in[i]);
+}
+
+void gt_cu_f32_to_bf16(bf16 *out, const float *in, size_t n, cudaStream_t s)
+{
+    k_f32_to_bf16<<<grid_for(n, 256), 256, 0, s>>>(out, in, n);
+}
+
+__global__ void k_scale(float *x, size_t n, float a)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= a;
+}
+
+void gt_cu_scale(float *x, size_t n, float a, cudaStream_t s)
+{
+    k_scale<<<grid_for(n, 256), 256, 0, s>>>(x, n, a);
+}
+
+__global__ void k_encoder_forward(float *out, const int32_t *tok, const bf16 *wte, const bf16 *wpe,
+                                  int B, int T, int C)
+{
+    size_t total = (size_t)B * T * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / C, c = i % C, t = n % T;
+        out[i] = __bfloat162float(wte[(size_t)tok[n] * C + c]) + __bfloat162float(wpe[t * C + c]);
+    }
+}
+
+void gt_cu_encoder_forward(float *out, const int32_t *tok, const bf16 *wte, const bf16 *wpe, int B,
+                           int T, int C, cudaStream_t s)
+{
+    k_encoder_forward<<<grid_for((size_t)B * T * C, 256), 256, 0, s>>>(out, tok, wte, wpe, B, T, C);
+}
+
+__global__ void k_encoder_backward_wpe(float *dwpe, const float *dout, int B, int T, int C)
+{
+    size_t total = (size_t)T * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float acc = 0;
+        for (int b = 0; b < B; b++) acc += dout[(size_t)b * T * C + i];
+        dwpe[i] += acc;
+    }
+}
+
+/* One block per unique token; threads over channels; positions in increasing order. */
+__global__ void k_encoder_backward_wte(float *dwte, const float *dout, const int32_t *uniq,
+                                       const int32_t *start, const int32_t *pos, int C)
+{
+    int u = blockIdx.x;
+    int tok = uniq[u], p0 = start[u], p1 = start[u + 1];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = 0;
+        for (int p = p0; p < p1; p++) acc += dout[(size_t)pos[p] * C + c];
+        dwte[(size_t)tok * C + c] += acc;
+    }
+}
+
+void gt_cu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *uniq,
+                            const int32_t *start, const int32_t *pos, int nuniq, int B, int T,
+                            int C, cudaStream_t s)
+{
+    k_encoder_backward_wpe<<<grid_for((size_t)T * C, 256), 256, 0, s>>>(dwpe, dout, B, T, C);
+    if (nuniq > 0) k_encoder_backward_wte<<<nuniq, 256, 0, s>>>(dwte, dout, uniq, start, pos, C);
+}
+
+/* ---- layernorm --------------------------------------------------------------------------- */
+
+__global__ void k_layernorm_forward(bf16 *out, float *mean, float *rstd, const float *inp,
+                                    const bf16 *w, const bf16 *b, int N, int C)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C;
+    float s = 0;
+    for (int c = lane; c < C; c += WARP) s += x[c];
+    float m = warp_sum(s) / C;
+    float v = 0;
+    for (int c = lane; c < C; c += WARP) {
+        float d = x[c] - m;
+        v += d * d;
+    }
+    float rs = rsqrtf(warp_sum(v) / C + 1e-5f);
+    bf16 *o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP)
+        o[c] = __float2bfloat16((x[c] - m) * rs * __bfloat162float(w[c]) + __bfloat162float(b[c]));
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = rs;
+    }
+}
+
+void gt_cu_layernorm_forward(bf16 *out, float *mean, float *rstd, const float *inp, const bf16 *w,
+                             const bf16 *b, int N, int C, cudaStream_t s)
+{
+    k_layernorm_forward<<<(N + 7) / 8, 256, 0, s>>>(out, mean, rstd, inp, w, b, N, C);
+}
+
+__global__ void k_layernorm_backward_dinp(float *dinp, bf16 *dinp_bf, const float *dout,
+                                          const float *inp, const bf16 *w, const float *mean,
+                                          const float *rstd, int N, int C)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
+    float m = mean[row], rs = rstd[row], a = 0, bm = 0;
+    for (int c = lane; c < C; c += WARP) {
+        float dn = __bfloat162float(w[c]) * d[c];
+        a += dn;
+        bm += dn * (x[c] - m) * rs;
+    }
+    a = warp_sum(a) / C;
+    bm = warp_sum(bm) / C;
+    float *di = dinp + (size_t)row * C;
+    bf16 *db = dinp_bf + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP) {
+        float norm = (x[c] - m) * rs;
+        float v = di[c] + (__bfloat162float(w[c]) * d[c] - a - norm * bm) * rs;
+        di[c] = v;
+        db[c] = __float2bfloat16(v);
+    }
+}
+
+void gt_cu_layernorm_backward_dinp(float *dinp, bf16 *dinp_bf, const float *dout, const float *inp,
+                                   const bf16 *w, const float *mean, const float *rstd, int N,
+                                   int C, cudaStream_t s)
+{
+    k_layernorm_backward_dinp<<<(N + 7) / 8, 256, 0, s>>>(dinp, dinp_bf, dout, inp, w, mean, rstd,
+                                                          N, C);
+}
+
+/* Pass 1: block (column tile, chunk) sums its rows; pass 2: columns add chunks in order. */
+__global__ void k_ln_params_partial(float *partial, const float *dout, const float *inp,
+                                    const float *mean, const float *rstd, int N, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    if (c >= C) return;
+    int r0 = (int)((long long)N * chunk / GT_CU_ROW_CHUNKS);
+    int r1 = (int)((long long)N * (chunk + 1) / GT_CU_ROW_CHUNKS);
+    float sw = 0, sb = 0;
+    for (int r = r0; r < r1; r++) {
+        float d = dout[(size_t)r * C + c];
+        sw += d * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+        sb += d;
+    }
+    partial[(size_t)chunk * C + c] = sw;
+    partial[(size_t)(GT_CU_ROW_CHUNKS + chunk) * C + c] = sb;
+}
+
+__global__ void k_sum_partials(float *dst, const float *partial, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0;
+    for (int k = 0; k < GT_CU_ROW_CHUNKS; k++) s += partial[(size_t)k * C + c];
+    dst[c] += s;
+}
+
+void gt_cu_layernorm_backward_params(float *dw, float *db, float *partial, const float *dout,
+                                     const float *inp, const float *mean, const float *rstd, int N,
+                                     int C, cudaStream_t s)
+{
+    dim3 grid((C + 127) / 128, GT_CU_ROW_CHUNKS);
+    k_ln_params_partial<<<grid, 128, 0, s>>>(partial, dout, inp, mean, rstd, N, C);
+    k_sum_partials<<<(C + 127) / 128, 128, 0, s>>>(dw, partial, C);
+    k_sum_partials<<<(C + 127) / 128, 128, 0, s>>>(db, partial + (size_t)GT_CU_ROW_CHUNKS * C, C);
+}
+
+template <typename T> __device__ __forceinline__ float to_f(T x);
+template <> __device__ __forceinline__ float to_f<float>(float x)
+{
+    return x;
+}
+template <> __device__ __forceinline__ float to_f<bf16>(bf16 x)
+{
+    return __bfloat162float(x);
+}
+
+template <typename T> __global__ void k_colsum_partial(float *partial, const T *dout, int N, int OC)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    if (c >= OC) return;
+    int r0 = (int)((long long)N * chunk / GT_CU_ROW_CHUNKS);
+    int r1 = (int)((long long)N * (chunk + 1) / GT_CU_ROW_CHUNKS);
+    float s = 0;
+    for (int r = r0; r < r1; r++) s += to_f(dout[(size_t)r * OC + c]);
+    partial[(size_t)chunk * OC + c] = s;
+}
+
+void gt_cu_bias_backward_f32(float *db, float *partial, const float *dout, int N, int OC,
+                             cudaStream_t s)
+{
+    dim3 grid((OC + 127) / 128, GT_CU_ROW_CHUNKS);
+    k_colsum_partial<float><<<grid, 128, 0, s>>>(partial, dout, N, OC);
+    k_sum_partials<<<(OC + 127) / 128, 128, 0, s>>>(db, partial, OC);
+}
+
+void gt_cu_bias_backward_bf16(float *db, float *partial, const bf16 *dout, int N, int OC,
+                              cudaStream_t s)
+{
+    dim3 grid((OC + 127) / 128, GT_CU_ROW_CHUNKS);
+    k_colsum_partial<bf16><<<grid, 128, 0, s>>>(partial, dout, N, OC);
+    k_sum_partials<<<(OC + 127) / 128, 128, 0, s>>>(db, partial, OC);
+}
+
+/* ---- bias, residual, GELU ---------------------------------------------------------------- */
+
+__global__ void k_add_bias_bf16(bf16 *x, const bf16 *b, int N, int OC)
+{
+    size_t total = (size_t)N * OC;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(b[i % OC]));
+}
+
+void gt_cu_add_bias_bf16(bf16 *x, const bf16 *b, int N, int OC, cudaStream_t s)
+{
+    k_add_bias_bf16<<<grid_for((size_t)N * OC, 256), 256, 0, s>>>(x, b, N, OC);
+}
+
+__global__ void k_residual_bias(float *x, const bf16 *b, const float *res, int N, int C)
+{
+    size_t total = (size_t)N * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = res[i] + (x[i] + __bfloat162float(b[i % C]));
+}
+
+void gt_cu_residual_bias(float *x, const bf16 *b, const float *res, int N, int C, cudaStream_t s)
+{
+    k_residual_bias<<<grid_for((size_t)N * C, 256), 256, 0, s>>>(x, b, res, N, C);
+}
+
+#define GELU_K 0.7978845608028654f
+
+__global__ void k_bias_gelu_forward(bf16 *out, bf16 *pre, const bf16 *b, int N, int OC)
+{
+    size_t total = (size_t)N * OC;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        bf16 pb = __float2bfloat16(__bfloat162float(pre[i]) + __bfloat162float(b[i % OC]));
+        float x = __bfloat162float(pb);
+        pre[i] = pb;
+        out[i] = __float2bfloat16(0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+    }
+}
+
+void gt_cu_bias_gelu_forward(bf16 *out, bf16 *pre, const bf16 *b, int N, int OC, cudaStream_t s)
+{
+    k_bias_gelu_forward<<<grid_for((size_t)N * OC, 256), 256, 0, s>>>(out, pre, b, N, OC);
+}
+
+__global__ void k_gelu_backward(bf16 *d, const bf16 *pre, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = __bfloat162float(pre[i]);
+        float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+        float g = 0.5f * (1.0f + th) +
+                  0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        d[i] = __float2bfloat16(g * __bfloat162float(d[i]));
+    }
+}
+
+void gt_cu_gelu_backward(bf16 *d, const bf16 *pre, size_t n, cudaStream_t s)
+{
+    k_gelu_backward<<<grid_for(n, 256), 256, 0, s>>>(d, pre, n);
+}
+
+/* ---- attention layout -------------------------------------------------------------------- */
+
+/* Element i of (B, NH, T, hs) <-> (b, t, h, d). */
+__global__ void k_split_heads(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, int B, int T, int NH,
+                              int hs)
+{
+    size_t total = (size_t)B * NH * T * hs;
+    int C = NH * hs;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int d = (int)(i % hs);
+        size_t r = i / hs;
+        int t = (int)(r % T);
+        r /= T;
+        int h = (int)(r % NH), b = (int)(r / NH);
+        size_t src = ((size_t)b * T + t) * 3 * C + (size_t)h * hs + d;
+        q[i] = qkv[src];
+        k[i] = qkv[src + C];
+        v[i] = qkv[src + 2 * C];
+    }
+}
+
+void gt_cu_split_heads(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, int B, int T, int NH, int hs,
+                       cudaStream_t s)
+{
+    k_split_heads<<<grid_for((size_t)B * NH * T * hs, 256), 256, 0, s>>>(q, k, v, qkv, B, T, NH,
+                                                                         hs);
+}
+
+__global__ void k_merge_qkv_grads(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const bf16 *dv, int B,
+                                  int T, int NH, int hs)
+{
+    size_t total = (size_t)B * NH * T * hs;
+    int C = NH * hs;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int d = (int)(i % hs);
+        size_t r = i / hs;
+        int t = (int)(r % T);
+        r /= T;
+        int h = (int)(r % NH), b = (int)(r / NH);
+        size_t dst = ((size_t)b * T + t) * 3 * C + (size_t)h * hs + d;
+        dqkv[dst] = dq[i];
+        dqkv[dst + C] = dk[i];
+        dqkv[dst + 2 * C] = dv[i];
+    }
+}
+
+void gt_cu_merge_qkv_grads(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const bf16 *dv, int B, int T,
+                           int NH, int hs, cudaStream_t s)
+{
+    k_merge_qkv_grads<<<grid_for((size_t)B * NH * T * hs, 256), 256, 0, s>>>(dqkv, dq, dk, dv, B, T,
+                                                                             NH, hs);
+}
+
+__global__ void k_heads(bf16 *dst, const bf16 *src, int B, int T, int NH, int hs, int to_btc)
+{
+    size_t total = (size_t)B * NH * T * hs;
+    int C = NH * hs;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int d = (int)(i % hs);
+        size_t r = i / hs;
+        int t = (int)(r % T);
+        r /= T;
+        int h = (int)(r % NH), b = (int)(r / NH);
+        size_t btc = ((size_t)b * T + t) * C + (size_t)h * hs + d;
+        if (to_btc)
+            dst[btc] = src[i];
+        else
+            dst[i] = src[btc];
+    }
+}
+
+void gt_cu_merge_heads(bf16 *out, const bf16 *y, int B, int T, int NH, int hs, cudaStream_t s)
+{
+    k_heads<<<grid_for((size_t)B * NH * T * hs, 256), 256, 0, s>>>(out, y, B, T, NH, hs, 1);
+}
+
+void gt_cu_split_heads_one(bf16 *y, const bf16 *in, int B, int T, int NH, int hs, cudaStream_t s)
+{
+    k_heads<<<grid_for((size_t)B * NH * T * hs, 256), 256, 0, s>>>(y, in, B, T, NH, hs, 0);
+}
+
+/* ---- softmax (attention) ----------------------------------------------------------------- */
+
+/* One warp per row; row r is query t = r % T of its (b, h). */
+__global__ void k_softmax_causal(bf16 *att, const float *pre, int rows, int T)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= rows) return;
+    int t = row % T;
+    const float *x = pre + (size_t)row * T;
+    bf16 *o = att + (size_t)row * T;
+    float mx = -INFINITY;
+    for (int j = lane; j <= t; j += WARP) mx = fmaxf(mx, x[j]);
+    mx = warp_max(mx);
+    float s = 0;
+    for (int j = lane; j <= t; j += WARP) s += expf(x[j] - mx);
+    float inv = 1.0f / warp_sum(s);
+    for (int j = lane; j < T; j += WARP)
+        o[j] = __float2bfloat16(j <= t ? expf(x[j] - mx) * inv : 0.0f);
+}
+
+void gt_cu_softmax_causal(bf16 *att, const float *pre, int rows, int T, cudaStream_t s)
+{
+    k_softmax_causal<<<(rows + 7) / 8, 256, 0, s>>>(att, pre, rows, T);
+}
+
+__global__ void k_softmax_causal_backward(bf16 *dpre, const float *datt, const bf16 *att, int rows,
+                                          int T)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= rows) return;
+    int t = row % T;
+    const float *d = datt + (size_t)row * T;
+    const bf16 *p = att + (size_t)row * T;
+    float dot = 0;
+    for (int j = lane; j <= t; j += WARP) dot += __bfloat162float(p[j]) * d[j];
+    dot = warp_sum(dot);
+    bf16 *o = dpre + (size_t)row * T;
+    for (int j = lane; j < T; j += WARP)
+        o[j] = __float2bfloat16(j <= t ? __bfloat162float(p[j]) * (d[j] - dot) : 0.0f);
+}
+
+void gt_cu_softmax_causal_backward(bf16 *dpre, const float *datt, const bf16 *att, int rows, int T,
+                                   cudaStream_t s)
+{
+    k_softmax_causal_backward<<<(rows + 7) / 8, 256, 0, s>>>(dpre, datt, att, rows, T);
+}
+
+/* ---- cross-entropy ----------------------------------------------------------------------- */
+
+#define CE_BLOCK 256
+
+/* Block-wide reduction in a fixed tree (deterministic). */
+__device__ float block_reduce(float v, float *sh, int is_max)
+{
+    int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    float r = lane < CE_BLOCK / WARP ? sh[lane] : (is_max ? -INFINITY : 0.0f);
+    r = is_max ? warp_max(r) : warp_sum(r);
+    __syncthreads();
+    return r;
+}
+
+__global__ void k_crossentropy_forward(float *loss, float *rowmax, float *rowsum,
+                                       const bf16 *logits, const int32_t *targets, int V, int Vp)
+{
+    __shared__ float sh[CE_BLOCK / WARP];
+    int n = blockIdx.x;
+    const bf16 *x = logits + (size_t)n * Vp;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += CE_BLOCK) mx = fmaxf(mx, __bfloat162float(x[j]));
+    mx = block_reduce(mx, sh, 1);
+    float s = 0;
+    for (int j = threadIdx.x; j < V; j += CE_BLOCK) s += expf(__bfloat162float(x[j]) - mx);
+    s = block_reduce(s, sh, 0);
+    if (threadIdx.x == 0) {
+        rowmax[n] = mx;
+        rowsum[n] = s;
+        loss[n] = logf(s) + mx - __bfloat162float(x[targets[n]]);
+    }
+}
+
+void gt_cu_crossentropy_forward(float *loss, float *rowmax, float *rowsum, const bf16 *logits,
+                                const int32_t *targets, int N, int V, int Vp, cudaStream_t s)
+{
+    k_crossentropy_forward<<<N, CE_BLOCK, 0, s>>>(loss, rowmax, rowsum, logits, targets, V, Vp);
+}
+
+__global__ void k_crossentropy_backward(bf16 *logits, const float *rowmax, const float *rowsum,
+                                        const int32_t *targets, int N, int V, int Vp, float scale)
+{
+    int n = blockIdx.x;
+    bf16 *x = logits + (size_t)n * Vp;
+    float mx = rowmax[n], inv = 1.0f / rowsum[n], f = scale / (float)N;
+    int tg = targets[n];
+    for (int j = threadIdx.x; j < Vp; j += CE_BLOCK) {
+        float g = 0.0f;
+        if (j < V) g = f * (expf(__bfloat162float(x[j]) - mx) * inv - (j == tg ? 1.0f : 0.0f));
+        x[j] = __float2bfloat16(g);
+    }
+}
+
+void gt_cu_crossentropy_backward(bf16 *logits, const float *rowmax, const float *rowsum,
+                                 const int32_t *targets, int N, int V, int Vp, float scale,
+                                 cudaStream_t s)
+{
+    k_crossentropy_backward<<<N, CE_BLOCK, 0, s>>>(logits, rowmax, rowsum, targets, N, V, Vp,
+                                                   scale);
+}
+
+/* ---- reductions and the optimizer -------------------------------------------------------- */
+
+/* One block of 256 threads per chunk; fixed strided order, fixed shared-memory tree. */
+__global__ void k_sumsq_partials(double *partial, const float *x, size_t n)
+{
+    __shared__ double sh[256];
+    size_t lo = (size_t)blockIdx.x * GT_CU_SUMSQ_CHUNK;
+    size_t hi = lo + GT_CU_SUMSQ_CHUNK < n ? lo + GT_CU_SUMSQ_CHUNK : n;
+    double s = 0;
+    for (size_t i = lo + threadIdx.x; i < hi; i += 256) s += (double)x[i] * (double)x[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int o = 128; o > 0; o /= 2) {
+        if ((int)threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];
+}
+
+void gt_cu_sumsq_partials(double *partial, const float *x, size_t n, cudaStream_t s)
+{
+    size_t chunks = (n + GT_CU_SUMSQ_CHUNK - 1) / GT_CU_SUMSQ_CHUNK;
+    if (chunks) k_sumsq_partials<<<(unsigned)chunks, 256, 0, s>>>(partial, x, n);
+}
+
+__global__ void k_adamw(float *theta, bf16 *theta_bf, const float *g, float *m, float *v, size_t n,
+                        float lr, float b1, float b2, float eps, float wd, float bc1, float bc2)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i];
+        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1.0f - b1, gi));
+        float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1.0f - b2, gi), gi));
+        m[i] = mi;
+        v[i] = vi;
+        float mh = __fdiv_rn(mi, bc1), vh = __fdiv_rn(vi, bc2);
+        float upd =
+            __fadd_rn(__fdiv_rn(mh, __fadd_rn(__fsqrt_rn(vh), eps)), __fmul_rn(wd, theta[i]));
+        float t = __fsub_rn(theta[i], __fmul_rn(lr, upd));
+        theta[i] = t;
+        theta_bf[i] = __float2bfloat16(t);
+    }
+}
+
+void gt_cu_adamw(float *theta, bf16 *theta_bf, const float *g, float *m, float *v, size_t n,
+                 float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                 cudaStream_t s)
+{
+    if (n)
+        k_adamw<<<grid_for(n, 256), 256, 0, s>>>(theta, theta_bf, g, m, v, n, lr, b1, b2, eps, wd,
+                                                 bc1, bc2);
+}
