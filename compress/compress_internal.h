@@ -104,9 +104,12 @@ typedef struct {
 } gt_cmp_kernels_t;
 
 extern const gt_cmp_kernels_t gt_cmp_kernels_scalar;
-/* NULL when the compiler cannot build it; usable only when the CPU has AVX-512 F+BW. */
+/* NULL when the compiler cannot build them; usable only when the CPU has AVX-512 F+BW
+ * (resp. AVX2). */
 extern const gt_cmp_kernels_t *const gt_cmp_kernels_avx512;
-/* The table in use: AVX-512 when the CPU has it, unless GT_CMP_ISA=scalar is set. */
+extern const gt_cmp_kernels_t *const gt_cmp_kernels_avx2;
+/* The table in use: the best the CPU runs (avx512, avx2, scalar); GT_CMP_ISA=scalar|avx2
+ * caps it (for comparisons). */
 const gt_cmp_kernels_t *gt_cmp_kernels(void);
 /* Tests: force a table (NULL = back to automatic). */
 void gt_cmp_kernels_force(const gt_cmp_kernels_t *k);

@@ -110,13 +110,18 @@ static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
 static void kernels_init(void)
 {
     const char *isa = getenv("GT_CMP_ISA");
+    int cap = 2; /* 0 scalar, 1 avx2, 2 avx512 */
+    if (isa && strcmp(isa, "scalar") == 0) cap = 0;
+    if (isa && strcmp(isa, "avx2") == 0) cap = 1;
     kernels_auto = &gt_cmp_kernels_scalar;
 #if defined(__x86_64__)
-    if (gt_cmp_kernels_avx512 && !(isa && strcmp(isa, "scalar") == 0) &&
-        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    if (cap >= 1 && gt_cmp_kernels_avx2 && __builtin_cpu_supports("avx2"))
+        kernels_auto = gt_cmp_kernels_avx2;
+    if (cap >= 2 && gt_cmp_kernels_avx512 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw"))
         kernels_auto = gt_cmp_kernels_avx512;
 #else
-    (void)isa;
+    (void)cap;
 #endif
 }
 
