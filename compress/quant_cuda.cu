@@ -243,6 +243,7 @@ extern "C" gt_status_t gt_cmp_cuda_encode_payload(gt_cmp_codec_t codec, uint32_t
         k_absmax<<<(unsigned)nb, 256>>>(x, e, n, block, amax);
         k_scales<<<(unsigned)((ng + 127) / 128), 128>>>(amax, nb, ng, gt_cmp_qmax(codec), dp,
                                                         dp + ng, dbad);
+        CUDA_TRY(cudaGetLastError(), st, out);
         CUDA_TRY(cudaMemcpy(&bad, dbad, sizeof(int), cudaMemcpyDeviceToHost), st, out);
         if (bad) goto bad_input; /* the residual holds x + e: unspecified, as on the CPU */
         k_quant<<<grid_for(nbytes), 256>>>(codec, x, e, n, block, dp, dp + ng, dp + ng + nb,
