@@ -57,14 +57,22 @@ GT_AVX2 static inline void store_nibbles(uint8_t *out, __m256i a, __m256i b)
     _mm_storel_epi64((__m128i *)out, _mm_packus_epi16(r, r));
 }
 
+GT_AVX2 static inline __m256i fp4_step(__m256i m, __m256 c)
+{
+    return _mm256_sub_epi32(m, _mm256_castps_si256(c)); /* a true compare is -1 */
+}
+
+/* Nearest e2m1 magnitude code of t >= 0, ties to the even code (as fp4_code in quant.c). */
 GT_AVX2 static inline __m256i fp4_mag(__m256 t)
 {
-    static const float th[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
     __m256i m = _mm256_setzero_si256();
-    for (int k = 0; k < 7; k++) {
-        __m256 c = _mm256_cmp_ps(t, _mm256_set1_ps(th[k]), (k & 1) ? _CMP_GE_OQ : _CMP_GT_OQ);
-        m = _mm256_sub_epi32(m, _mm256_castps_si256(c)); /* a true compare is -1 */
-    }
+    m = fp4_step(m, _mm256_cmp_ps(t, _mm256_set1_ps(0.25f), _CMP_GT_OQ));
+    m = fp4_step(m, _mm256_cmp_ps(t, _mm256_set1_ps(0.75f), _CMP_GE_OQ));
+    m = fp4_step(m, _mm256_cmp_ps(t, _mm256_set1_ps(1.25f), _CMP_GT_OQ));
+    m = fp4_step(m, _mm256_cmp_ps(t, _mm256_set1_ps(1.75f), _CMP_GE_OQ));
+    m = fp4_step(m, _mm256_cmp_ps(t, _mm256_set1_ps(2.5f), _CMP_GT_OQ));
+    m = fp4_step(m, _mm256_cmp_ps(t, _mm256_set1_ps(3.5f), _CMP_GE_OQ));
+    m = fp4_step(m, _mm256_cmp_ps(t, _mm256_set1_ps(5.0f), _CMP_GT_OQ));
     return m;
 }
 
