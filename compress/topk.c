@@ -85,17 +85,29 @@ static inline uint32_t key_of(float v)
     return gt_cmp_f2u(v) & 0x7fffffffu;
 }
 
-/* Finds the threshold key T and how many elements with key == T to keep (lowest indices). */
-static gt_status_t select_threshold(gt_cmp_topk_scratch_t *sc, const float *v, size_t n, size_t k,
-                                    uint32_t *t_p, size_t *take_eq_p)
+/* Finds the threshold key T and how many elements with key == T to keep (lowest indices).
+ * v = x, or, when e != NULL, e <- e + x first (fused into the first pass) and v = e. */
+static gt_status_t select_threshold(gt_cmp_topk_scratch_t *sc, const float *x, float *e, size_t n,
+                                    size_t k, uint32_t *t_p, size_t *take_eq_p)
 {
     size_t *hist = calloc(2048, sizeof(size_t));
     if (!hist) return GT_ERR_NOMEM;
+    const float *v = e ? e : x;
     uint32_t mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t key = key_of(v[i]);
-        mx = key > mx ? key : mx;
-        hist[key >> 20]++;
+    if (e) {
+        for (size_t i = 0; i < n; i++) {
+            float s = e[i] + x[i];
+            e[i] = s;
+            uint32_t key = key_of(s);
+            mx = key > mx ? key : mx;
+            hist[key >> 20]++;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t key = key_of(x[i]);
+            mx = key > mx ? key : mx;
+            hist[key >> 20]++;
+        }
     }
     if (mx >= GT_CMP_ABS_INF) {
         free(hist);
@@ -142,16 +154,12 @@ gt_status_t gt_cmp_topk_encode(gt_cmp_topk_scratch_t *sc, gt_cmp_codec_t values,
     }
     gt_status_t st = scratch_k(sc, k);
     if (st != GT_OK) return st;
-    const float *v = x;
-    if (e) {
-        for (size_t i = 0; i < n; i++) e[i] += x[i];
-        v = e;
-    }
+    const float *v = e ? e : x;
     size_t len = 0;
     if (k > 0) {
         uint32_t t;
         size_t take_eq;
-        st = select_threshold(sc, v, n, k, &t, &take_eq);
+        st = select_threshold(sc, x, e, n, k, &t, &take_eq);
         if (st != GT_OK) return st;
         size_t j = 0;
         uint64_t prev = 0; /* gap to the previous index, minus one; the first: the index */
