@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zstd.h>
 
 typedef struct {
@@ -32,8 +33,9 @@ static void usage(FILE *out)
             "usage: geotrain bench codec [--json] [options]\n\n"
             "Encodes and decodes synthetic pseudo-gradients with each codec on one core and\n"
             "prints, per codec and data set: encode_gbps and decode_gbps (GB/s of fp32 input,\n"
-            "median of the repeats), ratio (fp32 bytes / frame bytes), rel_err and whether\n"
-            "repeats gave identical frames. The `zstd` row is plain zstd on the raw fp32\n"
+            "median of the repeats; the _cpu_ twins divide by this thread's CPU time instead of\n"
+            "wall time, for shared machines), ratio (fp32 bytes / frame bytes), rel_err and\n"
+            "whether repeats gave identical frames. The `zstd` row is plain zstd on the raw fp32\n"
             "bytes: the baseline.\n\n"
             "Options:\n"
             "  --json               one JSON object per line (default: a table)\n"
@@ -86,6 +88,14 @@ static void fill(float *x, size_t n, const char *data)
     }
 }
 
+/* This thread's CPU time: on a shared machine, wall time also counts time spent descheduled. */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -100,6 +110,7 @@ static double median(double *v, int n)
 
 typedef struct {
     double enc_gbps, dec_gbps, ratio, rel_err;
+    double enc_cpu_gbps, dec_cpu_gbps; /* per second of this thread's CPU time */
     size_t frame_bytes;
     int deterministic, zstd_used;
 } row_t;
@@ -123,8 +134,10 @@ static int run_codec(const bench_opts_t *o, const gt_cmp_params_t *p, const floa
     uint8_t *frame = malloc(cap), *first = malloc(cap);
     float *e = p->error_feedback ? calloc(n, sizeof(float)) : NULL;
     float *y = malloc(n * sizeof(float));
-    double *te = malloc(sizeof(double) * (size_t)o->repeats);
-    double *td = malloc(sizeof(double) * (size_t)o->repeats);
+    /* wall and thread-CPU nanoseconds of each repeat: encode, decode */
+    double *te = malloc(sizeof(double) * 4 * (size_t)o->repeats);
+    double *td = te ? te + o->repeats : NULL, *ce = te ? te + 2 * o->repeats : NULL;
+    double *cd = te ? te + 3 * o->repeats : NULL;
     int rc = -1;
     if (!frame || !first || (p->error_feedback && !e) || !y || !te || !td) goto out;
     r->deterministic = 1;
@@ -134,13 +147,15 @@ static int run_codec(const bench_opts_t *o, const gt_cmp_params_t *p, const floa
         goto out;
     for (int k = 0; k < o->repeats; k++) {
         if (e) memset(e, 0, n * sizeof(float));
-        uint64_t t0 = gt_time_ns();
+        uint64_t c0 = cpu_ns(), t0 = gt_time_ns();
         if (gt_cmp_encode(ctx, x, n, e, frame, cap, &len) != GT_OK) goto out;
-        uint64_t t1 = gt_time_ns();
+        uint64_t c1 = cpu_ns(), t1 = gt_time_ns();
         if (gt_cmp_decode(ctx, frame, len, y, n) != GT_OK) goto out;
-        uint64_t t2 = gt_time_ns();
+        uint64_t c2 = cpu_ns(), t2 = gt_time_ns();
         te[k] = (double)(t1 - t0);
         td[k] = (double)(t2 - t1);
+        ce[k] = (double)(c1 - c0);
+        cd[k] = (double)(c2 - c1);
         if (k == 0) {
             memcpy(first, frame, len);
             len0 = len;
@@ -153,6 +168,8 @@ static int run_codec(const bench_opts_t *o, const gt_cmp_params_t *p, const floa
     r->zstd_used = info.zstd;
     r->enc_gbps = 4.0 * (double)n / median(te, o->repeats);
     r->dec_gbps = 4.0 * (double)n / median(td, o->repeats);
+    r->enc_cpu_gbps = 4.0 * (double)n / median(ce, o->repeats);
+    r->dec_cpu_gbps = 4.0 * (double)n / median(cd, o->repeats);
     r->frame_bytes = len;
     r->ratio = 4.0 * (double)n / (double)len;
     r->rel_err = rel_err(x, y, n);
@@ -163,7 +180,6 @@ out:
     free(e);
     free(y);
     free(te);
-    free(td);
     gt_cmp_destroy(ctx);
     return rc;
 }
@@ -173,8 +189,10 @@ static int run_zstd(const bench_opts_t *o, const float *x, row_t *r)
     size_t n = o->n, cap = ZSTD_compressBound(4 * n), len = 0;
     uint8_t *frame = malloc(cap);
     float *y = malloc(n * sizeof(float));
-    double *te = malloc(sizeof(double) * (size_t)o->repeats);
-    double *td = malloc(sizeof(double) * (size_t)o->repeats);
+    /* wall and thread-CPU nanoseconds of each repeat: encode, decode */
+    double *te = malloc(sizeof(double) * 4 * (size_t)o->repeats);
+    double *td = te ? te + o->repeats : NULL, *ce = te ? te + 2 * o->repeats : NULL;
+    double *cd = te ? te + 3 * o->repeats : NULL;
     ZSTD_CCtx *cc = ZSTD_createCCtx();
     ZSTD_DCtx *dc = ZSTD_createDCtx();
     int rc = -1;
@@ -182,18 +200,22 @@ static int run_zstd(const bench_opts_t *o, const float *x, row_t *r)
     len = ZSTD_compressCCtx(cc, frame, cap, x, 4 * n, o->p.zstd_level); /* untimed warm-up */
     if (ZSTD_isError(len) || ZSTD_isError(ZSTD_decompressDCtx(dc, y, 4 * n, frame, len))) goto out;
     for (int k = 0; k < o->repeats; k++) {
-        uint64_t t0 = gt_time_ns();
+        uint64_t c0 = cpu_ns(), t0 = gt_time_ns();
         len = ZSTD_compressCCtx(cc, frame, cap, x, 4 * n, o->p.zstd_level);
-        uint64_t t1 = gt_time_ns();
+        uint64_t c1 = cpu_ns(), t1 = gt_time_ns();
         if (ZSTD_isError(len)) goto out;
         size_t got = ZSTD_decompressDCtx(dc, y, 4 * n, frame, len);
-        uint64_t t2 = gt_time_ns();
+        uint64_t c2 = cpu_ns(), t2 = gt_time_ns();
         if (ZSTD_isError(got) || got != 4 * n) goto out;
         te[k] = (double)(t1 - t0);
         td[k] = (double)(t2 - t1);
+        ce[k] = (double)(c1 - c0);
+        cd[k] = (double)(c2 - c1);
     }
     r->enc_gbps = 4.0 * (double)n / median(te, o->repeats);
     r->dec_gbps = 4.0 * (double)n / median(td, o->repeats);
+    r->enc_cpu_gbps = 4.0 * (double)n / median(ce, o->repeats);
+    r->dec_cpu_gbps = 4.0 * (double)n / median(cd, o->repeats);
     r->frame_bytes = len;
     r->ratio = 4.0 * (double)n / (double)len;
     r->rel_err = rel_err(x, y, n);
@@ -204,7 +226,6 @@ out:
     free(frame);
     free(y);
     free(te);
-    free(td);
     ZSTD_freeCCtx(cc);
     ZSTD_freeDCtx(dc);
     return rc;
@@ -215,9 +236,9 @@ static void print_row(const bench_opts_t *o, const char *label, const gt_cmp_par
 {
     const char *isa = gt_cmp_isa();
     if (!o->json) {
-        printf("%-10s %-9s %10.2f %10.2f %9.2f %11.3e %6zu%s %s\n", label, data, r->enc_gbps,
-               r->dec_gbps, r->ratio, r->rel_err, r->frame_bytes >> 10, r->zstd_used ? "+z" : "  ",
-               r->deterministic ? "yes" : "NO");
+        printf("%-10s %-9s %8.2f %8.2f %8.2f %8.2f %9.2f %11.3e %6zu%s %s\n", label, data,
+               r->enc_gbps, r->enc_cpu_gbps, r->dec_gbps, r->dec_cpu_gbps, r->ratio, r->rel_err,
+               r->frame_bytes >> 10, r->zstd_used ? "+z" : "  ", r->deterministic ? "yes" : "NO");
         return;
     }
     printf("{\"bench\":\"codec\",\"codec\":\"%s\",\"data\":\"%s\",\"n\":%zu,",
@@ -233,10 +254,11 @@ static void print_row(const bench_opts_t *o, const char *label, const gt_cmp_par
                    gt_cmp_codec_name(p->topk_values));
     }
     printf("\"zstd_used\":%s,\"isa\":\"%s\",\"repeats\":%d,\"encode_gbps\":%.3f,"
-           "\"decode_gbps\":%.3f,\"ratio\":%.3f,\"frame_bytes\":%zu,\"rel_err\":%.4e,"
-           "\"deterministic\":%s}\n",
-           r->zstd_used ? "true" : "false", isa, o->repeats, r->enc_gbps, r->dec_gbps, r->ratio,
-           r->frame_bytes, r->rel_err, r->deterministic ? "true" : "false");
+           "\"decode_gbps\":%.3f,\"encode_cpu_gbps\":%.3f,\"decode_cpu_gbps\":%.3f,"
+           "\"ratio\":%.3f,\"frame_bytes\":%zu,\"rel_err\":%.4e,\"deterministic\":%s}\n",
+           r->zstd_used ? "true" : "false", isa, o->repeats, r->enc_gbps, r->dec_gbps,
+           r->enc_cpu_gbps, r->dec_cpu_gbps, r->ratio, r->frame_bytes, r->rel_err,
+           r->deterministic ? "true" : "false");
     fflush(stdout);
 }
 
@@ -314,8 +336,8 @@ int gt_bench_codec(int argc, char **argv)
         return 1;
     }
     if (!o.json)
-        printf("%-10s %-9s %10s %10s %9s %11s %8s %s\n", "codec", "data", "enc GB/s", "dec GB/s",
-               "ratio", "rel_err", "KiB", "determ.");
+        printf("%-10s %-9s %8s %8s %8s %8s %9s %11s %8s %s\n", "codec", "data", "enc GB/s",
+               "enc/cpu", "dec GB/s", "dec/cpu", "ratio", "rel_err", "KiB", "determ.");
     int failed = 0;
     char dbuf[256], cbuf[256];
     snprintf(dbuf, sizeof(dbuf), "%s", o.data);

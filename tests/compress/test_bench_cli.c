@@ -47,6 +47,8 @@ int main(void)
         CHECK(codec && data);
         CHECK(json_number_value(json_object_get(o, "encode_gbps")) > 0);
         CHECK(json_number_value(json_object_get(o, "decode_gbps")) > 0);
+        CHECK(json_number_value(json_object_get(o, "encode_cpu_gbps")) > 0);
+        CHECK(json_number_value(json_object_get(o, "decode_cpu_gbps")) > 0);
         CHECK(json_is_true(json_object_get(o, "deterministic")));
         if (!codec || !data) {
             json_decref(o);
