@@ -6,6 +6,10 @@
 #include <string.h>
 
 const gt_cli_cmd_t gt_cli_bench_targets[] = {
+    {"wan",
+     "WAN transport throughput, plain and encrypted, vs ucx_perftest/fi_pingpong/iperf3 (JSON "
+     "lines)",
+     gt_bench_wan},
     {"kernels", "GPT forward+backward+AdamW tokens/s and GFLOP/s (JSON)", gt_bench_kernels},
     {"codec", "codec throughput and compression ratio (JSON lines)", gt_bench_codec},
     {NULL, NULL, NULL},

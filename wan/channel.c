@@ -67,6 +67,7 @@ struct gt_wan_net {
     gt_wan_sec_t *sec; /* NULL with security: none */
     gt_wan_ep_t *eps;
     gt_wan_ep_stats_t closed_stats; /* endpoints already gone */
+    uint64_t activity;              /* bumped by every completed frame or state change */
 };
 
 struct gt_wan_ep {
@@ -142,6 +143,7 @@ static void req_done(gt_wan_req_t *r, gt_status_t st)
 static void ep_fail(gt_wan_ep_t *ep, gt_status_t st)
 {
     if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
+    ep->net->activity++;
     char who[96];
     if (st == GT_ERR_CLOSED)
         GT_DEBUG("wan: connection to %s closed", peer_label(ep, who, sizeof who));
@@ -362,6 +364,7 @@ static void tx_progress(gt_wan_ep_t *ep)
         gt_status_t st = s->treq.status;
         s->state = SLOT_FREE;
         ep->tx_idle_since_ns = now;
+        ep->net->activity++;
         if (st != GT_OK) {
             ep_fail(ep, st);
             return;
@@ -395,6 +398,7 @@ static void tx_progress(gt_wan_ep_t *ep)
 static void ep_ready(gt_wan_ep_t *ep)
 {
     ep->state = GT_OK;
+    ep->net->activity++;
     char who[96];
     GT_DEBUG("wan: connection to %s ready (%s)", peer_label(ep, who, sizeof who),
              ep->sess ? gt_wan_cipher_name(gt_wan_session_cipher(ep->sess)) : "plaintext");
@@ -576,6 +580,7 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len)
         ep->plain_rx++;
     }
     ep->stats.frames_received++;
+    net->activity++;
     if (starting) {
         ep->asm_active = 1;
         ep->asm_hdr = h;
@@ -901,19 +906,35 @@ void gt_wan_net_stats(const gt_wan_net_t *net, gt_wan_ep_stats_t *stats_p)
     *stats_p = s;
 }
 
-/* Between progress calls of a wait: sleep when the next thing due is a frame the emulator
- * holds for a while, else yield, so two peers polling on a shared core both run. */
-static void net_idle(gt_wan_net_t *net)
+/* Between progress calls of a wait. Spinning gives the lowest latency but steals the core
+ * from the peer on a shared machine, so: spin while things happen; after 1 ms without any
+ * activity, sleep in 100 us naps (or until the emulator's next frame is due, if sooner);
+ * yield otherwise. */
+typedef struct {
+    uint64_t activity, quiet_since_ns;
+} idle_t;
+
+static void net_idle(gt_wan_net_t *net, idle_t *idle)
 {
-    uint64_t due = UINT64_MAX, now = gt_time_ns();
+    uint64_t now = gt_time_ns();
+    if (net->activity != idle->activity || idle->quiet_since_ns == 0) {
+        idle->activity = net->activity;
+        idle->quiet_since_ns = now;
+        return;
+    }
+    uint64_t due = UINT64_MAX;
     for (gt_wan_ep_t *ep = net->eps; ep; ep = ep->next) {
         uint64_t d = ep->delay ? gt_wan_emu_queue_next_due(ep->delay) : UINT64_MAX;
         if (d < due) due = d;
     }
+    uint64_t nap = 0;
+    if (now - idle->quiet_since_ns > 1000000ull) nap = 100000;
     if (due != UINT64_MAX && due > now + 300000) {
-        uint64_t ns = due - now - 200000;
-        if (ns > 1000000) ns = 1000000;
-        struct timespec ts = {0, (long)ns};
+        uint64_t until = due - now - 200000;
+        nap = until < 1000000 ? until : 1000000;
+    }
+    if (nap) {
+        struct timespec ts = {0, (long)nap};
         nanosleep(&ts, NULL);
     } else {
         sched_yield();
@@ -924,10 +945,11 @@ gt_status_t gt_wan_ep_wait_ready(gt_wan_ep_t *ep, uint32_t timeout_ms)
 {
     if (!ep) return GT_ERR_INVALID;
     uint64_t deadline = gt_time_ns() + (uint64_t)timeout_ms * 1000000ull;
+    idle_t idle = {0, 0};
     while (ep->state == GT_ERR_AGAIN) {
         if (gt_time_ns() > deadline) return GT_ERR_TIMEOUT;
         gt_wan_net_progress(ep->net);
-        if (ep->state == GT_ERR_AGAIN) net_idle(ep->net);
+        if (ep->state == GT_ERR_AGAIN) net_idle(ep->net, &idle);
     }
     return ep->state;
 }
@@ -982,10 +1004,11 @@ gt_status_t gt_wan_req_wait(gt_wan_req_t *req, uint32_t timeout_ms)
     if (!req || !req->ep_) return GT_ERR_INVALID;
     uint64_t deadline = gt_time_ns() + (uint64_t)timeout_ms * 1000000ull;
     gt_wan_net_t *net = req->ep_->net;
+    idle_t idle = {0, 0};
     while (req->status == GT_ERR_AGAIN) {
         if (gt_time_ns() > deadline) return GT_ERR_TIMEOUT;
         gt_wan_net_progress(net);
-        if (req->status == GT_ERR_AGAIN) net_idle(net);
+        if (req->status == GT_ERR_AGAIN) net_idle(net, &idle);
     }
     return req->status;
 }

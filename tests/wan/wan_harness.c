@@ -90,8 +90,22 @@ pid_t wt_spawn_server(const wt_cfg_t *cfg, const char *name, const char *arg, ui
     if (pid == 0) {
         close(port_fds[0]);
         if (dup2(cfg_fds[0], 3) < 0 || dup2(port_fds[1], 4) < 0) _exit(94);
-        char *args[] = {"test_wan", "--serve", (char *)name, (char *)(arg ? arg : ""), NULL};
-        execv("/proc/self/exe", args);
+        if (cfg->server_ucx_dev[0]) setenv("UCX_NET_DEVICES", cfg->server_ucx_dev, 1);
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) _exit(95);
+        self[n] = '\0';
+        if (cfg->server_netns[0]) {
+            /* `ip netns exec` also remounts /sys for the namespace, which UCX reads to find
+             * its network devices (a bare setns would leave it looking at ours). */
+            char *args[] = {"ip", "netns",   "exec",       (char *)cfg->server_netns,
+                            self, "--serve", (char *)name, (char *)(arg ? arg : ""),
+                            NULL};
+            execvp("ip", args);
+        } else {
+            char *args[] = {self, "--serve", (char *)name, (char *)(arg ? arg : ""), NULL};
+            execv(self, args);
+        }
         _exit(95);
     }
     close(cfg_fds[0]);
@@ -122,7 +136,8 @@ void wt_serve_main(int argc, char **argv, const wt_server_t *table)
     gt_wan_net_t *net = NULL;
     uint16_t port = 0;
     if (wt_net(&cfg, SITE_SERVER, &net) != GT_OK) _exit(91);
-    if (gt_wan_net_listen(net, "127.0.0.1", 0, &port) != GT_OK) _exit(92);
+    const char *host = cfg.listen_host[0] ? cfg.listen_host : "127.0.0.1";
+    if (gt_wan_net_listen(net, host, 0, &port) != GT_OK) _exit(92);
     if (write(4, &port, sizeof port) != (ssize_t)sizeof port) _exit(93);
     close(4);
     int rc = s->fn(&cfg, net, argv[3]);
@@ -165,8 +180,14 @@ gt_wan_ep_t *wt_accept(gt_wan_net_t *net, unsigned timeout_ms)
 
 gt_wan_ep_t *wt_connect(gt_wan_net_t *net, uint16_t port, unsigned timeout_ms)
 {
+    return wt_connect_host(net, "127.0.0.1", port, timeout_ms);
+}
+
+gt_wan_ep_t *wt_connect_host(gt_wan_net_t *net, const char *host, uint16_t port,
+                             unsigned timeout_ms)
+{
     gt_wan_ep_t *ep = NULL;
-    if (gt_wan_net_connect(net, "127.0.0.1", port, SITE_SERVER, &ep) != GT_OK) return NULL;
+    if (gt_wan_net_connect(net, host, port, SITE_SERVER, &ep) != GT_OK) return NULL;
     if (gt_wan_ep_wait_ready(ep, timeout_ms) != GT_OK) {
         gt_wan_ep_close(ep);
         return NULL;

@@ -22,6 +22,9 @@ typedef struct {
     double emu_mbps;
     size_t frame_bytes, window;
     uint32_t max_rejects, io_timeout_ms;
+    char listen_host[64];    /* the server's listen address; "" = 127.0.0.1 */
+    char server_netns[64];   /* "": the server runs in our network namespace */
+    char server_ucx_dev[32]; /* UCX_NET_DEVICES for the server; "" = unset */
 } wt_cfg_t;
 
 /* Fresh keys, the given transport and mode, small defaults. */
@@ -47,8 +50,11 @@ void wt_cleanup(void);
 int wt_wait(pid_t pid, unsigned timeout_ms);
 /* Accepts one ready endpoint within timeout_ms (NULL on failure). */
 gt_wan_ep_t *wt_accept(gt_wan_net_t *net, unsigned timeout_ms);
-/* Connects to the server site and waits for the handshake (NULL on failure). */
+/* Connects to the server site at 127.0.0.1 and waits for the handshake (NULL on failure). */
 gt_wan_ep_t *wt_connect(gt_wan_net_t *net, uint16_t port, unsigned timeout_ms);
+gt_wan_ep_t *wt_connect_host(gt_wan_net_t *net, const char *host, uint16_t port,
+                             unsigned timeout_ms);
+
 /* A deterministic byte pattern and its check. */
 void wt_fill(void *buf, size_t len, uint64_t seed);
 int wt_check(const void *buf, size_t len, uint64_t seed);
