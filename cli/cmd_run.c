@@ -287,7 +287,7 @@ int gt_cmd_run(int argc, char **argv)
     if ((s = gt_local_trainer_save(tr, ckpt_dir, KEEP_CKPTS)) != GT_OK) goto fail;
     uint64_t done = gt_local_trainer_steps_done(tr);
     uint64_t tokens = (uint64_t)done * gt_local_trainer_tokens_per_step(tr);
-    double elapsed = st.step ? st.elapsed_s : 0;
+    double elapsed = gt_local_trainer_elapsed_s(tr);
     snprintf(path, sizeof path, "%s/summary.json", site_dir);
     if ((s = write_summary(path, site, done, tokens, elapsed, final_loss, stop_signal != 0)) !=
         GT_OK)

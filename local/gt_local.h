@@ -255,6 +255,8 @@ GT_API uint64_t gt_local_trainer_steps_done(const gt_local_trainer_t *tr);
 /* run.rounds × inner.steps. */
 GT_API uint64_t gt_local_trainer_total_steps(const gt_local_trainer_t *tr);
 GT_API size_t gt_local_trainer_tokens_per_step(const gt_local_trainer_t *tr);
+/* Seconds spent in steps since the run began, across resumes. */
+GT_API double gt_local_trainer_elapsed_s(const gt_local_trainer_t *tr);
 /* The hash (XXH64, hex) of the resolved settings a run's numbers depend on (run.seed and
  * rounds, model.*, data.*, inner.*, outer.*, codec.*, local.threads, the sites' names, ranks
  * and backends). A resume with a different hash is refused. */
@@ -273,7 +275,8 @@ GT_API gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *roo
                                          unsigned keep) GT_MUST_USE;
 /* Loads the newest checkpoint under `root` (GT_ERR_NOT_FOUND when there is none) after
  * checking its config hash against this trainer's; a mismatch is GT_ERR_CONFIG and names
- * the settings that differ. */
+ * the settings that differ. After any other error the trainer may hold part of the
+ * checkpoint: destroy it. */
 GT_API gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root) GT_MUST_USE;
 /* The newest complete checkpoint folder under `root` into path_p[n]; GT_ERR_NOT_FOUND if
  * none. */

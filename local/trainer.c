@@ -213,6 +213,10 @@ const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr)
 {
     return tr->hash;
 }
+double gt_local_trainer_elapsed_s(const gt_local_trainer_t *tr)
+{
+    return tr->elapsed_s;
+}
 
 gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path)
 {
