@@ -75,6 +75,8 @@ typedef enum {
 #define GT_WAN_SEC_MAX_FRAME_LIMIT   ((size_t)1 << 36)  /* 64 GiB: AES-GCM's own bound */
 /* Longest run id mixed into the handshake. */
 #define GT_WAN_SEC_RUN_ID_MAX        256u
+/* Most pinned peers one context holds. */
+#define GT_WAN_SEC_MAX_PEERS         4096u
 /* Largest handshake message (msg1); buffers of this size hold any of the three. */
 #define GT_WAN_HS_MSG_MAX            128u
 
@@ -136,7 +138,8 @@ typedef struct gt_wan_sec gt_wan_sec_t;
 typedef struct gt_wan_session gt_wan_session_t;
 
 /* Validates and copies the params: GT_ERR_INVALID for a missing key pair, no run id, a run
- * id over 256 bytes, duplicate peer ids or keys, or a max_frame_bytes above the limit;
+ * id over 256 bytes, more than GT_WAN_SEC_MAX_PEERS peers, duplicate peer ids or keys, or a
+ * max_frame_bytes above the limit;
  * GT_ERR_UNSUPPORTED when `cipher` is AES-256-GCM and this CPU lacks AES-NI. The static
  * secret lives in guarded memory (sodium_malloc) and is wiped on destroy. */
 GT_API GT_MUST_USE gt_status_t gt_wan_sec_create(const gt_wan_sec_params_t *params,
