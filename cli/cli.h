@@ -22,6 +22,7 @@ extern const gt_cli_cmd_t gt_cli_bench_targets[]; /* NULL-name terminated */
 int gt_cmd_config(int argc, char **argv);
 int gt_cmd_keygen(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
+int gt_cmd_launch(int argc, char **argv);
 int gt_cmd_run(int argc, char **argv);
 int gt_cmd_grad(int argc, char **argv);
 

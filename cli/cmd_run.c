@@ -35,10 +35,12 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: geotrain run --config FILE --site NAME [--run-dir DIR] [--resume]\n"
             "                    [--init MODEL.safetensors] [--set KEY=VALUE ...]\n\n"
-            "Trains one site of a sites.yaml on this machine: the inner AdamW loop on the\n"
-            "site's share of the data. The config must have exactly one site, of one rank\n"
-            "(multi-site runs are `geotrain launch`, which does not exist yet; in-site ranks\n"
-            "come with the in-site collectives). Total steps = run.rounds x inner.steps.\n\n"
+            "Trains one site of a sites.yaml: the inner AdamW loop on the site's share of the\n"
+            "data. With one site in the config, that is all (no WAN). With several, this\n"
+            "process is one site of a DiLoCo run: every inner.steps steps it exchanges its\n"
+            "pseudo-gradient with the other sites over the WAN (membership through etcd at\n"
+            "membership.endpoints) -- `geotrain launch` starts every site this way. A site has\n"
+            "one rank for now. Total steps = run.rounds x inner.steps.\n\n"
             "Prints the resolved config, then a progress line (step, loss, tokens/s, ETA):\n"
             "updated in place on a terminal, one line every run.log_every steps otherwise.\n\n"
             "Run directory (--run-dir, default run.run_dir/run.name):\n"
@@ -62,6 +64,10 @@ static void usage(FILE *out)
             "  --init FILE       start from these GPT-2 parameters (safetensors with HF names,\n"
             "                    e.g. a Hugging Face model.safetensors) instead of run.seed's\n"
             "                    random initialisation; shapes must match the model\n"
+            "  --run-id ID       multi-site: the run's name in etcd and in the secure channel\n"
+            "                    (all sites of a run use the same; default run.name)\n"
+            "  --slow FACTOR     multi-site: make every step FACTOR times slower (emulates a\n"
+            "                    slow site)\n"
             "  --set KEY=VALUE   override a config key (repeatable); precedence: file <\n"
             "                    GT_* environment < --set\n"
             "  -h, --help        this text\n",
@@ -110,13 +116,59 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
     return s;
 }
 
+/* A site of a multi-site run: DiLoCo over the WAN (local/site.c). */
+static int run_site(const gt_topo_config_t *cfg, const char *site, const char *run_dir_opt,
+                    const char *run_id, double slow)
+{
+    char run_dir[GT_TOPO_PATH_MAX * 2 + 8], path[sizeof run_dir + 32];
+    uint32_t si = 0;
+    if (gt_topo_site_index(cfg, site, &si) == GT_OK && cfg->sites[si].ranks != 1) {
+        fprintf(stderr,
+                "geotrain run: site '%s' has %u ranks; in-site data parallelism (MPI/NCCL) is not "
+                "built yet, so a site has one rank (set sites.%s.ranks=1)\n",
+                site, cfg->sites[si].ranks, site);
+        return 2;
+    }
+    if (run_dir_opt)
+        snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
+    else
+        snprintf(run_dir, sizeof run_dir, "%s/%s", cfg->run.run_dir, cfg->run.name);
+    if (gt_local_mkdirs(run_dir) != GT_OK) return 1;
+    snprintf(path, sizeof path, "%s/config.yaml", run_dir);
+    if (access(path, F_OK) != 0 && write_config_copy(cfg, path) != GT_OK) return 1;
+    gt_log_set_tag(site);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    gt_local_site_params_t sp = GT_LOCAL_SITE_PARAMS_INIT;
+    sp.cfg = cfg;
+    sp.site = site;
+    sp.run_dir = run_dir;
+    sp.run_id = run_id ? run_id : cfg->run.name;
+    sp.slow_factor = slow;
+    sp.stop = (const volatile int *)&stop_signal;
+    gt_status_t s = gt_local_site_run(&sp);
+    if (s == GT_ERR_CLOSED) {
+        fprintf(stderr, "geotrain run: site %s stopped by signal %d; it left the run\n", site,
+                (int)stop_signal);
+        return 128 + (int)stop_signal;
+    }
+    if (s != GT_OK) {
+        fprintf(stderr, "geotrain run: site %s failed: %s\n", site, gt_status_str(s));
+        return 1;
+    }
+    return 0;
+}
+
 int gt_cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},  {"site", required_argument, NULL, 's'},
         {"run-dir", required_argument, NULL, 'd'}, {"resume", no_argument, NULL, 'r'},
         {"init", required_argument, NULL, 'i'},    {"set", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},          {"run-id", required_argument, NULL, 'I'},
+        {"slow", required_argument, NULL, 'W'},    {NULL, 0, NULL, 0}};
+    const char *run_id = NULL;
+    double slow = 1.0;
     const char *config = NULL, *site = NULL, *run_dir_opt = NULL, *init = NULL;
     const char *sets[MAX_SETS];
     size_t n_sets = 0;
@@ -129,6 +181,15 @@ int gt_cmd_run(int argc, char **argv)
         case 'd': run_dir_opt = optarg; break;
         case 'r': resume = 1; break;
         case 'i': init = optarg; break;
+        case 'I': run_id = optarg; break;
+        case 'W':
+            slow = strtod(optarg, NULL);
+            if (!(slow >= 1.0 && slow <= 1000.0)) {
+                fprintf(stderr, "geotrain run: --slow wants a factor in [1, 1000], got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'S':
             if (n_sets == MAX_SETS) {
                 fprintf(stderr, "geotrain run: more than %d --set options\n", MAX_SETS);
@@ -171,12 +232,7 @@ int gt_cmd_run(int argc, char **argv)
         goto out;
     }
     if (cfg->n_sites != 1) {
-        fprintf(
-            stderr,
-            "geotrain run: %s has %u sites; multi-site runs are started with `geotrain "
-            "launch`, which does not exist yet. `geotrain run` trains a config with one site.\n",
-            config, cfg->n_sites);
-        rc = 2;
+        rc = run_site(cfg, site, run_dir_opt, run_id, slow);
         goto out;
     }
     if (cfg->sites[si].ranks != 1) {

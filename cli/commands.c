@@ -4,6 +4,8 @@
 #include <stddef.h>
 
 const gt_cli_cmd_t gt_cli_commands[] = {
+    {"launch", "run every site of a sites.yaml on this machine over the (emulated) WAN",
+     gt_cmd_launch},
     {"config", "validate a sites.yaml and print the resolved configuration", gt_cmd_config},
     {"keygen", "make a site's X25519 key pair for the secure WAN channel", gt_cmd_keygen},
     {"bench", "benchmarks (see `geotrain bench --help`)", gt_cmd_bench},

@@ -293,6 +293,29 @@ GT_API gt_status_t gt_local_metrics_write(gt_local_metrics_t *m, const gt_local_
                                           double tokens_per_s) GT_MUST_USE;
 GT_API void gt_local_metrics_close(gt_local_metrics_t *m);
 
+/* ---- A site of a multi-site DiLoCo run (site.c) ----
+ * gt_local_site_run trains one site (one rank) of a config with several sites: the inner
+ * loop, outer rounds over the WAN (wan.transport, security, emulation), membership in etcd
+ * (membership.endpoints must name at least one), the outer optimizer on the anchor, and the
+ * files SITE/metrics.jsonl, SITE/status.json, SITE/summary.json and SITE/checkpoints/ under
+ * run_dir. It returns when the run is done, when *stop becomes non-zero (GT_ERR_CLOSED: the
+ * site deregisters and leaves), or on an error (the others go on without it). */
+typedef struct {
+    const gt_topo_config_t *cfg; /* borrowed */
+    const char *site;            /* this site's name */
+    const char *run_dir;         /* the run directory (shared by all sites of the run) */
+    const char *run_id;          /* names the run in etcd and in the secure channel */
+    double slow_factor;          /* > 1: every step takes this many times longer (emulation) */
+    const volatile int *stop;    /* polled; may be NULL */
+} gt_local_site_params_t;
+
+#define GT_LOCAL_SITE_PARAMS_INIT               \
+    {                                           \
+        NULL, NULL, NULL, "geotrain", 1.0, NULL \
+    }
+
+GT_API gt_status_t gt_local_site_run(const gt_local_site_params_t *params) GT_MUST_USE;
+
 #ifdef __cplusplus
 }
 #endif

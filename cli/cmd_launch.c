@@ -1,0 +1,505 @@
+/* cmd_launch.c — `geotrain launch [sites.yaml]`: every site of a config on this machine.
+ *
+ * Starts a one-node etcd when the config names no membership endpoints, generates a key pair
+ * for every site that has none pinned (in RUN_DIR/keys, pinned in RUN_DIR/sites.yaml, the
+ * config the sites actually run), starts each site as its own `geotrain run` process (its
+ * output in RUN_DIR/logs/SITE.log), and shows one live line per site from the status file
+ * each site keeps. Scripted events: --kill SITE@ROUND (SIGKILL when the site reaches the
+ * round) and --slow SITE=FACTOR. Ctrl-C stops every site cleanly (SIGTERM: each finishes
+ * its step, deregisters and exits), then etcd. At the end it writes RUN_DIR/summary.json.
+ */
+#include "cli.h"
+#include "gt_local.h"
+#include "gt_topology.h"
+#include "gt_wan.h"
+#include "membership_internal.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_EVENTS 64
+#define MAX_SETS   256
+
+static volatile sig_atomic_t g_interrupted = 0;
+static void on_interrupt(int sig)
+{
+    g_interrupted = sig;
+}
+
+typedef struct {
+    char name[GT_TOPO_NAME_MAX];
+    pid_t pid;
+    int exited, status;
+    int killed;         /* by a --kill event */
+    int64_t kill_round; /* -1: none */
+    double slow;
+    json_t *st; /* last status.json */
+} site_proc_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: geotrain launch [SITES.yaml] [--run-dir DIR] [--kill SITE@ROUND ...]\n"
+            "                       [--slow SITE=FACTOR ...] [--set KEY=VALUE ...]\n\n"
+            "Runs every site of SITES.yaml (default ./sites.yaml) on this machine, each as its\n"
+            "own process, exchanging pseudo-gradients over the WAN layer (emulated when\n"
+            "wan.emulation.enabled). Starts a one-node etcd when membership.endpoints is empty,\n"
+            "and makes a key pair for every site that has no public_key in the file.\n\n"
+            "Shows one line per site: round, step, loss, tokens/s, WAN MB/s, time waiting.\n"
+            "Ctrl-C stops every site cleanly (each finishes its step and leaves), then etcd.\n\n"
+            "Run directory (--run-dir, default run.run_dir/run.name-YYYYmmdd-HHMMSS):\n"
+            "  sites.yaml         the config, and (as comments) what launch added with --set\n"
+            "  config.yaml        the resolved config\n"
+            "  keys/              generated site keys (secret keys mode 0600)\n"
+            "  logs/SITE.log      each site's output\n"
+            "  SITE/              metrics.jsonl, status.json, summary.json, checkpoints/\n"
+            "  summary.json       per-site loss, tokens, utilization; WAN bytes; the bytes\n"
+            "                     synchronous data parallelism would have sent; the saving;\n"
+            "                     contributions on time/late/dropped/rejected; hash checks\n\n"
+            "Options:\n"
+            "  --run-dir DIR        the run directory\n"
+            "  --kill SITE@ROUND    SIGKILL SITE once it reaches ROUND (repeatable)\n"
+            "  --slow SITE=FACTOR   make SITE's steps FACTOR times slower (repeatable)\n"
+            "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
+            "  -h, --help           this text\n");
+}
+
+/* Prepares RUN_DIR/sites.yaml: the user's file with every site's key pinned (generating the
+ * missing ones) and the etcd endpoint. Returns the path in out. */
+static int prepare_config(const char *src, const gt_topo_config_t *cfg, const char *run_dir,
+                          const char *endpoint, char *out, size_t out_len)
+{
+    char keydir[PATH_MAX + 16], text[8192];
+    snprintf(keydir, sizeof keydir, "%s/keys", run_dir);
+    FILE *in = fopen(src, "r");
+    if (!in) {
+        fprintf(stderr, "geotrain launch: cannot read %s: %s\n", src, strerror(errno));
+        return -1;
+    }
+    snprintf(out, out_len, "%s/sites.yaml", run_dir);
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        fclose(in);
+        fprintf(stderr, "geotrain launch: cannot write %s: %s\n", out, strerror(errno));
+        return -1;
+    }
+    /* The user's file first, unchanged, then overrides as a second YAML document would not
+     * load: instead the overrides are applied through --set when the sites start, and this
+     * file records them as comments. */
+    size_t n;
+    while ((n = fread(text, 1, sizeof text, in)) > 0) fwrite(text, 1, n, f);
+    fclose(in);
+    fprintf(f, "\n# --- added by geotrain launch: applied to every site with --set ---\n");
+    if (endpoint) fprintf(f, "# membership.endpoints=%s\n", endpoint);
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        const gt_topo_site_t *s = &cfg->sites[i];
+        if (s->has_public_key || cfg->security.mode == GT_SECURITY_NONE) continue;
+        gt_wan_keypair_t kp;
+        char b64[GT_WAN_KEY_B64_LEN + 1];
+        if (gt_wan_keypair_generate(&kp) != GT_OK ||
+            gt_wan_keypair_save(&kp, keydir, s->name) != GT_OK) {
+            gt_wan_keypair_wipe(&kp);
+            fclose(f);
+            return -1;
+        }
+        gt_wan_key_to_base64(kp.public_key, b64);
+        gt_wan_keypair_wipe(&kp);
+        fprintf(f, "# sites.%s.public_key=%s\n# sites.%s.secret_key=%s/%s.key\n", s->name, b64,
+                s->name, keydir, s->name);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* The --set list every site gets: the user's, then etcd and generated keys. */
+static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const char *endpoint,
+                      const char **user, size_t n_user, char ***sets_p, size_t *n_p)
+{
+    size_t cap = n_user + 2 + 2 * cfg->n_sites, n = 0;
+    char **sets = calloc(cap, sizeof *sets);
+    if (!sets) return -1;
+    for (size_t i = 0; i < n_user; i++) sets[n++] = strdup(user[i]);
+    if (endpoint) {
+        sets[n] = malloc(strlen(endpoint) + 32);
+        sprintf(sets[n++], "membership.endpoints=%s", endpoint);
+    }
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        const gt_topo_site_t *s = &cfg->sites[i];
+        if (s->has_public_key || cfg->security.mode == GT_SECURITY_NONE) continue;
+        char path[PATH_MAX + 128];
+        snprintf(path, sizeof path, "%s/keys/%s.pub", run_dir, s->name);
+        FILE *f = fopen(path, "r");
+        char line1[128] = "", line2[128] = "";
+        if (!f || !fgets(line1, sizeof line1, f) || !fgets(line2, sizeof line2, f)) {
+            if (f) fclose(f);
+            fprintf(stderr, "geotrain launch: cannot read %s\n", path);
+            return -1;
+        }
+        fclose(f);
+        line2[strcspn(line2, "\n")] = '\0';
+        sets[n] = malloc(strlen(s->name) + strlen(line2) + 32);
+        sprintf(sets[n++], "sites.%s.public_key=%s", s->name, line2);
+        sets[n] = malloc(strlen(s->name) * 2 + strlen(run_dir) + 48);
+        sprintf(sets[n++], "sites.%s.secret_key=%s/keys/%s.key", s->name, run_dir, s->name);
+    }
+    *sets_p = sets;
+    *n_p = n;
+    return 0;
+}
+
+static pid_t spawn_site(const char *self, const char *config, const char *site, const char *run_dir,
+                        const char *run_id, double slow, char **sets, size_t n_sets)
+{
+    char log[PATH_MAX + 64], slow_s[32];
+    snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
+    snprintf(slow_s, sizeof slow_s, "%g", slow);
+    size_t argc = 0;
+    char **argv = calloc(16 + 2 * n_sets, sizeof *argv);
+    if (!argv) return -1;
+    argv[argc++] = (char *)self;
+    argv[argc++] = "run";
+    argv[argc++] = "--config";
+    argv[argc++] = (char *)config;
+    argv[argc++] = "--site";
+    argv[argc++] = (char *)site;
+    argv[argc++] = "--run-dir";
+    argv[argc++] = (char *)run_dir;
+    argv[argc++] = "--run-id";
+    argv[argc++] = (char *)run_id;
+    if (slow > 1.0) {
+        argv[argc++] = "--slow";
+        argv[argc++] = slow_s;
+    }
+    for (size_t i = 0; i < n_sets; i++) {
+        argv[argc++] = "--set";
+        argv[argc++] = sets[i];
+    }
+    argv[argc] = NULL;
+    fflush(NULL); /* or the child's freopen would write our buffered output a second time */
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0); /* Ctrl-C reaches the launcher, which stops the sites in order */
+        FILE *f = freopen(log, "w", stdout);
+        if (!f) _exit(126);
+        dup2(1, 2);
+        execv(self, argv);
+        fprintf(stderr, "cannot execute %s: %s\n", self, strerror(errno));
+        _exit(127);
+    }
+    free(argv);
+    return pid;
+}
+
+static json_t *read_json(const char *path)
+{
+    return json_load_file(path, 0, NULL);
+}
+
+static double jnum(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+static void show_lines(site_proc_t *sp, uint32_t n, int tty, int redraw)
+{
+    if (tty && redraw) printf("\033[%uA", n + 1);
+    printf("%-12s %6s %8s %8s %9s %8s %8s  %s%s\n", "site", "round", "step", "loss", "tok/s",
+           "WAN MB/s", "wait s", "state", tty ? "\033[K" : "");
+    for (uint32_t i = 0; i < n; i++) {
+        json_t *s = sp[i].st;
+        const char *state =
+            sp[i].killed ? "killed" : json_string_value(json_object_get(s, "state"));
+        if (sp[i].exited && !sp[i].killed && (!state || strcmp(state, "done") != 0))
+            state = "exited";
+        printf("%-12s %6.0f %8.0f %8.4f %9.0f %8.2f %8.1f  %s%s\n", sp[i].name, jnum(s, "round"),
+               jnum(s, "step"), jnum(s, "loss"), jnum(s, "tokens_per_s"), jnum(s, "wan_mbps"),
+               jnum(s, "wait_s"), state ? state : "starting", tty ? "\033[K" : "");
+    }
+    fflush(stdout);
+}
+
+/* sync-dp's bytes for the same run: every step, a bf16 ring all-reduce of the gradients
+ * across the S sites, where each site sends 2 (S - 1) / S of the vector. */
+static double sync_dp_bytes(double params, double steps, uint32_t S)
+{
+    return S > 1 ? steps * S * 2.0 * (S - 1) / S * params * 2.0 : 0.0;
+}
+
+static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, site_proc_t *sp,
+                             double wall_s)
+{
+    json_t *sites = json_object(), *out = NULL;
+    double sent = 0, recv = 0, params = 0, max_steps = 0;
+    json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0;
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/%s/summary.json", run_dir, sp[i].name);
+        json_t *s = read_json(path);
+        if (!s) {
+            json_object_set_new(
+                sites, sp[i].name,
+                json_pack("{s:s,s:b}", "status", "no summary (killed?)", "killed", sp[i].killed));
+            continue;
+        }
+        json_object_set_new(s, "killed", json_boolean(sp[i].killed));
+        sent += jnum(s, "wan_bytes_sent");
+        recv += jnum(s, "wan_bytes_received");
+        if (jnum(s, "params") > params) params = jnum(s, "params");
+        if (jnum(s, "steps") > max_steps) max_steps = jnum(s, "steps");
+        json_t *c = json_object_get(s, "contributions");
+        on_time += (json_int_t)jnum(c, "on_time");
+        late += (json_int_t)jnum(c, "late");
+        dropped += (json_int_t)jnum(c, "dropped");
+        rejected += (json_int_t)jnum(c, "rejected");
+        checks += (json_int_t)jnum(s, "hash_checks");
+        mism += (json_int_t)jnum(s, "hash_mismatches");
+        json_object_set_new(sites, sp[i].name, s);
+    }
+    double dp = sync_dp_bytes(params, max_steps, cfg->n_sites);
+    out = json_pack("{s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}", "sites",
+                    sites, "wan_bytes_sent", sent, "wan_bytes_received", recv, "sync_dp_bytes", dp,
+                    "bandwidth_saving", sent > 0 ? json_real(dp / sent) : json_null(),
+                    "contributions", "on_time", on_time, "late", late, "dropped", dropped,
+                    "rejected", rejected, "hash_checks", checks, "hash_mismatches", mism, "wall_s",
+                    wall_s, "n_sites", (int)cfg->n_sites, "codec", cfg->codec.name, "mode",
+                    cfg->outer.mode == GT_OUTER_SYNC_DP ? "sync-dp" : "diloco");
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/summary.json", run_dir);
+    int rc = json_dump_file(out, path, JSON_INDENT(2)) == 0 ? 0 : -1;
+    if (rc == 0) {
+        printf("\nsummary: %s\n", path);
+        printf("  WAN bytes sent %.3g, sync-dp would have sent %.3g: saving %.0fx\n", sent, dp,
+               sent > 0 ? dp / sent : 0.0);
+        printf("  contributions: %lld on time, %lld late, %lld dropped, %lld rejected; hash "
+               "checks %lld, mismatches %lld\n",
+               (long long)on_time, (long long)late, (long long)dropped, (long long)rejected,
+               (long long)checks, (long long)mism);
+    }
+    json_decref(out);
+    return rc;
+}
+
+int gt_cmd_launch(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"run-dir", required_argument, NULL, 'd'}, {"kill", required_argument, NULL, 'k'},
+        {"slow", required_argument, NULL, 'w'},    {"set", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
+    size_t n_kills = 0, n_slows = 0, n_user = 0;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': run_dir_opt = optarg; break;
+        case 'k':
+            if (n_kills < MAX_EVENTS) kills[n_kills++] = optarg;
+            break;
+        case 'w':
+            if (n_slows < MAX_EVENTS) slows[n_slows++] = optarg;
+            break;
+        case 's':
+            if (n_user < MAX_SETS) user_sets[n_user++] = optarg;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (argc - optind > 1) {
+        usage(stderr);
+        return 2;
+    }
+    const char *config = optind < argc ? argv[optind] : "sites.yaml";
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.sets = user_sets;
+    lp.n_sets = n_user;
+    gt_topo_config_t *cfg = NULL;
+    if (gt_topo_load(config, &lp, &cfg) != GT_OK) {
+        fprintf(stderr, "geotrain launch: %s is not valid\n", config);
+        return 2;
+    }
+    int rc = 1;
+    site_proc_t *sp = calloc(cfg->n_sites, sizeof *sp);
+    char **sets = NULL;
+    size_t n_sets = 0;
+    gt_wan_etcd_local_t etcd;
+    memset(&etcd, 0, sizeof etcd);
+    uint64_t t0 = gt_time_ns();
+    char run_dir[PATH_MAX], sub[PATH_MAX + 32], site_cfg[PATH_MAX + 32], self[PATH_MAX];
+    if (!sp) goto out;
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        snprintf(sp[i].name, sizeof sp[i].name, "%s", cfg->sites[i].name);
+        sp[i].kill_round = -1;
+        sp[i].slow = 1.0;
+    }
+    for (size_t e = 0; e < n_kills; e++) {
+        const char *at = strchr(kills[e], '@');
+        uint32_t i;
+        char name[GT_TOPO_NAME_MAX];
+        snprintf(name, sizeof name, "%.*s", at ? (int)(at - kills[e]) : 0, kills[e]);
+        if (!at || gt_topo_site_index(cfg, name, &i) != GT_OK || at[1] < '0' || at[1] > '9') {
+            fprintf(stderr, "geotrain launch: --kill %s: expected SITE@ROUND with a site of %s\n",
+                    kills[e], config);
+            rc = 2;
+            goto out;
+        }
+        sp[i].kill_round = strtoll(at + 1, NULL, 10);
+    }
+    for (size_t e = 0; e < n_slows; e++) {
+        const char *eq = strchr(slows[e], '=');
+        uint32_t i;
+        char name[GT_TOPO_NAME_MAX];
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - slows[e]) : 0, slows[e]);
+        double f = eq ? strtod(eq + 1, NULL) : 0;
+        if (!eq || gt_topo_site_index(cfg, name, &i) != GT_OK || !(f >= 1.0 && f <= 1000)) {
+            fprintf(stderr,
+                    "geotrain launch: --slow %s: expected SITE=FACTOR, factor in [1, 1000]\n",
+                    slows[e]);
+            rc = 2;
+            goto out;
+        }
+        sp[i].slow = f;
+    }
+    if (cfg->n_sites < 2) {
+        fprintf(stderr, "geotrain launch: %s has one site; train it with `geotrain run`\n", config);
+        rc = 2;
+        goto out;
+    }
+    /* The run directory. */
+    if (run_dir_opt) {
+        snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
+    } else {
+        char stamp[32];
+        time_t t = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
+        snprintf(run_dir, sizeof run_dir, "%s/%s-%s", cfg->run.run_dir, cfg->run.name, stamp);
+    }
+    snprintf(sub, sizeof sub, "%s/logs", run_dir);
+    if (gt_local_mkdirs(sub) != GT_OK) goto out;
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) goto out;
+    self[sl] = '\0';
+
+    signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+    const char *endpoint = NULL;
+    if (cfg->membership.n_endpoints == 0) {
+        snprintf(sub, sizeof sub, "%s/etcd", run_dir);
+        if (gt_wan_etcd_local_start(sub, 30000, &etcd) != GT_OK) goto out;
+        endpoint = etcd.url;
+    }
+    if (prepare_config(config, cfg, run_dir, endpoint, site_cfg, sizeof site_cfg) != 0) goto out;
+    if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0) goto out;
+    char run_id[PATH_MAX];
+    const char *base = strrchr(run_dir, '/');
+    snprintf(run_id, sizeof run_id, "%s", base ? base + 1 : run_dir);
+
+    printf("geotrain launch: %u sites of %s, run directory %s\n", cfg->n_sites, config, run_dir);
+    printf("  WAN: %s, %s, emulation %s; codec %s; H = %u, overlap %u; %u rounds\n",
+           cfg->wan.transport == GT_TRANSPORT_UCX ? "ucx" : "libfabric",
+           cfg->security.mode == GT_SECURITY_NONE ? "NOT encrypted" : "encrypted",
+           cfg->wan.emulation.enabled ? "on" : "off", cfg->codec.name, cfg->inner.steps,
+           cfg->outer.overlap_steps, cfg->run.rounds);
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        sp[i].pid = spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, sets, n_sets);
+        if (sp[i].pid < 0) goto stop;
+    }
+    int tty = isatty(STDOUT_FILENO), drawn = 0;
+    uint64_t last_print = 0;
+    for (;;) {
+        uint32_t running = 0;
+        for (uint32_t i = 0; i < cfg->n_sites; i++) {
+            if (!sp[i].exited) {
+                int status;
+                pid_t r = waitpid(sp[i].pid, &status, WNOHANG);
+                if (r == sp[i].pid) {
+                    sp[i].exited = 1;
+                    sp[i].status = status;
+                }
+            }
+            running += !sp[i].exited;
+            snprintf(sub, sizeof sub, "%s/%s/status.json", run_dir, sp[i].name);
+            json_t *st = read_json(sub);
+            if (st) {
+                json_decref(sp[i].st);
+                sp[i].st = st;
+            }
+            if (!sp[i].exited && sp[i].kill_round >= 0 &&
+                jnum(sp[i].st, "round") >= (double)sp[i].kill_round) {
+                kill(sp[i].pid, SIGKILL);
+                sp[i].killed = 1;
+                fprintf(tty ? stdout : stderr, "%s-- killed %s (SIGKILL) at round %lld\n",
+                        tty ? "" : "", sp[i].name, (long long)sp[i].kill_round);
+                drawn = 0;
+            }
+        }
+        uint64_t now = gt_time_ns();
+        if (tty || now - last_print > 5000000000ull || running == 0) {
+            show_lines(sp, cfg->n_sites, tty, drawn);
+            drawn = tty;
+            last_print = now;
+        }
+        if (running == 0) break;
+        if (g_interrupted) {
+            printf("\ngeotrain launch: stopping every site (signal %d)\n", (int)g_interrupted);
+            break;
+        }
+        struct timespec ts = {0, 250000000};
+        nanosleep(&ts, NULL);
+    }
+stop:
+    /* Orderly stop of whatever still runs: SIGTERM, then SIGKILL after 30 s. */
+    for (uint32_t i = 0; i < cfg->n_sites; i++)
+        if (sp[i].pid > 0 && !sp[i].exited) kill(sp[i].pid, SIGTERM);
+    for (int w = 0; w < 300; w++) {
+        uint32_t running = 0;
+        for (uint32_t i = 0; i < cfg->n_sites; i++) {
+            if (sp[i].pid <= 0 || sp[i].exited) continue;
+            int status;
+            if (waitpid(sp[i].pid, &status, WNOHANG) == sp[i].pid) {
+                sp[i].exited = 1;
+                sp[i].status = status;
+            } else {
+                running++;
+            }
+        }
+        if (!running) break;
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
+    for (uint32_t i = 0; i < cfg->n_sites; i++)
+        if (sp[i].pid > 0 && !sp[i].exited) {
+            kill(sp[i].pid, SIGKILL);
+            waitpid(sp[i].pid, &sp[i].status, 0);
+            sp[i].exited = 1;
+        }
+    write_run_summary(run_dir, cfg, sp, (gt_time_ns() - t0) * 1e-9);
+    rc = g_interrupted ? 130 : 0;
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        int ok = WIFEXITED(sp[i].status) && WEXITSTATUS(sp[i].status) == 0;
+        if (!ok && !sp[i].killed) {
+            fprintf(stderr, "geotrain launch: site %s did not finish (see %s/logs/%s.log)\n",
+                    sp[i].name, run_dir, sp[i].name);
+            if (rc == 0) rc = 1;
+        }
+    }
+out:
+    gt_wan_etcd_local_stop(&etcd);
+    for (size_t i = 0; sets && i < n_sets; i++) free(sets[i]);
+    free(sets);
+    for (uint32_t i = 0; sp && i < cfg->n_sites; i++) json_decref(sp[i].st);
+    free(sp);
+    gt_topo_destroy(cfg);
+    return rc;
+}

@@ -1,0 +1,526 @@
+/* site.c — one site of a multi-site DiLoCo run (DESIGN.md §1, §3, §4).
+ *
+ * The loop: inner AdamW steps on this site's data; every inner.steps (H) steps the site
+ * submits its pseudo-gradient Δ = θ_a − θ_s for the round and keeps going; at step r·H + H + τ
+ * (τ = outer.overlap_steps) it needs the agreed g of round r, waits for it only if it has not
+ * arrived (the wait is measured), applies the outer step to its anchor (Nesterov, or plain
+ * averaging) and rebases: θ_s ← θ_a + (θ_s − θ_s_at_send), keeping the progress made while the
+ * round was in flight. Between steps it drives the WAN (mesh + outer engine) and, every
+ * heartbeat, re-reads the membership view. A site that dies is removed by its lease; the
+ * others re-send to new chunk owners and go on.
+ *
+ * It writes SITE/metrics.jsonl, SITE/anchors.jsonl (the anchor's hash after every round, so
+ * invariant I1 can be checked across sites), SITE/status.json (for `geotrain launch`'s live
+ * lines) and SITE/summary.json.
+ */
+#include "gt_local.h"
+#include "local_internal.h"
+
+#include "membership_internal.h"
+#include "mesh_internal.h"
+#include "outer_internal.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    const gt_local_site_params_t *p;
+    const gt_topo_config_t *cfg;
+    uint32_t site;
+    gt_local_trainer_t *tr;
+    gt_gpt_t *gpt;
+    size_t n;      /* floats in the parameter arena */
+    float *theta;  /* θ_s (host view; on CUDA a host copy) */
+    float *anchor; /* θ_a */
+    float *mom;    /* outer momentum */
+    float *snap;   /* θ_s at the last send */
+    float *delta;  /* Δ / g scratch */
+    gt_wan_member_t *member;
+    gt_wan_mesh_t *mesh;
+    gt_wan_outer_t *outer;
+    gt_wan_view_t view;
+    uint64_t last_view_ns;
+    double wait_s, step_s, slow_s;
+    uint64_t rounds_applied;
+    uint64_t round_tokens;
+    char site_dir[2048];
+    FILE *metrics;
+    FILE *anchors; /* SITE/anchors.jsonl: the anchor's hash after every round (invariant I1) */
+    uint64_t status_ns, status_bytes;
+    double wan_mbps;
+    const char *state;
+    float last_loss;
+    double loss_acc;
+    uint32_t loss_n;
+    uint64_t t_start;
+} site_t;
+
+static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
+{
+    site_t *s = ctx;
+    gt_wan_outer_deliver(s->outer, msg, buf, len, gt_time_ns());
+}
+
+static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
+                           size_t len)
+{
+    site_t *s = ctx;
+    return gt_wan_mesh_send(s->mesh, dst, msg, buf, len);
+}
+
+static gt_status_t apply_view(site_t *s, const gt_wan_view_t *v)
+{
+    uint32_t live[GT_WAN_MAX_MEMBERS], n = 0;
+    for (uint32_t k = 0; k < v->n_members; k++) {
+        uint32_t i;
+        if (gt_topo_site_index(s->cfg, v->members[k].name, &i) == GT_OK) live[n++] = i;
+    }
+    gt_status_t st = gt_wan_mesh_set_view(s->mesh, v);
+    if (st == GT_OK) st = gt_wan_outer_set_view(s->outer, v->epoch, live, n, gt_time_ns());
+    if (st == GT_OK) {
+        if (s->view.epoch && v->epoch != s->view.epoch)
+            GT_INFO("site %s: view %llu -> %llu, %u live sites", s->cfg->sites[s->site].name,
+                    (unsigned long long)s->view.epoch, (unsigned long long)v->epoch, n);
+        s->view = *v;
+    }
+    return st;
+}
+
+/* Re-reads the membership view when a heartbeat period has passed (or `force`). */
+static gt_status_t refresh_view(site_t *s, int force)
+{
+    uint64_t now = gt_time_ns();
+    if (!force && now - s->last_view_ns < (uint64_t)s->cfg->membership.heartbeat_ms * 1000000ull)
+        return GT_OK;
+    s->last_view_ns = now;
+    if (gt_wan_member_health(s->member) != GT_OK) {
+        GT_ERROR("site %s: lost its membership lease; the others have removed it",
+                 s->cfg->sites[s->site].name);
+        return GT_ERR_PEER_LOST;
+    }
+    gt_wan_view_t v;
+    int changed = 0;
+    gt_status_t st = gt_wan_member_sync_view(s->member, &v, &changed);
+    if (st != GT_OK) {
+        GT_WARN("site %s: cannot read the view (%s); retrying", s->cfg->sites[s->site].name,
+                gt_status_str(st));
+        return GT_OK; /* etcd hiccup: the lease tells us when it is serious */
+    }
+    if (v.epoch != s->view.epoch) return apply_view(s, &v);
+    return GT_OK;
+}
+
+static void write_status(site_t *s, uint64_t step, uint64_t total, int force)
+{
+    uint64_t now = gt_time_ns();
+    if (!force && now - s->status_ns < 500000000ull) return;
+    gt_wan_mesh_stats_t ms;
+    gt_wan_mesh_stats(s->mesh, &ms);
+    uint64_t bytes = ms.bytes_sent + ms.bytes_received;
+    if (s->status_ns)
+        s->wan_mbps = (double)(bytes - s->status_bytes) / ((now - s->status_ns) * 1e-3);
+    s->status_ns = now;
+    s->status_bytes = bytes;
+    double wall = (now - s->t_start) * 1e-9;
+    json_t *o = json_pack(
+        "{s:s,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:I,s:i}", "site", s->cfg->sites[s->site].name,
+        "state", s->state, "round", (json_int_t)(step / s->cfg->inner.steps), "step",
+        (json_int_t)step, "total_steps", (json_int_t)total, "rounds_applied",
+        (json_int_t)s->rounds_applied, "loss", (double)s->last_loss, "tokens_per_s",
+        s->step_s > 0 ? step * gt_local_trainer_tokens_per_step(s->tr) / wall : 0.0, "wan_mbps",
+        s->wan_mbps, "wait_s", s->wait_s, "view_epoch", (json_int_t)s->view.epoch, "live_sites",
+        (int)s->view.n_members);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char path[2100];
+    snprintf(path, sizeof path, "%s/status.json", s->site_dir);
+    if (text && gt_local_write_file_atomic(path, text, strlen(text)) != GT_OK)
+        GT_WARN("site %s: cannot write %s", s->cfg->sites[s->site].name, path);
+    free(text);
+    json_decref(o);
+}
+
+/* Drives the WAN until round r's result is in, then applies it. Bounded: a result cannot be
+ * missing longer than the straggler deadline plus the time to notice a dead site. */
+static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t total)
+{
+    const gt_topo_config_t *c = s->cfg;
+    uint64_t t0 = gt_time_ns();
+    uint64_t limit = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
+                     (uint64_t)c->membership.lease_ttl_s * 3000000000ull +
+                     (uint64_t)c->wan.peer_timeout_ms * 1000000ull + 10000000000ull;
+    gt_status_t st;
+    const char *prev = s->state;
+    s->state = "waiting";
+    while ((st = gt_wan_outer_result(s->outer, r, s->delta)) == GT_ERR_AGAIN) {
+        if (s->p->stop && *s->p->stop) return GT_ERR_CLOSED;
+        gt_wan_mesh_progress(s->mesh);
+        gt_wan_outer_progress(s->outer, gt_time_ns());
+        if ((st = refresh_view(s, 0)) != GT_OK) return st;
+        write_status(s, step, total, 0);
+        if (gt_time_ns() - t0 > limit) {
+            GT_ERROR("site %s: round %llu's result has not arrived in %.0f s; giving up",
+                     c->sites[s->site].name, (unsigned long long)r, (gt_time_ns() - t0) * 1e-9);
+            return GT_ERR_TIMEOUT;
+        }
+        struct timespec ts = {0, 200000}; /* 0.2 ms: the transports are polled */
+        nanosleep(&ts, NULL);
+    }
+    if (st != GT_OK) return st;
+    s->wait_s += (gt_time_ns() - t0) * 1e-9;
+    s->state = prev;
+    /* Outer step on the anchor, then rebase the local parameters onto it. */
+    if (c->outer.optimizer == GT_OUTER_NESTEROV) {
+        st = gt_kern_nesterov_update(s->anchor, s->mom, s->delta, s->n, (float)c->outer.lr,
+                                     (float)c->outer.momentum);
+        if (st != GT_OK) return st;
+    } else {
+        for (size_t i = 0; i < s->n; i++) s->anchor[i] -= s->delta[i];
+    }
+    if ((st = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK) return st;
+    for (size_t i = 0; i < s->n; i++) s->theta[i] = s->anchor[i] + (s->theta[i] - s->snap[i]);
+    if ((st = gt_gpt_arena_write(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK) return st;
+    s->rounds_applied++;
+    if (s->anchors) {
+        fprintf(s->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\"}\n", (unsigned long long)r,
+                (unsigned long long)gt_wan_outer_hash(s->anchor, s->n));
+        fflush(s->anchors);
+    }
+    int verdict = r > 0 ? gt_wan_outer_hash_verdict(s->outer, r - 1) : 0;
+    if (verdict < 0)
+        GT_ERROR("site %s: anchor after round %llu disagreed with the majority (logged; the "
+                 "anchor re-fetch is not implemented yet)",
+                 c->sites[s->site].name, (unsigned long long)r - 1);
+    return GT_OK;
+}
+
+static gt_status_t submit_round(site_t *s, uint64_t r)
+{
+    gt_status_t st = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta);
+    if (st != GT_OK) return st;
+    for (size_t i = 0; i < s->n; i++) s->delta[i] = s->anchor[i] - s->theta[i];
+    memcpy(s->snap, s->theta, s->n * sizeof *s->snap);
+    uint64_t hash = gt_wan_outer_hash(s->anchor, s->n);
+    st = gt_wan_outer_submit(s->outer, r, s->delta, (double)s->round_tokens, hash, gt_time_ns());
+    s->round_tokens = 0;
+    return st;
+}
+
+static void metrics_line(site_t *s, const gt_local_step_stats_t *ss, double tps)
+{
+    if (!s->metrics) return;
+    gt_wan_mesh_stats_t ms;
+    gt_wan_mesh_stats(s->mesh, &ms);
+    double wall = (gt_time_ns() - s->t_start) * 1e-9;
+    fprintf(s->metrics,
+            "{\"step\":%llu,\"round\":%llu,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.4f,"
+            "\"tokens\":%llu,\"tokens_per_s\":%.1f,\"time\":%.3f,\"wan_bytes_sent\":%llu,"
+            "\"wan_bytes_received\":%llu,\"wait_s\":%.3f,\"compute_utilization\":%.4f,"
+            "\"view_epoch\":%llu}\n",
+            (unsigned long long)ss->step, (unsigned long long)(ss->step / s->cfg->inner.steps),
+            ss->loss, ss->lr, ss->grad_norm, (unsigned long long)ss->tokens, tps, wall,
+            (unsigned long long)ms.bytes_sent, (unsigned long long)ms.bytes_received, s->wait_s,
+            wall > 0 ? s->step_s / wall : 0.0, (unsigned long long)s->view.epoch);
+    fflush(s->metrics);
+}
+
+static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
+{
+    gt_wan_mesh_stats_t ms;
+    gt_wan_outer_stats_t os;
+    gt_wan_mesh_stats(s->mesh, &ms);
+    gt_wan_outer_stats(s->outer, &os);
+    double wall = (gt_time_ns() - s->t_start) * 1e-9;
+    double final_loss = s->loss_n ? s->loss_acc / s->loss_n : NAN;
+    json_t *o = json_pack(
+        "{s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:I,"
+        "s:I,s:I,s:I,s:s}",
+        "site", s->cfg->sites[s->site].name, "status", result == GT_OK ? "finished" : "failed",
+        "steps", (json_int_t)steps, "rounds_applied", (json_int_t)s->rounds_applied, "tokens",
+        (json_int_t)(steps * gt_local_trainer_tokens_per_step(s->tr)), "final_loss",
+        isfinite(final_loss) ? json_real(final_loss) : json_null(), "elapsed_s", wall, "compute_s",
+        s->step_s, "wait_s", s->wait_s, "compute_utilization", wall > 0 ? s->step_s / wall : 0.0,
+        "wan_bytes_sent", (json_int_t)ms.bytes_sent, "wan_bytes_received",
+        (json_int_t)ms.bytes_received, "params", (json_int_t)s->n, "view_epoch",
+        (json_int_t)s->view.epoch, "contributions", "on_time", (json_int_t)os.on_time, "late",
+        (json_int_t)os.late, "dropped", (json_int_t)os.dropped, "rejected", (json_int_t)os.rejected,
+        "clipped", (json_int_t)os.clipped, "hash_checks", (json_int_t)os.hash_checks,
+        "hash_mismatches", (json_int_t)os.hash_mismatches, "frames_rejected",
+        (json_int_t)ms.rejected, "deltas_sent", (json_int_t)os.deltas_sent, "error",
+        result == GT_OK ? "" : gt_status_str(result));
+    char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+    char path[2100];
+    snprintf(path, sizeof path, "%s/summary.json", s->site_dir);
+    gt_status_t st = text ? gt_local_write_file_atomic(path, text, strlen(text)) : GT_ERR_NOMEM;
+    free(text);
+    json_decref(o);
+    return st;
+}
+
+static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
+{
+    const gt_topo_config_t *cfg = p->cfg;
+    gt_status_t st;
+    gt_wan_keypair_t kp;
+    int have_kp = 0;
+    snprintf(s->site_dir, sizeof s->site_dir, "%s/%s", p->run_dir, cfg->sites[s->site].name);
+    if ((st = gt_local_mkdirs(s->site_dir)) != GT_OK) return st;
+    char path[2200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", s->site_dir);
+    s->metrics = fopen(path, "w");
+    if (!s->metrics) {
+        GT_ERROR("site %s: cannot create %s: %s", cfg->sites[s->site].name, path, strerror(errno));
+        return GT_ERR_IO;
+    }
+    snprintf(path, sizeof path, "%s/anchors.jsonl", s->site_dir);
+    s->anchors = fopen(path, "w");
+    if (!s->anchors) {
+        GT_ERROR("site %s: cannot create %s: %s", cfg->sites[s->site].name, path, strerror(errno));
+        return GT_ERR_IO;
+    }
+    gt_local_trainer_params_t tp = GT_LOCAL_TRAINER_PARAMS_INIT;
+    tp.cfg = cfg;
+    tp.site = s->site;
+    if ((st = gt_local_trainer_create(&tp, &s->tr)) != GT_OK) return st;
+    s->gpt = gt_local_trainer_model(s->tr);
+    s->n = gt_gpt_arena_len(&gt_gpt_get_params(s->gpt)->model);
+    s->theta = malloc(s->n * sizeof(float));
+    s->anchor = malloc(s->n * sizeof(float));
+    s->mom = calloc(s->n, sizeof(float));
+    s->snap = malloc(s->n * sizeof(float));
+    s->delta = malloc(s->n * sizeof(float));
+    if (!s->theta || !s->anchor || !s->mom || !s->snap || !s->delta) return GT_ERR_NOMEM;
+    /* Every site initialises from run.seed, so the anchors start identical. */
+    if ((st = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->anchor)) != GT_OK) return st;
+
+    if (cfg->security.mode == GT_SECURITY_ENCRYPTED) {
+        if ((st = gt_wan_keypair_load(cfg->sites[s->site].secret_key, &kp)) != GT_OK) return st;
+        have_kp = 1;
+    }
+    gt_cmp_params_t cp = GT_CMP_PARAMS_INIT;
+    if ((st = gt_cmp_codec_from_name(cfg->codec.name, &cp.codec)) != GT_OK ||
+        (st = gt_cmp_codec_from_name(cfg->codec.topk_values, &cp.topk_values)) != GT_OK)
+        return st;
+    cp.block_size = cfg->codec.block_size;
+    cp.topk_fraction = cfg->codec.topk_fraction;
+    cp.error_feedback = cfg->codec.error_feedback;
+    cp.zstd = cfg->codec.zstd == GT_ZSTD_ON    ? GT_CMP_ZSTD_ON
+              : cfg->codec.zstd == GT_ZSTD_OFF ? GT_CMP_ZSTD_OFF
+                                               : GT_CMP_ZSTD_AUTO;
+    cp.zstd_level = cfg->codec.zstd_level;
+
+    gt_wan_outer_params_t op;
+    memset(&op, 0, sizeof op);
+    op.site_id = s->site;
+    op.n_sites = cfg->n_sites;
+    op.n_params = s->n;
+    op.n_lanes = cfg->wan.lanes;
+    op.codec = cp;
+    op.quorum = cfg->outer.quorum;
+    op.deadline_min_ms = cfg->outer.deadline_min_ms;
+    op.deadline_max_ms = cfg->outer.deadline_max_ms;
+    op.deadline_mad_k = cfg->outer.deadline_mad_k;
+    op.clip_k = cfg->outer.clip_k;
+    op.late_fold = cfg->outer.late == GT_LATE_FOLD;
+    op.io.ctx = s;
+    op.io.send = io_send;
+    if ((st = gt_wan_outer_create(&op, &s->outer)) != GT_OK) goto out;
+
+    gt_cmp_ctx_t *probe = NULL;
+    if ((st = gt_cmp_create(&cp, &probe)) != GT_OK) goto out;
+    size_t max_msg =
+        64 + gt_cmp_bound(probe, s->n / cfg->n_sites / cfg->wan.lanes + 2 * cp.block_size + 1024);
+    gt_cmp_destroy(probe);
+    gt_wan_mesh_params_t mp;
+    memset(&mp, 0, sizeof mp);
+    mp.cfg = cfg;
+    mp.site = s->site;
+    mp.run_id = p->run_id;
+    mp.keypair = have_kp ? &kp : NULL;
+    mp.max_message = max_msg;
+    mp.start_ns = gt_time_ns();
+    mp.on_message = on_message;
+    mp.ctx = s;
+    if ((st = gt_wan_mesh_create(&mp, &s->mesh)) != GT_OK) goto out;
+
+    const char *eps[GT_TOPO_MAX_ENDPOINTS];
+    for (uint32_t i = 0; i < cfg->membership.n_endpoints; i++)
+        eps[i] = cfg->membership.endpoints[i];
+    gt_wan_member_params_t mbp = GT_WAN_MEMBER_PARAMS_INIT;
+    mbp.endpoints = eps;
+    mbp.n_endpoints = cfg->membership.n_endpoints;
+    mbp.prefix = cfg->membership.prefix;
+    mbp.run_id = p->run_id;
+    mbp.site = cfg->sites[s->site].name;
+    mbp.address = gt_wan_mesh_address(s->mesh);
+    mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
+    mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
+    if (cfg->membership.n_endpoints == 0) {
+        GT_ERROR("site %s: membership.endpoints is empty; multi-site runs need etcd (`geotrain "
+                 "launch` starts one and passes it on)",
+                 cfg->sites[s->site].name);
+        st = GT_ERR_CONFIG;
+        goto out;
+    }
+    if ((st = gt_wan_member_create(&mbp, &s->member)) != GT_OK) goto out;
+out:
+    if (have_kp) gt_wan_keypair_wipe(&kp);
+    return st;
+}
+
+/* Waits until every configured site has registered (or the connect timeout passes), so that
+ * round 0 starts with everyone rather than with whoever came up first. */
+static gt_status_t await_sites(site_t *s)
+{
+    const gt_topo_config_t *cfg = s->cfg;
+    uint64_t t0 = gt_time_ns();
+    for (;;) {
+        gt_wan_view_t live;
+        gt_status_t st = gt_wan_member_list(s->member, &live);
+        if (st == GT_OK && live.n_members >= cfg->n_sites) break;
+        if (s->p->stop && *s->p->stop) return GT_ERR_CLOSED;
+        if ((gt_time_ns() - t0) / 1000000u > cfg->wan.connect_timeout_ms) {
+            GT_WARN("site %s: starting with %u of %u sites after %u ms", cfg->sites[s->site].name,
+                    st == GT_OK ? live.n_members : 0, cfg->n_sites, cfg->wan.connect_timeout_ms);
+            break;
+        }
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    gt_status_t st = refresh_view(s, 1);
+    /* Let the connections come up before round 0's messages. */
+    uint64_t t1 = gt_time_ns();
+    while (st == GT_OK && (gt_time_ns() - t1) / 1000000u < cfg->wan.connect_timeout_ms) {
+        gt_wan_mesh_progress(s->mesh);
+        uint32_t ready = 1;
+        for (uint32_t k = 0; k < s->view.n_members; k++) {
+            uint32_t i;
+            if (gt_topo_site_index(cfg, s->view.members[k].name, &i) == GT_OK && i != s->site)
+                ready += (uint32_t)gt_wan_mesh_peer_ready(s->mesh, i);
+        }
+        if (ready >= s->view.n_members) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return st;
+}
+
+gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
+{
+    site_t s;
+    memset(&s, 0, sizeof s);
+    s.p = p;
+    s.cfg = p->cfg;
+    s.state = "starting";
+    s.t_start = gt_time_ns();
+    gt_status_t st = GT_ERR_INVALID;
+    uint64_t step = 0, total = 0;
+    if (!p->cfg || gt_topo_site_index(p->cfg, p->site, &s.site) != GT_OK) {
+        GT_ERROR("site: '%s' is not a site of the config", p->site ? p->site : "");
+        return GT_ERR_INVALID;
+    }
+    const gt_topo_config_t *cfg = p->cfg;
+    const uint64_t H = cfg->inner.steps, tau = cfg->outer.overlap_steps;
+    if ((st = setup(&s, p)) != GT_OK) goto out;
+    if ((st = await_sites(&s)) != GT_OK) goto out;
+    total = gt_local_trainer_total_steps(s.tr);
+    s.state = "training";
+    GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
+            cfg->sites[s.site].name, (unsigned long long)total, (unsigned long long)(total / H),
+            (unsigned long long)H, (unsigned long long)tau, s.view.n_members);
+    int64_t pending = -1; /* the submitted round whose result is still to apply */
+    uint64_t t_last = gt_time_ns(), tok_last = 0;
+    while (step < total) {
+        if (p->stop && *p->stop) {
+            st = GT_ERR_CLOSED;
+            break;
+        }
+        uint64_t t0 = gt_time_ns();
+        gt_local_step_stats_t ss;
+        if ((st = gt_local_trainer_step(s.tr, &ss)) != GT_OK) goto out;
+        double dt = (gt_time_ns() - t0) * 1e-9;
+        s.step_s += dt;
+        step = ss.step;
+        s.last_loss = ss.loss;
+        s.round_tokens += gt_local_trainer_tokens_per_step(s.tr);
+        if (step + cfg->run.log_every > total) {
+            s.loss_acc += ss.loss;
+            s.loss_n++;
+        }
+        if (p->slow_factor > 1.0) { /* an emulated slow site: its steps take longer */
+            double extra = dt * (p->slow_factor - 1.0);
+            struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+            nanosleep(&ts, NULL);
+            s.step_s += extra;
+        }
+        gt_wan_mesh_progress(s.mesh);
+        gt_wan_outer_progress(s.outer, gt_time_ns());
+        if ((st = refresh_view(&s, 0)) != GT_OK) goto out;
+        /* The end of a round: submit; with tau = 0 apply at once. */
+        if (step % H == 0) {
+            uint64_t r = step / H - 1;
+            if (pending >= 0 && (st = wait_and_apply(&s, (uint64_t)pending, step, total)) != GT_OK)
+                goto out;
+            if ((st = submit_round(&s, r)) != GT_OK) goto out;
+            pending = (int64_t)r;
+            if (tau == 0 || step == total) {
+                if ((st = wait_and_apply(&s, r, step, total)) != GT_OK) goto out;
+                pending = -1;
+            }
+        } else if (pending >= 0 && step == ((uint64_t)pending + 1) * H + tau) {
+            if ((st = wait_and_apply(&s, (uint64_t)pending, step, total)) != GT_OK) goto out;
+            pending = -1;
+        }
+        if (step % cfg->run.log_every == 0 || step == total) {
+            uint64_t now = gt_time_ns();
+            double tps = (double)(ss.tokens - tok_last) / ((now - t_last) * 1e-9);
+            t_last = now;
+            tok_last = ss.tokens;
+            metrics_line(&s, &ss, tps);
+        }
+        write_status(&s, step, total, 0);
+        if (cfg->run.checkpoint_every && step % (H * cfg->run.checkpoint_every) == 0 &&
+            step < total) {
+            char root[2100];
+            snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
+            if ((st = gt_local_trainer_save(s.tr, root, 3)) != GT_OK) goto out;
+        }
+    }
+    if (st == GT_OK) {
+        /* The final model is the agreed anchor. */
+        st = gt_gpt_arena_write(s.gpt, GT_GPT_PARAMS, 0, s.n, s.anchor);
+        char root[2100];
+        snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
+        if (st == GT_OK) st = gt_local_trainer_save(s.tr, root, 3);
+        /* Let our last messages (results we own) reach the others before leaving. */
+        uint64_t t0 = gt_time_ns();
+        while (gt_wan_mesh_pending(s.mesh) && gt_time_ns() - t0 < 5000000000ull) {
+            gt_wan_mesh_progress(s.mesh);
+            gt_wan_outer_progress(s.outer, gt_time_ns());
+        }
+        s.state = "done";
+    }
+out:
+    if (st != GT_OK && st != GT_ERR_CLOSED) s.state = "failed";
+    if (st == GT_ERR_CLOSED) s.state = "stopped";
+    if (s.mesh && s.outer) {
+        write_status(&s, step, total, 1);
+        write_summary(&s, step, st);
+    }
+    if (s.metrics) fclose(s.metrics);
+    if (s.anchors) fclose(s.anchors);
+    gt_wan_member_destroy(s.member); /* deregisters: the others see us leave at once */
+    gt_wan_mesh_destroy(s.mesh);
+    gt_wan_outer_destroy(s.outer);
+    gt_local_trainer_destroy(s.tr);
+    free(s.theta);
+    free(s.anchor);
+    free(s.mom);
+    free(s.snap);
+    free(s.delta);
+    return st;
+}
