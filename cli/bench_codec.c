@@ -1,6 +1,7 @@
 /* bench_codec.c — `geotrain bench codec`: throughput and compression ratio of every codec on
- * synthetic pseudo-gradients (gaussian and heavy-tailed), with plain zstd on the raw fp32
- * bytes as the baseline row, all in one run so the ratios compare like with like.
+ * synthetic pseudo-gradients (gaussian and heavy-tailed) and, given two checkpoints of a
+ * training run (--anchor, --params), on a real one; with plain zstd on the raw fp32 bytes as
+ * the baseline row, all in one run so the ratios compare like with like.
  *
  * One thread (GB/s per core), GB/s counted in fp32 input bytes, the median of --repeats
  * timed runs after one untimed warm-up run. Each run starts from a zeroed residual, so every repeat
@@ -9,6 +10,7 @@
  */
 #include "cli.h"
 #include "gt_compress.h"
+#include "gt_local.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -25,6 +27,7 @@ typedef struct {
     gt_cmp_params_t p;
     const char *codecs;
     const char *data;
+    const char *anchor, *params; /* --anchor/--params: the pseudograd data set */
 } bench_opts_t;
 
 static void usage(FILE *out)
@@ -43,8 +46,13 @@ static void usage(FILE *out)
             "  --repeats R          timed runs per row, median reported (default 5)\n"
             "  --codecs LIST        comma list of fp32 bf16 int8 int4 fp4 topk topk:VALUES zstd\n"
             "                       (default fp32,bf16,int8,int4,fp4,topk:int8,topk:int4,zstd)\n"
-            "  --data LIST          gaussian,heavy (default both): N(0, 1e-3^2) and Student-t\n"
-            "                       with 3 degrees of freedom at the same scale\n"
+            "  --data LIST          gaussian,heavy,pseudograd: N(0, 1e-3^2), Student-t with 3\n"
+            "                       degrees of freedom at the same scale, and a real pseudo-\n"
+            "                       gradient (default: the first two, all three with --anchor)\n"
+            "  --anchor A.safetensors  --params B.safetensors\n"
+            "                       pseudograd = A - B over every float tensor of A (same\n"
+            "                       names and shapes in B), in A's order: e.g. two checkpoints\n"
+            "                       of `geotrain run`, H inner steps apart\n"
             "  --block-size B       codec.block_size (default 128)\n"
             "  --topk-fraction F    codec.topk_fraction (default 0.01)\n"
             "  --error-feedback 0|1 codec.error_feedback (default 1)\n"
@@ -96,6 +104,59 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* x = anchor - params over every float tensor of the anchor file, in its order. */
+static int load_pseudograd(const char *anchor, const char *params, float **x_p, size_t *n_p)
+{
+    gt_local_st_t *a = NULL, *b = NULL;
+    float *x = NULL, *tmp = NULL;
+    int rc = -1;
+    if (gt_local_st_open(anchor, &a) != GT_OK || gt_local_st_open(params, &b) != GT_OK) goto out;
+    size_t n = 0, biggest = 0;
+    for (size_t i = 0; i < gt_local_st_count(a); i++) {
+        gt_local_st_info_t ia;
+        gt_local_st_info(a, i, &ia);
+        if (ia.dtype == GT_LOCAL_ST_OTHER) continue;
+        n += ia.numel;
+        biggest = ia.numel > biggest ? ia.numel : biggest;
+    }
+    x = malloc((n ? n : 1) * sizeof(float));
+    tmp = malloc((biggest ? biggest : 1) * sizeof(float));
+    if (!x || !tmp || n == 0) {
+        fprintf(stderr, "geotrain bench codec: %s: no float tensors, or out of memory\n", anchor);
+        goto out;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < gt_local_st_count(a); i++) {
+        gt_local_st_info_t ia, ib;
+        size_t j;
+        gt_local_st_info(a, i, &ia);
+        if (ia.dtype == GT_LOCAL_ST_OTHER) continue;
+        if (gt_local_st_find(b, ia.name, &j) != GT_OK) {
+            fprintf(stderr, "geotrain bench codec: %s has no tensor %s\n", params, ia.name);
+            goto out;
+        }
+        gt_local_st_info(b, j, &ib);
+        if (ib.numel != ia.numel || gt_local_st_read_f32(a, i, x + off, ia.numel) != GT_OK ||
+            gt_local_st_read_f32(b, j, tmp, ib.numel) != GT_OK) {
+            fprintf(stderr, "geotrain bench codec: tensor %s differs in size or is unreadable\n",
+                    ia.name);
+            goto out;
+        }
+        for (size_t k = 0; k < ia.numel; k++) x[off + k] -= tmp[k];
+        off += ia.numel;
+    }
+    *x_p = x;
+    *n_p = n;
+    x = NULL;
+    rc = 0;
+out:
+    free(x);
+    free(tmp);
+    gt_local_st_close(a);
+    gt_local_st_close(b);
+    return rc;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -126,11 +187,12 @@ static double rel_err(const float *x, const float *y, size_t n)
     return den > 0 ? sqrt(num / den) : 0;
 }
 
-static int run_codec(const bench_opts_t *o, const gt_cmp_params_t *p, const float *x, row_t *r)
+static int run_codec(const bench_opts_t *o, const gt_cmp_params_t *p, const float *x, size_t n,
+                     row_t *r)
 {
     gt_cmp_ctx_t *ctx = NULL;
     if (gt_cmp_create(p, &ctx) != GT_OK) return -1;
-    size_t n = o->n, cap = gt_cmp_bound(ctx, n), len = 0, len0 = 0;
+    size_t cap = gt_cmp_bound(ctx, n), len = 0, len0 = 0;
     uint8_t *frame = malloc(cap), *first = malloc(cap);
     float *e = p->error_feedback ? calloc(n, sizeof(float)) : NULL;
     float *y = malloc(n * sizeof(float));
@@ -184,9 +246,9 @@ out:
     return rc;
 }
 
-static int run_zstd(const bench_opts_t *o, const float *x, row_t *r)
+static int run_zstd(const bench_opts_t *o, const float *x, size_t n, row_t *r)
 {
-    size_t n = o->n, cap = ZSTD_compressBound(4 * n), len = 0;
+    size_t cap = ZSTD_compressBound(4 * n), len = 0;
     uint8_t *frame = malloc(cap);
     float *y = malloc(n * sizeof(float));
     /* wall and thread-CPU nanoseconds of each repeat: encode, decode */
@@ -232,17 +294,17 @@ out:
 }
 
 static void print_row(const bench_opts_t *o, const char *label, const gt_cmp_params_t *p,
-                      const char *data, const row_t *r, int baseline)
+                      const char *data, size_t n, const row_t *r, int baseline)
 {
     const char *isa = gt_cmp_isa();
     if (!o->json) {
-        printf("%-10s %-9s %8.2f %8.2f %8.2f %8.2f %9.2f %11.3e %6zu%s %s\n", label, data,
+        printf("%-10s %-10s %8.2f %8.2f %8.2f %8.2f %9.2f %11.3e %6zu%s %s\n", label, data,
                r->enc_gbps, r->enc_cpu_gbps, r->dec_gbps, r->dec_cpu_gbps, r->ratio, r->rel_err,
                r->frame_bytes >> 10, r->zstd_used ? "+z" : "  ", r->deterministic ? "yes" : "NO");
         return;
     }
     printf("{\"bench\":\"codec\",\"codec\":\"%s\",\"data\":\"%s\",\"n\":%zu,",
-           baseline ? "zstd" : gt_cmp_codec_name(p->codec), data, o->n);
+           baseline ? "zstd" : gt_cmp_codec_name(p->codec), data, n);
     if (baseline) {
         printf("\"baseline\":true,\"zstd_level\":%d,", o->p.zstd_level);
     } else {
@@ -278,6 +340,8 @@ int gt_bench_codec(int argc, char **argv)
                                          {"repeats", required_argument, NULL, 'r'},
                                          {"codecs", required_argument, NULL, 'c'},
                                          {"data", required_argument, NULL, 'd'},
+                                         {"anchor", required_argument, NULL, 'A'},
+                                         {"params", required_argument, NULL, 'P'},
                                          {"block-size", required_argument, NULL, 'b'},
                                          {"topk-fraction", required_argument, NULL, 'f'},
                                          {"error-feedback", required_argument, NULL, 'e'},
@@ -291,7 +355,7 @@ int gt_bench_codec(int argc, char **argv)
                       .p = GT_CMP_PARAMS_INIT,
                       .codecs = "fp32,bf16,int8,int4,fp4,topk:int8,topk:int4,zstd",
                       .data = "gaussian,heavy"};
-    int c;
+    int c, data_given = 0;
     size_t v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -305,7 +369,12 @@ int gt_bench_codec(int argc, char **argv)
             o.repeats = (int)v;
             break;
         case 'c': o.codecs = optarg; break;
-        case 'd': o.data = optarg; break;
+        case 'd':
+            o.data = optarg;
+            data_given = 1;
+            break;
+        case 'A': o.anchor = optarg; break;
+        case 'P': o.params = optarg; break;
         case 'b':
             if (parse_size(optarg, &v) || v > UINT32_MAX) goto bad;
             o.p.block_size = (uint32_t)v;
@@ -323,43 +392,56 @@ int gt_bench_codec(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (optind != argc) goto bad;
+    if (optind != argc || !o.anchor != !o.params) goto bad;
+    if (o.anchor && !data_given) o.data = "gaussian,heavy,pseudograd";
     char why[160];
     if (gt_cmp_params_check(&o.p, why, sizeof(why)) != GT_OK) {
         fprintf(stderr, "geotrain bench codec: %s\n", why);
         return 2;
     }
 
-    float *x = malloc(o.n * sizeof(float));
-    if (!x) {
-        fprintf(stderr, "geotrain bench codec: cannot allocate %zu floats\n", o.n);
-        return 1;
-    }
     if (!o.json)
-        printf("%-10s %-9s %8s %8s %8s %8s %9s %11s %8s %s\n", "codec", "data", "enc GB/s",
+        printf("%-10s %-10s %8s %8s %8s %8s %9s %11s %8s %s\n", "codec", "data", "enc GB/s",
                "enc/cpu", "dec GB/s", "dec/cpu", "ratio", "rel_err", "KiB", "determ.");
     int failed = 0;
     char dbuf[256], cbuf[256];
     snprintf(dbuf, sizeof(dbuf), "%s", o.data);
     for (char *ds = NULL, *data = strtok_r(dbuf, ",", &ds); data; data = strtok_r(NULL, ",", &ds)) {
-        if (strcmp(data, "gaussian") && strcmp(data, "heavy")) {
-            fprintf(stderr, "geotrain bench codec: unknown data '%s' (gaussian, heavy)\n", data);
-            free(x);
+        float *x = NULL;
+        size_t n = o.n;
+        if (strcmp(data, "pseudograd") == 0) {
+            if (!o.anchor || !o.params) {
+                fprintf(stderr, "geotrain bench codec: data 'pseudograd' needs --anchor and "
+                                "--params\n");
+                return 2;
+            }
+            if (load_pseudograd(o.anchor, o.params, &x, &n) != 0) return 1;
+        } else if (strcmp(data, "gaussian") == 0 || strcmp(data, "heavy") == 0) {
+            x = malloc(n * sizeof(float));
+            if (!x) {
+                fprintf(stderr, "geotrain bench codec: cannot allocate %zu floats\n", n);
+                return 1;
+            }
+            fill(x, n, data);
+        } else {
+            fprintf(stderr,
+                    "geotrain bench codec: unknown data '%s' (gaussian, heavy, "
+                    "pseudograd)\n",
+                    data);
             return 2;
         }
-        fill(x, o.n, data);
         snprintf(cbuf, sizeof(cbuf), "%s", o.codecs);
         for (char *cs = NULL, *name = strtok_r(cbuf, ",", &cs); name;
              name = strtok_r(NULL, ",", &cs)) {
             row_t r;
             memset(&r, 0, sizeof(r));
             if (strcmp(name, "zstd") == 0) {
-                if (run_zstd(&o, x, &r) != 0) {
+                if (run_zstd(&o, x, n, &r) != 0) {
                     fprintf(stderr, "geotrain bench codec: zstd baseline failed\n");
                     failed = 1;
                     continue;
                 }
-                print_row(&o, "zstd", NULL, data, &r, 1);
+                print_row(&o, "zstd", NULL, data, n, &r, 1);
                 continue;
             }
             gt_cmp_params_t p = o.p;
@@ -373,7 +455,7 @@ int gt_bench_codec(int argc, char **argv)
                 free(x);
                 return 2;
             }
-            if (run_codec(&o, &p, x, &r) != 0) {
+            if (run_codec(&o, &p, x, n, &r) != 0) {
                 fprintf(stderr, "geotrain bench codec: %s failed\n", name);
                 failed = 1;
                 continue;
@@ -382,11 +464,11 @@ int gt_bench_codec(int argc, char **argv)
             snprintf(label, sizeof(label), "%s", gt_cmp_codec_name(p.codec));
             if (p.codec == GT_CMP_TOPK)
                 snprintf(label, sizeof(label), "topk:%s", gt_cmp_codec_name(p.topk_values));
-            print_row(&o, label, &p, data, &r, 0);
+            print_row(&o, label, &p, data, n, &r, 0);
             if (!r.deterministic) failed = 1;
         }
+        free(x);
     }
-    free(x);
     return failed;
 bad:
     fprintf(stderr, "geotrain bench codec: bad option or value\n");

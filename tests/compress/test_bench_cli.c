@@ -1,8 +1,10 @@
 /* test_bench_cli.c — `geotrain bench codec`: --help, a bad option, and a small --json run whose
  * every line is a JSON object with the documented fields, covering every codec on both data
  * sets plus the zstd baseline, with the issue's ratio targets (int8 >= 3.9, int4/fp4 >= 7.8,
- * top-1% with int4 values >= 150) and deterministic frames. Speeds are not checked here
+ * top-1% with int4 values >= 150) and deterministic frames; and the pseudograd data set read
+ * from two safetensors files. Speeds are not checked here
  * (shared machines); they are printed by the benchmark. */
+#include "gt_local.h"
 #include "gt_test.h"
 
 #include <jansson.h>
@@ -16,7 +18,7 @@ int main(void)
         fprintf(stderr, "GT_CLI is not set (run through ctest)\n");
         return 1;
     }
-    char cmd[4096], *out = NULL;
+    char cmd[16384], *out = NULL;
     snprintf(cmd, sizeof(cmd), "%s bench codec --help", cli);
     CHECK_EQ_INT(gt_test_run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "--json");
@@ -74,5 +76,34 @@ int main(void)
     CHECK_EQ_INT(rows, 16);     /* 8 rows (7 codecs + the baseline) x 2 data sets */
     CHECK_EQ_INT(seen, 0xffff); /* each codec, both topk value formats, both data sets */
     free(out);
+
+    /* pseudograd: anchor - params over every tensor, from two safetensors files. */
+    char *dir = gt_test_tmpdir(), pa[1024], pb[1024];
+    snprintf(pa, sizeof(pa), "%s/a.safetensors", dir);
+    snprintf(pb, sizeof(pb), "%s/b.safetensors", dir);
+    static float a1[1000], a2[24], b1[1000], b2[24];
+    for (int i = 0; i < 1000; i++) {
+        a1[i] = 1.0f + (float)i / 1024.0f;
+        b1[i] = a1[i] - (float)(i % 7 - 3) / 64.0f;
+    }
+    for (int i = 0; i < 24; i++) a2[i] = b2[i] = (float)i;
+    gt_local_st_entry_t ea[2] = {{"w", a1, 2, {40, 25}}, {"b", a2, 1, {24}}};
+    gt_local_st_entry_t eb[2] = {{"b", b2, 1, {24}}, {"w", b1, 2, {40, 25}}};
+    CHECK_EQ_INT(gt_local_st_write(pa, ea, 2, NULL, NULL, 0), GT_OK);
+    CHECK_EQ_INT(gt_local_st_write(pb, eb, 2, NULL, NULL, 0), GT_OK);
+    snprintf(cmd, sizeof(cmd),
+             "%s bench codec --json --repeats 1 --codecs fp32,int8 --anchor %s --params %s "
+             "--data pseudograd 2>&1",
+             cli, pa, pb);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "\"codec\":\"fp32\",\"data\":\"pseudograd\",\"n\":1024,");
+    CHECK_STR_CONTAINS(out, "\"rel_err\":0.0000e+00"); /* fp32 is exact */
+    CHECK_STR_CONTAINS(out, "\"codec\":\"int8\",\"data\":\"pseudograd\"");
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s bench codec --anchor %s --data pseudograd 2>&1", cli, pa);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 2); /* --anchor without --params */
+    free(out);
+    gt_test_rmtree(dir);
+    free(dir);
     return GT_TEST_DONE();
 }
