@@ -1,8 +1,11 @@
 /* cpu_ops.c — the CPU layer operations of the GPT: the specification of the model's math.
  *
  * Matmuls (including attention's per-head products) go to OpenBLAS sgemm, called
- * single-threaded from inside our own OpenMP regions: every thread owns a fixed slice of the
- * output (rows, or for weight gradients rows of dW), so results never depend on timing and
+ * single-threaded from inside our own OpenMP regions. Work is cut into tasks whose boundaries
+ * depend only on the shapes (blocks of output rows, rows of dW, channel slices), never on the
+ * thread count, and every output element is computed by exactly one task: results do not
+ * depend on timing or on how many threads run. Tasks are handed out dynamically, so a thread
+ * that the OS descheduled (a shared machine) does not stall the others at the barrier, and
  * there is one thread pool instead of OpenBLAS's spinning workers competing with ours. The
  * elementwise and row loops (layernorm, softmax, GELU, cross-entropy) are written so GCC
  * vectorises them, compiled for AVX-512, AVX2 and baseline x86-64 (target_clones), with a
@@ -29,6 +32,24 @@ static int nth(size_t work_items)
     int nt = gt_kern_get_threads();
     if ((size_t)nt > work_items) nt = work_items ? (int)work_items : 1;
     return nt;
+}
+
+/* Task sizes (shape-only, so results are independent of the thread count). */
+#define GEMM_ROWS 128 /* output rows per sgemm task */
+#define DW_ROWS   64  /* rows of a weight gradient per task */
+#define COLS      64  /* channels per column-reduction task */
+
+static size_t nblocks(size_t n, size_t bs)
+{
+    return (n + bs - 1) / bs;
+}
+static size_t blk_lo(size_t n, size_t bs, size_t i)
+{
+    return i * bs < n ? i * bs : n;
+}
+static size_t blk_hi(size_t n, size_t bs, size_t i)
+{
+    return (i + 1) * bs < n ? (i + 1) * bs : n;
 }
 
 /* exp(x) for x <= 88.7 to ~2 ulp: round x*log2(e) to n with the 1.5*2^23 trick, a Cephes
@@ -64,7 +85,7 @@ void gt_cpu_encoder_forward(float *out, const int32_t *inp, const float *wte, co
                             size_t B, size_t T, size_t C)
 {
     size_t N = B * T;
-#pragma omp parallel for num_threads(nth(N)) schedule(static)
+#pragma omp parallel for num_threads(nth(N)) schedule(dynamic, 32)
     for (size_t n = 0; n < N; n++) {
         const float *a = wte + (size_t)inp[n] * C, *p = wpe + (n % T) * C;
         float *o = out + n * C;
@@ -75,12 +96,10 @@ void gt_cpu_encoder_forward(float *out, const int32_t *inp, const float *wte, co
 void gt_cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
                              size_t B, size_t T, size_t C)
 {
-    size_t N = B * T;
-    int nt = nth(C / 16 ? C / 16 : 1);
-#pragma omp parallel num_threads(nt)
-    {
-        int k = omp_get_num_threads(), i = omp_get_thread_num();
-        size_t c0 = C * i / k, c1 = C * (i + 1) / k;
+    size_t N = B * T, nb = nblocks(C, COLS);
+#pragma omp parallel for num_threads(nth(nb)) schedule(dynamic, 1)
+    for (size_t blk = 0; blk < nb; blk++) {
+        size_t c0 = blk_lo(C, COLS, blk), c1 = blk_hi(C, COLS, blk);
         for (size_t n = 0; n < N; n++) {
             const float *d = dout + n * C;
             float *a = dwte + (size_t)inp[n] * C, *p = dwpe + (n % T) * C;
@@ -114,7 +133,7 @@ GT_VEC static void ln_row(float *o, float *mean_p, float *rstd_p, const float *x
 void gt_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, size_t N, size_t C)
 {
-#pragma omp parallel for num_threads(nth(N)) schedule(static)
+#pragma omp parallel for num_threads(nth(N)) schedule(dynamic, 32)
     for (size_t n = 0; n < N; n++) ln_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C);
 }
 
@@ -153,13 +172,18 @@ void gt_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *d
                                const float *inp, const float *w, const float *mean,
                                const float *rstd, size_t N, size_t C)
 {
-#pragma omp parallel num_threads(nth(N))
-    {
-        int k = omp_get_num_threads(), i = omp_get_thread_num();
-        size_t r0 = N * i / k, r1 = N * (i + 1) / k;
-        for (size_t n = r0; n < r1; n++)
-            ln_back_row(dinp + n * C, dout + n * C, inp + n * C, w, mean[n], rstd[n], C);
-        ln_back_params(dw, db, dout, inp, mean, rstd, N, C, C * i / k, C * (i + 1) / k);
+    /* tasks: row blocks for dinp, then channel slices for dw and db */
+    size_t nr = nblocks(N, GEMM_ROWS), nc = nblocks(C, COLS);
+#pragma omp parallel for num_threads(nth(nr + nc)) schedule(dynamic, 1)
+    for (size_t task = 0; task < nr + nc; task++) {
+        if (task < nr) {
+            for (size_t n = blk_lo(N, GEMM_ROWS, task); n < blk_hi(N, GEMM_ROWS, task); n++)
+                ln_back_row(dinp + n * C, dout + n * C, inp + n * C, w, mean[n], rstd[n], C);
+        } else {
+            size_t b = task - nr;
+            ln_back_params(dw, db, dout, inp, mean, rstd, N, C, blk_lo(C, COLS, b),
+                           blk_hi(C, COLS, b));
+        }
     }
 }
 
@@ -168,11 +192,11 @@ void gt_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *d
 void gt_cpu_matmul_forward(float *out, const float *inp, const float *w, const float *b, size_t N,
                            size_t IC, size_t OC)
 {
-#pragma omp parallel num_threads(nth(N))
-    {
-        int k = omp_get_num_threads(), i = omp_get_thread_num();
-        size_t r0 = N * i / k, r1 = N * (i + 1) / k;
-        if (r1 > r0) {
+    size_t nb = nblocks(N, GEMM_ROWS);
+#pragma omp parallel for num_threads(nth(nb)) schedule(dynamic, 1)
+    for (size_t blk = 0; blk < nb; blk++) {
+        size_t r0 = blk_lo(N, GEMM_ROWS, blk), r1 = blk_hi(N, GEMM_ROWS, blk);
+        {
             float beta = 0;
             if (b) {
                 for (size_t n = r0; n < r1; n++) memcpy(out + n * OC, b, OC * sizeof(float));
@@ -196,19 +220,24 @@ GT_VEC static void colsum_add(float *db, const float *dout, size_t N, size_t OC,
 void gt_cpu_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                             const float *w, size_t N, size_t IC, size_t OC, int overwrite_dinp)
 {
-#pragma omp parallel num_threads(nth(N))
-    {
-        int k = omp_get_num_threads(), i = omp_get_thread_num();
-        size_t r0 = N * i / k, r1 = N * (i + 1) / k;
-        if (dinp && r1 > r0)
+    /* tasks: row blocks of dinp, row blocks of dw, column slices of db */
+    size_t nr = dinp ? nblocks(N, GEMM_ROWS) : 0, nw = nblocks(IC, DW_ROWS);
+    size_t nc = db ? nblocks(OC, COLS) : 0, nt = nr + nw + nc;
+#pragma omp parallel for num_threads(nth(nt)) schedule(dynamic, 1)
+    for (size_t task = 0; task < nt; task++) {
+        if (task < nr) {
+            size_t r0 = blk_lo(N, GEMM_ROWS, task), r1 = blk_hi(N, GEMM_ROWS, task);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)IC, (int)OC,
                         1.0f, dout + r0 * OC, (int)OC, w, (int)OC, overwrite_dinp ? 0.0f : 1.0f,
                         dinp + r0 * IC, (int)IC);
-        size_t i0 = IC * i / k, i1 = IC * (i + 1) / k;
-        if (i1 > i0)
+        } else if (task < nr + nw) {
+            size_t i0 = blk_lo(IC, DW_ROWS, task - nr), i1 = blk_hi(IC, DW_ROWS, task - nr);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(i1 - i0), (int)OC, (int)N,
                         1.0f, inp + i0, (int)IC, dout, (int)OC, 1.0f, dw + i0 * OC, (int)OC);
-        if (db) colsum_add(db, dout, N, OC, OC * i / k, OC * (i + 1) / k);
+        } else {
+            size_t b = task - nr - nw;
+            colsum_add(db, dout, N, OC, blk_lo(OC, COLS, b), blk_hi(OC, COLS, b));
+        }
     }
 }
 
@@ -235,7 +264,7 @@ void gt_cpu_attention_forward(float *out, float *att, const float *qkv, size_t B
 {
     size_t hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for num_threads(nth(B *NH)) schedule(static)
+#pragma omp parallel for num_threads(nth(B *NH)) schedule(dynamic, 1)
     for (size_t bh = 0; bh < B * NH; bh++) {
         size_t b = bh / NH, h = bh % NH;
         const float *q = qkv + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
@@ -268,7 +297,7 @@ void gt_cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
 {
     size_t hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for num_threads(nth(B *NH)) schedule(static)
+#pragma omp parallel for num_threads(nth(B *NH)) schedule(dynamic, 1)
     for (size_t bh = 0; bh < B * NH; bh++) {
         size_t b = bh / NH, h = bh % NH;
         const float *q = qkv + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
@@ -323,7 +352,7 @@ GT_VEC static void gelu_back_chunk(float *dx, const float *x, const float *dout,
 void gt_cpu_gelu_forward(float *out, const float *inp, size_t n)
 {
     size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(nth(nc)) schedule(static)
+#pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
         gelu_chunk(out + lo, inp + lo, len);
@@ -333,7 +362,7 @@ void gt_cpu_gelu_forward(float *out, const float *inp, size_t n)
 void gt_cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
     size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(nth(nc)) schedule(static)
+#pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
         gelu_back_chunk(dinp + lo, inp + lo, dout + lo, len);
@@ -348,7 +377,7 @@ GT_VEC static void add_chunk(float *out, const float *a, const float *b, size_t 
 void gt_cpu_residual_forward(float *out, const float *a, const float *b, size_t n)
 {
     size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(nth(nc)) schedule(static)
+#pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
         add_chunk(out + lo, a + lo, b + lo, len);
@@ -376,7 +405,7 @@ GT_VEC static float ce_row(float *p, const float *logits, int32_t target, size_t
 double gt_cpu_crossentropy_forward(float *probs, float *losses, const float *logits,
                                    const int32_t *targets, size_t N, size_t V)
 {
-#pragma omp parallel for num_threads(nth(N)) schedule(static)
+#pragma omp parallel for num_threads(nth(N)) schedule(dynamic, 32)
     for (size_t n = 0; n < N; n++) {
         losses[n] = ce_row(probs + n * V, logits + n * V, targets[n], V);
     }
@@ -389,7 +418,7 @@ void gt_cpu_crossentropy_backward(float *dlogits, const float *probs, const int3
                                   size_t N, size_t V, float scale)
 {
     float f = scale / (float)N;
-#pragma omp parallel for num_threads(nth(N)) schedule(static)
+#pragma omp parallel for num_threads(nth(N)) schedule(dynamic, 32)
     for (size_t n = 0; n < N; n++) {
         float *d = dlogits + n * V;
         const float *p = probs + n * V;
@@ -423,7 +452,7 @@ double gt_cpu_sumsq(const float *x, size_t n)
     for (size_t base = 0; base < nc; base += SUMSQ_STACK) {
         double part[SUMSQ_STACK];
         size_t m = nc - base < SUMSQ_STACK ? nc - base : SUMSQ_STACK;
-#pragma omp parallel for num_threads(nth(m)) schedule(static)
+#pragma omp parallel for num_threads(nth(m)) schedule(dynamic, 1)
         for (size_t c = 0; c < m; c++) {
             size_t lo = (base + c) * SUMSQ_CHUNK;
             part[c] = sumsq_chunk(x + lo, n - lo < SUMSQ_CHUNK ? n - lo : SUMSQ_CHUNK);
@@ -441,7 +470,7 @@ GT_VEC static void scale_chunk(float *x, size_t n, float s)
 void gt_cpu_scale(float *x, size_t n, float s)
 {
     size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(nth(nc)) schedule(static)
+#pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK;
         scale_chunk(x + lo, n - lo < CHUNK ? n - lo : CHUNK, s);
@@ -453,29 +482,29 @@ void gt_cpu_scale(float *x, size_t n, float s)
 void gt_cpu_lmhead_forward(float *logits, const float *x, const float *wte, size_t N, size_t C,
                            size_t V)
 {
-#pragma omp parallel num_threads(nth(N))
-    {
-        int k = omp_get_num_threads(), i = omp_get_thread_num();
-        size_t r0 = N * i / k, r1 = N * (i + 1) / k;
-        if (r1 > r0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)V, (int)C,
-                        1.0f, x + r0 * C, (int)C, wte, (int)C, 0.0f, logits + r0 * V, (int)V);
+    size_t nb = nblocks(N, GEMM_ROWS);
+#pragma omp parallel for num_threads(nth(nb)) schedule(dynamic, 1)
+    for (size_t blk = 0; blk < nb; blk++) {
+        size_t r0 = blk_lo(N, GEMM_ROWS, blk), r1 = blk_hi(N, GEMM_ROWS, blk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)V, (int)C, 1.0f,
+                    x + r0 * C, (int)C, wte, (int)C, 0.0f, logits + r0 * V, (int)V);
     }
 }
 
 void gt_cpu_lmhead_backward(float *dx, float *dwte, const float *dlogits, const float *x,
                             const float *wte, size_t N, size_t C, size_t V)
 {
-#pragma omp parallel num_threads(nth(N))
-    {
-        int k = omp_get_num_threads(), i = omp_get_thread_num();
-        size_t r0 = N * i / k, r1 = N * (i + 1) / k;
-        if (r1 > r0)
+    size_t nr = nblocks(N, GEMM_ROWS), nw = nblocks(V, DW_ROWS);
+#pragma omp parallel for num_threads(nth(nr + nw)) schedule(dynamic, 1)
+    for (size_t task = 0; task < nr + nw; task++) {
+        if (task < nr) {
+            size_t r0 = blk_lo(N, GEMM_ROWS, task), r1 = blk_hi(N, GEMM_ROWS, task);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)C, (int)V,
                         1.0f, dlogits + r0 * V, (int)V, wte, (int)C, 0.0f, dx + r0 * C, (int)C);
-        size_t v0 = V * i / k, v1 = V * (i + 1) / k;
-        if (v1 > v0)
+        } else {
+            size_t v0 = blk_lo(V, DW_ROWS, task - nr), v1 = blk_hi(V, DW_ROWS, task - nr);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(v1 - v0), (int)C, (int)N,
                         1.0f, dlogits + v0, (int)V, x, (int)C, 1.0f, dwte + v0 * C, (int)C);
+        }
     }
 }

@@ -15,10 +15,12 @@
  * (Vp > V) the Vp - V rows after wte's V*C elements are padding, kept at zero and never
  * written to a checkpoint.
  *
- * Determinism: a fixed thread count (gt_kern_set_threads) and the same inputs give
- * bit-identical losses, gradients and parameters on every run. All reductions run in a fixed
- * order; nothing depends on thread timing. Changing the thread count may change low-order
- * bits (OpenBLAS blocking), so sites that must agree use the same count.
+ * Determinism: the same inputs give bit-identical losses, gradients and parameters on every
+ * run on the same machine. All reductions run in a fixed order; work is split into tasks
+ * whose boundaries depend only on the shapes, so nothing depends on thread timing or on the
+ * thread count (gt_kern_set_threads); tests check 1, 2 and 3 threads. Another CPU or
+ * OPENBLAS_CORETYPE (other vector kernels) may differ in low-order bits: what sites must agree
+ * on bit for bit goes through gt_kern_nesterov_update, which is exact everywhere.
  *
  * Device: a model lives on the CPU or on one CUDA GPU (gt_gpt_params_t.device). Both run the
  * same functions with the same arguments. The build defines GT_HAVE_CUDA (a PUBLIC compile
@@ -115,7 +117,7 @@ GT_API double gt_gpt_train_flops_per_token(const gt_gpt_config_t *cfg, size_t T)
 /* Sets the CPU thread count of every CPU kernel (OpenMP parallel regions; OpenBLAS is called
  * single-threaded inside them, via openblas_set_num_threads(1), so there is one pool and no
  * spinning competition). Process-wide. n <= 0 picks the number of online CPUs. Results are
- * bit-identical run to run for a fixed n. Default before any call: 1. */
+ * bit-identical run to run and for any n. Default before any call: 1. */
 GT_API gt_status_t gt_kern_set_threads(int n);
 GT_API int gt_kern_get_threads(void);
 /* Number of usable CUDA devices into *count_p (0 when the driver finds none).

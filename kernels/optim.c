@@ -41,7 +41,7 @@ gt_status_t gt_kern_adamw_update(float *theta, const float *g, float *m, float *
     float bc2 = 1.0f - (float)pow((double)p->beta2, (double)step);
     float wd = decay ? p->weight_decay : 0.0f;
     size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(nth(nc)) schedule(static)
+#pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
         adamw_chunk(theta + lo, g + lo, m + lo, v + lo, len, p->lr, p->beta1, p->beta2, p->eps, wd,
@@ -76,7 +76,7 @@ gt_status_t gt_kern_nesterov_update(float *theta, float *m, const float *g, size
 {
     if (n && (!theta || !m || !g)) return GT_ERR_INVALID;
     size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(nth(nc)) schedule(static)
+#pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK;
         nesterov_chunk(theta + lo, m + lo, g + lo, n - lo < CHUNK ? n - lo : CHUNK, lr, mu);
