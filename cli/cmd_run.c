@@ -55,7 +55,8 @@ static void usage(FILE *out)
             "Ctrl-C (SIGINT) or SIGTERM: the step in progress finishes, a checkpoint is\n"
             "written, and the exit status is 128 + the signal number. --resume continues from\n"
             "the newest checkpoint bit for bit (refused if the settings changed; see the\n"
-            "config hash in state.json).\n\n"
+            "config hash in state.json). A second Ctrl-C ends the process at once; the newest\n"
+            "complete checkpoint stays valid.\n\n"
             "Options:\n"
             "  --config FILE     the sites.yaml\n"
             "  --site NAME       which site this process is\n"
@@ -299,6 +300,7 @@ int gt_cmd_run(int argc, char **argv)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C stops at once */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
