@@ -28,6 +28,12 @@ mkdir -p "$artifacts"
 echo "fuzz_codec.sh: fuzzing for ${secs}s (corpus $corpus)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+rc=0
 "$build/tests/fuzz/fuzz_codec" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-  -max_len=300000 -print_final_stats=1 -artifact_prefix="$artifacts" "$corpus"
+  -max_len=300000 -print_final_stats=1 -error_exitcode=1 -timeout_exitcode=1 \
+  -artifact_prefix="$artifacts" "$corpus" || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "fuzz_codec.sh: FAILED (exit $rc); reproducer(s) in $artifacts" >&2
+  exit 1
+fi
 echo "fuzz_codec.sh: no crash in ${secs}s"
