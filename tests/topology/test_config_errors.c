@@ -155,10 +155,9 @@ static void test_bad_cases(void)
         CHECK_MSG(strstr(errs, c->want_key), "[%s] message should name %s:\n%s", c->what,
                   c->want_key, errs);
         if (c->want_also)
-            CHECK_MSG(strstr(errs, c->want_also), "[%s] message should say '%s':\n%s",
-                      c->what, c->want_also, errs);
-        CHECK_MSG(strstr(errs, "allowed") != NULL, "[%s] no 'allowed' in:\n%s", c->what,
-                  errs);
+            CHECK_MSG(strstr(errs, c->want_also), "[%s] message should say '%s':\n%s", c->what,
+                      c->want_also, errs);
+        CHECK_MSG(strstr(errs, "allowed") != NULL, "[%s] no 'allowed' in:\n%s", c->what, errs);
         free(errs);
     }
 }
