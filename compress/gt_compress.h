@@ -14,14 +14,16 @@
  * e = v - decode(frame) behind. An optional zstd stage follows (`auto` uses it for topk only,
  * where it pays; `on` keeps it wherever it makes the frame smaller).
  *
- * Frames are deterministic: the same input and parameters give the same bytes on every
- * machine (CPU with or without AVX-512, and the CUDA path), provided the floating-point
- * environment is the C default (round to nearest, no flush-to-zero); encode checks this.
+ * Frames are deterministic: the same input, residual and parameters give the same bytes on
+ * every machine (scalar, AVX2 and AVX-512 kernels, and the CUDA path), provided the
+ * floating-point environment is the C default (round to nearest, no flush-to-zero; encode
+ * checks this) and, for frames that use the zstd stage, the same libzstd version.
  * Decoding treats the frame as hostile: every length and count is checked against the
  * element count the caller expects before anything is allocated or written, and a checksum
- * (XXH3-64 over the header, the stored payload and the uncompressed payload, from which
- * the decoded values follow) must match, so a flipped bit anywhere in a frame is an error, never a
- * crash.
+ * (XXH3-64 over the header, the stored payload and the uncompressed payload, from which the
+ * decoded values follow) must match, so a flipped bit anywhere in a frame is an error, never
+ * a crash. Decode logs its reason at debug level only; the caller logs the error with its
+ * context (peer, round).
  *
  * A context is not thread safe; use one per thread. Contexts hold scratch buffers only, so
  * any context can decode any valid frame, whatever its codec.
