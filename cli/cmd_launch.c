@@ -240,7 +240,8 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                              double wall_s)
 {
     json_t *sites = json_object(), *out = NULL;
-    double sent = 0, recv = 0, params = 0, max_steps = 0;
+    double sent = 0, recv = 0, params = 0, max_steps = 0, eval_sum = 0;
+    int eval_n = 0;
     json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         char path[PATH_MAX + 64];
@@ -253,6 +254,10 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
             continue;
         }
         json_object_set_new(s, "killed", json_boolean(sp[i].killed));
+        if (json_is_number(json_object_get(s, "eval_loss"))) {
+            eval_sum += jnum(s, "eval_loss");
+            eval_n++;
+        }
         sent += jnum(s, "wan_bytes_sent");
         recv += jnum(s, "wan_bytes_received");
         if (jnum(s, "params") > params) params = jnum(s, "params");
@@ -267,7 +272,8 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         json_object_set_new(sites, sp[i].name, s);
     }
     double dp = sync_dp_bytes(params, max_steps, cfg->n_sites);
-    out = json_pack("{s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}", "sites",
+    out = json_pack("{s:o,s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}",
+                    "eval_loss", eval_n ? json_real(eval_sum / eval_n) : json_null(), "sites",
                     sites, "wan_bytes_sent", sent, "wan_bytes_received", recv, "sync_dp_bytes", dp,
                     "bandwidth_saving", sent > 0 ? json_real(dp / sent) : json_null(),
                     "contributions", "on_time", on_time, "late", late, "dropped", dropped,
@@ -279,6 +285,9 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
     int rc = json_dump_file(out, path, JSON_INDENT(2)) == 0 ? 0 : -1;
     if (rc == 0) {
         printf("\nsummary: %s\n", path);
+        if (eval_n)
+            printf("  final anchor's loss on held-out batches: %.4f (mean over %d sites)\n",
+                   eval_sum / eval_n, eval_n);
         printf("  WAN bytes sent %.3g, sync-dp would have sent %.3g: saving %.0fx\n", sent, dp,
                sent > 0 ? dp / sent : 0.0);
         printf("  contributions: %lld on time, %lld late, %lld dropped, %lld rejected; hash "

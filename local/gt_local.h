@@ -221,11 +221,15 @@ typedef struct {
     const gt_topo_config_t *cfg; /* borrowed; must outlive the trainer */
     uint32_t site;               /* index into cfg->sites */
     uint32_t rank;               /* rank inside the site (< sites[site].ranks) */
+    /* Called every step between backward and clipping, with the gradients in the model's
+     * GT_GPT_GRADS arena; may replace them (sync-dp all-reduces them here). NULL: none. */
+    gt_status_t (*grad_hook)(void *ctx, gt_gpt_t *gpt, uint64_t step);
+    void *grad_hook_ctx;
 } gt_local_trainer_params_t;
 
 #define GT_LOCAL_TRAINER_PARAMS_INIT \
     {                                \
-        NULL, 0, 0                   \
+        NULL, 0, 0, NULL, NULL       \
     }
 
 typedef struct {

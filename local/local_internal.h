@@ -54,6 +54,8 @@ static inline uint64_t gt_local_rng_below(uint64_t s[4], uint64_t n)
 struct gt_local_trainer {
     const gt_topo_config_t *cfg;
     uint32_t site, rank;
+    gt_status_t (*grad_hook)(void *ctx, gt_gpt_t *gpt, uint64_t step);
+    void *grad_hook_ctx;
     gt_gpt_params_t gp;
     gt_gpt_t *gpt;
     gt_local_data_t *data;

@@ -58,6 +58,9 @@ typedef struct {
     double loss_acc;
     uint32_t loss_n;
     uint64_t t_start;
+    uint64_t total;   /* steps of the run */
+    double eval_loss; /* the final anchor on held-out batches (NaN until computed) */
+    int sync_dp;
 } site_t;
 
 static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
@@ -144,9 +147,9 @@ static void write_status(site_t *s, uint64_t step, uint64_t total, int force)
     json_decref(o);
 }
 
-/* Drives the WAN until round r's result is in, then applies it. Bounded: a result cannot be
- * missing longer than the straggler deadline plus the time to notice a dead site. */
-static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t total)
+/* Drives the WAN until round r's result is in s->delta. Bounded: a result cannot be missing
+ * longer than the straggler deadline plus the time to notice a dead site. */
+static gt_status_t wait_result(site_t *s, uint64_t r, uint64_t step, uint64_t total)
 {
     const gt_topo_config_t *c = s->cfg;
     uint64_t t0 = gt_time_ns();
@@ -173,6 +176,23 @@ static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t
     if (st != GT_OK) return st;
     s->wait_s += (gt_time_ns() - t0) * 1e-9;
     s->state = prev;
+    return GT_OK;
+}
+
+static void log_anchor(site_t *s, uint64_t r, const float *x)
+{
+    if (!s->anchors) return;
+    fprintf(s->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\"}\n", (unsigned long long)r,
+            (unsigned long long)gt_wan_outer_hash(x, s->n));
+    fflush(s->anchors);
+}
+
+/* Waits for round r's g, applies the outer step to the anchor and rebases θ_s onto it. */
+static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t total)
+{
+    const gt_topo_config_t *c = s->cfg;
+    gt_status_t st = wait_result(s, r, step, total);
+    if (st != GT_OK) return st;
     /* Outer step on the anchor, then rebase the local parameters onto it. */
     if (c->outer.optimizer == GT_OUTER_NESTEROV) {
         st = gt_kern_nesterov_update(s->anchor, s->mom, s->delta, s->n, (float)c->outer.lr,
@@ -196,6 +216,24 @@ static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t
                  "anchor re-fetch is not implemented yet)",
                  c->sites[s->site].name, (unsigned long long)r - 1);
     return GT_OK;
+}
+
+/* sync-dp: every step's gradients are averaged across the sites (bf16 both ways) before
+ * clipping and AdamW, so every site takes the same step from the same parameters. */
+static gt_status_t sync_grad_hook(void *ctx, gt_gpt_t *gpt, uint64_t step)
+{
+    site_t *s = ctx;
+    gt_status_t st = gt_gpt_arena_read(gpt, GT_GPT_GRADS, 0, s->n, s->delta);
+    if (st != GT_OK) return st;
+    if ((st = gt_gpt_arena_read(gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK) return st;
+    uint64_t hash = gt_wan_outer_hash(s->theta, s->n);
+    if (step > 0) log_anchor(s, step - 1, s->theta); /* the parameters after step - 1 */
+    double w = (double)gt_local_trainer_tokens_per_step(s->tr);
+    if ((st = gt_wan_outer_submit(s->outer, step, s->delta, w, hash, gt_time_ns())) != GT_OK)
+        return st;
+    if ((st = wait_result(s, step, step, s->total)) != GT_OK) return st;
+    s->rounds_applied++;
+    return gt_gpt_arena_write(gpt, GT_GPT_GRADS, 0, s->n, s->delta);
 }
 
 static gt_status_t submit_round(site_t *s, uint64_t r)
@@ -228,6 +266,24 @@ static void metrics_line(site_t *s, const gt_local_step_stats_t *ss, double tps)
     fflush(s->metrics);
 }
 
+/* The final anchor's loss on the next EVAL_BATCHES batches of this site's data stream:
+ * data it has not trained on, the same for every mode, so runs compare on equal terms. */
+#define EVAL_BATCHES 8
+static gt_status_t eval_anchor(site_t *s, double *loss_p)
+{
+    gt_local_trainer_t *tr = s->tr;
+    double acc = 0;
+    for (int b = 0; b < EVAL_BATCHES; b++) {
+        float loss = 0;
+        gt_status_t st = gt_local_data_next(tr->data, tr->inputs, tr->targets);
+        if (st == GT_OK) st = gt_gpt_forward(s->gpt, tr->inputs, tr->targets, &loss);
+        if (st != GT_OK) return st;
+        acc += loss;
+    }
+    *loss_p = acc / EVAL_BATCHES;
+    return GT_OK;
+}
+
 static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
 {
     gt_wan_mesh_stats_t ms;
@@ -237,10 +293,11 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
     double wall = (gt_time_ns() - s->t_start) * 1e-9;
     double final_loss = s->loss_n ? s->loss_acc / s->loss_n : NAN;
     json_t *o = json_pack(
-        "{s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:I,"
+        "{s:o,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:I,"
         "s:I,s:I,s:I,s:s}",
-        "site", s->cfg->sites[s->site].name, "status", result == GT_OK ? "finished" : "failed",
-        "steps", (json_int_t)steps, "rounds_applied", (json_int_t)s->rounds_applied, "tokens",
+        "eval_loss", isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "site",
+        s->cfg->sites[s->site].name, "status", result == GT_OK ? "finished" : "failed", "steps",
+        (json_int_t)steps, "rounds_applied", (json_int_t)s->rounds_applied, "tokens",
         (json_int_t)(steps * gt_local_trainer_tokens_per_step(s->tr)), "final_loss",
         isfinite(final_loss) ? json_real(final_loss) : json_null(), "elapsed_s", wall, "compute_s",
         s->step_s, "wait_s", s->wait_s, "compute_utilization", wall > 0 ? s->step_s / wall : 0.0,
@@ -285,7 +342,13 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     gt_local_trainer_params_t tp = GT_LOCAL_TRAINER_PARAMS_INIT;
     tp.cfg = cfg;
     tp.site = s->site;
+    s->sync_dp = cfg->outer.mode == GT_OUTER_SYNC_DP;
+    if (s->sync_dp) {
+        tp.grad_hook = sync_grad_hook;
+        tp.grad_hook_ctx = s;
+    }
     if ((st = gt_local_trainer_create(&tp, &s->tr)) != GT_OK) return st;
+    s->total = gt_local_trainer_total_steps(s->tr);
     s->gpt = gt_local_trainer_model(s->tr);
     s->n = gt_gpt_arena_len(&gt_gpt_get_params(s->gpt)->model);
     s->theta = malloc(s->n * sizeof(float));
@@ -312,6 +375,11 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
               : cfg->codec.zstd == GT_ZSTD_OFF ? GT_CMP_ZSTD_OFF
                                                : GT_CMP_ZSTD_AUTO;
     cp.zstd_level = cfg->codec.zstd_level;
+    if (s->sync_dp) { /* the baseline: bf16 gradients, as a bf16 all-reduce would send */
+        cp.codec = GT_CMP_BF16;
+        cp.error_feedback = 0;
+        cp.zstd = GT_CMP_ZSTD_OFF;
+    }
 
     gt_wan_outer_params_t op;
     memset(&op, 0, sizeof op);
@@ -417,6 +485,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     s.cfg = p->cfg;
     s.state = "starting";
     s.t_start = gt_time_ns();
+    s.eval_loss = NAN;
     gt_status_t st = GT_ERR_INVALID;
     uint64_t step = 0, total = 0;
     if (!p->cfg || gt_topo_site_index(p->cfg, p->site, &s.site) != GT_OK) {
@@ -440,9 +509,11 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             break;
         }
         uint64_t t0 = gt_time_ns();
+        double wait0 = s.wait_s;
         gt_local_step_stats_t ss;
         if ((st = gt_local_trainer_step(s.tr, &ss)) != GT_OK) goto out;
-        double dt = (gt_time_ns() - t0) * 1e-9;
+        /* Compute time only: sync-dp waits for the all-reduce inside the step. */
+        double dt = (gt_time_ns() - t0) * 1e-9 - (s.wait_s - wait0);
         s.step_s += dt;
         step = ss.step;
         s.last_loss = ss.loss;
@@ -461,7 +532,9 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         gt_wan_outer_progress(s.outer, gt_time_ns());
         if ((st = refresh_view(&s, 0)) != GT_OK) goto out;
         /* The end of a round: submit; with tau = 0 apply at once. */
-        if (step % H == 0) {
+        if (s.sync_dp) {
+            /* every step was a round, in the gradient hook */
+        } else if (step % H == 0) {
             uint64_t r = step / H - 1;
             if (pending >= 0 && (st = wait_and_apply(&s, (uint64_t)pending, step, total)) != GT_OK)
                 goto out;
@@ -490,9 +563,14 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             if ((st = gt_local_trainer_save(s.tr, root, 3)) != GT_OK) goto out;
         }
     }
+    if (st == GT_OK && s.sync_dp) {
+        st = gt_gpt_arena_read(s.gpt, GT_GPT_PARAMS, 0, s.n, s.anchor);
+        if (st == GT_OK) log_anchor(&s, total - 1, s.anchor);
+    }
     if (st == GT_OK) {
-        /* The final model is the agreed anchor. */
+        /* The final model is the agreed anchor (sync-dp: the common parameters). */
         st = gt_gpt_arena_write(s.gpt, GT_GPT_PARAMS, 0, s.n, s.anchor);
+        if (st == GT_OK) st = eval_anchor(&s, &s.eval_loss);
         char root[2100];
         snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
         if (st == GT_OK) st = gt_local_trainer_save(s.tr, root, 3);

@@ -106,6 +106,8 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     if (!tr) return GT_ERR_NOMEM;
     tr->cfg = c;
     tr->site = params->site;
+    tr->grad_hook = params->grad_hook;
+    tr->grad_hook_ctx = params->grad_hook_ctx;
     tr->rank = params->rank;
     GT_REQUIRE_GOTO(c && params->site < c->n_sites && params->rank < c->sites[params->site].ranks,
                     s, GT_ERR_INVALID, out, "trainer: site %u / rank %u not in the config",
@@ -176,6 +178,8 @@ gt_status_t gt_local_trainer_step(gt_local_trainer_t *tr, gt_local_step_stats_t 
     if ((s = gt_gpt_forward(tr->gpt, tr->inputs, tr->targets, &loss)) != GT_OK) return s;
     if ((s = gt_gpt_grad_zero(tr->gpt)) != GT_OK) return s;
     if ((s = gt_gpt_backward(tr->gpt, 1.0f)) != GT_OK) return s;
+    if (tr->grad_hook && (s = tr->grad_hook(tr->grad_hook_ctx, tr->gpt, tr->step)) != GT_OK)
+        return s;
     if ((s = gt_gpt_grad_clip(tr->gpt, tr->grad_clip, &norm)) != GT_OK) return s;
     if ((s = gt_gpt_adamw_step(tr->gpt, &ap, tr->step + 1)) != GT_OK) return s;
     tr->step++;
