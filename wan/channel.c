@@ -151,7 +151,7 @@ static void ep_fail(gt_wan_ep_t *ep, gt_status_t st)
         GT_WARN("wan: connection to %s ended: %s", peer_label(ep, who, sizeof who),
                 gt_status_str(st));
     ep->state = st;
-    if (ep->tp) ep->net->ops->close(ep->tp);
+    if (ep->tp) ep->net->ops->close(ep->tp, st != GT_ERR_CLOSED);
     ep->tp = NULL;
     for (size_t i = 0; i < ep->nslots; i++) {
         ep->tx[i].state = SLOT_FREE;
@@ -217,6 +217,7 @@ static void tx_to_transport(gt_wan_ep_t *ep, tx_slot_t *s)
 {
     s->treq.cb = NULL;
     s->treq.user = s;
+    if (s->state == SLOT_DELAYED) ep->tx_idle_since_ns = gt_time_ns(); /* held, not stuck */
     s->state = SLOT_SENDING;
     gt_status_t st = ep->net->ops->send(ep->tp, s->iov, s->iovcnt, &s->treq);
     if (st != GT_OK) {
@@ -671,7 +672,7 @@ static gt_status_t ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t pe
     gt_status_t st = GT_ERR_NOMEM;
     gt_wan_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) {
-        net->ops->close(tp);
+        net->ops->close(tp, 1);
         return GT_ERR_NOMEM;
     }
     ep->magic = EP_MAGIC;
@@ -722,7 +723,7 @@ static gt_status_t ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t pe
     *ep_p = ep;
     return GT_OK;
 fail:
-    if (ep->tp) net->ops->close(ep->tp);
+    if (ep->tp) net->ops->close(ep->tp, 1);
     ep->tp = NULL;
     ep_free(ep);
     return st;

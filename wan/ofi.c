@@ -147,13 +147,13 @@ static gt_status_t ofi_create(const gt_wan_tp_params_t *params, void **ctx_p)
     return GT_OK;
 }
 
-static void ofi_close(void *ep);
+static void ofi_close(void *ep, int force);
 
 static void ofi_destroy(void *ctx)
 {
     ofi_ctx_t *c = ctx;
     if (!c) return;
-    while (c->eps) ofi_close(c->eps);
+    while (c->eps) ofi_close(c->eps, 1);
     if (c->pep) fi_close(&c->pep->fid);
     if (c->pep_eq) fi_close(&c->pep_eq->fid);
     if (c->pep_fabric) fi_close(&c->pep_fabric->fid);
@@ -514,12 +514,14 @@ static gt_status_t ofi_progress(void *ctx)
     return GT_OK;
 }
 
-static void ofi_close(void *ep)
+static void ofi_close(void *ep, int force)
 {
     ofi_ep_t *e = ep;
     if (!e) return;
     ofi_ep_unlink(e);
-    if (e->ep) fi_shutdown(e->ep, 0);
+    /* Completed sends are in the kernel's socket buffer, which a close still delivers; an
+     * unforced close only adds the orderly shutdown. */
+    if (e->ep && !force) fi_shutdown(e->ep, 0);
     ofi_ep_teardown(e);
     ofi_fail_all(e, GT_ERR_CLOSED);
     free(e);

@@ -62,9 +62,11 @@ typedef struct {
     /* Posts a receive of one message of at most cap bytes. Receives complete in order. */
     gt_status_t (*recv)(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req);
     gt_status_t (*progress)(void *ctx);
-    /* Closes the endpoint; pending requests complete with GT_ERR_CLOSED before it returns.
+    /* Closes the endpoint; pending requests complete with GT_ERR_CLOSED before it returns,
+     * within a bounded time. Without `force`, what was sent is first flushed to the peer
+     * (bounded by a deadline); with it (a failed or hostile peer) nothing is waited for.
      * The pointer is invalid afterwards. */
-    void (*close)(void *ep);
+    void (*close)(void *ep, int force);
 } gt_wan_tp_ops_t;
 
 extern const gt_wan_tp_ops_t gt_wan_tp_ucx_ops;

@@ -57,11 +57,14 @@ struct ucx_ctx {
     gt_wan_tp_list_t done; /* completed inside a post call; reported by progress() */
 };
 
-/* A send's private state: the gather list must outlive ucp_am_send_nbx. */
+/* A send's (or a rendezvous receive's) private state, and the user_data UCX calls back
+ * with. It outlives the caller's request: a close detaches it (req = NULL), so a callback
+ * UCX delivers late (a forced close purges requests lazily, even at worker destroy) only
+ * frees it. */
 typedef struct {
     ucp_dt_iov_t iov[GT_WAN_TP_MAX_IOV];
     size_t total;
-    void *ucx_req;
+    gt_wan_tp_req_t *req;
 } ucx_send_bk_t;
 
 static gt_status_t ucx_st(ucs_status_t s)
@@ -238,7 +241,7 @@ fail:
     return st;
 }
 
-static void ucx_close(void *ep);
+static void ucx_close(void *ep, int force);
 
 static void ucx_report_done(ucx_ctx_t *c)
 {
@@ -250,7 +253,7 @@ static void ucx_destroy(void *ctx)
 {
     ucx_ctx_t *c = ctx;
     if (!c) return;
-    while (c->eps) ucx_close(c->eps);
+    while (c->eps) ucx_close(c->eps, 1);
     ucx_report_done(c);
     if (c->listener) ucp_listener_destroy(c->listener);
     ucp_worker_destroy(c->worker);
@@ -361,15 +364,17 @@ static gt_status_t ucx_ep_state(void *ep)
 
 static void ucx_send_cb(void *request, ucs_status_t status, void *user_data)
 {
-    gt_wan_tp_req_t *r = user_data;
-    ucx_ep_t *e = r->ep;
-    ucx_send_bk_t *bk = r->bk;
-    size_t len = status == UCS_OK ? bk->total : 0;
-    gt_wan_tp_list_remove(&e->sends, r);
-    free(bk);
+    ucx_send_bk_t *bk = user_data;
+    gt_wan_tp_req_t *r = bk->req;
     ucp_request_free(request);
-    if (status != UCS_OK && e->state == GT_OK) e->state = ucx_st(status);
-    ucx_defer(e->ctx, r, status == UCS_OK ? GT_OK : ucx_st(status), len);
+    if (r) {
+        ucx_ep_t *e = r->ep;
+        gt_wan_tp_list_remove(&e->sends, r);
+        if (status != UCS_OK && e->state == GT_OK) e->state = ucx_st(status);
+        ucx_defer(e->ctx, r, status == UCS_OK ? GT_OK : ucx_st(status),
+                  status == UCS_OK ? bk->total : 0);
+    }
+    free(bk);
 }
 
 static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt_wan_tp_req_t *req)
@@ -392,11 +397,12 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
     req->ep = e;
     req->bk = bk;
     req->length = 0;
+    bk->req = req;
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                         UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_DATATYPE,
         .cb = {.send = ucx_send_cb},
-        .user_data = req,
+        .user_data = bk,
         .flags = UCP_AM_SEND_FLAG_REPLY,
         .datatype = ucp_dt_make_iov(),
     };
@@ -417,7 +423,6 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
         req->bk = NULL;
         return ucx_st(UCS_PTR_STATUS(sp));
     }
-    bk->ucx_req = sp;
     return GT_OK;
 }
 
@@ -435,12 +440,16 @@ static gt_status_t ucx_recv(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *re
 
 static void ucx_rndv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
 {
-    gt_wan_tp_req_t *r = user_data;
-    ucx_ep_t *e = r->ep;
-    gt_wan_tp_list_remove(&e->rndv, r);
+    ucx_send_bk_t *tok = user_data;
+    gt_wan_tp_req_t *r = tok->req;
     ucp_request_free(request);
-    if (status != UCS_OK && e->state == GT_OK) e->state = ucx_st(status);
-    ucx_defer(e->ctx, r, status == UCS_OK ? GT_OK : ucx_st(status), length);
+    if (r) {
+        ucx_ep_t *e = r->ep;
+        gt_wan_tp_list_remove(&e->rndv, r);
+        if (status != UCS_OK && e->state == GT_OK) e->state = ucx_st(status);
+        ucx_defer(e->ctx, r, status == UCS_OK ? GT_OK : ucx_st(status), length);
+    }
+    free(tok);
 }
 
 /* Matches queued messages to posted receives, in order. */
@@ -469,25 +478,32 @@ static void ucx_match(ucx_ep_t *e)
             gt_wan_tp_req_complete(r, GT_OK, len);
             continue;
         }
+        ucx_send_bk_t *tok = calloc(1, sizeof *tok);
+        if (!tok) {
+            ucx_item_drop(c, it);
+            r->bk = NULL;
+            e->state = GT_ERR_NOMEM;
+            gt_wan_tp_req_complete(r, GT_ERR_NOMEM, 0);
+            break;
+        }
+        tok->req = r;
         ucp_request_param_t p = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
             .cb = {.recv_am = ucx_rndv_cb},
-            .user_data = r,
+            .user_data = tok,
         };
         size_t len = it->len;
         void *desc = it->data;
         free(it);
+        r->bk = tok;
         gt_wan_tp_list_push(&e->rndv, r);
         ucs_status_ptr_t sp = ucp_am_recv_data_nbx(c->worker, desc, buf, len, &p);
-        if (sp == NULL) {
+        if (sp == NULL || UCS_PTR_IS_ERR(sp)) { /* no callback will come */
             gt_wan_tp_list_remove(&e->rndv, r);
+            free(tok);
             r->bk = NULL;
-            gt_wan_tp_req_complete(r, GT_OK, len);
-        } else if (UCS_PTR_IS_ERR(sp)) {
-            gt_wan_tp_list_remove(&e->rndv, r);
-            r->bk = NULL;
-            e->state = ucx_st(UCS_PTR_STATUS(sp));
-            gt_wan_tp_req_complete(r, e->state, 0);
+            if (sp != NULL) e->state = ucx_st(UCS_PTR_STATUS(sp));
+            gt_wan_tp_req_complete(r, sp == NULL ? GT_OK : e->state, sp == NULL ? len : 0);
         }
     }
     if (e->state != GT_OK) ucx_fail_reqs(e, e->state);
@@ -503,7 +519,19 @@ static gt_status_t ucx_progress(void *ctx)
     return GT_OK;
 }
 
-static void ucx_close(void *ep)
+/* Progresses until a UCX request completes or the deadline passes; frees it when done.
+ * Returns 1 when it completed. */
+static int ucx_wait_req(ucx_ctx_t *c, void *req, uint64_t deadline)
+{
+    if (!UCS_PTR_IS_PTR(req)) return 1;
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && gt_time_ns() < deadline)
+        ucp_worker_progress(c->worker);
+    if (ucp_request_check_status(req) == UCS_INPROGRESS) return 0;
+    ucp_request_free(req);
+    return 1;
+}
+
+static void ucx_close(void *ep, int force)
 {
     ucx_ep_t *e = ep;
     if (!e) return;
@@ -518,28 +546,53 @@ static void ucx_close(void *ep)
             *pp = e->ready_next;
             break;
         }
-    if (e->state == GT_OK) e->state = GT_ERR_CLOSED;
+    int healthy = e->state == GT_OK;
+    if (healthy) e->state = GT_ERR_CLOSED;
     ucx_fail_reqs(e, GT_ERR_CLOSED);
-    /* A graceful close flushes what was sent; a dead endpoint is closed by force. Either
-     * way the close completes in bounded time (error handling mode peer). */
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                             .flags = e->state == GT_ERR_CLOSED ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
-    ucs_status_ptr_t cr = ucp_ep_close_nbx(e->ep, &p);
     uint64_t deadline = gt_time_ns() + UCX_CLOSE_DEADLINE;
-    if (UCS_PTR_IS_PTR(cr)) {
-        while (ucp_request_check_status(cr) == UCS_INPROGRESS && gt_time_ns() < deadline)
-            ucp_worker_progress(c->worker);
-        if (ucp_request_check_status(cr) == UCS_INPROGRESS) {
-            GT_WARN("ucx: endpoint did not close within %.1f s; abandoning it",
-                    UCX_CLOSE_DEADLINE / 1e9);
-            ucp_request_cancel(c->worker, cr);
+    /* An orderly close flushes what was sent, then closes in flush mode so the peer learns
+     * of it at once; both bounded. A failed or frozen peer (or a flush that does not finish
+     * in time) gets a forced close, which cancels whatever is pending and completes locally
+     * even when the peer never answers. */
+    int forced = 1;
+    if (healthy && !force) {
+        ucp_request_param_t fp = {.op_attr_mask = 0};
+        void *fr = ucp_ep_flush_nbx(e->ep, &fp);
+        if (ucx_wait_req(c, fr, deadline)) {
+            ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = 0};
+            void *cr = ucp_ep_close_nbx(e->ep, &p);
+            if (!ucx_wait_req(c, cr, gt_time_ns() + UCX_CLOSE_DEADLINE))
+                GT_WARN("ucx: an endpoint did not close within %.1f s; leaving it to UCX",
+                        UCX_CLOSE_DEADLINE / 1e9);
+            forced = 0;
         } else {
-            ucp_request_free(cr);
+            GT_WARN("ucx: could not flush an endpoint within %.1f s; closing it by force",
+                    UCX_CLOSE_DEADLINE / 1e9);
+            /* The flush request completes (cancelled) once the forced close purges it. */
+            ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                     .flags = UCP_EP_CLOSE_FLAG_FORCE};
+            void *cr = ucp_ep_close_nbx(e->ep, &p);
+            (void)ucx_wait_req(c, cr, gt_time_ns() + UCX_CLOSE_DEADLINE);
+            (void)ucx_wait_req(c, fr, gt_time_ns() + UCX_CLOSE_DEADLINE);
+            forced = 0;
         }
     }
-    /* Anything UCX did not complete through its callbacks is finished here. */
+    if (forced) {
+        ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        void *cr = ucp_ep_close_nbx(e->ep, &p);
+        (void)ucx_wait_req(c, cr, deadline);
+    }
+    /* A forced close cancels every send and rendezvous receive; UCX reports them through
+     * their callbacks, possibly later than this. Give it a moment, then detach the rest so a
+     * late callback touches only its own token. */
+    uint64_t purge_end = gt_time_ns() + 100000000ull;
+    while ((e->sends.count || e->rndv.count) && gt_time_ns() < purge_end)
+        ucp_worker_progress(c->worker);
     gt_wan_tp_req_t *r;
     while ((r = gt_wan_tp_list_pop(&e->sends)) || (r = gt_wan_tp_list_pop(&e->rndv))) {
+        ((ucx_send_bk_t *)r->bk)->req = NULL;
+        r->bk = NULL;
         gt_wan_tp_req_complete(r, GT_ERR_CLOSED, 0);
     }
     ucx_report_done(c);

@@ -333,6 +333,42 @@ static void case_kill(const wt_cfg_t *cfg)
     gt_wan_net_destroy(net);
 }
 
+/* A peer that stops (SIGSTOP: its sockets stay open, it just never reads) fails our sends
+ * with a timeout after io_timeout_ms, not a hang. */
+static void case_freeze(const wt_cfg_t *cfg)
+{
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_sink", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    uint8_t *buf = malloc(KILL_MSG);
+    wt_fill(buf, KILL_MSG, 5);
+    if (ep) {
+        for (int i = 0; i < 2; i++)
+            CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_DELTA, (uint64_t)i, buf, KILL_MSG, DEADLINE_MS),
+                         GT_OK);
+        kill(pid, SIGSTOP);
+        double t0 = wt_now_s();
+        gt_status_t st = GT_OK;
+        for (uint64_t i = 2; st == GT_OK && wt_now_s() - t0 < 30; i++)
+            st = send_one(ep, GT_WAN_MSG_DELTA, i, buf, KILL_MSG, 30000);
+        double dt = wt_now_s() - t0;
+        fprintf(stderr, "receiver frozen: send failed with '%s' after %.3f s (io timeout %u ms)\n",
+                gt_status_str(st), dt, cfg->io_timeout_ms);
+        CHECK_EQ_INT(st, GT_ERR_TIMEOUT);
+        CHECK(dt < cfg->io_timeout_ms / 1000.0 + 3.0);
+        CHECK_EQ_INT(gt_wan_ep_state(ep), GT_ERR_TIMEOUT);
+        gt_wan_ep_close(ep);
+    }
+    kill(pid, SIGKILL);
+    CHECK_EQ_INT(wt_wait(pid, 5000), 128 + SIGKILL);
+    free(buf);
+    gt_wan_net_destroy(net);
+}
+
 /* ---- security cases ---------------------------------------------------------------- */
 
 /* The server accepts, installs a tamper function for its outgoing frames, sends messages
@@ -618,7 +654,10 @@ int main(int argc, char **argv)
         case_big(&cfg);
     else if (strcmp(c, "kill") == 0)
         case_kill(&cfg);
-    else if (strcmp(c, "wrongkey") == 0)
+    else if (strcmp(c, "freeze") == 0) {
+        cfg.io_timeout_ms = 3000;
+        case_freeze(&cfg);
+    } else if (strcmp(c, "wrongkey") == 0)
         case_wrongkey(&cfg);
     else if (strcmp(c, "flipbit") == 0 || strcmp(c, "replay") == 0 || strcmp(c, "truncate") == 0 ||
              strcmp(c, "oversize") == 0)
