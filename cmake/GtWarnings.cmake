@@ -3,7 +3,10 @@
 # gcc's estimate of it changes with the optimisation level, which made Debug and Release
 # builds disagree. Where a truncated result would be wrong, the code checks the return value.
 set(GT_C_WARNINGS -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-    -Wno-unused-parameter -Wno-format-truncation)
+    -Wno-unused-parameter)
+if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
+  list(APPEND GT_C_WARNINGS -Wno-format-truncation)
+endif()
 if(GT_WERROR)
   list(APPEND GT_C_WARNINGS -Werror)
 endif()
