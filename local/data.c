@@ -209,7 +209,7 @@ static gt_status_t add_file(gt_local_data_t *d, const char *path)
     segment_t s = {map, len, 1, map, len, strdup(path)};
     if (d->p.kind == GT_DATA_SHARDS) {
         st = check_shard(path, map, len, &s.n);
-        s.tokens = (const uint8_t *)map + GT_LOCAL_SHARD_HEADER * sizeof(int32_t);
+        if (st == GT_OK) s.tokens = (const uint8_t *)map + GT_LOCAL_SHARD_HEADER * sizeof(int32_t);
         s.esize = 2;
     }
     segment_t *ns = realloc(d->segs, (d->n_segs + 1) * sizeof *ns);
