@@ -205,6 +205,8 @@ static void test_hostile_shards(void)
     CHECK_EQ_INT(open_shard_file("version.bin", 50), GT_ERR_CORRUPT);
     write_bad("short_header.bin", 20240520, 1, 20, 0, 100);
     CHECK_EQ_INT(open_shard_file("short_header.bin", 50), GT_ERR_CORRUPT);
+    write_bad("empty.bin", 0, 0, 0, 0, 0); /* found by fuzz_local */
+    CHECK_EQ_INT(open_shard_file("empty.bin", 50), GT_ERR_CORRUPT);
     write_bad("beyond.bin", 20240520, 1, 1000000, 20, 256);
     CHECK_EQ_INT(open_shard_file("beyond.bin", 50), GT_ERR_CORRUPT);
     write_bad("negative.bin", 20240520, 1, -5, 20, 256);
