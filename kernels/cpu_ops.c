@@ -113,7 +113,7 @@ void gt_cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 
 /* ---- layernorm ---------------------------------------------------------------------------- */
 
-GT_VEC static void ln_row(float *o, float *mean_p, float *rstd_p, const float *x, const float *w,
+GT_VEC void gt_cpu_ln_row(float *o, float *mean_p, float *rstd_p, const float *x, const float *w,
                           const float *b, size_t C)
 {
     float s = 0;
@@ -134,10 +134,11 @@ void gt_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float 
                               const float *w, const float *b, size_t N, size_t C)
 {
 #pragma omp parallel for num_threads(nth(N)) schedule(dynamic, 32)
-    for (size_t n = 0; n < N; n++) ln_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C);
+    for (size_t n = 0; n < N; n++)
+        gt_cpu_ln_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C);
 }
 
-GT_VEC static void ln_back_row(float *dx, const float *dout, const float *x, const float *w,
+GT_VEC void gt_cpu_ln_back_row(float *dx, const float *dout, const float *x, const float *w,
                                float m, float rs, size_t C)
 {
     float a = 0, bm = 0;
@@ -154,7 +155,7 @@ GT_VEC static void ln_back_row(float *dx, const float *dout, const float *x, con
     }
 }
 
-GT_VEC static void ln_back_params(float *dw, float *db, const float *dout, const float *x,
+GT_VEC void gt_cpu_ln_back_params(float *dw, float *db, const float *dout, const float *x,
                                   const float *mean, const float *rstd, size_t N, size_t C,
                                   size_t c0, size_t c1)
 {
@@ -178,11 +179,11 @@ void gt_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *d
     for (size_t task = 0; task < nr + nc; task++) {
         if (task < nr) {
             for (size_t n = blk_lo(N, GEMM_ROWS, task); n < blk_hi(N, GEMM_ROWS, task); n++)
-                ln_back_row(dinp + n * C, dout + n * C, inp + n * C, w, mean[n], rstd[n], C);
+                gt_cpu_ln_back_row(dinp + n * C, dout + n * C, inp + n * C, w, mean[n], rstd[n], C);
         } else {
             size_t b = task - nr;
-            ln_back_params(dw, db, dout, inp, mean, rstd, N, C, blk_lo(C, COLS, b),
-                           blk_hi(C, COLS, b));
+            gt_cpu_ln_back_params(dw, db, dout, inp, mean, rstd, N, C, blk_lo(C, COLS, b),
+                                  blk_hi(C, COLS, b));
         }
     }
 }
@@ -208,7 +209,7 @@ void gt_cpu_matmul_forward(float *out, const float *inp, const float *w, const f
     }
 }
 
-GT_VEC static void colsum_add(float *db, const float *dout, size_t N, size_t OC, size_t o0,
+GT_VEC void gt_cpu_colsum_add(float *db, const float *dout, size_t N, size_t OC, size_t o0,
                               size_t o1)
 {
     for (size_t n = 0; n < N; n++) {
@@ -236,7 +237,7 @@ void gt_cpu_matmul_backward(float *dinp, float *dw, float *db, const float *dout
                         1.0f, inp + i0, (int)IC, dout, (int)OC, 1.0f, dw + i0 * OC, (int)OC);
         } else {
             size_t b = task - nr - nw;
-            colsum_add(db, dout, N, OC, blk_lo(OC, COLS, b), blk_hi(OC, COLS, b));
+            gt_cpu_colsum_add(db, dout, N, OC, blk_lo(OC, COLS, b), blk_hi(OC, COLS, b));
         }
     }
 }
@@ -259,22 +260,25 @@ GT_VEC static void softmax_causal_row(float *s, size_t t, size_t T)
     for (size_t j = t + 1; j < T; j++) s[j] = 0;
 }
 
+void gt_cpu_attention_bh_forward(float *out, float *att, const float *qkv, size_t bh, size_t T,
+                                 size_t C, size_t NH)
+{
+    size_t hs = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+    float *S = att + bh * T * T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hs, scale, q, (int)C3,
+                k, (int)C3, 0.0f, S, (int)T);
+    for (size_t t = 0; t < T; t++) softmax_causal_row(S + t * T, t, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hs, (int)T, 1.0f, S, (int)T,
+                v, (int)C3, 0.0f, out + b * T * C + h * hs, (int)C);
+}
+
 void gt_cpu_attention_forward(float *out, float *att, const float *qkv, size_t B, size_t T,
                               size_t C, size_t NH)
 {
-    size_t hs = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for num_threads(nth(B *NH)) schedule(dynamic, 1)
-    for (size_t bh = 0; bh < B * NH; bh++) {
-        size_t b = bh / NH, h = bh % NH;
-        const float *q = qkv + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-        float *S = att + bh * T * T;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hs, scale, q,
-                    (int)C3, k, (int)C3, 0.0f, S, (int)T);
-        for (size_t t = 0; t < T; t++) softmax_causal_row(S + t * T, t, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hs, (int)T, 1.0f, S,
-                    (int)T, v, (int)C3, 0.0f, out + b * T * C + h * hs, (int)C);
-    }
+    for (size_t bh = 0; bh < B * NH; bh++) gt_cpu_attention_bh_forward(out, att, qkv, bh, T, C, NH);
 }
 
 size_t gt_cpu_attention_scratch_len(size_t T, size_t C, size_t NH)
@@ -292,28 +296,33 @@ GT_VEC static void softmax_back_row(float *dp, const float *p, size_t t, size_t 
     for (size_t j = t + 1; j < T; j++) dp[j] = 0;
 }
 
+void gt_cpu_attention_bh_backward(float *dqkv, const float *dout, const float *qkv,
+                                  const float *att, float *dS, size_t bh, size_t T, size_t C,
+                                  size_t NH)
+{
+    size_t hs = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+    const float *P = att + bh * T * T, *dy = dout + b * T * C + h * hs;
+    float *dq = dqkv + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hs, 1.0f, dy, (int)C,
+                v, (int)C3, 0.0f, dS, (int)T);
+    for (size_t t = 0; t < T; t++) softmax_back_row(dS + t * T, P + t * T, t, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hs, (int)T, scale, dS,
+                (int)T, k, (int)C3, 0.0f, dq, (int)C3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hs, (int)T, scale, dS, (int)T,
+                q, (int)C3, 0.0f, dk, (int)C3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hs, (int)T, 1.0f, P, (int)T,
+                dy, (int)C, 0.0f, dv, (int)C3);
+}
+
 void gt_cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
                                float *scratch, size_t B, size_t T, size_t C, size_t NH)
 {
-    size_t hs = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for num_threads(nth(B *NH)) schedule(dynamic, 1)
-    for (size_t bh = 0; bh < B * NH; bh++) {
-        size_t b = bh / NH, h = bh % NH;
-        const float *q = qkv + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-        const float *P = att + bh * T * T, *dy = dout + b * T * C + h * hs;
-        float *dq = dqkv + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-        float *dS = scratch + (size_t)omp_get_thread_num() * T * T;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hs, 1.0f, dy,
-                    (int)C, v, (int)C3, 0.0f, dS, (int)T);
-        for (size_t t = 0; t < T; t++) softmax_back_row(dS + t * T, P + t * T, t, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hs, (int)T, scale, dS,
-                    (int)T, k, (int)C3, 0.0f, dq, (int)C3);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hs, (int)T, scale, dS,
-                    (int)T, q, (int)C3, 0.0f, dk, (int)C3);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hs, (int)T, 1.0f, P,
-                    (int)T, dy, (int)C, 0.0f, dv, (int)C3);
-    }
+    for (size_t bh = 0; bh < B * NH; bh++)
+        gt_cpu_attention_bh_backward(dqkv, dout, qkv, att,
+                                     scratch + (size_t)omp_get_thread_num() * T * T, bh, T, C, NH);
 }
 
 /* ---- GELU, residual ------------------------------------------------------------------------ */
@@ -326,7 +335,7 @@ static inline float vtanhf(float u)
     return 1.0f - 2.0f / (vexpf(2.0f * u) + 1.0f);
 }
 
-GT_VEC static void gelu_chunk(float *out, const float *x, size_t n)
+GT_VEC void gt_cpu_gelu_rows(float *out, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
@@ -335,7 +344,7 @@ GT_VEC static void gelu_chunk(float *out, const float *x, size_t n)
     }
 }
 
-GT_VEC static void gelu_back_chunk(float *dx, const float *x, const float *dout, size_t n)
+GT_VEC void gt_cpu_gelu_back_rows(float *dx, const float *x, const float *dout, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
@@ -355,7 +364,7 @@ void gt_cpu_gelu_forward(float *out, const float *inp, size_t n)
 #pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
-        gelu_chunk(out + lo, inp + lo, len);
+        gt_cpu_gelu_rows(out + lo, inp + lo, len);
     }
 }
 
@@ -365,11 +374,11 @@ void gt_cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size
 #pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
-        gelu_back_chunk(dinp + lo, inp + lo, dout + lo, len);
+        gt_cpu_gelu_back_rows(dinp + lo, inp + lo, dout + lo, len);
     }
 }
 
-GT_VEC static void add_chunk(float *out, const float *a, const float *b, size_t n)
+GT_VEC void gt_cpu_add_rows(float *out, const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
@@ -380,13 +389,13 @@ void gt_cpu_residual_forward(float *out, const float *a, const float *b, size_t 
 #pragma omp parallel for num_threads(nth(nc)) schedule(dynamic, 1)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
-        add_chunk(out + lo, a + lo, b + lo, len);
+        gt_cpu_add_rows(out + lo, a + lo, b + lo, len);
     }
 }
 
 /* ---- softmax + cross-entropy ---------------------------------------------------------------- */
 
-GT_VEC static float ce_row(float *p, const float *logits, int32_t target, size_t V)
+GT_VEC float gt_cpu_ce_row(float *p, const float *logits, int32_t target, size_t V)
 {
     float mx = -INFINITY;
     for (size_t j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
@@ -407,7 +416,7 @@ double gt_cpu_crossentropy_forward(float *probs, float *losses, const float *log
 {
 #pragma omp parallel for num_threads(nth(N)) schedule(dynamic, 32)
     for (size_t n = 0; n < N; n++) {
-        losses[n] = ce_row(probs + n * V, logits + n * V, targets[n], V);
+        losses[n] = gt_cpu_ce_row(probs + n * V, logits + n * V, targets[n], V);
     }
     double s = 0;
     for (size_t n = 0; n < N; n++) s += losses[n];

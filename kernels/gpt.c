@@ -14,20 +14,20 @@
 #include <string.h>
 
 typedef struct {
-    float *encoded;                           /* (N, C) */
-    float *ln1, *ln1_mean, *ln1_rstd;         /* (L, N, C), (L, N) */
-    float *qkv;                               /* (L, N, 3C) */
-    float *att;                               /* (L, B, NH, T, T) */
-    float *atty;                              /* (L, N, C) */
-    float *res2;                              /* (L, N, C) residual after attention */
-    float *ln2, *ln2_mean, *ln2_rstd;         /* (L, N, C), (L, N) */
-    float *fch, *fch_gelu;                    /* (L, N, 4C) */
-    float *res3;                              /* (L, N, C) residual after the MLP */
-    float *lnf, *lnf_mean, *lnf_rstd;         /* (N, C), (N) */
-    float *probs;                             /* (N, V) logits -> probs -> dlogits */
-    float *losses;                            /* (N) */
-    float *dres, *dbuf4, *dqkv, *dln, *datty; /* backward scratch */
-    int32_t *inputs, *targets;                /* (N) copies of the last forward's tokens */
+    float *encoded;                   /* (N, C) */
+    float *ln1, *ln1_mean, *ln1_rstd; /* (L, N, C), (L, N) */
+    float *qkv;                       /* (L, N, 3C) */
+    float *att;                       /* (L, B, NH, T, T) */
+    float *atty;                      /* (L, N, C) */
+    float *res2;                      /* (L, N, C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (L, N, C), (L, N) */
+    float *fch, *fch_gelu;            /* (L, N, 4C) */
+    float *res3;                      /* (L, N, C) residual after the MLP */
+    float *lnf, *lnf_mean, *lnf_rstd; /* (N, C), (N) */
+    float *probs;                     /* (N, V) logits -> probs -> dlogits */
+    float *losses;                    /* (N) */
+    float *dres, *dres2, *dbuf4, *dqkv, *dln, *dln1, *datty; /* backward scratch */
+    int32_t *inputs, *targets; /* (N) copies of the last forward's tokens */
     float *mem;
     float *att_scratch;
     size_t att_scratch_len;
@@ -69,6 +69,8 @@ static gt_status_t cpu_acts_create(gt_gpt_t *gpt)
         {&a->dqkv, N * 3 * C},
         {&a->dln, N * C},
         {&a->datty, N * C},
+        {&a->dres2, N * C},
+        {&a->dln1, N * C},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof(sz) / sizeof(sz[0]); i++) total += (sz[i].n + 15) & ~(size_t)15;
@@ -296,6 +298,31 @@ static gt_status_t check_tokens(const gt_gpt_t *gpt, const int32_t *tok, const c
     return GT_OK;
 }
 
+/* The activations and views of block l. */
+static void block_views(gt_gpt_t *gpt, size_t l, gt_cpu_block_t *k)
+{
+    const gt_gpt_config_t *m = &gpt->p.model;
+    acts_t *a = gpt->cpu;
+    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, NH = m->NH;
+    k->B = B, k->T = T, k->C = C, k->NH = NH;
+    k->w = &a->pv.layer[l];
+    k->g = &a->gv.layer[l];
+    k->res = l == 0 ? a->encoded : a->res3 + (l - 1) * N * C;
+    k->ln1 = a->ln1 + l * N * C;
+    k->ln1_mean = a->ln1_mean + l * N;
+    k->ln1_rstd = a->ln1_rstd + l * N;
+    k->qkv = a->qkv + l * N * 3 * C;
+    k->att = a->att + l * B * NH * T * T;
+    k->atty = a->atty + l * N * C;
+    k->res2 = a->res2 + l * N * C;
+    k->ln2 = a->ln2 + l * N * C;
+    k->ln2_mean = a->ln2_mean + l * N;
+    k->ln2_rstd = a->ln2_rstd + l * N;
+    k->fch = a->fch + l * N * 4 * C;
+    k->fchg = a->fch_gelu + l * N * 4 * C;
+    k->res3 = a->res3 + l * N * C;
+}
+
 gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const int32_t *targets,
                            float *loss_p)
 {
@@ -319,30 +346,14 @@ gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const int32_t *
 
     gt_cpu_encoder_forward(a->encoded, inputs, w->wte, w->wpe, B, T, C);
     for (size_t l = 0; l < m->L; l++) {
-        const gt_gpt_layer_views_t *lw = &w->layer[l];
-        const float *res = l == 0 ? a->encoded : a->res3 + (l - 1) * N * C;
-        float *ln1 = a->ln1 + l * N * C, *qkv = a->qkv + l * N * 3 * C;
-        float *att = a->att + l * B * NH * T * T, *atty = a->atty + l * N * C;
-        float *res2 = a->res2 + l * N * C, *ln2 = a->ln2 + l * N * C;
-        float *fch = a->fch + l * N * 4 * C, *fchg = a->fch_gelu + l * N * 4 * C;
-        float *res3 = a->res3 + l * N * C;
-        gt_cpu_layernorm_forward(ln1, a->ln1_mean + l * N, a->ln1_rstd + l * N, res, lw->ln1w,
-                                 lw->ln1b, N, C);
-        gt_cpu_matmul_forward(qkv, ln1, lw->qkvw, lw->qkvb, N, C, 3 * C);
-        gt_cpu_attention_forward(atty, att, qkv, B, T, C, NH);
-        gt_cpu_matmul_forward(res2, atty, lw->attprojw, lw->attprojb, N, C, C);
-        gt_cpu_residual_forward(res2, res2, res, N * C);
-        gt_cpu_layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, lw->ln2w,
-                                 lw->ln2b, N, C);
-        gt_cpu_matmul_forward(fch, ln2, lw->fcw, lw->fcb, N, C, 4 * C);
-        gt_cpu_gelu_forward(fchg, fch, N * 4 * C);
-        gt_cpu_matmul_forward(res3, fchg, lw->fcprojw, lw->fcprojb, N, 4 * C, C);
-        gt_cpu_residual_forward(res3, res3, res2, N * C);
+        gt_cpu_block_t k;
+        block_views(gpt, l, &k);
+        gt_cpu_block_forward(&k);
     }
     const float *last = a->res3 + (m->L - 1) * N * C;
-    gt_cpu_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, w->lnfw, w->lnfb, N, C);
-    gt_cpu_lmhead_forward(a->probs, a->lnf, w->wte, N, C, V);
-    double loss = gt_cpu_crossentropy_forward(a->probs, a->losses, a->probs, targets, N, V);
+    double loss = gt_cpu_head_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->probs, a->losses, last,
+                                      w->lnfw, w->lnfb, w->wte, targets, N, C, V);
+    (void)NH;
     gpt->have_fwd = 1;
     *loss_p = (float)loss;
     return GT_OK;
@@ -376,33 +387,15 @@ gt_status_t gt_gpt_backward(gt_gpt_t *gpt, float scale)
     if (ensure_att_scratch(a, T, C, NH) != GT_OK) return GT_ERR_NOMEM;
     const gt_gpt_views_t *w = &a->pv, *g = &a->gv;
 
-    gt_cpu_crossentropy_backward(a->probs, a->probs, a->targets, N, V, scale);
-    /* dlnf = dlogits wte, dwte += dlogits^T lnf */
-    gt_cpu_lmhead_backward(a->dln, g->wte, a->probs, a->lnf, w->wte, N, C, V);
-    memset(a->dres, 0, N * C * sizeof(float));
     const float *last = a->res3 + (m->L - 1) * N * C;
-    gt_cpu_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, last, w->lnfw, a->lnf_mean,
-                              a->lnf_rstd, N, C);
+    gt_cpu_head_backward(a->dres, a->dln, g->wte, g->lnfw, g->lnfb, a->probs, a->lnf, last, w->lnfw,
+                         a->lnf_mean, a->lnf_rstd, w->wte, a->targets, N, C, V, scale);
+    gt_cpu_block_scratch_t sc = {a->dres, a->dres2, a->dln,  a->datty,
+                                 a->dln1, a->dbuf4, a->dqkv, a->att_scratch};
     for (size_t l = m->L; l-- > 0;) {
-        const gt_gpt_layer_views_t *lw = &w->layer[l], *lg = &g->layer[l];
-        const float *res = l == 0 ? a->encoded : a->res3 + (l - 1) * N * C;
-        const float *ln1 = a->ln1 + l * N * C, *qkv = a->qkv + l * N * 3 * C;
-        const float *att = a->att + l * B * NH * T * T, *atty = a->atty + l * N * C;
-        const float *res2 = a->res2 + l * N * C, *ln2 = a->ln2 + l * N * C;
-        const float *fch = a->fch + l * N * 4 * C, *fchg = a->fch_gelu + l * N * 4 * C;
-
-        gt_cpu_matmul_backward(a->dbuf4, lg->fcprojw, lg->fcprojb, a->dres, fchg, lw->fcprojw, N,
-                               4 * C, C, 1);
-        gt_cpu_gelu_backward(a->dbuf4, fch, a->dbuf4, N * 4 * C);
-        gt_cpu_matmul_backward(a->dln, lg->fcw, lg->fcb, a->dbuf4, ln2, lw->fcw, N, C, 4 * C, 1);
-        gt_cpu_layernorm_backward(a->dres, lg->ln2w, lg->ln2b, a->dln, res2, lw->ln2w,
-                                  a->ln2_mean + l * N, a->ln2_rstd + l * N, N, C);
-        gt_cpu_matmul_backward(a->datty, lg->attprojw, lg->attprojb, a->dres, atty, lw->attprojw, N,
-                               C, C, 1);
-        gt_cpu_attention_backward(a->dqkv, a->datty, qkv, att, a->att_scratch, B, T, C, NH);
-        gt_cpu_matmul_backward(a->dln, lg->qkvw, lg->qkvb, a->dqkv, ln1, lw->qkvw, N, C, 3 * C, 1);
-        gt_cpu_layernorm_backward(a->dres, lg->ln1w, lg->ln1b, a->dln, res, lw->ln1w,
-                                  a->ln1_mean + l * N, a->ln1_rstd + l * N, N, C);
+        gt_cpu_block_t k;
+        block_views(gpt, l, &k);
+        gt_cpu_block_backward(&k, &sc);
     }
     gt_cpu_encoder_backward(g->wte, g->wpe, a->dres, a->inputs, B, T, C);
     return GT_OK;

@@ -91,6 +91,69 @@ void gt_cpu_lmhead_backward(float *dx, float *dwte, const float *dlogits, const 
 double gt_cpu_sumsq(const float *x, size_t n);
 void gt_cpu_scale(float *x, size_t n, float s);
 
+/* ---- Single-threaded row primitives (cpu_ops.c), the pieces of the fused block passes ---- */
+
+void gt_cpu_ln_row(float *o, float *mean_p, float *rstd_p, const float *x, const float *w,
+                   const float *b, size_t C);
+/* dx += layernorm input gradient of one row */
+void gt_cpu_ln_back_row(float *dx, const float *dout, const float *x, const float *w, float m,
+                        float rs, size_t C);
+/* dw, db += over all N rows, channels [c0, c1) */
+void gt_cpu_ln_back_params(float *dw, float *db, const float *dout, const float *x,
+                           const float *mean, const float *rstd, size_t N, size_t C, size_t c0,
+                           size_t c1);
+/* db[o] += sum_n dout[n, o] for o in [o0, o1) */
+void gt_cpu_colsum_add(float *db, const float *dout, size_t N, size_t OC, size_t o0, size_t o1);
+void gt_cpu_gelu_rows(float *out, const float *x, size_t n);
+void gt_cpu_gelu_back_rows(float *dx, const float *x, const float *dout, size_t n);
+void gt_cpu_add_rows(float *out, const float *a, const float *b, size_t n);
+/* softmax of one row of logits into p (may alias); returns -log p[target] */
+float gt_cpu_ce_row(float *p, const float *logits, int32_t target, size_t V);
+/* attention of one (b, h) pair (bh = b * NH + h); dS: T*T floats of scratch */
+void gt_cpu_attention_bh_forward(float *out, float *att, const float *qkv, size_t bh, size_t T,
+                                 size_t C, size_t NH);
+void gt_cpu_attention_bh_backward(float *dqkv, const float *dout, const float *qkv,
+                                  const float *att, float *dS, size_t bh, size_t T, size_t C,
+                                  size_t NH);
+
+/* ---- Fused CPU passes (cpu_fused.c): what gpt.c runs ------------------------------------
+ *
+ * The same math as chaining the layer operations above, regrouped so that everything
+ * row-local (layernorm, the matmuls' rows, bias, GELU, residual, cross-entropy) runs per block
+ * of rows while it is in cache, with one parallel region per group instead of one per op:
+ * forward 3 regions per block, backward 4. Task boundaries depend only on the shapes. */
+
+typedef struct {
+    size_t B, T, C, NH;
+    const gt_gpt_layer_views_t *w; /* weights */
+    const gt_gpt_layer_views_t *g; /* gradients (backward) */
+    const float *res;              /* (N, C) block input */
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2;
+    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg, *res3;
+} gt_cpu_block_t;
+
+typedef struct {
+    float *dres;                        /* (N, C): d(block output) in, d(block input) out */
+    float *dres2, *dln2, *datty, *dln1; /* (N, C) */
+    float *dbuf4;                       /* (N, 4C) */
+    float *dqkv;                        /* (N, 3C) */
+    float *att_scratch;                 /* T*T per thread */
+} gt_cpu_block_scratch_t;
+
+void gt_cpu_block_forward(const gt_cpu_block_t *k);
+void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t *s);
+/* Final layernorm, tied LM head and cross-entropy; returns the mean loss (double, row order).
+ * probs (N, V) keeps the softmax for backward. */
+double gt_cpu_head_forward(float *lnf, float *mean, float *rstd, float *probs, float *losses,
+                           const float *x, const float *lnfw, const float *lnfb, const float *wte,
+                           const int32_t *targets, size_t N, size_t C, size_t V);
+/* probs becomes dlogits = scale/N (probs - onehot); dres (N, C) is OVERWRITTEN with the
+ * gradient of x; dwte, dlnfw, dlnfb accumulate. dlnf: (N, C) scratch. */
+void gt_cpu_head_backward(float *dres, float *dlnf, float *dwte, float *dlnfw, float *dlnfb,
+                          float *probs, const float *lnf, const float *x, const float *lnfw,
+                          const float *mean, const float *rstd, const float *wte,
+                          const int32_t *targets, size_t N, size_t C, size_t V, float scale);
+
 /* ---- The model object -------------------------------------------------------------------- */
 
 #define GT_GPT_MAGIC 0x47505432u /* "GPT2" */
