@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +59,16 @@ typedef struct {
     double loss_acc;
     uint32_t loss_n;
     uint64_t t_start;
-    uint64_t total;   /* steps of the run */
-    double eval_loss; /* the final anchor on held-out batches (NaN until computed) */
+    uint64_t total; /* steps of the run */
+    /* The WAN thread drives mesh, outer engine and membership, so this site answers its
+     * peers (as a chunk owner) promptly however long its own steps take. `lock` guards the
+     * mesh and the outer engine. */
+    pthread_mutex_t lock;
+    pthread_t wan_thread;
+    int wan_running;
+    volatile int wan_stop;
+    volatile int wan_error; /* gt_status_t: the lease was lost */
+    double eval_loss;       /* the final anchor on held-out batches (NaN until computed) */
     int sync_dp;
 } site_t;
 
@@ -94,7 +103,8 @@ static gt_status_t apply_view(site_t *s, const gt_wan_view_t *v)
     return st;
 }
 
-/* Re-reads the membership view when a heartbeat period has passed (or `force`). */
+/* Re-reads the membership view when a heartbeat period has passed (or `force`). The etcd
+ * requests run without the lock; the new view is installed under it. */
 static gt_status_t refresh_view(site_t *s, int force)
 {
     uint64_t now = gt_time_ns();
@@ -114,8 +124,45 @@ static gt_status_t refresh_view(site_t *s, int force)
                 gt_status_str(st));
         return GT_OK; /* etcd hiccup: the lease tells us when it is serious */
     }
-    if (v.epoch != s->view.epoch) return apply_view(s, &v);
+    if (v.epoch == s->view.epoch) return GT_OK;
+    pthread_mutex_lock(&s->lock);
+    st = apply_view(s, &v);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static void *wan_main(void *arg)
+{
+    site_t *s = arg;
+    while (!s->wan_stop) {
+        gt_status_t st = refresh_view(s, 0);
+        if (st != GT_OK) s->wan_error = (int)st;
+        pthread_mutex_lock(&s->lock);
+        gt_wan_mesh_progress(s->mesh);
+        gt_wan_outer_progress(s->outer, gt_time_ns());
+        pthread_mutex_unlock(&s->lock);
+        struct timespec ts = {0, 200000}; /* 0.2 ms: the transports are polled */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static gt_status_t start_wan_thread(site_t *s)
+{
+    if (pthread_create(&s->wan_thread, NULL, wan_main, s) != 0) {
+        GT_ERROR("site %s: cannot start the WAN thread", s->cfg->sites[s->site].name);
+        return GT_ERR_INTERNAL;
+    }
+    s->wan_running = 1;
     return GT_OK;
+}
+
+static void stop_wan_thread(site_t *s)
+{
+    if (!s->wan_running) return;
+    s->wan_stop = 1;
+    pthread_join(s->wan_thread, NULL);
+    s->wan_running = 0;
 }
 
 static void write_status(site_t *s, uint64_t step, uint64_t total, int force)
@@ -123,7 +170,9 @@ static void write_status(site_t *s, uint64_t step, uint64_t total, int force)
     uint64_t now = gt_time_ns();
     if (!force && now - s->status_ns < 500000000ull) return;
     gt_wan_mesh_stats_t ms;
+    pthread_mutex_lock(&s->lock);
     gt_wan_mesh_stats(s->mesh, &ms);
+    pthread_mutex_unlock(&s->lock);
     uint64_t bytes = ms.bytes_sent + ms.bytes_received;
     if (s->status_ns)
         s->wan_mbps = (double)(bytes - s->status_bytes) / ((now - s->status_ns) * 1e-3);
@@ -159,18 +208,20 @@ static gt_status_t wait_result(site_t *s, uint64_t r, uint64_t step, uint64_t to
     gt_status_t st;
     const char *prev = s->state;
     s->state = "waiting";
-    while ((st = gt_wan_outer_result(s->outer, r, s->delta)) == GT_ERR_AGAIN) {
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        st = gt_wan_outer_result(s->outer, r, s->delta);
+        pthread_mutex_unlock(&s->lock);
+        if (st != GT_ERR_AGAIN) break;
         if (s->p->stop && *s->p->stop) return GT_ERR_CLOSED;
-        gt_wan_mesh_progress(s->mesh);
-        gt_wan_outer_progress(s->outer, gt_time_ns());
-        if ((st = refresh_view(s, 0)) != GT_OK) return st;
+        if (s->wan_error) return (gt_status_t)s->wan_error;
         write_status(s, step, total, 0);
         if (gt_time_ns() - t0 > limit) {
             GT_ERROR("site %s: round %llu's result has not arrived in %.0f s; giving up",
                      c->sites[s->site].name, (unsigned long long)r, (gt_time_ns() - t0) * 1e-9);
             return GT_ERR_TIMEOUT;
         }
-        struct timespec ts = {0, 200000}; /* 0.2 ms: the transports are polled */
+        struct timespec ts = {0, 200000};
         nanosleep(&ts, NULL);
     }
     if (st != GT_OK) return st;
@@ -229,8 +280,10 @@ static gt_status_t sync_grad_hook(void *ctx, gt_gpt_t *gpt, uint64_t step)
     uint64_t hash = gt_wan_outer_hash(s->theta, s->n);
     if (step > 0) log_anchor(s, step - 1, s->theta); /* the parameters after step - 1 */
     double w = (double)gt_local_trainer_tokens_per_step(s->tr);
-    if ((st = gt_wan_outer_submit(s->outer, step, s->delta, w, hash, gt_time_ns())) != GT_OK)
-        return st;
+    pthread_mutex_lock(&s->lock);
+    st = gt_wan_outer_submit(s->outer, step, s->delta, w, hash, gt_time_ns());
+    pthread_mutex_unlock(&s->lock);
+    if (st != GT_OK) return st;
     if ((st = wait_result(s, step, step, s->total)) != GT_OK) return st;
     s->rounds_applied++;
     return gt_gpt_arena_write(gpt, GT_GPT_GRADS, 0, s->n, s->delta);
@@ -243,7 +296,9 @@ static gt_status_t submit_round(site_t *s, uint64_t r)
     for (size_t i = 0; i < s->n; i++) s->delta[i] = s->anchor[i] - s->theta[i];
     memcpy(s->snap, s->theta, s->n * sizeof *s->snap);
     uint64_t hash = gt_wan_outer_hash(s->anchor, s->n);
+    pthread_mutex_lock(&s->lock);
     st = gt_wan_outer_submit(s->outer, r, s->delta, (double)s->round_tokens, hash, gt_time_ns());
+    pthread_mutex_unlock(&s->lock);
     s->round_tokens = 0;
     return st;
 }
@@ -252,7 +307,9 @@ static void metrics_line(site_t *s, const gt_local_step_stats_t *ss, double tps)
 {
     if (!s->metrics) return;
     gt_wan_mesh_stats_t ms;
+    pthread_mutex_lock(&s->lock);
     gt_wan_mesh_stats(s->mesh, &ms);
+    pthread_mutex_unlock(&s->lock);
     double wall = (gt_time_ns() - s->t_start) * 1e-9;
     fprintf(s->metrics,
             "{\"step\":%llu,\"round\":%llu,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.4f,"
@@ -486,6 +543,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     s.state = "starting";
     s.t_start = gt_time_ns();
     s.eval_loss = NAN;
+    pthread_mutex_init(&s.lock, NULL);
     gt_status_t st = GT_ERR_INVALID;
     uint64_t step = 0, total = 0;
     if (!p->cfg || gt_topo_site_index(p->cfg, p->site, &s.site) != GT_OK) {
@@ -496,6 +554,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     const uint64_t H = cfg->inner.steps, tau = cfg->outer.overlap_steps;
     if ((st = setup(&s, p)) != GT_OK) goto out;
     if ((st = await_sites(&s)) != GT_OK) goto out;
+    if ((st = start_wan_thread(&s)) != GT_OK) goto out;
     total = gt_local_trainer_total_steps(s.tr);
     s.state = "training";
     GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
@@ -528,9 +587,10 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             nanosleep(&ts, NULL);
             s.step_s += extra;
         }
-        gt_wan_mesh_progress(s.mesh);
-        gt_wan_outer_progress(s.outer, gt_time_ns());
-        if ((st = refresh_view(&s, 0)) != GT_OK) goto out;
+        if (s.wan_error) {
+            st = (gt_status_t)s.wan_error;
+            goto out;
+        }
         /* The end of a round: submit; with tau = 0 apply at once. */
         if (s.sync_dp) {
             /* every step was a round, in the gradient hook */
@@ -576,13 +636,18 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         if (st == GT_OK) st = gt_local_trainer_save(s.tr, root, 3);
         /* Let our last messages (results we own) reach the others before leaving. */
         uint64_t t0 = gt_time_ns();
-        while (gt_wan_mesh_pending(s.mesh) && gt_time_ns() - t0 < 5000000000ull) {
-            gt_wan_mesh_progress(s.mesh);
-            gt_wan_outer_progress(s.outer, gt_time_ns());
+        for (;;) {
+            pthread_mutex_lock(&s.lock);
+            size_t queued = gt_wan_mesh_pending(s.mesh);
+            pthread_mutex_unlock(&s.lock);
+            if (!queued || gt_time_ns() - t0 > 5000000000ull) break;
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
         }
         s.state = "done";
     }
 out:
+    stop_wan_thread(&s);
     if (st != GT_OK && st != GT_ERR_CLOSED) s.state = "failed";
     if (st == GT_ERR_CLOSED) s.state = "stopped";
     if (s.mesh && s.outer) {
@@ -600,5 +665,6 @@ out:
     free(s.mom);
     free(s.snap);
     free(s.delta);
+    pthread_mutex_destroy(&s.lock);
     return st;
 }
