@@ -118,6 +118,100 @@ static void case_pingpong(const wt_cfg_t *cfg)
     gt_wan_net_destroy(net);
 }
 
+/* ---- several connections at once, traffic both ways ------------------------------- */
+
+#define FAN     3
+#define FAN_MSG ((size_t)300 << 10) /* not a multiple of the frame size */
+#define FAN_N   20
+
+static int srv_fan(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep[FAN];
+    for (int i = 0; i < FAN; i++)
+        if (!(ep[i] = wt_accept(net, DEADLINE_MS))) return 10;
+    uint8_t *buf[FAN];
+    gt_wan_req_t rr[FAN], sr[FAN];
+    int echoed[FAN] = {0}, sending[FAN] = {0}, done = 0;
+    for (int i = 0; i < FAN; i++) {
+        buf[i] = malloc(FAN_MSG);
+        if (gt_wan_ep_recv(ep[i], buf[i], FAN_MSG, &rr[i]) != GT_OK) return 11;
+    }
+    double end = wt_now_s() + 30;
+    while (done < FAN && wt_now_s() < end) { /* one progress loop serves every endpoint */
+        gt_wan_net_progress(net);
+        for (int i = 0; i < FAN; i++) {
+            if (sending[i] && gt_wan_req_test(&sr[i]) != GT_ERR_AGAIN) {
+                if (sr[i].status != GT_OK) return 12;
+                sending[i] = 0;
+                if (++echoed[i] == FAN_N) {
+                    done++;
+                    continue;
+                }
+                if (gt_wan_ep_recv(ep[i], buf[i], FAN_MSG, &rr[i]) != GT_OK) return 13;
+            }
+            if (!sending[i] && echoed[i] < FAN_N && gt_wan_req_test(&rr[i]) != GT_ERR_AGAIN) {
+                if (rr[i].status != GT_OK) return 14;
+                gt_wan_msg_t m = rr[i].msg;
+                m.type = GT_WAN_MSG_RESULT;
+                if (gt_wan_ep_send(ep[i], &m, buf[i], rr[i].length, &sr[i]) != GT_OK) return 15;
+                sending[i] = 1;
+            }
+        }
+    }
+    for (int i = 0; i < FAN; i++) {
+        gt_wan_req_t bye;
+        recv_one(ep[i], buf[i], FAN_MSG, &bye, DEADLINE_MS);
+        gt_wan_ep_close(ep[i]);
+        free(buf[i]);
+    }
+    return done == FAN ? 0 : 16;
+}
+
+static void case_fan(const wt_cfg_t *cfg)
+{
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_fan", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep[FAN] = {NULL};
+    for (int i = 0; i < FAN; i++)
+        CHECK_EQ_INT(gt_wan_net_connect(net, "127.0.0.1", port, SITE_SERVER, &ep[i]), GT_OK);
+    for (int i = 0; i < FAN; i++)
+        if (ep[i]) CHECK_EQ_INT(gt_wan_ep_wait_ready(ep[i], DEADLINE_MS), GT_OK);
+    uint8_t *out = malloc(FAN * FAN_N * FAN_MSG), *in = malloc(FAN * FAN_N * FAN_MSG);
+    gt_wan_req_t *sr = calloc(FAN * FAN_N, sizeof *sr), *rr = calloc(FAN * FAN_N, sizeof *rr);
+    /* Everything posted at once on every connection: the server echoes one at a time. */
+    for (int i = 0; i < FAN; i++)
+        for (int k = 0; k < FAN_N; k++) {
+            size_t j = (size_t)i * FAN_N + (size_t)k;
+            wt_fill(out + j * FAN_MSG, FAN_MSG, 1000 + j);
+            gt_wan_msg_t m = {.type = GT_WAN_MSG_DELTA, .lane = (uint32_t)i, .round = (uint64_t)k};
+            CHECK_EQ_INT(gt_wan_ep_recv(ep[i], in + j * FAN_MSG, FAN_MSG, &rr[j]), GT_OK);
+            CHECK_EQ_INT(gt_wan_ep_send(ep[i], &m, out + j * FAN_MSG, FAN_MSG, &sr[j]), GT_OK);
+        }
+    int ok = 0;
+    for (size_t j = 0; j < FAN * FAN_N; j++) {
+        if (gt_wan_req_wait(&rr[j], 20000) != GT_OK || gt_wan_req_wait(&sr[j], 1000) != GT_OK)
+            continue;
+        ok += rr[j].length == FAN_MSG && rr[j].msg.lane == j / FAN_N &&
+              rr[j].msg.round == j % FAN_N && wt_check(in + j * FAN_MSG, FAN_MSG, 1000 + j);
+    }
+    CHECK_EQ_INT(ok, FAN * FAN_N);
+    for (int i = 0; i < FAN; i++) {
+        CHECK_EQ_INT(send_one(ep[i], GT_WAN_MSG_BYE, 0, NULL, 0, DEADLINE_MS), GT_OK);
+        gt_wan_ep_close(ep[i]);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 20000), 0);
+    free(out);
+    free(in);
+    free(sr);
+    free(rr);
+    gt_wan_net_destroy(net);
+}
+
 /* ---- 1,000 concurrent small messages --------------------------------------------- */
 
 #define MANY 1000
@@ -619,15 +713,11 @@ static void case_emu_rate(wt_cfg_t *cfg)
 }
 
 static const wt_server_t servers[] = {
-    {"srv_echo", srv_echo},
-    {"srv_many", srv_many},
-    {"srv_big", srv_big},
-    {"srv_stream", srv_stream},
-    {"srv_sink", srv_sink},
-    {"srv_tamper", srv_tamper},
-    {"srv_expect_reject", srv_expect_reject},
-    {"srv_rate", srv_rate},
-    {NULL, NULL},
+    {"srv_echo", srv_echo},     {"srv_fan", srv_fan},
+    {"srv_many", srv_many},     {"srv_big", srv_big},
+    {"srv_stream", srv_stream}, {"srv_sink", srv_sink},
+    {"srv_tamper", srv_tamper}, {"srv_expect_reject", srv_expect_reject},
+    {"srv_rate", srv_rate},     {NULL, NULL},
 };
 
 int main(int argc, char **argv)
@@ -648,6 +738,8 @@ int main(int argc, char **argv)
     const char *c = argv[2];
     if (strcmp(c, "pingpong") == 0)
         case_pingpong(&cfg);
+    else if (strcmp(c, "fan") == 0)
+        case_fan(&cfg);
     else if (strcmp(c, "many") == 0)
         case_many(&cfg);
     else if (strcmp(c, "big") == 0)
