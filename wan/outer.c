@@ -21,7 +21,6 @@
 #define RESULT_PRE    48u
 #define FLAG_RESEND   1u
 #define FLAG_FORWARD  1u
-#define ARRIVALS      64
 #define RESULT_SLOTS  16 /* rounds of results kept (compressed): how far a slow site may lag */
 
 /* ---- little-endian fields ---- */
@@ -111,9 +110,12 @@ struct gt_wan_outer {
     result_slot_t res[RESULT_SLOTS];
     agg_t *aggs;
     size_t n_aggs;
-    int64_t *closed_upto;        /* per chunk: highest round this site closed (-1 none) */
-    uint64_t arrivals[ARRIVALS]; /* ns from a chunk's first contribution to the others */
-    size_t n_arrivals;
+    int64_t *closed_upto; /* per chunk: highest round this site closed (-1 none) */
+    /* Per site: a moving average of how long after a chunk's first contribution this site's
+     * arrives (ns). The deadline is robust across *sites*, so a chronic straggler is an
+     * outlier the others do not wait for, rather than a sample that stretches the deadline. */
+    double lateness[GT_WAN_OUTER_MAX_SITES];
+    uint32_t lateness_n[GT_WAN_OUTER_MAX_SITES];
     uint8_t *scratch; /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
@@ -405,29 +407,33 @@ static int agg_has(const agg_t *a, uint32_t sender)
     return 0;
 }
 
+static void sort_doubles(double *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) /* insertion sort: n <= 64 */
+        for (size_t k = i; k > 0 && v[k - 1] > v[k]; k--) {
+            double t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+}
+
+/* median + k·MAD of the live sites' typical lateness, within [min, max]. Until at least two
+ * sites have history, the maximum: be patient while nothing is known. */
 static uint64_t deadline_ns(const gt_wan_outer_t *o)
 {
     uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
     uint64_t hi = (uint64_t)o->p.deadline_max_ms * 1000000ull;
-    size_t n = o->n_arrivals < ARRIVALS ? o->n_arrivals : ARRIVALS;
-    if (n < 5) return hi; /* too little history: be patient */
-    uint64_t v[ARRIVALS], dev[ARRIVALS];
-    memcpy(v, o->arrivals, n * sizeof *v);
-    for (size_t i = 1; i < n; i++) /* insertion sort: n <= 64 */
-        for (size_t k = i; k > 0 && v[k - 1] > v[k]; k--) {
-            uint64_t t = v[k];
-            v[k] = v[k - 1];
-            v[k - 1] = t;
-        }
-    uint64_t med = v[n / 2];
-    for (size_t i = 0; i < n; i++) dev[i] = v[i] > med ? v[i] - med : med - v[i];
-    for (size_t i = 1; i < n; i++)
-        for (size_t k = i; k > 0 && dev[k - 1] > dev[k]; k--) {
-            uint64_t t = dev[k];
-            dev[k] = dev[k - 1];
-            dev[k - 1] = t;
-        }
-    double d = (double)med + o->p.deadline_mad_k * (double)dev[n / 2];
+    double v[GT_WAN_OUTER_MAX_SITES], dev[GT_WAN_OUTER_MAX_SITES];
+    size_t n = 0;
+    for (uint32_t i = 0; i < o->p.n_sites; i++)
+        if (o->live[i] && o->lateness_n[i] > 0) v[n++] = o->lateness[i];
+    if (n < 2) return hi;
+    sort_doubles(v, n);
+    double med = v[(n - 1) / 2]; /* the lower median: with two sites, the faster one */
+    for (size_t i = 0; i < n; i++) dev[i] = fabs(v[i] - med);
+    sort_doubles(dev, n);
+    double mad = dev[n / 2];
+    double d = med + o->p.deadline_mad_k * mad;
     uint64_t dl = (uint64_t)d;
     return dl < lo ? lo : (dl > hi ? hi : dl);
 }
@@ -666,11 +672,12 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         o->st.dropped++;
         return bad(o, m, "too many contributions to one chunk");
     }
-    if (a->n == 0)
-        a->first_ns = now_ns;
-    else if (!late && o->n_arrivals < UINT64_MAX) {
-        o->arrivals[o->n_arrivals % ARRIVALS] = now_ns - a->first_ns;
-        o->n_arrivals++;
+    if (a->n == 0) a->first_ns = now_ns;
+    if (!late && m->sender < GT_WAN_OUTER_MAX_SITES) {
+        double off = (double)(now_ns - a->first_ns);
+        uint32_t k = o->lateness_n[m->sender];
+        o->lateness[m->sender] = k == 0 ? off : 0.8 * o->lateness[m->sender] + 0.2 * off;
+        if (k < UINT32_MAX) o->lateness_n[m->sender] = k + 1;
     }
     a->c[a->n++] = (contrib_t){m->sender, w, late, get64(b + 16), x};
     return gt_wan_outer_progress(o, now_ns);
