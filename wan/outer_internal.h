@@ -14,8 +14,11 @@
  * the frames they kept to the new owner.
  *
  * Rounds. An owner closes (round, chunk) when every live site has contributed, or when the
- * adaptive deadline (median + k·MAD of past arrival delays, within [min, max]) has passed since
- * the first contribution and a quorum has contributed. A contribution for a closed round is
+ * adaptive deadline has passed since the first contribution and a quorum has contributed. The
+ * deadline is median + k·MAD, within [min, max], of the live sites' typical lateness (a moving
+ * average per site of how long after a chunk's first contribution theirs arrives): robust
+ * across sites, so a chronic straggler is an outlier the others stop waiting for rather than
+ * a sample that stretches everyone's deadline. A contribution for a closed round is
  * folded into the lowest open round of the same chunk with weight w/(1 + staleness), or
  * dropped (outer.late). NaN/Inf contributions are rejected; norms above clip_k × median are
  * scaled down. Results are final: a site that holds a RESULT whose owner died forwards it, so
