@@ -34,6 +34,7 @@ struct gt_wan_tp_req {
     void *user;            /* for the caller */
     void *ep;              /* backend endpoint (set by the backend) */
     void *bk;              /* backend private */
+    gt_status_t bk_status; /* backend private: a completion recorded, not yet reported */
     gt_wan_tp_req_t *next; /* backend private list link */
     gt_wan_tp_req_t *prev;
 };

@@ -95,12 +95,14 @@ static void ucx_item_drop(ucx_ctx_t *c, ucx_item_t *it)
     free(it);
 }
 
-/* Records a completion; its callback runs from progress(), never inside UCX. */
+/* Records a completion; it is reported (status set, callback run) from progress(), never
+ * inside UCX. The status stays GT_ERR_AGAIN until then: the owner may reuse a request the
+ * moment it looks complete, so it must not look complete while still on our list. */
 static void ucx_defer(ucx_ctx_t *c, gt_wan_tp_req_t *r, gt_status_t st, size_t len)
 {
     r->bk = NULL;
     r->length = len;
-    r->status = st;
+    r->bk_status = st;
     gt_wan_tp_list_push(&c->done, r);
 }
 
@@ -246,7 +248,7 @@ static void ucx_close(void *ep, int force);
 static void ucx_report_done(ucx_ctx_t *c)
 {
     gt_wan_tp_req_t *r;
-    while ((r = gt_wan_tp_list_pop(&c->done))) gt_wan_tp_req_complete(r, r->status, r->length);
+    while ((r = gt_wan_tp_list_pop(&c->done))) gt_wan_tp_req_complete(r, r->bk_status, r->length);
 }
 
 static void ucx_destroy(void *ctx)
@@ -410,11 +412,9 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
     ucs_status_ptr_t sp = ucp_am_send_nbx(e->ep, UCX_AM_ID, NULL, 0, bk->iov, iovcnt, &p);
     if (sp == NULL) { /* done at once: report from progress() */
         gt_wan_tp_list_remove(&e->sends, req);
-        req->status = GT_OK;
-        req->length = bk->total;
+        size_t total = bk->total;
         free(bk);
-        req->bk = NULL;
-        gt_wan_tp_list_push(&e->ctx->done, req);
+        ucx_defer(e->ctx, req, GT_OK, total);
         return GT_OK;
     }
     if (UCS_PTR_IS_ERR(sp)) {
