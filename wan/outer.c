@@ -71,6 +71,7 @@ typedef struct {
     uint64_t round;
     uint32_t chunk; /* global chunk index */
     uint64_t first_ns;
+    uint64_t quorum_ns; /* when the on-time contributions reached a quorum (0: not yet) */
     uint32_t n;
     contrib_t c[GT_WAN_OUTER_MAX_SITES];
 } agg_t;
@@ -397,6 +398,7 @@ static agg_t *find_agg(gt_wan_outer_t *o, uint64_t round, size_t c, int create)
     free_slot->chunk = (uint32_t)c;
     free_slot->n = 0;
     free_slot->first_ns = 0;
+    free_slot->quorum_ns = 0;
     return free_slot;
 }
 
@@ -417,8 +419,8 @@ static void sort_doubles(double *v, size_t n)
         }
 }
 
-/* median + k·MAD of the live sites' typical lateness, within [min, max]. Until at least two
- * sites have history, the maximum: be patient while nothing is known. */
+/* median + k·MAD of the live sites' typical lateness, within [min, max]; 0 while fewer than
+ * two sites have history (see close_due). */
 static uint64_t deadline_ns(const gt_wan_outer_t *o)
 {
     uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
@@ -427,7 +429,7 @@ static uint64_t deadline_ns(const gt_wan_outer_t *o)
     size_t n = 0;
     for (uint32_t i = 0; i < o->p.n_sites; i++)
         if (o->live[i] && o->lateness_n[i] > 0) v[n++] = o->lateness[i];
-    if (n < 2) return hi;
+    if (n < 2) return 0;
     sort_doubles(v, n);
     double med = v[(n - 1) / 2]; /* the lower median: with two sites, the faster one */
     for (size_t i = 0; i < n; i++) dev[i] = fabs(v[i] - med);
@@ -588,11 +590,30 @@ static uint32_t agg_on_time(const agg_t *a)
     return n;
 }
 
+static uint32_t quorum_count(const gt_wan_outer_t *o)
+{
+    uint32_t q = (uint32_t)ceil(o->p.quorum * o->n_live - 1e-9);
+    return q < 1 ? 1 : q;
+}
+
+/* When `a` may close at the deadline. Without history (dl == 0): twice the time the quorum
+ * took to arrive, within [min, max] -- as patient as the fast sites' own spread. */
+static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
+{
+    if (dl == 0) {
+        uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
+        uint64_t hi = (uint64_t)o->p.deadline_max_ms * 1000000ull;
+        if (!a->quorum_ns) return UINT64_MAX;
+        dl = 2 * (a->quorum_ns - a->first_ns);
+        dl = dl < lo ? lo : (dl > hi ? hi : dl);
+    }
+    return a->first_ns + dl;
+}
+
 gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
 {
     uint64_t dl = deadline_ns(o);
-    uint32_t quorum = (uint32_t)ceil(o->p.quorum * o->n_live - 1e-9);
-    if (quorum < 1) quorum = 1;
+    uint32_t quorum = quorum_count(o);
     for (size_t i = 0; i < o->n_aggs; i++) {
         agg_t *a = &o->aggs[i];
         if (!a->used || a->closed || a->n == 0) continue;
@@ -600,7 +621,7 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
         if (a->round > 0 && o->closed_upto[a->chunk] < (int64_t)a->round - 1 &&
             find_agg(o, a->round - 1, a->chunk, 0))
             continue;
-        if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns - a->first_ns >= dl)) {
+        if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= close_due(o, a, dl))) {
             if (!agg_complete(o, a))
                 GT_WARN("outer: closing round %llu chunk %u at the deadline with %u of %u sites",
                         (unsigned long long)a->round, a->chunk, agg_on_time(a), o->n_live);
@@ -615,7 +636,7 @@ uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o)
     uint64_t best = UINT64_MAX, dl = deadline_ns(o);
     for (size_t i = 0; i < o->n_aggs; i++) {
         const agg_t *a = &o->aggs[i];
-        if (a->used && !a->closed && a->n && a->first_ns + dl < best) best = a->first_ns + dl;
+        if (a->used && !a->closed && a->n && close_due(o, a, dl) < best) best = close_due(o, a, dl);
     }
     return best;
 }
@@ -680,6 +701,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         if (k < UINT32_MAX) o->lateness_n[m->sender] = k + 1;
     }
     a->c[a->n++] = (contrib_t){m->sender, w, late, get64(b + 16), x};
+    if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o)) a->quorum_ns = now_ns;
     return gt_wan_outer_progress(o, now_ns);
 }
 
