@@ -463,6 +463,36 @@ static void case_freeze(const wt_cfg_t *cfg)
     gt_wan_net_destroy(net);
 }
 
+/* Nobody listening: the connection fails, within the connect deadline, never hangs. */
+static void case_refused(const wt_cfg_t *cfg)
+{
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    /* A port that was free a moment ago: listen, note it, close. */
+    gt_wan_net_t *tmp = NULL;
+    uint16_t port = 0;
+    CHECK_EQ_INT(wt_net(cfg, SITE_SERVER, &tmp), GT_OK);
+    CHECK_EQ_INT(gt_wan_net_listen(tmp, "127.0.0.1", 0, &port), GT_OK);
+    gt_wan_net_destroy(tmp);
+    gt_wan_ep_t *ep = NULL;
+    double t0 = wt_now_s();
+    gt_status_t st = gt_wan_net_connect(net, "127.0.0.1", port, SITE_SERVER, &ep);
+    if (st == GT_OK) {
+        uint8_t b[8] = {0};
+        gt_wan_req_t r;
+        gt_wan_msg_t m = msg_of(GT_WAN_MSG_DELTA, 0);
+        CHECK_EQ_INT(gt_wan_ep_send(ep, &m, b, sizeof b, &r), GT_OK);
+        st = gt_wan_ep_wait_ready(ep, 20000);
+        CHECK(gt_wan_req_wait(&r, 1000) != GT_OK); /* the posted send fails with it */
+        gt_wan_ep_close(ep);
+    }
+    double dt = wt_now_s() - t0;
+    fprintf(stderr, "connect to a closed port: '%s' after %.3f s\n", gt_status_str(st), dt);
+    CHECK(st != GT_OK && st != GT_ERR_AGAIN);
+    CHECK(dt < 5.0 + 1.0); /* the harness's connect_timeout_ms is 5000 */
+    gt_wan_net_destroy(net);
+}
+
 /* ---- security cases ---------------------------------------------------------------- */
 
 /* The server accepts, installs a tamper function for its outgoing frames, sends messages
@@ -738,6 +768,8 @@ int main(int argc, char **argv)
     const char *c = argv[2];
     if (strcmp(c, "pingpong") == 0)
         case_pingpong(&cfg);
+    else if (strcmp(c, "refused") == 0)
+        case_refused(&cfg);
     else if (strcmp(c, "fan") == 0)
         case_fan(&cfg);
     else if (strcmp(c, "many") == 0)
