@@ -626,6 +626,12 @@ static void rx_progress(gt_wan_ep_t *ep)
         }
         if (s->treq.status == GT_ERR_AGAIN) return;
         if (s->treq.status != GT_OK) {
+            if (s->treq.status == GT_ERR_OVERFLOW) { /* a transport message above any frame */
+                ep->stats.rejected_oversized++;
+                char who[96];
+                GT_ERROR("wan: %s sent a message larger than any frame; disconnecting",
+                         peer_label(ep, who, sizeof who));
+            }
             ep_fail(ep, s->treq.status);
             return;
         }

@@ -517,6 +517,15 @@ static void tamper(void *arg, gt_wan_ep_t *ep, uint8_t *frame, size_t *len_p)
         return;
     }
     if (n != 1) return; /* tamper with B only */
+    if (strcmp(t->mode, "oversize_wire") == 0) {
+        /* B is preceded by a 3 MiB message on the wire: more than any frame can be. */
+        size_t big = (size_t)3 << 20;
+        uint8_t *junk = calloc(1, big);
+        if (junk) memcpy(junk, frame, 72);
+        if (junk) (void)gt_wan_ep_send_raw(ep, junk, big);
+        free(junk);
+        return;
+    }
     if (strcmp(t->mode, "flipbit") == 0) frame[72 + 3] ^= 0x10;
     if (strcmp(t->mode, "truncate") == 0) *len_p -= 10;
     if (strcmp(t->mode, "oversize") == 0) {
@@ -575,7 +584,21 @@ static void case_tamper(const wt_cfg_t *cfg, const char *mode)
         /* A always arrives intact. */
         CHECK_EQ_INT(r[0].status, GT_OK);
         CHECK(wt_check(bufs[0], 100, 0));
-        if (strcmp(mode, "replay") == 0) {
+        if (strcmp(mode, "oversize_wire") == 0) {
+            /* The transport refuses a message above the frame size and the peer is dropped
+             * at once (a stream that lost a message cannot go on). UCX reports the
+             * truncation, which the channel counts; libfabric's tcp provider tears the
+             * connection down itself, which the channel sees as a lost peer. */
+            if (cfg->transport == GT_WAN_TRANSPORT_UCX)
+                CHECK_EQ_INT(st.rejected_oversized, 1);
+            else
+                CHECK_EQ_INT(gt_wan_ep_state(ep), GT_ERR_PEER_LOST);
+            CHECK_EQ_INT(st.msgs_received, 1);
+            CHECK(r[1].status != GT_OK && r[1].status != GT_ERR_AGAIN);
+            CHECK(gt_wan_ep_state(ep) != GT_OK);
+            uint8_t zero[100] = {0};
+            for (int i = 1; i < 4; i++) CHECK(memcmp(bufs[i], zero, 100) == 0);
+        } else if (strcmp(mode, "replay") == 0) {
             /* The copy of A is dropped; B, C, D arrive in order and the channel lives on. */
             CHECK_EQ_INT(st.rejected_replay, 1);
             CHECK_EQ_INT(st.msgs_received, 4);
@@ -784,7 +807,7 @@ int main(int argc, char **argv)
     } else if (strcmp(c, "wrongkey") == 0)
         case_wrongkey(&cfg);
     else if (strcmp(c, "flipbit") == 0 || strcmp(c, "replay") == 0 || strcmp(c, "truncate") == 0 ||
-             strcmp(c, "oversize") == 0)
+             strcmp(c, "oversize") == 0 || strcmp(c, "oversize_wire") == 0)
         case_tamper(&cfg, c);
     else if (strcmp(c, "emu_delay") == 0)
         case_emu_delay(&cfg);
