@@ -69,8 +69,9 @@ typedef struct {
 typedef struct {
     int used, closed;
     uint64_t round;
-    uint32_t chunk; /* global chunk index */
-    uint64_t first_ns;
+    uint32_t chunk;     /* global chunk index */
+    uint64_t first_ns;  /* arrival of the first on-time contribution (0: none yet); late,
+                           folded contributions do not start the clock */
     uint64_t quorum_ns; /* when the on-time contributions reached a quorum (0: not yet) */
     uint32_t n;
     contrib_t c[GT_WAN_OUTER_MAX_SITES];
@@ -636,7 +637,8 @@ uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o)
     uint64_t best = UINT64_MAX, dl = deadline_ns(o);
     for (size_t i = 0; i < o->n_aggs; i++) {
         const agg_t *a = &o->aggs[i];
-        if (a->used && !a->closed && a->n && close_due(o, a, dl) < best) best = close_due(o, a, dl);
+        if (a->used && !a->closed && a->first_ns && close_due(o, a, dl) < best)
+            best = close_due(o, a, dl);
     }
     return best;
 }
@@ -693,7 +695,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         o->st.dropped++;
         return bad(o, m, "too many contributions to one chunk");
     }
-    if (a->n == 0) a->first_ns = now_ns;
+    if (!late && a->first_ns == 0) a->first_ns = now_ns;
     if (!late && m->sender < GT_WAN_OUTER_MAX_SITES) {
         double off = (double)(now_ns - a->first_ns);
         uint32_t k = o->lateness_n[m->sender];
@@ -745,7 +747,6 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
                     contrib_t k = copy.c[i];
                     k.weight /= 2.0; /* staleness 1 */
                     k.late = 1;
-                    if (next->n == 0) next->first_ns = copy.first_ns;
                     next->c[next->n++] = k;
                 } else {
                     o->st.dropped++;
