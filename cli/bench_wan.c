@@ -54,7 +54,8 @@ static void usage(FILE *out)
             "AES-256-GCM seal rate, all measured in the same run. One JSON object per line:\n"
             "  {\"transport\": \"ucx\", \"encrypted\": true, \"size\": 1048576, \"mbps\": 812.3,\n"
             "   \"ref\": \"aes256gcm\", \"ref_mbps\": 1650.0, \"ratio\": 0.49}\n"
-            "mbps is MB/s (10^6 bytes per second), the median of --reps runs.\n\n"
+            "mbps is MB/s (10^6 bytes per second), the median of --reps runs; load1 is the\n"
+            "machine's 1-minute load average when the row was printed.\n\n"
             "Options:\n"
             "  --json               JSON lines only (the default prints them too, plus a table\n"
             "                       on stderr)\n"
@@ -432,12 +433,26 @@ static double tool_iperf3(size_t size)
     return mbps;
 }
 
+/* The 1-minute load average: on a shared machine it says how far to trust a row. */
+static double load1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static void row(const bw_opts_t *o, const char *tp, int enc, size_t size, double mbps,
                 const char *ref, double ref_mbps)
 {
     if (mbps < 0) return;
     printf("{\"transport\": \"%s\", \"encrypted\": %s, \"size\": %zu, \"mbps\": %.1f", tp,
            enc ? "true" : "false", size, mbps);
+    double l = load1();
+    if (l >= 0) printf(", \"load1\": %.2f", l);
     if (ref && ref_mbps > 0)
         printf(", \"ref\": \"%s\", \"ref_mbps\": %.1f, \"ratio\": %.3f", ref, ref_mbps,
                mbps / ref_mbps);
