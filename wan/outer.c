@@ -597,17 +597,21 @@ static uint32_t quorum_count(const gt_wan_outer_t *o)
     return q < 1 ? 1 : q;
 }
 
-/* When `a` may close at the deadline. Without history (dl == 0): twice the time the quorum
- * took to arrive, within [min, max] -- as patient as the fast sites' own spread. */
+/* When `a` may close at the deadline: after the adaptive deadline (dl; 0 = no history yet),
+ * but no later than twice the time its quorum took to arrive, within [min, max]. The second
+ * bound keeps a site that has become slow only now from holding up rounds until the
+ * statistics catch up. */
 static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
 {
-    if (dl == 0) {
-        uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
-        uint64_t hi = (uint64_t)o->p.deadline_max_ms * 1000000ull;
-        if (!a->quorum_ns) return UINT64_MAX;
-        dl = 2 * (a->quorum_ns - a->first_ns);
-        dl = dl < lo ? lo : (dl > hi ? hi : dl);
+    uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
+    uint64_t hi = (uint64_t)o->p.deadline_max_ms * 1000000ull;
+    if (a->quorum_ns) {
+        uint64_t q = 2 * (a->quorum_ns - a->first_ns);
+        if (dl == 0 || q < dl) dl = q;
+    } else if (dl == 0) {
+        return UINT64_MAX;
     }
+    dl = dl < lo ? lo : (dl > hi ? hi : dl);
     return a->first_ns + dl;
 }
 

@@ -18,12 +18,12 @@
  * deadline is median + k·MAD, within [min, max], of the live sites' typical lateness (a moving
  * average per site of how long after a chunk's first contribution theirs arrives): robust
  * across sites, so a chronic straggler is an outlier the others stop waiting for rather than
- * a sample that stretches everyone's deadline. Before two sites have history, the deadline is
- * twice the time the quorum took to arrive. A contribution for a closed round is
- * folded into the lowest open round of the same chunk with weight w/(1 + staleness), or
- * dropped (outer.late). NaN/Inf contributions are rejected; norms above clip_k × median are
- * scaled down. Results are final: a site that holds a RESULT whose owner died forwards it, so
- * the others apply the same bytes.
+ * a sample that stretches everyone's deadline. It is never longer than twice the time the
+ * quorum took to arrive (which is also the deadline before two sites have history). A contribution
+ * for a closed round is folded into the lowest open round of the same chunk with weight w/(1 +
+ * staleness), or dropped (outer.late). NaN/Inf contributions are rejected; norms above clip_k ×
+ * median are scaled down. Results are final: a site that holds a RESULT whose owner died forwards
+ * it, so the others apply the same bytes.
  */
 #ifndef GT_WAN_OUTER_INTERNAL_H
 #define GT_WAN_OUTER_INTERNAL_H
