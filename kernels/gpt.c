@@ -1,5 +1,5 @@
-/* gpt.c — the GPT model object: arenas, initialisation, and the CPU forward/backward that
- * chains the layer operations of cpu_ops.c (llm.c's gpt2_forward / gpt2_backward). A CUDA
+/* gpt.c — the GPT model object: arenas, initialisation, and the CPU forward/backward
+ * (llm.c's gpt2_forward / gpt2_backward) over the fused block passes of cpu_fused.c. A CUDA
  * model keeps the same object and dispatches to gpt_cuda.cu.
  *
  * Activations for (B, T) are one allocation (acts_t views). Backward reuses five scratch
@@ -338,7 +338,7 @@ gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const int32_t *
     }
 #endif
     const gt_gpt_config_t *m = &gpt->p.model;
-    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, NH = m->NH, V = m->V;
+    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, V = m->V;
     acts_t *a = gpt->cpu;
     const gt_gpt_views_t *w = &a->pv;
     memcpy(a->inputs, inputs, N * sizeof(int32_t));
@@ -353,7 +353,6 @@ gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const int32_t *
     const float *last = a->res3 + (m->L - 1) * N * C;
     double loss = gt_cpu_head_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->probs, a->losses, last,
                                       w->lnfw, w->lnfb, w->wte, targets, N, C, V);
-    (void)NH;
     gpt->have_fwd = 1;
     *loss_p = (float)loss;
     return GT_OK;
