@@ -104,8 +104,8 @@ static void test_kill(const char *tmp)
         CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
         double wait = json_real_value(json_object_get(s, "wait_s"));
         fprintf(stderr, "site %s waited %.2f s in total\n", sites[i], wait);
-        /* Noticing the loss takes about one lease TTL (2 s) plus a heartbeat. */
-        CHECK_MSG(wait < 2 * 2.0 + 3.0, "site %s waited %.2f s", sites[i], wait);
+        /* Noticing the loss takes about one lease TTL (3 s) plus a heartbeat. */
+        CHECK_MSG(wait < 2 * 3.0 + 3.0, "site %s waited %.2f s", sites[i], wait);
     }
     for (int r = 0; r < 6; r++) CHECK(strcmp(h[0][r], h[1][r]) == 0);
     json_t *c = json_object_get(json_object_get(sum, "sites"), "c");
