@@ -12,92 +12,16 @@
  * Handshake: HELLO frames carry the secure core's three handshake messages (secure.c); the
  * connecting side must name the site it calls (the responder's pinned key). With
  * `security: none` HELLO carries only the site ids, and each side refuses the other mode.
- * Nothing here sleeps: progress() does a bounded amount of work and returns.
+ * Nothing here sleeps: progress() does a bounded amount of work and returns. The public API
+ * (create, connect, accept, progress, waits) is in net.c.
  */
 #include "channel_internal.h"
-#include "emu_internal.h"
-#include "frame_internal.h"
-#include "secure_internal.h"
-#include "transport_internal.h"
 
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
-#include <time.h>
 
-#define NET_MAGIC   0x6774776eu
-#define EP_MAGIC    0x67747765u
 #define PLAIN_HELLO "GTPLAIN1"
-#define REQ_FRAMED  0x1u /* every frame of the send has been made */
-
-typedef enum { SLOT_FREE = 0, SLOT_DELAYED, SLOT_SENDING } slot_state_t;
-
-typedef struct {
-    gt_wan_tp_req_t treq;
-    gt_wan_ep_t *ep;
-    gt_wan_req_t *owner; /* NULL for HELLO */
-    uint8_t hdr[GT_WAN_FRAME_HDR_LEN];
-    uint8_t *buf; /* sealed frames and HELLO: the whole frame */
-    size_t buf_cap;
-    struct iovec iov[2];
-    size_t iovcnt;
-    slot_state_t state;
-} tx_slot_t;
-
-typedef struct {
-    gt_wan_tp_req_t treq;
-    uint8_t *buf;
-    int posted;
-} rx_slot_t;
-
-typedef struct raw_send {
-    gt_wan_tp_req_t treq;
-    uint8_t bytes[];
-} raw_send_t;
-
-struct gt_wan_net {
-    uint32_t magic;
-    gt_wan_net_params_t p;
-    char *site_name, *run_id;
-    uint64_t run_hash;
-    const gt_wan_tp_ops_t *ops;
-    void *tp;
-    gt_wan_sec_t *sec; /* NULL with security: none */
-    gt_wan_ep_t *eps;
-    gt_wan_ep_stats_t closed_stats; /* endpoints already gone */
-    uint64_t activity;              /* bumped by every completed frame or state change */
-};
-
-struct gt_wan_ep {
-    uint32_t magic;
-    gt_wan_net_t *net;
-    gt_wan_ep_t *next;
-    void *tp;
-    int incoming, accepted;
-    gt_status_t state; /* GT_ERR_AGAIN handshaking, GT_OK ready, else the error */
-    uint32_t peer;
-    gt_wan_hs_t *hs;
-    int hs_step;
-    gt_wan_session_t *sess;
-    uint64_t hs_deadline_ns;
-    uint64_t hello_tx, hello_rx, plain_tx, plain_rx;
-    tx_slot_t *tx;
-    rx_slot_t *rx;
-    size_t nslots, rx_head;
-    gt_wan_req_t *sq_head, *sq_tail, *sq_frame; /* sends in order; first not yet framed */
-    gt_wan_req_t *rq_head, *rq_tail;            /* receives in order */
-    int asm_active, asm_discard;                /* a message being assembled */
-    gt_wan_frame_hdr_t asm_hdr;
-    uint64_t asm_got;
-    uint64_t tx_idle_since_ns; /* last transmit progress while frames are outstanding */
-    gt_wan_emu_queue_t *delay; /* frames held by the emulator */
-    gt_wan_ep_stats_t stats;
-    uint32_t rejects;
-    gt_wan_tamper_fn tamper;
-    void *tamper_arg;
-};
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -106,7 +30,7 @@ static int sealed(const gt_wan_net_t *net)
     return net->sec != NULL;
 }
 
-static void stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b)
+void gt_wan_ch_stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b)
 {
     a->msgs_sent += b->msgs_sent;
     a->msgs_received += b->msgs_received;
@@ -121,7 +45,7 @@ static void stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b)
     a->rejected_malformed += b->rejected_malformed;
 }
 
-static const char *peer_label(const gt_wan_ep_t *ep, char *buf, size_t cap)
+const char *gt_wan_ch_peer_label(const gt_wan_ep_t *ep, char *buf, size_t cap)
 {
     if (ep->sess && gt_wan_session_peer_name(ep->sess)[0])
         snprintf(buf, cap, "site %s (%u)", gt_wan_session_peer_name(ep->sess), ep->peer);
@@ -140,21 +64,21 @@ static void req_done(gt_wan_req_t *r, gt_status_t st)
 
 /* Ends an endpoint: the transport endpoint is closed (so nothing it holds can still touch
  * our buffers), every request completes with `st`. */
-static void ep_fail(gt_wan_ep_t *ep, gt_status_t st)
+void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
 {
     if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
     ep->net->activity++;
     char who[96];
     if (st == GT_ERR_CLOSED)
-        GT_DEBUG("wan: connection to %s closed", peer_label(ep, who, sizeof who));
+        GT_DEBUG("wan: connection to %s closed", gt_wan_ch_peer_label(ep, who, sizeof who));
     else
-        GT_WARN("wan: connection to %s ended: %s", peer_label(ep, who, sizeof who),
+        GT_WARN("wan: connection to %s ended: %s", gt_wan_ch_peer_label(ep, who, sizeof who),
                 gt_status_str(st));
     ep->state = st;
     if (ep->tp) ep->net->ops->close(ep->tp, st != GT_ERR_CLOSED);
     ep->tp = NULL;
     for (size_t i = 0; i < ep->nslots; i++) {
-        ep->tx[i].state = SLOT_FREE;
+        ep->tx[i].state = GT_WAN_SLOT_FREE;
         ep->rx[i].posted = 0;
     }
     void *item;
@@ -189,45 +113,46 @@ static void reject(gt_wan_ep_t *ep, rej_t kind, const char *why)
     ep->rejects++;
     char who[96];
     GT_WARN("wan: rejected a frame from %s (%s%s%s); %u of %u allowed",
-            peer_label(ep, who, sizeof who), names[kind], why ? ": " : "", why ? why : "",
+            gt_wan_ch_peer_label(ep, who, sizeof who), names[kind], why ? ": " : "", why ? why : "",
             ep->rejects, ep->net->p.max_rejects);
     if (ep->rejects >= ep->net->p.max_rejects) {
         GT_ERROR("wan: disconnecting %s after %u rejected frames", who, ep->rejects);
-        ep_fail(ep, kind == REJ_MALFORMED || kind == REJ_TRUNCATED ? GT_ERR_CORRUPT : GT_ERR_AUTH);
+        gt_wan_ch_ep_fail(ep, kind == REJ_MALFORMED || kind == REJ_TRUNCATED ? GT_ERR_CORRUPT
+                                                                             : GT_ERR_AUTH);
     }
 }
 
 /* ---- transmit ----------------------------------------------------------------------- */
 
-static tx_slot_t *tx_free_slot(gt_wan_ep_t *ep)
+static gt_wan_ch_tx_slot_t *tx_free_slot(gt_wan_ep_t *ep)
 {
     for (size_t i = 0; i < ep->nslots; i++)
-        if (ep->tx[i].state == SLOT_FREE) return &ep->tx[i];
+        if (ep->tx[i].state == GT_WAN_SLOT_FREE) return &ep->tx[i];
     return NULL;
 }
 
 static size_t tx_busy(const gt_wan_ep_t *ep)
 {
     size_t n = 0;
-    for (size_t i = 0; i < ep->nslots; i++) n += ep->tx[i].state != SLOT_FREE;
+    for (size_t i = 0; i < ep->nslots; i++) n += ep->tx[i].state != GT_WAN_SLOT_FREE;
     return n;
 }
 
-static void tx_to_transport(gt_wan_ep_t *ep, tx_slot_t *s)
+static void tx_to_transport(gt_wan_ep_t *ep, gt_wan_ch_tx_slot_t *s)
 {
     s->treq.cb = NULL;
     s->treq.user = s;
-    if (s->state == SLOT_DELAYED) ep->tx_idle_since_ns = gt_time_ns(); /* held, not stuck */
-    s->state = SLOT_SENDING;
+    if (s->state == GT_WAN_SLOT_DELAYED) ep->tx_idle_since_ns = gt_time_ns(); /* held, not stuck */
+    s->state = GT_WAN_SLOT_SENDING;
     gt_status_t st = ep->net->ops->send(ep->tp, s->iov, s->iovcnt, &s->treq);
     if (st != GT_OK) {
-        s->state = SLOT_FREE;
-        ep_fail(ep, st);
+        s->state = GT_WAN_SLOT_FREE;
+        gt_wan_ch_ep_fail(ep, st);
     }
 }
 
 /* A frame is ready in slot s: tamper (tests), then delay (emulator) or send. */
-static void tx_launch(gt_wan_ep_t *ep, tx_slot_t *s)
+static void tx_launch(gt_wan_ep_t *ep, gt_wan_ch_tx_slot_t *s)
 {
     gt_wan_net_t *net = ep->net;
     if (tx_busy(ep) == 0) ep->tx_idle_since_ns = gt_time_ns();
@@ -249,18 +174,18 @@ static void tx_launch(gt_wan_ep_t *ep, tx_slot_t *s)
         gt_wan_emu_schedule(net->p.emu, net->p.site_id, ep->peer, bytes, gt_time_ns(), &due);
     if (st == GT_OK) st = gt_wan_emu_queue_push(ep->delay, due, s);
     if (st != GT_OK) {
-        ep_fail(ep, st);
+        gt_wan_ch_ep_fail(ep, st);
         return;
     }
-    s->state = SLOT_DELAYED;
+    s->state = GT_WAN_SLOT_DELAYED;
 }
 
 static void tx_hello(gt_wan_ep_t *ep, const void *payload, size_t len)
 {
     gt_wan_net_t *net = ep->net;
-    tx_slot_t *s = tx_free_slot(ep);
+    gt_wan_ch_tx_slot_t *s = tx_free_slot(ep);
     if (!s || GT_WAN_FRAME_HDR_LEN + len > s->buf_cap) {
-        ep_fail(ep, GT_ERR_INTERNAL);
+        gt_wan_ch_ep_fail(ep, GT_ERR_INTERNAL);
         return;
     }
     gt_wan_frame_hdr_t h = {.type = GT_WAN_MSG_HELLO,
@@ -282,10 +207,10 @@ static void tx_hello(gt_wan_ep_t *ep, const void *payload, size_t len)
 }
 
 /* Frames as much of the send queue as free slots allow. */
-static void tx_pump(gt_wan_ep_t *ep)
+void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
 {
     gt_wan_net_t *net = ep->net;
-    tx_slot_t *s;
+    gt_wan_ch_tx_slot_t *s;
     while (ep->state == GT_OK && ep->sq_frame && (s = tx_free_slot(ep))) {
         gt_wan_req_t *r = ep->sq_frame;
         size_t len = r->cap_, off = r->off_;
@@ -309,7 +234,7 @@ static void tx_pump(gt_wan_ep_t *ep)
                                                  n, s->buf + GT_WAN_FRAME_HDR_LEN,
                                                  s->buf_cap - GT_WAN_FRAME_HDR_LEN, &ct_len);
             if (st != GT_OK) {
-                ep_fail(ep, st);
+                gt_wan_ch_ep_fail(ep, st);
                 return;
             }
             s->iov[0].iov_base = s->buf;
@@ -329,7 +254,7 @@ static void tx_pump(gt_wan_ep_t *ep)
         r->off_ += n;
         r->inflight_++;
         if (r->off_ == len) {
-            r->flags_ |= REQ_FRAMED;
+            r->flags_ |= GT_WAN_REQ_FRAMED;
             ep->sq_frame = r->next_;
         }
         tx_launch(ep, s);
@@ -351,7 +276,7 @@ static void sq_remove(gt_wan_ep_t *ep, gt_wan_req_t *r)
         }
 }
 
-static void tx_progress(gt_wan_ep_t *ep)
+void gt_wan_ch_tx_progress(gt_wan_ep_t *ep)
 {
     uint64_t now = gt_time_ns();
     /* Frames whose emulated arrival time has come go to the transport, in order. */
@@ -360,19 +285,19 @@ static void tx_progress(gt_wan_ep_t *ep)
            gt_wan_emu_queue_pop(ep->delay, now, NULL, &item) == GT_OK)
         tx_to_transport(ep, item);
     for (size_t i = 0; i < ep->nslots && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN); i++) {
-        tx_slot_t *s = &ep->tx[i];
-        if (s->state != SLOT_SENDING || s->treq.status == GT_ERR_AGAIN) continue;
+        gt_wan_ch_tx_slot_t *s = &ep->tx[i];
+        if (s->state != GT_WAN_SLOT_SENDING || s->treq.status == GT_ERR_AGAIN) continue;
         gt_status_t st = s->treq.status;
-        s->state = SLOT_FREE;
+        s->state = GT_WAN_SLOT_FREE;
         ep->tx_idle_since_ns = now;
         ep->net->activity++;
         if (st != GT_OK) {
-            ep_fail(ep, st);
+            gt_wan_ch_ep_fail(ep, st);
             return;
         }
         gt_wan_req_t *r = s->owner;
         if (!r) continue;
-        if (--r->inflight_ == 0 && (r->flags_ & REQ_FRAMED)) {
+        if (--r->inflight_ == 0 && (r->flags_ & GT_WAN_REQ_FRAMED)) {
             sq_remove(ep, r);
             ep->stats.msgs_sent++;
             ep->stats.bytes_sent += r->cap_;
@@ -380,7 +305,7 @@ static void tx_progress(gt_wan_ep_t *ep)
             req_done(r, GT_OK);
         }
     }
-    tx_pump(ep);
+    gt_wan_ch_tx_pump(ep);
     /* A transport that accepts nothing for io_timeout means the peer is gone. */
     size_t busy = tx_busy(ep);
     now = gt_time_ns();
@@ -388,9 +313,9 @@ static void tx_progress(gt_wan_ep_t *ep)
         now > ep->tx_idle_since_ns &&
         now - ep->tx_idle_since_ns > (uint64_t)ep->net->p.io_timeout_ms * 1000000ull) {
         char who[96];
-        GT_ERROR("wan: no send progress to %s for %u ms", peer_label(ep, who, sizeof who),
+        GT_ERROR("wan: no send progress to %s for %u ms", gt_wan_ch_peer_label(ep, who, sizeof who),
                  ep->net->p.io_timeout_ms);
-        ep_fail(ep, GT_ERR_TIMEOUT);
+        gt_wan_ch_ep_fail(ep, GT_ERR_TIMEOUT);
     }
 }
 
@@ -401,7 +326,7 @@ static void ep_ready(gt_wan_ep_t *ep)
     ep->state = GT_OK;
     ep->net->activity++;
     char who[96];
-    GT_DEBUG("wan: connection to %s ready (%s)", peer_label(ep, who, sizeof who),
+    GT_DEBUG("wan: connection to %s ready (%s)", gt_wan_ch_peer_label(ep, who, sizeof who),
              ep->sess ? gt_wan_cipher_name(gt_wan_session_cipher(ep->sess)) : "plaintext");
 }
 
@@ -411,7 +336,7 @@ static void hs_fail(gt_wan_ep_t *ep, gt_status_t st)
         ep->stats.rejected_auth++;
     else
         ep->stats.rejected_malformed++;
-    ep_fail(ep, st);
+    gt_wan_ch_ep_fail(ep, st);
 }
 
 static void plain_hello_bytes(const gt_wan_net_t *net, uint8_t out[12])
@@ -486,7 +411,7 @@ fail:
 
 /* ---- receive ------------------------------------------------------------------------ */
 
-static gt_status_t rx_post(gt_wan_ep_t *ep, rx_slot_t *s)
+static gt_status_t rx_post(gt_wan_ep_t *ep, gt_wan_ch_rx_slot_t *s)
 {
     s->treq.cb = NULL;
     s->treq.user = s;
@@ -616,12 +541,12 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len)
     return GT_OK;
 }
 
-static void rx_progress(gt_wan_ep_t *ep)
+void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
 {
     while (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) {
-        rx_slot_t *s = &ep->rx[ep->rx_head];
+        gt_wan_ch_rx_slot_t *s = &ep->rx[ep->rx_head];
         if (!s->posted) {
-            if (rx_post(ep, s) != GT_OK) ep_fail(ep, GT_ERR_IO);
+            if (rx_post(ep, s) != GT_OK) gt_wan_ch_ep_fail(ep, GT_ERR_IO);
             if (!s->posted) return;
         }
         if (s->treq.status == GT_ERR_AGAIN) return;
@@ -630,9 +555,9 @@ static void rx_progress(gt_wan_ep_t *ep)
                 ep->stats.rejected_oversized++;
                 char who[96];
                 GT_ERROR("wan: %s sent a message larger than any frame; disconnecting",
-                         peer_label(ep, who, sizeof who));
+                         gt_wan_ch_peer_label(ep, who, sizeof who));
             }
-            ep_fail(ep, s->treq.status);
+            gt_wan_ch_ep_fail(ep, s->treq.status);
             return;
         }
         if (rx_frame(ep, s->buf, s->treq.length) == GT_ERR_AGAIN) return;
@@ -640,7 +565,7 @@ static void rx_progress(gt_wan_ep_t *ep)
         s->posted = 0;
         gt_status_t st = rx_post(ep, s);
         if (st != GT_OK) {
-            ep_fail(ep, st);
+            gt_wan_ch_ep_fail(ep, st);
             return;
         }
         ep->rx_head = (ep->rx_head + 1) % ep->nslots;
@@ -649,7 +574,7 @@ static void rx_progress(gt_wan_ep_t *ep)
 
 /* ---- endpoints ---------------------------------------------------------------------- */
 
-static void ep_free(gt_wan_ep_t *ep)
+void gt_wan_ch_ep_free(gt_wan_ep_t *ep)
 {
     if (!ep) return;
     gt_wan_net_t *net = ep->net;
@@ -658,7 +583,7 @@ static void ep_free(gt_wan_ep_t *ep)
             *pp = ep->next;
             break;
         }
-    stats_add(&net->closed_stats, &ep->stats);
+    gt_wan_ch_stats_add(&net->closed_stats, &ep->stats);
     if (ep->tx)
         for (size_t i = 0; i < ep->nslots; i++) free(ep->tx[i].buf);
     if (ep->rx)
@@ -672,8 +597,8 @@ static void ep_free(gt_wan_ep_t *ep)
     free(ep);
 }
 
-static gt_status_t ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t peer,
-                          gt_wan_ep_t **ep_p)
+gt_status_t gt_wan_ch_ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t peer,
+                             gt_wan_ep_t **ep_p)
 {
     gt_status_t st = GT_ERR_NOMEM;
     gt_wan_ep_t *ep = calloc(1, sizeof *ep);
@@ -681,7 +606,7 @@ static gt_status_t ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t pe
         net->ops->close(tp, 1);
         return GT_ERR_NOMEM;
     }
-    ep->magic = EP_MAGIC;
+    ep->magic = GT_WAN_EP_MAGIC;
     ep->net = net;
     ep->tp = tp;
     ep->incoming = incoming;
@@ -731,300 +656,8 @@ static gt_status_t ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t pe
 fail:
     if (ep->tp) net->ops->close(ep->tp, 1);
     ep->tp = NULL;
-    ep_free(ep);
+    gt_wan_ch_ep_free(ep);
     return st;
-}
-
-/* ---- public API --------------------------------------------------------------------- */
-
-gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **net_p)
-{
-    gt_status_t st = GT_ERR_INVALID;
-    if (!params || !net_p) return GT_ERR_INVALID;
-    gt_wan_net_t *net = calloc(1, sizeof *net);
-    gt_wan_peer_key_t *peers = NULL;
-    if (!net) return GT_ERR_NOMEM;
-    net->magic = NET_MAGIC;
-    net->p = *params;
-    if (!net->p.frame_bytes) net->p.frame_bytes = (size_t)1 << 20;
-    if (!net->p.window) net->p.window = 8;
-    if (!net->p.connect_timeout_ms) net->p.connect_timeout_ms = 10000;
-    if (!net->p.io_timeout_ms) net->p.io_timeout_ms = 15000;
-    if (!net->p.max_rejects) net->p.max_rejects = 3;
-    GT_REQUIRE_GOTO(net->p.frame_bytes <= GT_WAN_FRAME_MAX_PAYLOAD && net->p.window <= 1024, st,
-                    GT_ERR_INVALID, fail, "wan: frame_bytes above 64 MiB or window above 1024");
-    net->site_name = strdup(params->site_name ? params->site_name : "");
-    net->run_id = strdup(params->run_id ? params->run_id : "geotrain");
-    GT_REQUIRE_GOTO(net->site_name && net->run_id, st, GT_ERR_NOMEM, fail, "wan: out of memory");
-    net->p.site_name = net->site_name;
-    net->p.run_id = net->run_id;
-    net->p.keypair = NULL;
-    net->p.peers = NULL;
-    uint8_t h8[8];
-    crypto_generichash(h8, sizeof h8, (const uint8_t *)net->run_id, strlen(net->run_id), NULL, 0);
-    for (int i = 7; i >= 0; i--) net->run_hash = (net->run_hash << 8) | h8[i];
-    net->ops = gt_wan_tp_ops(params->transport);
-    GT_REQUIRE_GOTO(net->ops, st, GT_ERR_UNSUPPORTED, fail, "wan: unknown transport %d",
-                    (int)params->transport);
-    if (params->security == GT_WAN_SECURITY_NONE) {
-        GT_WARN("wan: security: none — WAN traffic of site %u is NOT encrypted or "
-                "authenticated",
-                params->site_id);
-    } else {
-        GT_REQUIRE_GOTO(params->security == GT_WAN_SECURITY_ENCRYPTED, st, GT_ERR_INVALID, fail,
-                        "wan: unknown security mode %d", (int)params->security);
-        GT_REQUIRE_GOTO(params->keypair, st, GT_ERR_INVALID, fail,
-                        "wan: encrypted mode needs the site's key pair (geotrain keygen)");
-        gt_wan_cipher_t cipher = GT_WAN_CIPHER_AUTO;
-        if (params->cipher && gt_wan_cipher_parse(params->cipher, &cipher) != GT_OK) {
-            GT_ERROR("wan: unknown cipher '%s' (auto, aes256gcm, xchacha20poly1305)",
-                     params->cipher);
-            goto fail;
-        }
-        peers = calloc(params->n_peers ? params->n_peers : 1, sizeof *peers);
-        GT_REQUIRE_GOTO(peers, st, GT_ERR_NOMEM, fail, "wan: out of memory");
-        for (size_t i = 0; i < params->n_peers; i++) {
-            peers[i].site_id = params->peers[i].site_id;
-            peers[i].name = params->peers[i].name;
-            memcpy(peers[i].public_key, params->peers[i].public_key, GT_WAN_KEY_BYTES);
-        }
-        gt_wan_sec_params_t sp = GT_WAN_SEC_PARAMS_INIT;
-        sp.local = params->keypair;
-        sp.local_site_id = params->site_id;
-        sp.local_name = params->site_name;
-        sp.peers = peers;
-        sp.n_peers = params->n_peers;
-        sp.run_id = net->run_id;
-        sp.run_id_len = strlen(net->run_id);
-        sp.cipher = cipher;
-        sp.max_frame_bytes = net->p.frame_bytes;
-        GT_CHECK_GOTO(gt_wan_sec_create(&sp, &net->sec), st, fail);
-        free(peers);
-        peers = NULL;
-    }
-    gt_wan_tp_params_t tpp = {.connect_timeout_ns =
-                                  (uint64_t)net->p.connect_timeout_ms * 1000000ull};
-    GT_CHECK_GOTO(net->ops->create(&tpp, &net->tp), st, fail);
-    *net_p = net;
-    return GT_OK;
-fail:
-    free(peers);
-    gt_wan_sec_destroy(net->sec);
-    free(net->site_name);
-    free(net->run_id);
-    free(net);
-    return st;
-}
-
-void gt_wan_net_destroy(gt_wan_net_t *net)
-{
-    if (!net || net->magic != NET_MAGIC) return;
-    while (net->eps) gt_wan_ep_close(net->eps);
-    if (net->tp) net->ops->destroy(net->tp);
-    gt_wan_sec_destroy(net->sec);
-    free(net->site_name);
-    free(net->run_id);
-    net->magic = 0;
-    free(net);
-}
-
-gt_status_t gt_wan_net_listen(gt_wan_net_t *net, const char *host, uint16_t port, uint16_t *port_p)
-{
-    if (!net || !port_p) return GT_ERR_INVALID;
-    return net->ops->listen(net->tp, host ? host : "0.0.0.0", port, port_p);
-}
-
-gt_status_t gt_wan_net_connect(gt_wan_net_t *net, const char *host, uint16_t port,
-                               uint32_t peer_site_id, gt_wan_ep_t **ep_p)
-{
-    if (!net || !host || !ep_p) return GT_ERR_INVALID;
-    void *tp = NULL;
-    gt_status_t st = net->ops->connect(net->tp, host, port, &tp);
-    if (st != GT_OK) return st;
-    return ep_new(net, tp, 0, peer_site_id, ep_p);
-}
-
-gt_status_t gt_wan_net_accept(gt_wan_net_t *net, gt_wan_ep_t **ep_p)
-{
-    if (!net || !ep_p) return GT_ERR_INVALID;
-    for (gt_wan_ep_t *ep = net->eps; ep; ep = ep->next)
-        if (ep->incoming && !ep->accepted && ep->state == GT_OK) {
-            ep->accepted = 1;
-            *ep_p = ep;
-            return GT_OK;
-        }
-    return GT_ERR_AGAIN;
-}
-
-gt_status_t gt_wan_net_progress(gt_wan_net_t *net)
-{
-    if (!net || net->magic != NET_MAGIC) return GT_ERR_INVALID;
-    net->ops->progress(net->tp);
-    void *tp;
-    while (net->ops->accept(net->tp, &tp) == GT_OK) {
-        gt_wan_ep_t *ep = NULL;
-        gt_status_t st = ep_new(net, tp, 1, UINT32_MAX, &ep);
-        if (st != GT_OK)
-            GT_WARN("wan: could not set up an incoming connection: %s", gt_status_str(st));
-    }
-    uint64_t now = gt_time_ns();
-    gt_wan_ep_t *next;
-    for (gt_wan_ep_t *ep = net->eps; ep; ep = next) {
-        next = ep->next;
-        if (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) {
-            gt_status_t ts = net->ops->ep_state(ep->tp);
-            if (ts != GT_OK && ts != GT_ERR_AGAIN) ep_fail(ep, ts);
-        }
-        rx_progress(ep);
-        if (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) tx_progress(ep);
-        if (ep->state == GT_ERR_AGAIN && now > ep->hs_deadline_ns) {
-            char who[96];
-            GT_ERROR("wan: no handshake with %s within %u ms", peer_label(ep, who, sizeof who),
-                     net->p.connect_timeout_ms);
-            ep_fail(ep, GT_ERR_TIMEOUT);
-        }
-        /* An incoming connection that failed before anyone accepted it is ours to drop. */
-        if (ep->incoming && !ep->accepted && ep->state != GT_OK && ep->state != GT_ERR_AGAIN)
-            ep_free(ep);
-    }
-    return GT_OK;
-}
-
-gt_status_t gt_wan_ep_state(const gt_wan_ep_t *ep)
-{
-    return ep ? ep->state : GT_ERR_INVALID;
-}
-
-uint32_t gt_wan_ep_peer(const gt_wan_ep_t *ep)
-{
-    return ep ? ep->peer : UINT32_MAX;
-}
-
-void gt_wan_ep_stats(const gt_wan_ep_t *ep, gt_wan_ep_stats_t *stats_p)
-{
-    if (ep && stats_p) *stats_p = ep->stats;
-}
-
-void gt_wan_net_stats(const gt_wan_net_t *net, gt_wan_ep_stats_t *stats_p)
-{
-    if (!net || !stats_p) return;
-    gt_wan_ep_stats_t s = net->closed_stats;
-    for (const gt_wan_ep_t *ep = net->eps; ep; ep = ep->next) stats_add(&s, &ep->stats);
-    *stats_p = s;
-}
-
-/* Between progress calls of a wait. Spinning gives the lowest latency but steals the core
- * from the peer on a shared machine, so: spin while things happen; after 1 ms without any
- * activity, sleep in 100 us naps (or until the emulator's next frame is due, if sooner);
- * yield otherwise. */
-typedef struct {
-    uint64_t activity, quiet_since_ns;
-} idle_t;
-
-static void net_idle(gt_wan_net_t *net, idle_t *idle)
-{
-    uint64_t now = gt_time_ns();
-    if (net->activity != idle->activity || idle->quiet_since_ns == 0) {
-        idle->activity = net->activity;
-        idle->quiet_since_ns = now;
-        return;
-    }
-    uint64_t due = UINT64_MAX;
-    for (gt_wan_ep_t *ep = net->eps; ep; ep = ep->next) {
-        uint64_t d = ep->delay ? gt_wan_emu_queue_next_due(ep->delay) : UINT64_MAX;
-        if (d < due) due = d;
-    }
-    uint64_t nap = 0;
-    if (now - idle->quiet_since_ns > 1000000ull) nap = 100000;
-    if (due != UINT64_MAX && due > now + 300000) {
-        uint64_t until = due - now - 200000;
-        nap = until < 1000000 ? until : 1000000;
-    }
-    if (nap) {
-        struct timespec ts = {0, (long)nap};
-        nanosleep(&ts, NULL);
-    } else {
-        sched_yield();
-    }
-}
-
-gt_status_t gt_wan_ep_wait_ready(gt_wan_ep_t *ep, uint32_t timeout_ms)
-{
-    if (!ep) return GT_ERR_INVALID;
-    uint64_t deadline = gt_time_ns() + (uint64_t)timeout_ms * 1000000ull;
-    idle_t idle = {0, 0};
-    while (ep->state == GT_ERR_AGAIN) {
-        if (gt_time_ns() > deadline) return GT_ERR_TIMEOUT;
-        gt_wan_net_progress(ep->net);
-        if (ep->state == GT_ERR_AGAIN) net_idle(ep->net, &idle);
-    }
-    return ep->state;
-}
-
-gt_status_t gt_wan_ep_send(gt_wan_ep_t *ep, const gt_wan_msg_t *msg, const void *buf, size_t len,
-                           gt_wan_req_t *req)
-{
-    if (!ep || !msg || !req || (!buf && len) || ep->magic != EP_MAGIC) return GT_ERR_INVALID;
-    if (msg->type == GT_WAN_MSG_HELLO || !gt_wan_msg_type_valid(msg->type)) return GT_ERR_INVALID;
-    if (len > GT_WAN_MSG_MAX_BYTES) return GT_ERR_OVERFLOW;
-    if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return ep->state;
-    memset(req, 0, sizeof *req);
-    req->status = GT_ERR_AGAIN;
-    req->msg = *msg;
-    req->buf_ = (void *)buf;
-    req->cap_ = len;
-    req->ep_ = ep;
-    if (ep->sq_tail)
-        ep->sq_tail->next_ = req;
-    else
-        ep->sq_head = req;
-    ep->sq_tail = req;
-    if (!ep->sq_frame) ep->sq_frame = req;
-    if (ep->state == GT_OK) tx_pump(ep);
-    return GT_OK;
-}
-
-gt_status_t gt_wan_ep_recv(gt_wan_ep_t *ep, void *buf, size_t cap, gt_wan_req_t *req)
-{
-    if (!ep || !req || (!buf && cap) || ep->magic != EP_MAGIC) return GT_ERR_INVALID;
-    if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return ep->state;
-    memset(req, 0, sizeof *req);
-    req->status = GT_ERR_AGAIN;
-    req->buf_ = buf;
-    req->cap_ = cap;
-    req->ep_ = ep;
-    if (ep->rq_tail)
-        ep->rq_tail->next_ = req;
-    else
-        ep->rq_head = req;
-    ep->rq_tail = req;
-    return GT_OK;
-}
-
-gt_status_t gt_wan_req_test(const gt_wan_req_t *req)
-{
-    return req ? req->status : GT_ERR_INVALID;
-}
-
-gt_status_t gt_wan_req_wait(gt_wan_req_t *req, uint32_t timeout_ms)
-{
-    if (!req || !req->ep_) return GT_ERR_INVALID;
-    uint64_t deadline = gt_time_ns() + (uint64_t)timeout_ms * 1000000ull;
-    gt_wan_net_t *net = req->ep_->net;
-    idle_t idle = {0, 0};
-    while (req->status == GT_ERR_AGAIN) {
-        if (gt_time_ns() > deadline) return GT_ERR_TIMEOUT;
-        gt_wan_net_progress(net);
-        if (req->status == GT_ERR_AGAIN) net_idle(net, &idle);
-    }
-    return req->status;
-}
-
-void gt_wan_ep_close(gt_wan_ep_t *ep)
-{
-    if (!ep || ep->magic != EP_MAGIC) return;
-    ep_fail(ep, GT_ERR_CLOSED);
-    ep_free(ep);
 }
 
 void gt_wan_ep_set_tamper(gt_wan_ep_t *ep, gt_wan_tamper_fn fn, void *arg)
@@ -1041,7 +674,7 @@ static void raw_done(gt_wan_tp_req_t *r)
 gt_status_t gt_wan_ep_send_raw(gt_wan_ep_t *ep, const void *bytes, size_t len)
 {
     if (!ep || !ep->tp) return GT_ERR_CLOSED;
-    raw_send_t *rs = malloc(sizeof *rs + len);
+    gt_wan_ch_raw_send_t *rs = malloc(sizeof *rs + len);
     if (!rs) return GT_ERR_NOMEM;
     memset(&rs->treq, 0, sizeof rs->treq);
     memcpy(rs->bytes, bytes, len);

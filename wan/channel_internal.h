@@ -1,14 +1,114 @@
-/* channel_internal.h — test hooks of the secure channel (channel.c). Not for production use:
- * they exist so the security tests can tamper with frames on a real transport. */
+/* channel_internal.h — the secure channel's internals, shared by channel.c (the endpoint
+ * engine: slots, sealing, handshake, frame checks) and net.c (the public gt_wan_net_* /
+ * gt_wan_ep_* API: create, connect, accept, progress, waits), plus test hooks. */
 #ifndef GT_WAN_CHANNEL_INTERNAL_H
 #define GT_WAN_CHANNEL_INTERNAL_H
 
-#include "gt_wan.h"
+#include <sys/uio.h>
 
-/* Called on every sealed data frame (header + ciphertext + tag, after sealing, before the
- * emulator and the transport) of an encrypted endpoint. It may change the bytes in place,
- * shorten *len_p, and call gt_wan_ep_send_raw to inject extra frames. */
+#include "emu_internal.h"
+#include "frame_internal.h"
+#include "gt_wan.h"
+#include "secure_internal.h"
+#include "transport_internal.h"
+
+#define GT_WAN_NET_MAGIC  0x6774776eu
+#define GT_WAN_EP_MAGIC   0x67747765u
+#define GT_WAN_REQ_FRAMED 0x1u /* gt_wan_req_t.flags_: every frame of the send is made */
+
+/* Test hook: called on every sealed data frame (header + ciphertext + tag, after sealing,
+ * before the emulator and the transport) of an encrypted endpoint. It may change the bytes
+ * in place, shorten *len_p, and call gt_wan_ep_send_raw to inject extra frames. Not for
+ * production use: it exists so the security tests can tamper with frames on a real
+ * transport. */
 typedef void (*gt_wan_tamper_fn)(void *arg, gt_wan_ep_t *ep, uint8_t *frame, size_t *len_p);
+
+typedef enum {
+    GT_WAN_SLOT_FREE = 0,
+    GT_WAN_SLOT_DELAYED,
+    GT_WAN_SLOT_SENDING
+} gt_wan_ch_slot_state_t;
+
+typedef struct {
+    gt_wan_tp_req_t treq;
+    gt_wan_ep_t *ep;
+    gt_wan_req_t *owner; /* NULL for HELLO */
+    uint8_t hdr[GT_WAN_FRAME_HDR_LEN];
+    uint8_t *buf; /* sealed frames and HELLO: the whole frame */
+    size_t buf_cap;
+    struct iovec iov[2];
+    size_t iovcnt;
+    gt_wan_ch_slot_state_t state;
+} gt_wan_ch_tx_slot_t;
+
+typedef struct {
+    gt_wan_tp_req_t treq;
+    uint8_t *buf;
+    int posted;
+} gt_wan_ch_rx_slot_t;
+
+typedef struct gt_wan_ch_raw_send {
+    gt_wan_tp_req_t treq;
+    uint8_t bytes[];
+} gt_wan_ch_raw_send_t;
+
+struct gt_wan_net {
+    uint32_t magic;
+    gt_wan_net_params_t p;
+    char *site_name, *run_id;
+    uint64_t run_hash;
+    const gt_wan_tp_ops_t *ops;
+    void *tp;
+    gt_wan_sec_t *sec; /* NULL with security: none */
+    gt_wan_ep_t *eps;
+    gt_wan_ep_stats_t closed_stats; /* endpoints already gone */
+    uint64_t activity;              /* bumped by every completed frame or state change */
+};
+
+struct gt_wan_ep {
+    uint32_t magic;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *next;
+    void *tp;
+    int incoming, accepted;
+    gt_status_t state; /* GT_ERR_AGAIN handshaking, GT_OK ready, else the error */
+    uint32_t peer;
+    gt_wan_hs_t *hs;
+    int hs_step;
+    gt_wan_session_t *sess;
+    uint64_t hs_deadline_ns;
+    uint64_t hello_tx, hello_rx, plain_tx, plain_rx;
+    gt_wan_ch_tx_slot_t *tx;
+    gt_wan_ch_rx_slot_t *rx;
+    size_t nslots, rx_head;
+    gt_wan_req_t *sq_head, *sq_tail, *sq_frame; /* sends in order; first not yet framed */
+    gt_wan_req_t *rq_head, *rq_tail;            /* receives in order */
+    int asm_active, asm_discard;                /* a message being assembled */
+    gt_wan_frame_hdr_t asm_hdr;
+    uint64_t asm_got;
+    uint64_t tx_idle_since_ns; /* last transmit progress while frames are outstanding */
+    gt_wan_emu_queue_t *delay; /* frames held by the emulator */
+    gt_wan_ep_stats_t stats;
+    uint32_t rejects;
+    gt_wan_tamper_fn tamper;
+    void *tamper_arg;
+};
+
+/* Engine entry points (channel.c) used by net.c. */
+void gt_wan_ch_stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b);
+const char *gt_wan_ch_peer_label(const gt_wan_ep_t *ep, char *buf, size_t cap);
+/* Ends an endpoint: closes its transport endpoint, completes every request with st. */
+void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st);
+/* Unlinks and frees an endpoint (its stats go to the net's closed totals). */
+void gt_wan_ch_ep_free(gt_wan_ep_t *ep);
+/* Makes an endpoint over a transport endpoint (taking it over, closed on failure) and, when
+ * connecting, sends the first handshake message. */
+gt_status_t gt_wan_ch_ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t peer,
+                             gt_wan_ep_t **ep_p);
+void gt_wan_ch_rx_progress(gt_wan_ep_t *ep);
+void gt_wan_ch_tx_progress(gt_wan_ep_t *ep);
+void gt_wan_ch_tx_pump(gt_wan_ep_t *ep);
+
 void gt_wan_ep_set_tamper(gt_wan_ep_t *ep, gt_wan_tamper_fn fn, void *arg);
 
 /* Sends len raw bytes as one transport message, now (no sealing, no emulation). */
