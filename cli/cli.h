@@ -23,6 +23,7 @@ int gt_cmd_config(int argc, char **argv);
 int gt_cmd_keygen(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 int gt_cmd_launch(int argc, char **argv);
+int gt_cmd_report(int argc, char **argv);
 int gt_cmd_run(int argc, char **argv);
 int gt_cmd_grad(int argc, char **argv);
 

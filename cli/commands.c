@@ -6,6 +6,7 @@
 const gt_cli_cmd_t gt_cli_commands[] = {
     {"launch", "run every site of a sites.yaml on this machine over the (emulated) WAN",
      gt_cmd_launch},
+    {"report", "draw a run's loss, WAN bytes and utilization as PNG files", gt_cmd_report},
     {"config", "validate a sites.yaml and print the resolved configuration", gt_cmd_config},
     {"keygen", "make a site's X25519 key pair for the secure WAN channel", gt_cmd_keygen},
     {"bench", "benchmarks (see `geotrain bench --help`)", gt_cmd_bench},

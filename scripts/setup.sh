@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin                 # multi-rank sites
   etcd-server etcd-client                    # membership
   iperf3 iproute2                            # WAN benchmark baseline, netns tests
+  gnuplot-nox                                # geotrain report (PNG plots)
   fortunes                                   # the demo's English text corpus
   python3 python3-numpy python3-torch        # golden gradient checks, PyTorch benchmark
 )

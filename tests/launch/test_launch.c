@@ -88,6 +88,25 @@ static void test_three_sites(const char *tmp)
     fprintf(stderr, "bandwidth saving against sync-dp: %.1fx\n", saving);
     CHECK(saving > 5.0); /* int8 both ways every 10 steps vs bf16 every step: ~20x */
     json_decref(sum);
+
+    /* geotrain report draws the run. */
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s report %s", getenv("GT_CLI"), run);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 0);
+    free(out);
+    const char *pngs[] = {"loss.png", "wan_bytes.png", "utilization.png"};
+    for (int i = 0; i < 3; i++) {
+        char path[2048];
+        unsigned char sig[8] = {0};
+        snprintf(path, sizeof path, "%s/plots/%s", run, pngs[i]);
+        FILE *f = fopen(path, "rb");
+        CHECK_MSG(f != NULL, "no %s", path);
+        if (!f) continue;
+        CHECK(fread(sig, 1, 8, f) == 8 && memcmp(sig, "\x89PNG\r\n\x1a\n", 8) == 0);
+        fseek(f, 0, SEEK_END);
+        CHECK(ftell(f) > 5000); /* axes, curves and a legend, not an empty image */
+        fclose(f);
+    }
 }
 
 static void test_kill(const char *tmp)
