@@ -59,7 +59,8 @@ typedef struct {
     double loss_acc;
     uint32_t loss_n;
     uint64_t t_start;
-    uint64_t total; /* steps of the run */
+    uint64_t t_train, t_train_end; /* the training loop (utilization is measured over it) */
+    uint64_t total;                /* steps of the run */
     /* The WAN thread drives mesh, outer engine and membership, so this site answers its
      * peers (as a chunk owner) promptly however long its own steps take. `lock` guards the
      * mesh and the outer engine. */
@@ -178,7 +179,7 @@ static void write_status(site_t *s, uint64_t step, uint64_t total, int force)
         s->wan_mbps = (double)(bytes - s->status_bytes) / ((now - s->status_ns) * 1e-3);
     s->status_ns = now;
     s->status_bytes = bytes;
-    double wall = (now - s->t_start) * 1e-9;
+    double wall = (now - (s->t_train ? s->t_train : s->t_start)) * 1e-9;
     json_t *o = json_pack(
         "{s:s,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:I,s:i}", "site", s->cfg->sites[s->site].name,
         "state", s->state, "round", (json_int_t)(step / s->cfg->inner.steps), "step",
@@ -310,7 +311,7 @@ static void metrics_line(site_t *s, const gt_local_step_stats_t *ss, double tps)
     pthread_mutex_lock(&s->lock);
     gt_wan_mesh_stats(s->mesh, &ms);
     pthread_mutex_unlock(&s->lock);
-    double wall = (gt_time_ns() - s->t_start) * 1e-9;
+    double wall = (gt_time_ns() - s->t_train) * 1e-9;
     fprintf(s->metrics,
             "{\"step\":%llu,\"round\":%llu,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.4f,"
             "\"tokens\":%llu,\"tokens_per_s\":%.1f,\"time\":%.3f,\"wan_bytes_sent\":%llu,"
@@ -348,16 +349,19 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
     gt_wan_mesh_stats(s->mesh, &ms);
     gt_wan_outer_stats(s->outer, &os);
     double wall = (gt_time_ns() - s->t_start) * 1e-9;
+    uint64_t t_end = s->t_train_end ? s->t_train_end : gt_time_ns();
+    double train = s->t_train ? (t_end - s->t_train) * 1e-9 : 0.0;
     double final_loss = s->loss_n ? s->loss_acc / s->loss_n : NAN;
     json_t *o = json_pack(
-        "{s:o,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:I,"
-        "s:I,s:I,s:I,s:s}",
-        "eval_loss", isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "site",
+        "{s:f,s:o,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},"
+        "s:I,s:I,s:I,s:I,s:s}",
+        "train_s", train, "eval_loss",
+        isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "site",
         s->cfg->sites[s->site].name, "status", result == GT_OK ? "finished" : "failed", "steps",
         (json_int_t)steps, "rounds_applied", (json_int_t)s->rounds_applied, "tokens",
         (json_int_t)(steps * gt_local_trainer_tokens_per_step(s->tr)), "final_loss",
         isfinite(final_loss) ? json_real(final_loss) : json_null(), "elapsed_s", wall, "compute_s",
-        s->step_s, "wait_s", s->wait_s, "compute_utilization", wall > 0 ? s->step_s / wall : 0.0,
+        s->step_s, "wait_s", s->wait_s, "compute_utilization", train > 0 ? s->step_s / train : 0.0,
         "wan_bytes_sent", (json_int_t)ms.bytes_sent, "wan_bytes_received",
         (json_int_t)ms.bytes_received, "params", (json_int_t)s->n, "view_epoch",
         (json_int_t)s->view.epoch, "contributions", "on_time", (json_int_t)os.on_time, "late",
@@ -557,6 +561,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     if ((st = start_wan_thread(&s)) != GT_OK) goto out;
     total = gt_local_trainer_total_steps(s.tr);
     s.state = "training";
+    s.t_train = gt_time_ns();
     GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
             cfg->sites[s.site].name, (unsigned long long)total, (unsigned long long)(total / H),
             (unsigned long long)H, (unsigned long long)tau, s.view.n_members);
@@ -623,6 +628,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             if ((st = gt_local_trainer_save(s.tr, root, 3)) != GT_OK) goto out;
         }
     }
+    s.t_train_end = gt_time_ns();
     if (st == GT_OK && s.sync_dp) {
         st = gt_gpt_arena_read(s.gpt, GT_GPT_PARAMS, 0, s.n, s.anchor);
         if (st == GT_OK) log_anchor(&s, total - 1, s.anchor);
