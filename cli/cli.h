@@ -28,6 +28,7 @@ int gt_cmd_run(int argc, char **argv);
 int gt_cmd_grad(int argc, char **argv);
 
 /* Benchmarks, `geotrain bench <target>` (one file each: bench_<target>.c). */
+int gt_bench_outer(int argc, char **argv);
 int gt_bench_wan(int argc, char **argv);
 int gt_bench_kernels(int argc, char **argv);
 int gt_bench_codec(int argc, char **argv);

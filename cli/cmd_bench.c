@@ -6,6 +6,8 @@
 #include <string.h>
 
 const gt_cli_cmd_t gt_cli_bench_targets[] = {
+    {"outer", "overlapped vs synchronous DiLoCo vs sync-dp over the emulated WAN (JSON)",
+     gt_bench_outer},
     {"wan",
      "WAN transport throughput, plain and encrypted, vs ucx_perftest/fi_pingpong/iperf3 (JSON "
      "lines)",
