@@ -782,6 +782,65 @@ static void case_emu_rate(wt_cfg_t *cfg)
     gt_wan_net_destroy(net);
 }
 
+/* A cut of the client -> server link: a message sent into it is held (not lost, and not
+ * counted as a stuck send however short io_timeout_ms is) and arrives when the link heals;
+ * with the emulator's hold timeout, the same send fails the endpoint as a lost peer. */
+static void case_emu_cut(wt_cfg_t *cfg)
+{
+    cfg->emu_cut_start_s = 1.0;
+    cfg->emu_cut_s = 1.5;
+    cfg->io_timeout_ms = 500; /* far shorter than the cut */
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_echo", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        uint8_t out[64], in[64];
+        wt_fill(out, sizeof out, 77);
+        while (wt_now_s() < wt_emu_start_s() + 1.2) gt_wan_net_progress(net);
+        double t0 = wt_now_s();
+        gt_wan_req_t rr;
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_DELTA, 1, out, sizeof out, DEADLINE_MS), GT_OK);
+        CHECK_EQ_INT(recv_one(ep, in, sizeof in, &rr, DEADLINE_MS), GT_OK);
+        double arrived = wt_now_s() - wt_emu_start_s();
+        fprintf(stderr, "sent into the cut at %.3f s, echo back at %.3f s (cut ends at 2.5 s)\n",
+                t0 - wt_emu_start_s(), arrived);
+        CHECK(arrived >= 2.5);
+        CHECK(arrived < 2.5 + 1.0);
+        CHECK(wt_check(in, rr.length, 77));
+        CHECK_EQ_INT(gt_wan_ep_state(ep), GT_OK);
+        CHECK_EQ_INT(send_one(ep, GT_WAN_MSG_BYE, 0, NULL, 0, DEADLINE_MS), GT_OK);
+        gt_wan_ep_close(ep);
+    }
+    CHECK_EQ_INT(wt_wait(pid, 10000), 0);
+    gt_wan_net_destroy(net);
+    wt_cleanup();
+
+    /* The same with a 200 ms hold timeout: the send into the cut fails the endpoint. */
+    cfg->emu_hold_timeout_ms = 200;
+    pid = wt_spawn_server(cfg, "srv_echo", NULL, &port);
+    CHECK(pid > 0);
+    net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    ep = wt_connect(net, port, DEADLINE_MS);
+    CHECK(ep != NULL);
+    if (ep) {
+        uint8_t out[64] = {0};
+        while (wt_now_s() < wt_emu_start_s() + 1.2) gt_wan_net_progress(net);
+        gt_status_t st = send_one(ep, GT_WAN_MSG_DELTA, 1, out, sizeof out, DEADLINE_MS);
+        fprintf(stderr, "send into a cut with a hold timeout: '%s'\n", gt_status_str(st));
+        CHECK_EQ_INT(st, GT_ERR_PEER_LOST);
+        CHECK_EQ_INT(gt_wan_ep_state(ep), GT_ERR_PEER_LOST);
+        gt_wan_ep_close(ep);
+    }
+    kill(pid, SIGKILL); /* its connection just ended; it may be waiting for a BYE */
+    wt_wait(pid, 5000);
+    gt_wan_net_destroy(net);
+}
+
 static const wt_server_t servers[] = {
     {"srv_echo", srv_echo},     {"srv_fan", srv_fan},
     {"srv_many", srv_many},     {"srv_big", srv_big},
@@ -826,6 +885,8 @@ int main(int argc, char **argv)
     else if (strcmp(c, "flipbit") == 0 || strcmp(c, "replay") == 0 || strcmp(c, "truncate") == 0 ||
              strcmp(c, "oversize") == 0 || strcmp(c, "oversize_wire") == 0)
         case_tamper(&cfg, c);
+    else if (strcmp(c, "emu_cut") == 0)
+        case_emu_cut(&cfg);
     else if (strcmp(c, "emu_delay") == 0)
         case_emu_delay(&cfg);
     else if (strcmp(c, "emu_rate") == 0)

@@ -14,6 +14,12 @@
 #include <unistd.h>
 
 static gt_wan_emu_t *g_emu;
+static double g_emu_start_s;
+
+double wt_emu_start_s(void)
+{
+    return g_emu_start_s;
+}
 
 void wt_cfg_init(wt_cfg_t *cfg, gt_wan_transport_t transport, gt_wan_security_t security)
 {
@@ -52,15 +58,25 @@ gt_status_t wt_net(const wt_cfg_t *cfg, uint32_t site, gt_wan_net_t **net_p)
     p.connect_timeout_ms = 5000;
     p.io_timeout_ms = cfg->io_timeout_ms;
     p.max_rejects = cfg->max_rejects;
-    if ((cfg->emu_latency_ms > 0 || cfg->emu_mbps > 0) && !g_emu) {
+    if ((cfg->emu_latency_ms > 0 || cfg->emu_mbps > 0 || cfg->emu_cut_s > 0) && !g_emu) {
         gt_wan_emu_params_t ep = GT_WAN_EMU_PARAMS_INIT;
         ep.n_sites = 3;
         ep.seed = 1;
         ep.start_ns = gt_time_ns();
         ep.link.latency_ms = cfg->emu_latency_ms;
         ep.link.bandwidth_mbps = cfg->emu_mbps;
+        ep.hold_timeout_ms = cfg->emu_hold_timeout_ms;
         gt_status_t st = gt_wan_emu_create(&ep, &g_emu);
         if (st != GT_OK) return st;
+        g_emu_start_s = wt_now_s();
+        if (cfg->emu_cut_s > 0) {
+            gt_wan_emu_link_params_t cut = ep.link;
+            cut.n_cuts = 1;
+            cut.cuts[0].start_s = cfg->emu_cut_start_s;
+            cut.cuts[0].duration_s = cfg->emu_cut_s;
+            st = gt_wan_emu_link_set(g_emu, SITE_CLIENT, SITE_SERVER, &cut);
+            if (st != GT_OK) return st;
+        }
     }
     p.emu = g_emu;
     return gt_wan_net_create(&p, net_p);

@@ -20,6 +20,8 @@ typedef struct {
     gt_wan_keypair_t keys[3]; /* server, client, intruder (never pinned) */
     double emu_latency_ms;    /* > 0 or emu_mbps > 0: every net of the test emulates the WAN */
     double emu_mbps;
+    double emu_cut_start_s, emu_cut_s; /* emu_cut_s > 0: a cut of the client -> server link */
+    double emu_hold_timeout_ms;        /* the emulator's hold_timeout_ms */
     size_t frame_bytes, window;
     uint32_t max_rejects, io_timeout_ms;
     char listen_host[64];    /* the server's listen address; "" = 127.0.0.1 */
@@ -44,6 +46,9 @@ typedef struct {
 pid_t wt_spawn_server(const wt_cfg_t *cfg, const char *name, const char *arg, uint16_t *port_p);
 /* In main: when argv is "--serve NAME ARG", runs that server and never returns. */
 void wt_serve_main(int argc, char **argv, const wt_server_t *table);
+/* When wt_net made the emulator of this process (wt_now_s() clock; cut windows count
+ * from it). */
+double wt_emu_start_s(void);
 /* Frees the emulator wt_net made, if any. */
 void wt_cleanup(void);
 /* The server's exit status (waits up to timeout_ms, then SIGKILLs it and returns -1). */
