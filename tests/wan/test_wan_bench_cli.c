@@ -1,0 +1,47 @@
+/* test_wan_bench_cli.c — `geotrain bench wan` runs end to end (both transports, plain and
+ * encrypted, without the reference tools to keep it short) and prints one well-formed JSON
+ * row per column with a positive rate, encrypted rows carrying their AES-GCM ratio. */
+#include "gt_test.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(void)
+{
+    const char *cli = getenv("GT_CLI");
+    if (!cli) {
+        fprintf(stderr, "GT_CLI is not set (run through ctest)\n");
+        return 1;
+    }
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s bench wan --json --no-tools --min 256K --max 256K --bytes 8M --reps 1", cli);
+    int rc = gt_test_run(cmd, &out);
+    CHECK_EQ_INT(rc, 0);
+    int rows = 0, aes = 0, ours = 0, with_ratio = 0;
+    for (char *line = out ? strtok(out, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (line[0] != '{') continue; /* log lines (stderr is captured too) */
+        json_error_t err;
+        json_t *j = json_loads(line, 0, &err);
+        CHECK_MSG(j != NULL, "not JSON: %s", line);
+        if (!j) continue;
+        rows++;
+        const char *tp = json_string_value(json_object_get(j, "transport"));
+        double mbps = json_number_value(json_object_get(j, "mbps"));
+        CHECK(tp != NULL);
+        CHECK(json_is_boolean(json_object_get(j, "encrypted")));
+        CHECK_EQ_INT(json_integer_value(json_object_get(j, "size")), 256 * 1024);
+        CHECK(mbps > 0);
+        if (tp && strcmp(tp, "aes256gcm") == 0) aes++;
+        if (tp && (strcmp(tp, "ucx") == 0 || strcmp(tp, "libfabric") == 0)) ours++;
+        if (json_object_get(j, "ratio")) with_ratio++;
+        json_decref(j);
+    }
+    CHECK_EQ_INT(aes, 1);
+    CHECK_EQ_INT(ours, 4);       /* ucx, libfabric x plain, encrypted */
+    CHECK_EQ_INT(with_ratio, 2); /* encrypted rows vs aes256gcm (no tools: no plain ratio) */
+    CHECK_EQ_INT(rows, 5);
+    free(out);
+    return GT_TEST_DONE();
+}
