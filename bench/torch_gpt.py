@@ -94,27 +94,29 @@ def main():
                             lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
     tok = torch.randint(0, V, (B * T + 1,))
     x, y = tok[:-1].view(B, T), tok[1:].view(B, T)
-    times, losses = [], []
+    times, cpus, losses = [], [], []
     for i in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         lv = loss.item()
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         if i >= a.warmup:
             times.append(t1 - t0)
+            cpus.append(c1 - c0)
             losses.append(lv)
-    med = statistics.median(times)
+    med, cpu_med = statistics.median(times), statistics.median(cpus)
     params = sum(p.numel() for p in model.parameters())
     fpt = 6.0 * (L * 12.0 * C * C + V * C) + 12.0 * L * T * C  # gt_gpt_train_flops_per_token
     print(json.dumps({
         "bench": "torch_gpt", "preset": a.preset, "threads": torch.get_num_threads(),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "torch": torch.__version__,
         "B": B, "T": T, "params": params, "step_ms_median": round(med * 1e3, 3),
-        "tokens_per_s": round(B * T / med, 1), "gflops": round(B * T / med * fpt / 1e9, 2),
+        "tokens_per_s": round(B * T / med, 1),
+        "cpu_ms_median": round(cpu_med * 1e3, 3), "tokens_per_cpu_s": round(B * T / cpu_med, 1), "gflops": round(B * T / med * fpt / 1e9, 2),
         "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5)}))
 
 

@@ -3,7 +3,9 @@
  * Times full training steps (forward + backward + grad-norm clipping + AdamW) on a fixed
  * random batch after warmup steps, and reports the median step as tokens/s, GFLOP/s (model
  * FLOPs by gt_gpt_train_flops_per_token) and, on CUDA, MFU against the H100's 989 TFLOP/s
- * dense bf16 peak. A correctness column rides along (STYLE: nccl-tests' #wrong): the loss must
+ * dense bf16 peak. Beside wall time it reports the process CPU time per step (all threads),
+ * whose tokens per CPU-second stay comparable when other jobs share the cores. A correctness
+ * column rides along (STYLE: nccl-tests' #wrong): the loss must
  * stay finite and fall over the timed steps, or the exit code is 1.
  */
 #include "cli.h"
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define H100_BF16_DENSE_FLOPS 989e12
 
@@ -39,6 +42,19 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -115,9 +131,9 @@ int gt_bench_kernels(int argc, char **argv)
     }
     size_t N = p.B * p.T;
     int32_t *tok = malloc((N + 1) * sizeof(int32_t));
-    double *ms = malloc(steps * sizeof(double));
+    double *ms = malloc(steps * sizeof(double)), *cpu_ms = malloc(steps * sizeof(double));
     int rc = 1;
-    if (!tok || !ms) goto out;
+    if (!tok || !ms || !cpu_ms) goto out;
     uint64_t s = 0x2545F4914F6CDD1Dull;
     for (size_t i = 0; i < N + 1; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -131,20 +147,24 @@ int gt_bench_kernels(int argc, char **argv)
     for (size_t i = 0; i < warmup + steps; i++) {
         float loss;
         uint64_t t0 = gt_time_ns();
+        double c0 = cpu_seconds();
         if ((st = gt_gpt_forward(gpt, tok, tok + 1, &loss)) != GT_OK ||
             (st = gt_gpt_grad_zero(gpt)) != GT_OK || (st = gt_gpt_backward(gpt, 1.0f)) != GT_OK ||
             (st = gt_gpt_grad_clip(gpt, 1.0f, &norm)) != GT_OK ||
             (st = gt_gpt_adamw_step(gpt, &ap, i + 1)) != GT_OK)
             goto out;
         uint64_t t1 = gt_time_ns(); /* losses and norms are host values: the step has ended */
+        double c1 = cpu_seconds();
         if (!isfinite(loss) || !isfinite(norm)) wrong++;
         if (i == warmup) loss_first = loss;
         loss_last = loss;
-        if (i >= warmup) ms[i - warmup] = (double)(t1 - t0) / 1e6;
+        if (i >= warmup) {
+            ms[i - warmup] = (double)(t1 - t0) / 1e6;
+            cpu_ms[i - warmup] = (c1 - c0) * 1e3;
+        }
     }
     if (steps > 1 && !(loss_last < loss_first)) wrong++;
-    qsort(ms, steps, sizeof(double), cmp_double);
-    double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    double med = median_of(ms, steps), cpu_med = median_of(cpu_ms, steps);
     double tps = (double)N / (med / 1e3);
     double fpt = gt_gpt_train_flops_per_token(&p.model, p.T);
     double gflops = tps * fpt / 1e9;
@@ -154,10 +174,11 @@ int gt_bench_kernels(int argc, char **argv)
                "\"openblas_coretype\":%s%s%s,\"B\":%zu,\"T\":%zu,\"params\":%zu,"
                "\"tokens_per_step\":%zu,\"steps\":%zu,\"step_ms_median\":%.3f,"
                "\"step_ms_min\":%.3f,\"step_ms_max\":%.3f,\"tokens_per_s\":%.1f,"
+               "\"cpu_ms_median\":%.3f,\"tokens_per_cpu_s\":%.1f,"
                "\"flops_per_token\":%.0f,\"gflops\":%.2f",
                pr.name, device, gt_kern_get_threads(), core ? "\"" : "", core ? core : "null",
                core ? "\"" : "", p.B, p.T, gt_gpt_param_count(&p.model), N, steps, med, ms[0],
-               ms[steps - 1], tps, fpt, gflops);
+               ms[steps - 1], tps, cpu_med, (double)N / (cpu_med / 1e3), fpt, gflops);
         if (p.device == GT_DEVICE_CUDA)
             printf(",\"mfu\":%.4f,\"peak_tflops\":989", gflops * 1e9 / H100_BF16_DENSE_FLOPS);
         printf(",\"loss_first\":%.5f,\"loss_last\":%.5f,\"wrong\":%d}\n", loss_first, loss_last,
@@ -176,6 +197,7 @@ out:
     if (st != GT_OK) fprintf(stderr, "geotrain bench kernels: %s\n", gt_status_str(st));
     free(tok);
     free(ms);
+    free(cpu_ms);
     gt_gpt_destroy(gpt);
     return rc;
 }
