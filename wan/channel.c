@@ -258,6 +258,9 @@ void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
             ep->sq_frame = r->next_;
         }
         tx_launch(ep, s);
+        /* Sealing a frame takes a while; let the transport move what is already posted
+         * (a rendezvous waits on both ends) before sealing the next. */
+        if (sealed(net) && ep->tp) net->ops->progress(net->tp);
     }
 }
 
@@ -569,6 +572,8 @@ void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
             return;
         }
         ep->rx_head = (ep->rx_head + 1) % ep->nslots;
+        /* The same on receive: opening a frame takes a while. */
+        if (sealed(ep->net) && ep->tp) ep->net->ops->progress(ep->net->tp);
     }
 }
 
