@@ -35,7 +35,9 @@ static void usage(FILE *out)
                  "  --steps N        timed steps; the median is reported (default 10)\n"
                  "  --seed N         weight initialisation seed (default 1)\n"
                  "  --json           one JSON object on stdout instead of a text line\n"
-                 "  -h, --help       this text\n");
+                 "  -h, --help       this text\n\n"
+                 "On a machine shared with other jobs, set OMP_WAIT_POLICY=passive: OpenMP\n"
+                 "threads that spin at barriers take the cores the working threads need.\n");
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -25,7 +25,7 @@ int main(int argc, char **argv)
     if (gt_kern_set_threads(2) != GT_OK) return 1;
     gt_gpt_config_t cfg = {50, 64, 16, 2, 32, 4}; /* Vp > V: padding must stay invisible */
     gt_gpt_params_t p = GT_GPT_PARAMS_INIT;
-    p.model = cfg, p.B = 3, p.T = 16;
+    p.model = cfg, p.B = 20, p.T = 16; /* 320 rows: two row blocks of the fused passes */
     gt_gpt_t *g = NULL;
     if (gt_gpt_create(&p, &g) != GT_OK || gt_gpt_init_weights(g, 11) != GT_OK) return 1;
     size_t n = gt_gpt_arena_len(&cfg), N = p.B * p.T;
@@ -38,7 +38,7 @@ int main(int argc, char **argv)
             w[t.offset + i] +=
                 0.05f * (float)((int)((t.offset + i) * 2654435761u % 2001) - 1000) / 1000.0f;
     }
-    int32_t tok[49];
+    int32_t tok[321];
     for (size_t i = 0; i < N + 1; i++) tok[i] = (int32_t)((i * 17 + 5) % cfg.V);
     float loss;
     if (gt_gpt_forward(g, tok, tok + 1, &loss) != GT_OK || gt_gpt_grad_zero(g) != GT_OK ||

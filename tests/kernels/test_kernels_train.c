@@ -20,7 +20,7 @@ static int train_cfg(uint64_t seed, int steps, int threads, int wide, run_t *r)
     CHECK_EQ_INT(gt_gpt_preset_find("tiny", &pr), GT_OK);
     if (wide) {
         gt_gpt_config_t w = {128, 0, 32, 2, 128, 4};
-        pr.model = w, pr.B = 10, pr.T = 30; /* N = 300: 3 row blocks, a partial one */
+        pr.model = w, pr.B = 10, pr.T = 30; /* N = 300: 2 row blocks, one partial */
     }
     gt_gpt_params_t p = GT_GPT_PARAMS_INIT;
     p.model = pr.model, p.B = pr.B, p.T = pr.T;
