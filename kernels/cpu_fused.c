@@ -124,10 +124,30 @@ void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t
                                    k->ln2_mean[n], k->ln2_rstd[n], C);
             mm_back_rows(s->datty, s->dres2, w->attprojw, r0, r1, C, C);
         }
-        /* B: attention backward per (b, h) and the MLP/projection weight gradients */
+        /* B: the MLP/projection weight gradients, then attention backward per (b, h), then
+         * the column sums: largest tasks first, so the many small ones at the end fill in
+         * behind them and no thread waits long at the barrier */
 #pragma omp for schedule(dynamic, 1)
         for (size_t t = 0; t < nB; t++) {
             size_t i = t;
+            if (i < b_fc) {
+                mm_dw_rows(g->fcw, k->ln2, s->dbuf4, lo_of(C, DW_ROWS, i), hi_of(C, DW_ROWS, i), N,
+                           C, 4 * C);
+                continue;
+            }
+            i -= b_fc;
+            if (i < b_fp) {
+                mm_dw_rows(g->fcprojw, k->fchg, s->dres, lo_of(4 * C, DW_ROWS, i),
+                           hi_of(4 * C, DW_ROWS, i), N, 4 * C, C);
+                continue;
+            }
+            i -= b_fp;
+            if (i < b_ap) {
+                mm_dw_rows(g->attprojw, k->atty, s->dres2, lo_of(C, DW_ROWS, i),
+                           hi_of(C, DW_ROWS, i), N, C, C);
+                continue;
+            }
+            i -= b_ap;
             if (i < nbh) {
                 gt_cpu_attention_bh_backward(s->dqkv, s->datty, k->qkv, k->att,
                                              s->att_scratch + (size_t)omp_get_thread_num() * T * T,
@@ -135,23 +155,11 @@ void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t
                 continue;
             }
             i -= nbh;
-            if (i < b_fp) {
-                mm_dw_rows(g->fcprojw, k->fchg, s->dres, lo_of(4 * C, DW_ROWS, i),
-                           hi_of(4 * C, DW_ROWS, i), N, 4 * C, C);
-                continue;
-            }
-            i -= b_fp;
             if (i < b_fpb) {
                 gt_cpu_colsum_add(g->fcprojb, s->dres, N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
                 continue;
             }
             i -= b_fpb;
-            if (i < b_fc) {
-                mm_dw_rows(g->fcw, k->ln2, s->dbuf4, lo_of(C, DW_ROWS, i), hi_of(C, DW_ROWS, i), N,
-                           C, 4 * C);
-                continue;
-            }
-            i -= b_fc;
             if (i < b_fcb) {
                 gt_cpu_colsum_add(g->fcb, s->dbuf4, N, 4 * C, lo_of(4 * C, COLS, i),
                                   hi_of(4 * C, COLS, i));
@@ -164,12 +172,6 @@ void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t
                 continue;
             }
             i -= b_ln2;
-            if (i < b_ap) {
-                mm_dw_rows(g->attprojw, k->atty, s->dres2, lo_of(C, DW_ROWS, i),
-                           hi_of(C, DW_ROWS, i), N, C, C);
-                continue;
-            }
-            i -= b_ap;
             gt_cpu_colsum_add(g->attprojb, s->dres2, N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
         }
         /* C: qkv and ln_1 input gradients per rows; dres becomes d(block input) */
