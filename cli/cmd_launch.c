@@ -12,7 +12,7 @@
 #include "gt_local.h"
 #include "gt_topology.h"
 #include "gt_wan.h"
-#include "membership_internal.h"
+#include "gt_wan.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -16,9 +16,7 @@
 #include "gt_local.h"
 #include "local_internal.h"
 
-#include "membership_internal.h"
-#include "mesh_internal.h"
-#include "outer_internal.h"
+#include "gt_wan.h"
 
 #include <errno.h>
 #include <jansson.h>

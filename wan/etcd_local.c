@@ -1,7 +1,7 @@
 /* etcd_local.c — a one-node etcd on free loopback ports, for `geotrain launch` when
  * sites.yaml names no membership endpoints, and for tests. It is Debian's etcd-server,
  * started for real; the data folder is the caller's. */
-#include "membership_internal.h"
+#include "gt_wan.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

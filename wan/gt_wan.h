@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #include "gt_base.h"
+#include "gt_compress.h"
+#include "gt_topology.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -214,6 +216,279 @@ GT_API GT_MUST_USE gt_status_t gt_wan_req_wait(gt_wan_req_t *req, uint32_t timeo
 GT_API void gt_wan_net_stats(const gt_wan_net_t *net, gt_wan_ep_stats_t *stats_p);
 /* Closes an endpoint: requests still in flight complete with GT_ERR_CLOSED. Accepts NULL. */
 GT_API void gt_wan_ep_close(gt_wan_ep_t *ep);
+
+/* ---- site membership through etcd's v3 JSON gateway (DESIGN.md §4).
+ *
+ * Each site holds a lease (TTL lease_ttl_s, renewed every heartbeat_ms by a background
+ * thread) on its member key PREFIX/RUN/members/SITE, whose value is JSON {name, address}.
+ * A site that dies stops renewing; etcd deletes its key when the lease runs out. The view —
+ * {epoch, sorted member list} at PREFIX/RUN/view — changes only by compare-and-swap on the
+ * key's mod_revision, so when several sites notice the same change at once exactly one
+ * proposal wins and everyone reads the same epoch. etcd is a Raft cluster: with members in
+ * three sites the control plane survives the loss of one site; the client tries every
+ * endpoint in turn, and every request has a timeout, so a dead endpoint never hangs a site.
+ */
+
+#define GT_WAN_MEMBER_NAME_MAX 64
+#define GT_WAN_MEMBER_ADDR_MAX 256
+#define GT_WAN_MAX_MEMBERS     64
+
+typedef struct {
+    const char *const *endpoints; /* etcd client URLs, http://host:port */
+    size_t n_endpoints;
+    const char *prefix;  /* key prefix, starts with '/' */
+    const char *run_id;  /* scopes all keys of one run */
+    const char *site;    /* this site's name */
+    const char *address; /* what peers should connect to */
+    uint32_t lease_ttl_s;
+    uint32_t heartbeat_ms;
+    uint32_t request_timeout_ms; /* per HTTP request, connect included */
+} gt_wan_member_params_t;
+
+#define GT_WAN_MEMBER_PARAMS_INIT                            \
+    {                                                        \
+        NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000 \
+    }
+
+typedef struct {
+    char name[GT_WAN_MEMBER_NAME_MAX];
+    char address[GT_WAN_MEMBER_ADDR_MAX];
+} gt_wan_member_info_t;
+
+typedef struct {
+    uint64_t epoch; /* 0: no view yet */
+    uint32_t n_members;
+    gt_wan_member_info_t members[GT_WAN_MAX_MEMBERS]; /* sorted by name */
+} gt_wan_view_t;
+
+typedef struct gt_wan_member gt_wan_member_t;
+
+/* Registers this site: grants a lease and creates its member key with it. Fails with
+ * GT_ERR_EXISTS when a live site already holds the name, GT_ERR_TIMEOUT / GT_ERR_IO when no
+ * endpoint answers. Starts the heartbeat thread. */
+GT_API gt_status_t gt_wan_member_create(const gt_wan_member_params_t *params,
+                                        gt_wan_member_t **member_p) GT_MUST_USE;
+
+/* Leaves: stops the heartbeat and revokes the lease, so the others see the site go at once
+ * rather than after the TTL. Accepts NULL. */
+GT_API void gt_wan_member_destroy(gt_wan_member_t *m);
+
+/* Stops heartbeats without revoking the lease: what a crash looks like to the others (for
+ * tests and chaos runs). The member must still be destroyed. */
+GT_API void gt_wan_member_abandon(gt_wan_member_t *m);
+
+/* GT_OK while the lease is held; GT_ERR_PEER_LOST once it expired or could not be renewed
+ * within its TTL (this site has been removed by the others and must rejoin). */
+GT_API gt_status_t gt_wan_member_health(const gt_wan_member_t *m);
+
+/* The sites whose member keys exist now (sorted by name). */
+GT_API gt_status_t gt_wan_member_list(gt_wan_member_t *m, gt_wan_view_t *live_p) GT_MUST_USE;
+
+/* The current view; epoch 0 and no members when none was agreed yet. */
+GT_API gt_status_t gt_wan_member_view(gt_wan_member_t *m, gt_wan_view_t *view_p) GT_MUST_USE;
+
+/* Moves the view to the live member set when they differ: proposes epoch + 1 by compare-and-
+ * swap and, whether this proposal or another site's won, returns the view now agreed.
+ * *changed_p is 1 when the returned epoch is newer than the one read first. */
+GT_API gt_status_t gt_wan_member_sync_view(gt_wan_member_t *m, gt_wan_view_t *view_p,
+                                           int *changed_p) GT_MUST_USE;
+
+/* Proposes `next` (its epoch must be the current epoch + 1) against the view read at
+ * `expected_revision`; GT_ERR_AGAIN when another proposal won first. Used by sync_view;
+ * exposed for tests of the compare-and-swap. */
+GT_API gt_status_t gt_wan_member_propose(gt_wan_member_t *m, const gt_wan_view_t *next,
+                                         int64_t expected_revision) GT_MUST_USE;
+
+/* The mod_revision of the view key as last read by gt_wan_member_view (0: no view key). */
+GT_API int64_t gt_wan_member_view_revision(const gt_wan_member_t *m);
+
+/* ---- A local one-node etcd (etcd_local.c) ---- */
+
+typedef struct {
+    int pid; /* 0 when not running */
+    int client_port, peer_port;
+    char url[64]; /* http://127.0.0.1:PORT */
+} gt_wan_etcd_local_t;
+
+/* Starts Debian's etcd on free loopback ports with its data and log (etcd.log) under `dir`,
+ * and waits until it answers /health (GT_ERR_TIMEOUT after timeout_ms). */
+GT_API gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
+                                           gt_wan_etcd_local_t *etcd_p) GT_MUST_USE;
+/* Freezes (SIGSTOP) or thaws it: a frozen server accepts connections and never answers. */
+GT_API void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused);
+/* Stops it (SIGTERM, then SIGKILL after 5 s). Accepts NULL or a stopped one. */
+GT_API void gt_wan_etcd_local_stop(gt_wan_etcd_local_t *e);
+/* A TCP port on 127.0.0.1 that was free a moment ago; -1 if none. */
+GT_API int gt_wan_free_port(void);
+
+/* ---- the outer-round protocol (DESIGN.md §1, §3): DELTA to chunk owners,
+ * robust weighted aggregation, RESULT to every site.
+ *
+ * Transport-independent: the engine sends through an io callback and is fed incoming
+ * messages with gt_wan_outer_deliver, so the same code runs over the secure channel and in
+ * deterministic in-process tests. It owns no model state: the caller (local/) submits its
+ * pseudo-gradient Δ = θ_a − θ_s for a round, later reads the agreed g for that round, and
+ * applies the outer optimizer itself.
+ *
+ * Chunks. The layout is fixed for the whole run: L lanes, each cut into one chunk per
+ * *configured* site, so chunk boundaries never move when sites come and go. Chunk j of lane l
+ * is preferably owned by site (l + j) mod S_cfg; when that site is not live, by the next live
+ * site in cyclic order. So a view change moves only the dead site's chunks, and senders re-send
+ * the frames they kept to the new owner.
+ *
+ * Rounds. An owner closes (round, chunk) when every live site has contributed, or when the
+ * adaptive deadline has passed since the first contribution and a quorum has contributed. The
+ * deadline is median + k·MAD, within [min, max], of the live sites' typical lateness (a moving
+ * average per site of how long after a chunk's first contribution theirs arrives): robust
+ * across sites, so a chronic straggler is an outlier the others stop waiting for rather than
+ * a sample that stretches everyone's deadline. It is never longer than twice the time the
+ * quorum took to arrive (which is also the deadline before two sites have history). A contribution
+ * for a closed round is folded into the lowest open round of the same chunk with weight w/(1 +
+ * staleness), or dropped (outer.late). NaN/Inf contributions are rejected; norms above clip_k ×
+ * median are scaled down. Results are final: a site that holds a RESULT whose owner died forwards
+ * it, so the others apply the same bytes.
+ */
+
+#define GT_WAN_OUTER_MAX_SITES 64
+#define GT_WAN_OUTER_SLOTS     4 /* rounds an owner or sender keeps at once */
+
+typedef struct {
+    void *ctx;
+    /* Sends a message to site `dst` (never to this site: the engine delivers to itself).
+     * buf may be reused after the call returns (the callee copies or completes it). A failure
+     * is counted and otherwise ignored: the view change that follows a lost peer re-sends. */
+    gt_status_t (*send)(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
+                        size_t len);
+} gt_wan_outer_io_t;
+
+typedef struct {
+    uint32_t site_id;         /* this site, 0 .. n_sites-1 */
+    uint32_t n_sites;         /* configured sites (fixes the chunk layout) */
+    size_t n_params;          /* length of the flat vector */
+    uint32_t n_lanes;         /* wan.lanes */
+    gt_cmp_params_t codec;    /* for DELTA and RESULT payloads */
+    double quorum;            /* outer.quorum: (0, 1] of live sites */
+    uint32_t deadline_min_ms; /* outer.deadline_min_ms */
+    uint32_t deadline_max_ms; /* outer.deadline_max_ms */
+    double deadline_mad_k;    /* outer.deadline_mad_k */
+    double clip_k;            /* outer.clip_k; 0 = no clipping */
+    int late_fold;            /* outer.late: 1 fold, 0 drop */
+    gt_wan_outer_io_t io;
+} gt_wan_outer_params_t;
+
+typedef struct {
+    uint64_t deltas_sent, results_sent, resends, forwards; /* messages */
+    uint64_t bytes_sent, bytes_received;                   /* payload bytes */
+    /* As an owner, every contribution received ends in exactly one of these. */
+    uint64_t on_time, late, dropped, rejected, clipped;
+    uint64_t hash_checks, hash_mismatches; /* this site's anchor against the majority */
+    uint64_t bad_messages;                 /* malformed payloads, rejected and logged */
+    uint64_t stale_results;                /* RESULTs for a round already applied */
+} gt_wan_outer_stats_t;
+
+typedef struct gt_wan_outer gt_wan_outer_t;
+
+GT_API gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *params,
+                                       gt_wan_outer_t **outer_p) GT_MUST_USE;
+GT_API void gt_wan_outer_destroy(gt_wan_outer_t *o);
+
+/* Installs view `epoch` with the live sites (any order; this site must be among them).
+ * Re-sends kept contributions whose chunk owner changed and forwards results whose owner
+ * left. Views older than the current one are ignored. */
+GT_API gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
+                                         uint32_t n_live, uint64_t now_ns) GT_MUST_USE;
+
+/* Submits this site's pseudo-gradient for `round` (rounds start at 0 and increase by one):
+ * delta[0, n_params), weighted by `weight` (tokens). `anchor_hash` is the hash of this site's
+ * anchor after applying round-1 (ignored for round 0). Encodes with error feedback against the
+ * engine's residual and sends every chunk to its owner. */
+GT_API gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
+                                       double weight, uint64_t anchor_hash,
+                                       uint64_t now_ns) GT_MUST_USE;
+
+/* Feeds one received message (DELTA or RESULT). Hostile input is rejected, counted in
+ * bad_messages and logged; it never changes state. */
+GT_API gt_status_t gt_wan_outer_deliver(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
+                                        size_t len, uint64_t now_ns);
+
+/* Closes the rounds that are due and sends their results. Call often. */
+GT_API gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns);
+
+/* GT_OK and g[0, n_params) when every chunk of `round` has arrived; GT_ERR_AGAIN before.
+ * After it returns GT_OK the round counts as applied here. */
+GT_API gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g) GT_MUST_USE;
+
+/* The earliest time a pending close is due (for the caller's wait), or UINT64_MAX. */
+GT_API uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o);
+
+/* The hash verdict for this site's anchor after `round`: 1 agreed with the majority of the
+ * contributions seen by owners, -1 disagreed (re-fetch the anchor), 0 not known yet. */
+GT_API int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round);
+
+GT_API void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p);
+
+/* The site that owns (lane, chunk) under the current view. */
+GT_API uint32_t gt_wan_outer_owner(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk);
+
+/* 64-bit hash of a float vector's bytes (xxh3), for the anchor check. */
+GT_API uint64_t gt_wan_outer_hash(const float *x, size_t n);
+
+/* ---- one site's connections to every other site, built from sites.yaml.
+ *
+ * The mesh owns the site's gt_wan_net (transport, secure channel, optional emulator from
+ * wan.emulation/links), listens on the site's address, and keeps one endpoint per live peer:
+ * the site with the higher index connects, the lower one accepts, so each pair has exactly one
+ * connection. Messages are copied on send (callers may reuse their buffers), queued while a
+ * peer is still connecting, and every received message is handed to the on_message callback.
+ * A peer whose endpoint fails is marked down and re-dialled when the view still lists it.
+ */
+
+typedef struct {
+    const gt_topo_config_t *cfg;
+    uint32_t site;                   /* this site's index in cfg->sites */
+    const char *run_id;              /* both ends must agree */
+    const gt_wan_keypair_t *keypair; /* required unless security.mode is none */
+    size_t max_message;              /* largest payload a peer may send us */
+    uint64_t start_ns;               /* origin of emulated link cuts */
+    void (*on_message)(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len);
+    void *ctx;
+} gt_wan_mesh_params_t;
+
+typedef struct {
+    uint64_t bytes_sent, bytes_received; /* payload bytes, all endpoints, closed ones too */
+    uint64_t msgs_sent, msgs_received;
+    uint64_t rejected;      /* frames rejected by the secure channel */
+    uint64_t send_failures; /* messages lost with a failed endpoint */
+    uint64_t peers_lost;    /* endpoints that failed */
+} gt_wan_mesh_stats_t;
+
+typedef struct gt_wan_mesh gt_wan_mesh_t;
+
+GT_API gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *params,
+                                      gt_wan_mesh_t **mesh_p) GT_MUST_USE;
+GT_API void gt_wan_mesh_destroy(gt_wan_mesh_t *mesh);
+
+/* host:port peers should dial (the actual port when sites.yaml says port 0). */
+const char *gt_wan_mesh_address(const gt_wan_mesh_t *mesh);
+
+/* Dials the view's members that this site should dial and forgets endpoints of sites that
+ * left the view. Members are matched to sites.yaml by name. */
+GT_API gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *mesh, const gt_wan_view_t *view) GT_MUST_USE;
+
+/* Queues a copy of buf for site `dst`. */
+GT_API gt_status_t gt_wan_mesh_send(gt_wan_mesh_t *mesh, uint32_t dst, const gt_wan_msg_t *msg,
+                                    const void *buf, size_t len) GT_MUST_USE;
+
+/* Non-blocking: transport progress, accepts, completions, deliveries, re-dials. */
+GT_API gt_status_t gt_wan_mesh_progress(gt_wan_mesh_t *mesh);
+
+/* 1 while `site` has a ready endpoint. */
+GT_API int gt_wan_mesh_peer_ready(const gt_wan_mesh_t *mesh, uint32_t site);
+
+/* Messages queued or in flight (0 when every send has completed). */
+GT_API size_t gt_wan_mesh_pending(const gt_wan_mesh_t *mesh);
+
+GT_API void gt_wan_mesh_stats(const gt_wan_mesh_t *mesh, gt_wan_mesh_stats_t *stats_p);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
  * the TTL never costs a site its membership; API calls share a second handle under a lock.
  * int64 fields are strings in the gateway's JSON (grpc-gateway's proto3 mapping).
  */
-#include "membership_internal.h"
+#include "gt_wan.h"
 
 #include <curl/curl.h>
 #include <errno.h>

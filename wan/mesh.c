@@ -1,5 +1,6 @@
-/* mesh.c — a site's endpoints to its peers: see mesh_internal.h. */
-#include "mesh_internal.h"
+/* mesh.c — a site's endpoints to its peers: see the mesh section of gt_wan.h. */
+
+#include "gt_wan.h"
 
 #include "emu_internal.h"
 

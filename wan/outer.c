@@ -1,11 +1,12 @@
-/* outer.c — the outer-round engine: see outer_internal.h for the protocol.
+/* outer.c — the outer-round engine: see the outer-round section of gt_wan.h for the protocol.
  *
  * State per site: the fixed layout; for each round in flight, the frames this site sent
  * (kept until the round is applied, for re-sends), the result being assembled, and — for
  * chunks this site owns — the open aggregations. Everything is bounded by the number of
  * rounds in flight (GT_WAN_OUTER_SLOTS) and the number of sites.
  */
-#include "outer_internal.h"
+
+#include "gt_wan.h"
 
 #include "gt_topology.h"
 

@@ -3,7 +3,7 @@
  * graceful leave, duplicate names refused, and an unreachable or frozen etcd giving errors
  * within the request timeout instead of hanging. */
 #include "gt_test.h"
-#include "membership_internal.h"
+#include "gt_wan.h"
 
 #include <pthread.h>
 #include <signal.h>

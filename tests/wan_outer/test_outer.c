@@ -4,7 +4,7 @@
  * NaN rejection, norm clipping, late contributions folded or dropped (and counted), owner loss
  * with re-sends, result forwarding, the anchor-hash vote, and hostile payloads. */
 #include "gt_test.h"
-#include "outer_internal.h"
+#include "gt_wan.h"
 
 #include <math.h>
 #include <stdlib.h>
