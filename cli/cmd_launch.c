@@ -44,14 +44,16 @@ typedef struct {
     int killed;         /* by a --kill event */
     int64_t kill_round; /* -1: none */
     double slow;
-    json_t *st; /* last status.json */
+    int64_t corrupt_round; /* --corrupt-anchor: -1 none */
+    json_t *st;            /* last status.json */
 } site_proc_t;
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: geotrain launch [SITES.yaml] [--run-dir DIR] [--kill SITE@ROUND ...]\n"
-            "                       [--slow SITE=FACTOR ...] [--set KEY=VALUE ...]\n\n"
+            "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
+            "                       [--set KEY=VALUE ...]\n\n"
             "Runs every site of SITES.yaml (default ./sites.yaml) on this machine, each as its\n"
             "own process, exchanging pseudo-gradients over the WAN layer (emulated when\n"
             "wan.emulation.enabled). Starts a one-node etcd when membership.endpoints is empty,\n"
@@ -71,6 +73,9 @@ static void usage(FILE *out)
             "  --run-dir DIR        the run directory\n"
             "  --kill SITE@ROUND    SIGKILL SITE once it reaches ROUND (repeatable)\n"
             "  --slow SITE=FACTOR   make SITE's steps FACTOR times slower (repeatable)\n"
+            "  --corrupt-anchor SITE@ROUND\n"
+            "                       chaos: flip one bit of SITE's anchor after ROUND; the\n"
+            "                       anchor-hash check catches it and SITE re-fetches the anchor\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
             "  -h, --help           this text\n");
 }
@@ -158,9 +163,10 @@ static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const ch
 }
 
 static pid_t spawn_site(const char *self, const char *config, const char *site, const char *run_dir,
-                        const char *run_id, double slow, char **sets, size_t n_sets)
+                        const char *run_id, double slow, int64_t corrupt, char **sets,
+                        size_t n_sets)
 {
-    char log[PATH_MAX + 64], slow_s[32];
+    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32];
     snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
     snprintf(slow_s, sizeof slow_s, "%g", slow);
     size_t argc = 0;
@@ -179,6 +185,11 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     if (slow > 1.0) {
         argv[argc++] = "--slow";
         argv[argc++] = slow_s;
+    }
+    if (corrupt >= 0) {
+        snprintf(corrupt_s, sizeof corrupt_s, "%lld", (long long)corrupt);
+        argv[argc++] = "--corrupt-anchor";
+        argv[argc++] = corrupt_s;
     }
     for (size_t i = 0; i < n_sets; i++) {
         argv[argc++] = "--set";
@@ -301,12 +312,16 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
 
 int gt_cmd_launch(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"run-dir", required_argument, NULL, 'd'}, {"kill", required_argument, NULL, 'k'},
-        {"slow", required_argument, NULL, 'w'},    {"set", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"run-dir", required_argument, NULL, 'd'},
+                                         {"kill", required_argument, NULL, 'k'},
+                                         {"slow", required_argument, NULL, 'w'},
+                                         {"set", required_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"corrupt-anchor", required_argument, NULL, 'x'},
+                                         {NULL, 0, NULL, 0}};
     const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
-    size_t n_kills = 0, n_slows = 0, n_user = 0;
+    const char *corrupts[MAX_EVENTS];
+    size_t n_kills = 0, n_slows = 0, n_user = 0, n_corrupts = 0;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -320,6 +335,9 @@ int gt_cmd_launch(int argc, char **argv)
             break;
         case 's':
             if (n_user < MAX_SETS) user_sets[n_user++] = optarg;
+            break;
+        case 'x':
+            if (n_corrupts < MAX_EVENTS) corrupts[n_corrupts++] = optarg;
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -350,6 +368,7 @@ int gt_cmd_launch(int argc, char **argv)
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         snprintf(sp[i].name, sizeof sp[i].name, "%s", cfg->sites[i].name);
         sp[i].kill_round = -1;
+        sp[i].corrupt_round = -1;
         sp[i].slow = 1.0;
     }
     for (size_t e = 0; e < n_kills; e++) {
@@ -364,6 +383,19 @@ int gt_cmd_launch(int argc, char **argv)
             goto out;
         }
         sp[i].kill_round = strtoll(at + 1, NULL, 10);
+    }
+    for (size_t e = 0; e < n_corrupts; e++) {
+        const char *at = strchr(corrupts[e], '@');
+        uint32_t i;
+        char name[GT_TOPO_NAME_MAX];
+        snprintf(name, sizeof name, "%.*s", at ? (int)(at - corrupts[e]) : 0, corrupts[e]);
+        if (!at || gt_topo_site_index(cfg, name, &i) != GT_OK || at[1] < '0' || at[1] > '9') {
+            fprintf(stderr, "geotrain launch: --corrupt-anchor %s: expected SITE@ROUND\n",
+                    corrupts[e]);
+            rc = 2;
+            goto out;
+        }
+        sp[i].corrupt_round = strtoll(at + 1, NULL, 10);
     }
     for (size_t e = 0; e < n_slows; e++) {
         const char *eq = strchr(slows[e], '=');
@@ -421,7 +453,8 @@ int gt_cmd_launch(int argc, char **argv)
            cfg->wan.emulation.enabled ? "on" : "off", cfg->codec.name, cfg->inner.steps,
            cfg->outer.overlap_steps, cfg->run.rounds);
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
-        sp[i].pid = spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, sets, n_sets);
+        sp[i].pid = spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow,
+                               sp[i].corrupt_round, sets, n_sets);
         if (sp[i].pid < 0) goto stop;
     }
     int tty = isatty(STDOUT_FILENO), drawn = 0;

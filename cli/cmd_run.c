@@ -69,6 +69,9 @@ static void usage(FILE *out)
             "                    (all sites of a run use the same; default run.name)\n"
             "  --slow FACTOR     multi-site: make every step FACTOR times slower (emulates a\n"
             "                    slow site)\n"
+            "  --corrupt-anchor ROUND\n"
+            "                    multi-site chaos: flip one bit of this site's anchor after\n"
+            "                    ROUND; the anchor-hash check must catch it and re-fetch\n"
             "  --set KEY=VALUE   override a config key (repeatable); precedence: file <\n"
             "                    GT_* environment < --set\n"
             "  -h, --help        this text\n",
@@ -119,7 +122,7 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
 
 /* A site of a multi-site run: DiLoCo over the WAN (local/site.c). */
 static int run_site(const gt_topo_config_t *cfg, const char *site, const char *run_dir_opt,
-                    const char *run_id, double slow)
+                    const char *run_id, double slow, long long corrupt)
 {
     char run_dir[GT_TOPO_PATH_MAX * 2 + 8], path[sizeof run_dir + 32];
     uint32_t si = 0;
@@ -147,6 +150,7 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
     sp.run_id = run_id ? run_id : cfg->run.name;
     sp.slow_factor = slow;
     sp.stop = (const volatile int *)&stop_signal;
+    sp.corrupt_anchor_round = corrupt >= 0 ? (uint64_t)corrupt + 1 : 0;
     gt_status_t s = gt_local_site_run(&sp);
     if (s == GT_ERR_CLOSED) {
         fprintf(stderr, "geotrain run: site %s stopped by signal %d; it left the run\n", site,
@@ -162,12 +166,18 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
 
 int gt_cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},  {"site", required_argument, NULL, 's'},
-        {"run-dir", required_argument, NULL, 'd'}, {"resume", no_argument, NULL, 'r'},
-        {"init", required_argument, NULL, 'i'},    {"set", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},          {"run-id", required_argument, NULL, 'I'},
-        {"slow", required_argument, NULL, 'W'},    {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"site", required_argument, NULL, 's'},
+                                         {"run-dir", required_argument, NULL, 'd'},
+                                         {"resume", no_argument, NULL, 'r'},
+                                         {"init", required_argument, NULL, 'i'},
+                                         {"set", required_argument, NULL, 'S'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"run-id", required_argument, NULL, 'I'},
+                                         {"slow", required_argument, NULL, 'W'},
+                                         {"corrupt-anchor", required_argument, NULL, 'X'},
+                                         {NULL, 0, NULL, 0}};
+    long long corrupt = -1;
     const char *run_id = NULL;
     double slow = 1.0;
     const char *config = NULL, *site = NULL, *run_dir_opt = NULL, *init = NULL;
@@ -183,6 +193,7 @@ int gt_cmd_run(int argc, char **argv)
         case 'r': resume = 1; break;
         case 'i': init = optarg; break;
         case 'I': run_id = optarg; break;
+        case 'X': corrupt = strtoll(optarg, NULL, 10); break;
         case 'W':
             slow = strtod(optarg, NULL);
             if (!(slow >= 1.0 && slow <= 1000.0)) {
@@ -233,7 +244,7 @@ int gt_cmd_run(int argc, char **argv)
         goto out;
     }
     if (cfg->n_sites != 1) {
-        rc = run_site(cfg, site, run_dir_opt, run_id, slow);
+        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt);
         goto out;
     }
     if (cfg->sites[si].ranks != 1) {

@@ -311,11 +311,14 @@ typedef struct {
     const char *run_id;          /* names the run in etcd and in the secure channel */
     double slow_factor;          /* > 1: every step takes this many times longer (emulation) */
     const volatile int *stop;    /* polled; may be NULL */
+    /* Chaos: flip one bit of the anchor after round N - 1 (N > 0; 0 = never), to exercise the
+     * anchor-hash check and re-fetch (invariant I1). */
+    uint64_t corrupt_anchor_round;
 } gt_local_site_params_t;
 
-#define GT_LOCAL_SITE_PARAMS_INIT               \
-    {                                           \
-        NULL, NULL, NULL, "geotrain", 1.0, NULL \
+#define GT_LOCAL_SITE_PARAMS_INIT                  \
+    {                                              \
+        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0 \
     }
 
 GT_API gt_status_t gt_local_site_run(const gt_local_site_params_t *params) GT_MUST_USE;

@@ -59,6 +59,19 @@ typedef struct {
     uint64_t t_start;
     uint64_t t_train, t_train_end; /* the training loop (utilization is measured over it) */
     uint64_t total;                /* steps of the run */
+    /* Anchor repair (invariant I1): the (θ_a, m) after the last two applied rounds, served to a
+     * peer whose anchor hash disagreed with the majority; and, on our side, the state being
+     * fetched. Both under `lock` (the WAN thread serves and receives). */
+    float *snap_state[2]; /* 2n floats each: θ_a then m */
+    int64_t snap_round[2];
+    float *fetch;        /* 2n floats */
+    int64_t fetch_round; /* -1: no fetch in progress */
+    uint32_t fetch_from;
+    size_t fetch_parts, fetch_got;
+    int fetch_failed;
+    uint64_t refetches;
+    uint64_t corrupt_round; /* chaos: flip a bit of the anchor after this round (0 = never) */
+    size_t part_floats;     /* floats per STATE_CHUNK: what every site's receive buffer holds */
     /* The WAN thread drives mesh, outer engine and membership, so this site answers its
      * peers (as a chunk owner) promptly however long its own steps take. `lock` guards the
      * mesh and the outer engine. */
@@ -71,10 +84,88 @@ typedef struct {
     int sync_dp;
 } site_t;
 
+#define STATE_HDR 16u /* u32 status, u32 reserved, u64 offset */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* A peer asks for (θ_a, m) after round msg->round: send it in parts, or status 1 when we do
+ * not hold that round. Called in the WAN thread, under the lock. */
+static void serve_state(site_t *s, const gt_wan_msg_t *req)
+{
+    const float *src = NULL;
+    for (int k = 0; k < 2; k++)
+        if (s->snap_state[k] && s->snap_round[k] == (int64_t)req->round) src = s->snap_state[k];
+    size_t total = 2 * s->n, pf = s->part_floats, parts = src ? (total + pf - 1) / pf : 1;
+    uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
+    if (!buf) return;
+    for (size_t p = 0; p < parts; p++) {
+        size_t off = p * pf;
+        size_t cnt = src ? (total - off < pf ? total - off : pf) : 0;
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_STATE_CHUNK;
+        m.round = req->round;
+        m.lane = (uint32_t)p;
+        m.chunk = (uint32_t)parts;
+        put_u32(buf, src ? 0u : 1u);
+        put_u32(buf + 4, 0);
+        put_u64(buf + 8, off);
+        if (cnt) memcpy(buf + STATE_HDR, src + off, cnt * sizeof(float));
+        if (gt_wan_mesh_send(s->mesh, req->sender, &m, buf, STATE_HDR + cnt * sizeof(float)) !=
+            GT_OK)
+            break;
+    }
+    if (!src)
+        GT_WARN("site %s: site %u asked for the anchor after round %llu, which we no longer hold",
+                s->cfg->sites[s->site].name, req->sender, (unsigned long long)req->round);
+    free(buf);
+}
+
+/* A part of the state we asked for. Hostile input is checked before anything is written. */
+static void take_state(site_t *s, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
+{
+    if (s->fetch_round < 0 || (int64_t)msg->round != s->fetch_round ||
+        msg->sender != s->fetch_from || len < STATE_HDR)
+        return;
+    if (buf[0] != 0) {
+        s->fetch_failed = 1;
+        return;
+    }
+    uint64_t off = get_u64(buf + 8), cnt = (len - STATE_HDR) / sizeof(float);
+    if ((len - STATE_HDR) % sizeof(float) || off > 2 * s->n || cnt > 2 * s->n - off ||
+        msg->chunk == 0 || msg->chunk > 2 * s->n / s->part_floats + 1) {
+        GT_WARN("site %s: rejected a malformed state part from site %u",
+                s->cfg->sites[s->site].name, msg->sender);
+        s->fetch_failed = 1;
+        return;
+    }
+    memcpy(s->fetch + off, buf + STATE_HDR, cnt * sizeof(float));
+    s->fetch_parts = msg->chunk;
+    s->fetch_got++;
+}
+
 static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
 {
     site_t *s = ctx;
-    gt_wan_outer_deliver(s->outer, msg, buf, len, gt_time_ns());
+    if (msg->type == GT_WAN_MSG_STATE_REQ)
+        serve_state(s, msg);
+    else if (msg->type == GT_WAN_MSG_STATE_CHUNK)
+        take_state(s, msg, buf, len);
+    else
+        gt_wan_outer_deliver(s->outer, msg, buf, len, gt_time_ns());
 }
 
 static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
@@ -237,6 +328,84 @@ static void log_anchor(site_t *s, uint64_t r, const float *x)
     fflush(s->anchors);
 }
 
+/* Keeps (θ_a, m) after round r for peers that may need to repair theirs. */
+static void snapshot_state(site_t *s, uint64_t r)
+{
+    int k = (int)(r % 2);
+    pthread_mutex_lock(&s->lock);
+    if (!s->snap_state[k]) s->snap_state[k] = malloc(2 * s->n * sizeof(float));
+    if (s->snap_state[k]) {
+        memcpy(s->snap_state[k], s->anchor, s->n * sizeof(float));
+        memcpy(s->snap_state[k] + s->n, s->mom, s->n * sizeof(float));
+        s->snap_round[k] = (int64_t)r;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Our anchor disagreed with the majority (invariant I1): fetch (θ_a, m) after round r from a
+ * live peer, replace ours, and move θ_s by the same correction. Peers that do not hold round
+ * r any more are skipped; if none can serve it, the run goes on and the event stays logged. */
+static gt_status_t refetch_anchor(site_t *s, uint64_t r, uint64_t step, uint64_t total)
+{
+    const gt_topo_config_t *c = s->cfg;
+    GT_ERROR("site %s: our anchor after round %llu differs from the majority's; re-fetching it",
+             c->sites[s->site].name, (unsigned long long)r - 1);
+    if (!s->fetch) s->fetch = malloc(2 * s->n * sizeof(float));
+    if (!s->fetch) return GT_ERR_NOMEM;
+    gt_wan_view_t view = s->view;
+    for (uint32_t k = 0; k < view.n_members; k++) {
+        uint32_t peer;
+        if (gt_topo_site_index(c, view.members[k].name, &peer) != GT_OK || peer == s->site)
+            continue;
+        pthread_mutex_lock(&s->lock);
+        s->fetch_round = (int64_t)r;
+        s->fetch_from = peer;
+        s->fetch_parts = 0;
+        s->fetch_got = 0;
+        s->fetch_failed = 0;
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_STATE_REQ;
+        m.round = r;
+        gt_status_t st = gt_wan_mesh_send(s->mesh, peer, &m, "", 0);
+        pthread_mutex_unlock(&s->lock);
+        if (st != GT_OK) continue;
+        uint64_t t0 = gt_time_ns();
+        int done = 0, failed = 0;
+        while (!done && !failed &&
+               gt_time_ns() - t0 < (uint64_t)c->wan.peer_timeout_ms * 1000000ull) {
+            pthread_mutex_lock(&s->lock);
+            done = s->fetch_parts && s->fetch_got >= s->fetch_parts;
+            failed = s->fetch_failed;
+            pthread_mutex_unlock(&s->lock);
+            write_status(s, step, total, 0);
+            struct timespec ts = {0, 500000};
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&s->lock);
+        s->fetch_round = -1;
+        pthread_mutex_unlock(&s->lock);
+        s->wait_s += (gt_time_ns() - t0) * 1e-9;
+        if (!done) continue;
+        /* θ_s moves by the anchor's correction; then the anchor and momentum are replaced. */
+        gt_status_t st2 = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta);
+        if (st2 != GT_OK) return st2;
+        for (size_t i = 0; i < s->n; i++) s->theta[i] += s->fetch[i] - s->anchor[i];
+        memcpy(s->anchor, s->fetch, s->n * sizeof(float));
+        memcpy(s->mom, s->fetch + s->n, s->n * sizeof(float));
+        if ((st2 = gt_gpt_arena_write(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK)
+            return st2;
+        snapshot_state(s, r);
+        s->refetches++;
+        GT_WARN("site %s: re-fetched the anchor after round %llu from site %s",
+                c->sites[s->site].name, (unsigned long long)r, c->sites[peer].name);
+        return GT_OK;
+    }
+    GT_ERROR("site %s: no peer could serve the anchor after round %llu; going on with ours",
+             c->sites[s->site].name, (unsigned long long)r);
+    return GT_OK;
+}
+
 /* Waits for round r's g, applies the outer step to the anchor and rebases θ_s onto it. */
 static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t total)
 {
@@ -255,16 +424,19 @@ static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t
     for (size_t i = 0; i < s->n; i++) s->theta[i] = s->anchor[i] + (s->theta[i] - s->snap[i]);
     if ((st = gt_gpt_arena_write(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK) return st;
     s->rounds_applied++;
-    if (s->anchors) {
-        fprintf(s->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\"}\n", (unsigned long long)r,
-                (unsigned long long)gt_wan_outer_hash(s->anchor, s->n));
-        fflush(s->anchors);
+    if (s->corrupt_round && r + 1 == s->corrupt_round) {
+        /* Chaos (--corrupt-anchor): silent data corruption of one bit of the anchor. */
+        uint32_t bits;
+        memcpy(&bits, &s->anchor[s->n / 2], 4);
+        bits ^= 1u << 20;
+        memcpy(&s->anchor[s->n / 2], &bits, 4);
+        GT_WARN("site %s: chaos: flipped a bit of the anchor after round %llu",
+                c->sites[s->site].name, (unsigned long long)r);
     }
+    snapshot_state(s, r);
     int verdict = r > 0 ? gt_wan_outer_hash_verdict(s->outer, r - 1) : 0;
-    if (verdict < 0)
-        GT_ERROR("site %s: anchor after round %llu disagreed with the majority (logged; the "
-                 "anchor re-fetch is not implemented yet)",
-                 c->sites[s->site].name, (unsigned long long)r - 1);
+    if (verdict < 0 && (st = refetch_anchor(s, r, step, total)) != GT_OK) return st;
+    log_anchor(s, r, s->anchor);
     return GT_OK;
 }
 
@@ -351,9 +523,10 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
     double train = s->t_train ? (t_end - s->t_train) * 1e-9 : 0.0;
     double final_loss = s->loss_n ? s->loss_acc / s->loss_n : NAN;
     json_t *o = json_pack(
-        "{s:f,s:o,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},"
+        "{s:I,s:f,s:o,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:"
+        "I},"
         "s:I,s:I,s:I,s:I,s:s}",
-        "train_s", train, "eval_loss",
+        "anchor_refetches", (json_int_t)s->refetches, "train_s", train, "eval_loss",
         isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "site",
         s->cfg->sites[s->site].name, "status", result == GT_OK ? "finished" : "failed", "steps",
         (json_int_t)steps, "rounds_applied", (json_int_t)s->rounds_applied, "tokens",
@@ -469,6 +642,7 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     mp.run_id = p->run_id;
     mp.keypair = have_kp ? &kp : NULL;
     mp.max_message = max_msg;
+    s->part_floats = (max_msg - STATE_HDR) / sizeof(float);
     mp.start_ns = gt_time_ns();
     mp.on_message = on_message;
     mp.ctx = s;
@@ -545,6 +719,9 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     s.state = "starting";
     s.t_start = gt_time_ns();
     s.eval_loss = NAN;
+    s.fetch_round = -1;
+    s.snap_round[0] = s.snap_round[1] = -1;
+    s.corrupt_round = p->corrupt_anchor_round;
     pthread_mutex_init(&s.lock, NULL);
     gt_status_t st = GT_ERR_INVALID;
     uint64_t step = 0, total = 0;
@@ -669,6 +846,9 @@ out:
     free(s.mom);
     free(s.snap);
     free(s.delta);
+    free(s.snap_state[0]);
+    free(s.snap_state[1]);
+    free(s.fetch);
     pthread_mutex_destroy(&s.lock);
     return st;
 }

@@ -132,12 +132,38 @@ static void test_kill(const char *tmp)
     json_decref(sum);
 }
 
+/* Silent corruption of one site's anchor (chaos): the hash vote catches it, the site re-fetches
+ * the anchor from a peer, and from the next round on every anchor is identical again (I1). */
+static void test_corrupt(const char *tmp)
+{
+    char run[1024];
+    run_launch(tmp, "corrupt", "--corrupt-anchor b@2", run, sizeof run);
+    json_t *sum = load(run, "summary.json");
+    if (!sum) return;
+    char h[3][16][24];
+    const char *sites[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+    for (int r = 0; r < 6; r++) {
+        CHECK(strcmp(h[0][r], h[2][r]) == 0);
+        if (r == 2)
+            CHECK_MSG(strcmp(h[0][r], h[1][r]) != 0, "the corruption did not happen");
+        else
+            CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0, "round %d: b's anchor %s, a's %s", r, h[1][r],
+                      h[0][r]);
+    }
+    json_t *b = json_object_get(json_object_get(sum, "sites"), "b");
+    CHECK_EQ_INT(json_integer_value(json_object_get(b, "anchor_refetches")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 1);
+    json_decref(sum);
+}
+
 int main(int argc, char **argv)
 {
     g_transport = argc > 1 ? argv[1] : "ucx";
     char *tmp = gt_test_tmpdir();
     test_three_sites(tmp);
     test_kill(tmp);
+    test_corrupt(tmp);
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);
     else
