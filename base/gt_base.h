@@ -74,6 +74,38 @@ GT_API void gt_vlog(gt_log_level_t level, const char *fmt, va_list ap);
 #define GT_INFO(...)  gt_log(GT_LOG_INFO, __VA_ARGS__)
 #define GT_DEBUG(...) gt_log(GT_LOG_DEBUG, __VA_ARGS__)
 
+/* Little-endian fields of file formats and wire messages (every geotrain format is
+ * little-endian, whatever the host). */
+static inline void gt_le_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void gt_le_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void gt_le_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t gt_le_get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t gt_le_get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t gt_le_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC), for deadlines and rates. */
 GT_API uint64_t gt_time_ns(void);
 

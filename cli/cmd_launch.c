@@ -371,46 +371,33 @@ int gt_cmd_launch(int argc, char **argv)
         sp[i].corrupt_round = -1;
         sp[i].slow = 1.0;
     }
-    for (size_t e = 0; e < n_kills; e++) {
-        const char *at = strchr(kills[e], '@');
-        uint32_t i;
+    for (size_t e = 0; e < n_kills + n_corrupts + n_slows; e++) {
+        /* --kill SITE@ROUND, --corrupt-anchor SITE@ROUND, --slow SITE=FACTOR */
+        int kind = e < n_kills ? 0 : e < n_kills + n_corrupts ? 1 : 2;
+        const char *arg = kind == 0   ? kills[e]
+                          : kind == 1 ? corrupts[e - n_kills]
+                                      : slows[e - n_kills - n_corrupts];
+        static const char *const flag[] = {"--kill", "--corrupt-anchor", "--slow"};
+        const char *sep = strchr(arg, kind == 2 ? '=' : '@');
         char name[GT_TOPO_NAME_MAX];
-        snprintf(name, sizeof name, "%.*s", at ? (int)(at - kills[e]) : 0, kills[e]);
-        if (!at || gt_topo_site_index(cfg, name, &i) != GT_OK || at[1] < '0' || at[1] > '9') {
-            fprintf(stderr, "geotrain launch: --kill %s: expected SITE@ROUND with a site of %s\n",
-                    kills[e], config);
+        uint32_t i;
+        snprintf(name, sizeof name, "%.*s", sep ? (int)(sep - arg) : 0, arg);
+        double v = sep ? strtod(sep + 1, NULL) : -1;
+        int ok = sep && gt_topo_site_index(cfg, name, &i) == GT_OK &&
+                 (kind == 2 ? (v >= 1.0 && v <= 1000) : (sep[1] >= '0' && sep[1] <= '9'));
+        if (!ok) {
+            fprintf(stderr, "geotrain launch: %s %s: expected %s with a site of %s%s\n", flag[kind],
+                    arg, kind == 2 ? "SITE=FACTOR" : "SITE@ROUND", config,
+                    kind == 2 ? " and a factor in [1, 1000]" : "");
             rc = 2;
             goto out;
         }
-        sp[i].kill_round = strtoll(at + 1, NULL, 10);
-    }
-    for (size_t e = 0; e < n_corrupts; e++) {
-        const char *at = strchr(corrupts[e], '@');
-        uint32_t i;
-        char name[GT_TOPO_NAME_MAX];
-        snprintf(name, sizeof name, "%.*s", at ? (int)(at - corrupts[e]) : 0, corrupts[e]);
-        if (!at || gt_topo_site_index(cfg, name, &i) != GT_OK || at[1] < '0' || at[1] > '9') {
-            fprintf(stderr, "geotrain launch: --corrupt-anchor %s: expected SITE@ROUND\n",
-                    corrupts[e]);
-            rc = 2;
-            goto out;
-        }
-        sp[i].corrupt_round = strtoll(at + 1, NULL, 10);
-    }
-    for (size_t e = 0; e < n_slows; e++) {
-        const char *eq = strchr(slows[e], '=');
-        uint32_t i;
-        char name[GT_TOPO_NAME_MAX];
-        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - slows[e]) : 0, slows[e]);
-        double f = eq ? strtod(eq + 1, NULL) : 0;
-        if (!eq || gt_topo_site_index(cfg, name, &i) != GT_OK || !(f >= 1.0 && f <= 1000)) {
-            fprintf(stderr,
-                    "geotrain launch: --slow %s: expected SITE=FACTOR, factor in [1, 1000]\n",
-                    slows[e]);
-            rc = 2;
-            goto out;
-        }
-        sp[i].slow = f;
+        if (kind == 0)
+            sp[i].kill_round = strtoll(sep + 1, NULL, 10);
+        else if (kind == 1)
+            sp[i].corrupt_round = strtoll(sep + 1, NULL, 10);
+        else
+            sp[i].slow = v;
     }
     if (cfg->n_sites < 2) {
         fprintf(stderr, "geotrain launch: %s has one site; train it with `geotrain run`\n", config);

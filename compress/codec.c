@@ -163,27 +163,6 @@ static int grow_raw(gt_cmp_ctx_t *ctx, size_t want)
     return 0;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 static uint64_t frame_checksum(const uint8_t *header, const uint8_t *stored, size_t stored_len,
                                int zstd, const uint8_t *raw, size_t raw_len)
 {
@@ -210,18 +189,18 @@ static gt_status_t finish_frame(gt_cmp_ctx_t *ctx, gt_cmp_codec_t codec, gt_cmp_
             memcpy(stored, raw, raw_len);
         }
     }
-    put32(frame, GT_CMP_MAGIC);
+    gt_le_put32(frame, GT_CMP_MAGIC);
     frame[4] = GT_CMP_VERSION;
     frame[5] = (uint8_t)codec;
     frame[6] = (uint8_t)values;
     frame[7] = (uint8_t)((zstd ? GT_CMP_FLAG_ZSTD : 0) | (ef ? GT_CMP_FLAG_EF : 0));
-    put32(frame + 8, ctx->p.block_size);
-    put32(frame + 12, 0);
-    put64(frame + 16, n);
-    put64(frame + 24, k);
-    put64(frame + 32, raw_len);
-    put64(frame + 40, stored_len);
-    put64(frame + 48, frame_checksum(frame, stored, stored_len, zstd, raw, raw_len));
+    gt_le_put32(frame + 8, ctx->p.block_size);
+    gt_le_put32(frame + 12, 0);
+    gt_le_put64(frame + 16, n);
+    gt_le_put64(frame + 24, k);
+    gt_le_put64(frame + 32, raw_len);
+    gt_le_put64(frame + 40, stored_len);
+    gt_le_put64(frame + 48, frame_checksum(frame, stored, stored_len, zstd, raw, raw_len));
     *frame_len_p = GT_CMP_HEADER_SIZE + stored_len;
     return GT_OK;
 }
@@ -313,7 +292,7 @@ gt_status_t gt_cmp_frame_info(const void *frame, size_t frame_len, gt_cmp_frame_
     } while (0)
     const uint8_t *f = frame;
     if (!f || !info_p || frame_len < GT_CMP_HEADER_SIZE) BAD("shorter than a header");
-    if (get32(f) != GT_CMP_MAGIC) BAD("bad magic");
+    if (gt_le_get32(f) != GT_CMP_MAGIC) BAD("bad magic");
     if (f[4] != GT_CMP_VERSION) {
         GT_DEBUG("compress: frame version %u, this build reads %u", f[4], GT_CMP_VERSION);
         return GT_ERR_UNSUPPORTED;
@@ -326,11 +305,12 @@ gt_status_t gt_cmp_frame_info(const void *frame, size_t frame_len, gt_cmp_frame_
     if (f[7] & ~GT_CMP_FLAGS_KNOWN) BAD("flags 0x%x", f[7]);
     in.zstd = (f[7] & GT_CMP_FLAG_ZSTD) != 0;
     in.error_feedback = (f[7] & GT_CMP_FLAG_EF) != 0;
-    in.block_size = get32(f + 8);
+    in.block_size = gt_le_get32(f + 8);
     if (in.block_size < GT_CMP_BLOCK_MIN || in.block_size > GT_CMP_BLOCK_MAX || in.block_size % 16)
         BAD("block size %u", in.block_size);
-    if (get32(f + 12) != 0) BAD("reserved field set");
-    uint64_t n = get64(f + 16), k = get64(f + 24), raw = get64(f + 32), stored = get64(f + 40);
+    if (gt_le_get32(f + 12) != 0) BAD("reserved field set");
+    uint64_t n = gt_le_get64(f + 16), k = gt_le_get64(f + 24), raw = gt_le_get64(f + 32),
+             stored = gt_le_get64(f + 40);
     if (n > SIZE_MAX / 8) BAD("element count %llu", (unsigned long long)n);
     if (stored != frame_len - GT_CMP_HEADER_SIZE)
         BAD("payload of %llu bytes in a frame of %zu", (unsigned long long)stored, frame_len);
@@ -390,7 +370,7 @@ static gt_status_t open_frame(gt_cmp_ctx_t *ctx, const void *frame, size_t frame
         raw = ctx->raw;
     }
     if (frame_checksum(f, stored, stored_len, info->zstd, raw, info->payload_bytes) !=
-        get64(f + 48)) {
+        gt_le_get64(f + 48)) {
         GT_DEBUG("compress: frame checksum mismatch");
         return GT_ERR_CORRUPT;
     }

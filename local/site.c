@@ -86,21 +86,6 @@ typedef struct {
 
 #define STATE_HDR 16u /* u32 status, u32 reserved, u64 offset */
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* A peer asks for (θ_a, m) after round msg->round: send it in parts, or status 1 when we do
  * not hold that round. Called in the WAN thread, under the lock. */
 static void serve_state(site_t *s, const gt_wan_msg_t *req)
@@ -120,9 +105,9 @@ static void serve_state(site_t *s, const gt_wan_msg_t *req)
         m.round = req->round;
         m.lane = (uint32_t)p;
         m.chunk = (uint32_t)parts;
-        put_u32(buf, src ? 0u : 1u);
-        put_u32(buf + 4, 0);
-        put_u64(buf + 8, off);
+        gt_le_put32(buf, src ? 0u : 1u);
+        gt_le_put32(buf + 4, 0);
+        gt_le_put64(buf + 8, off);
         if (cnt) memcpy(buf + STATE_HDR, src + off, cnt * sizeof(float));
         if (gt_wan_mesh_send(s->mesh, req->sender, &m, buf, STATE_HDR + cnt * sizeof(float)) !=
             GT_OK)
@@ -144,7 +129,7 @@ static void take_state(site_t *s, const gt_wan_msg_t *msg, const uint8_t *buf, s
         s->fetch_failed = 1;
         return;
     }
-    uint64_t off = get_u64(buf + 8), cnt = (len - STATE_HDR) / sizeof(float);
+    uint64_t off = gt_le_get64(buf + 8), cnt = (len - STATE_HDR) / sizeof(float);
     if ((len - STATE_HDR) % sizeof(float) || off > 2 * s->n || cnt > 2 * s->n - off ||
         msg->chunk == 0 || msg->chunk > 2 * s->n / s->part_floats + 1) {
         GT_WARN("site %s: rejected a malformed state part from site %u",

@@ -8,56 +8,26 @@
 
 #include <string.h>
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 /* Layout (offsets in bytes):
  *  0 magic u32 | 4 version u16 | 6 type u8 | 7 flags u8 | 8 sender u32 | 12 lane u32
  * 16 run_id u64 | 24 view_epoch u64 | 32 round u64 | 40 chunk u32 | 44 payload_len u32
  * 48 seq u64 | 56 msg_len u64 | 64 msg_off u64 | 72 end */
 void gt_wan_frame_encode(const gt_wan_frame_hdr_t *h, uint8_t out[GT_WAN_FRAME_HDR_LEN])
 {
-    put32(out + 0, GT_WAN_FRAME_MAGIC);
-    put16(out + 4, GT_WAN_FRAME_VERSION);
+    gt_le_put32(out + 0, GT_WAN_FRAME_MAGIC);
+    gt_le_put16(out + 4, GT_WAN_FRAME_VERSION);
     out[6] = h->type;
     out[7] = h->flags;
-    put32(out + 8, h->sender);
-    put32(out + 12, h->lane);
-    put64(out + 16, h->run_id);
-    put64(out + 24, h->view_epoch);
-    put64(out + 32, h->round);
-    put32(out + 40, h->chunk);
-    put32(out + 44, h->payload_len);
-    put64(out + 48, h->seq);
-    put64(out + 56, h->msg_len);
-    put64(out + 64, h->msg_off);
+    gt_le_put32(out + 8, h->sender);
+    gt_le_put32(out + 12, h->lane);
+    gt_le_put64(out + 16, h->run_id);
+    gt_le_put64(out + 24, h->view_epoch);
+    gt_le_put64(out + 32, h->round);
+    gt_le_put32(out + 40, h->chunk);
+    gt_le_put32(out + 44, h->payload_len);
+    gt_le_put64(out + 48, h->seq);
+    gt_le_put64(out + 56, h->msg_len);
+    gt_le_put64(out + 64, h->msg_off);
 }
 
 int gt_wan_msg_type_valid(unsigned type)
@@ -68,22 +38,22 @@ int gt_wan_msg_type_valid(unsigned type)
 gt_status_t gt_wan_frame_decode(const uint8_t *buf, size_t len, gt_wan_frame_hdr_t *h_p)
 {
     if (!buf || len < GT_WAN_FRAME_HDR_LEN) return GT_ERR_CORRUPT;
-    if (get32(buf) != GT_WAN_FRAME_MAGIC || get16(buf + 4) != GT_WAN_FRAME_VERSION)
+    if (gt_le_get32(buf) != GT_WAN_FRAME_MAGIC || gt_le_get16(buf + 4) != GT_WAN_FRAME_VERSION)
         return GT_ERR_CORRUPT;
     gt_wan_frame_hdr_t h;
     memset(&h, 0, sizeof h);
     h.type = buf[6];
     h.flags = buf[7];
-    h.sender = get32(buf + 8);
-    h.lane = get32(buf + 12);
-    h.run_id = get64(buf + 16);
-    h.view_epoch = get64(buf + 24);
-    h.round = get64(buf + 32);
-    h.chunk = get32(buf + 40);
-    h.payload_len = get32(buf + 44);
-    h.seq = get64(buf + 48);
-    h.msg_len = get64(buf + 56);
-    h.msg_off = get64(buf + 64);
+    h.sender = gt_le_get32(buf + 8);
+    h.lane = gt_le_get32(buf + 12);
+    h.run_id = gt_le_get64(buf + 16);
+    h.view_epoch = gt_le_get64(buf + 24);
+    h.round = gt_le_get64(buf + 32);
+    h.chunk = gt_le_get32(buf + 40);
+    h.payload_len = gt_le_get32(buf + 44);
+    h.seq = gt_le_get64(buf + 48);
+    h.msg_len = gt_le_get64(buf + 56);
+    h.msg_off = gt_le_get64(buf + 64);
     if (!gt_wan_msg_type_valid(h.type)) return GT_ERR_CORRUPT;
     if ((h.flags & ~GT_WAN_FRAME_FLAG_PLAIN) != 0) return GT_ERR_CORRUPT;
     if (h.payload_len > GT_WAN_FRAME_MAX_PAYLOAD) return GT_ERR_OVERFLOW;

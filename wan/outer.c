@@ -25,35 +25,15 @@
 #define RESULT_SLOTS  16 /* rounds of results kept (compressed): how far a slow site may lag */
 
 /* ---- little-endian fields ---- */
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 static void putf64(uint8_t *p, double d)
 {
     uint64_t v;
     memcpy(&v, &d, 8);
-    put64(p, v);
+    gt_le_put64(p, v);
 }
 static double getf64(const uint8_t *p)
 {
-    uint64_t v = get64(p);
+    uint64_t v = gt_le_get64(p);
     double d;
     memcpy(&d, &v, 8);
     return d;
@@ -360,12 +340,12 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
                                        ef ? o->residual + ch->offset : NULL, buf + DELTA_PRE,
                                        cap - DELTA_PRE, &flen);
         if (st != GT_OK) return st;
-        put32(buf, DELTA_MAGIC);
-        put32(buf + 4, PROTO_VERSION);
+        gt_le_put32(buf, DELTA_MAGIC);
+        gt_le_put32(buf + 4, PROTO_VERSION);
         putf64(buf + 8, weight);
-        put64(buf + 16, anchor_hash);
-        put32(buf + 24, o->p.n_sites);
-        put32(buf + 28, 0);
+        gt_le_put64(buf + 16, anchor_hash);
+        gt_le_put32(buf + 24, o->p.n_sites);
+        gt_le_put32(buf + 28, 0);
         s->len[c] = DELTA_PRE + flen;
         s->sent_to[c] = owner_of(o, c);
         gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
@@ -552,14 +532,14 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
         return;
     }
     uint8_t *b = o->scratch;
-    put32(b, RESULT_MAGIC);
-    put32(b + 4, PROTO_VERSION);
-    put32(b + 8, o->p.site_id);
-    put32(b + 12, (uint32_t)__builtin_popcountll(mask) + folded);
-    put64(b + 16, mask);
-    put64(b + 24, best);
-    put32(b + 32, best_votes);
-    put32(b + 36, folded);
+    gt_le_put32(b, RESULT_MAGIC);
+    gt_le_put32(b + 4, PROTO_VERSION);
+    gt_le_put32(b + 8, o->p.site_id);
+    gt_le_put32(b + 12, (uint32_t)__builtin_popcountll(mask) + folded);
+    gt_le_put64(b + 16, mask);
+    gt_le_put64(b + 24, best);
+    gt_le_put32(b + 32, best_votes);
+    gt_le_put32(b + 36, folded);
     putf64(b + 40, wsum);
     size_t len = RESULT_PRE + flen;
     gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, a->round, a->chunk);
@@ -659,10 +639,10 @@ static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why
 static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                             size_t c, uint64_t now_ns)
 {
-    if (len < DELTA_PRE || get32(b) != DELTA_MAGIC || get32(b + 4) != PROTO_VERSION)
+    if (len < DELTA_PRE || gt_le_get32(b) != DELTA_MAGIC || gt_le_get32(b + 4) != PROTO_VERSION)
         return bad(o, m, "not a DELTA payload");
     double w = getf64(b + 8);
-    if (!(w > 0) || !isfinite(w) || get32(b + 24) != o->p.n_sites)
+    if (!(w > 0) || !isfinite(w) || gt_le_get32(b + 24) != o->p.n_sites)
         return bad(o, m, "bad weight or layout");
     const gt_topo_chunk_t *ch = &o->layout->chunks[c];
     float *x = malloc(ch->count * sizeof *x);
@@ -707,7 +687,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         o->lateness[m->sender] = k == 0 ? off : 0.8 * o->lateness[m->sender] + 0.2 * off;
         if (k < UINT32_MAX) o->lateness_n[m->sender] = k + 1;
     }
-    a->c[a->n++] = (contrib_t){m->sender, w, late, get64(b + 16), x};
+    a->c[a->n++] = (contrib_t){m->sender, w, late, gt_le_get64(b + 16), x};
     if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o)) a->quorum_ns = now_ns;
     return gt_wan_outer_progress(o, now_ns);
 }
@@ -715,7 +695,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
 static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                              size_t c)
 {
-    if (len < RESULT_PRE || get32(b) != RESULT_MAGIC || get32(b + 4) != PROTO_VERSION)
+    if (len < RESULT_PRE || gt_le_get32(b) != RESULT_MAGIC || gt_le_get32(b + 4) != PROTO_VERSION)
         return bad(o, m, "not a RESULT payload");
     result_slot_t *r = result_slot(o, m->round, 1);
     if (!r || r->applied) {
@@ -738,7 +718,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
      * we collected is accounted as aggregated (in the result's mask) or as late. */
     agg_t *mine = find_agg(o, m->round, c, 0);
     if (mine && mine->used && !mine->closed) {
-        uint64_t mask = get64(b + 16);
+        uint64_t mask = gt_le_get64(b + 16);
         agg_t copy = *mine;
         mine->used = 0;
         mine->n = 0;
@@ -764,10 +744,10 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
         }
     }
     /* Anchor check: the owners' majority hash against ours, once per round. */
-    uint32_t votes = get32(b + 32);
+    uint32_t votes = gt_le_get32(b + 32);
     if (r->own_hash_known && votes > 0 && r->verdict == 0) {
         o->st.hash_checks++;
-        if (get64(b + 24) == r->own_hash) {
+        if (gt_le_get64(b + 24) == r->own_hash) {
             r->verdict = 1;
         } else {
             r->verdict = -1;
@@ -853,7 +833,7 @@ gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint3
         result_slot_t *r = &o->res[i];
         for (size_t c = 0; r->used && c < nc; c++) {
             if (!r->have[c] || !r->frame[c]) continue;
-            uint32_t owner = get32(r->frame[c] + 8);
+            uint32_t owner = gt_le_get32(r->frame[c] + 8);
             if (owner < o->p.n_sites && old_live[owner] && !o->live[owner]) {
                 gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, r->round, c);
                 for (uint32_t s = 0; s < o->p.n_sites; s++) {

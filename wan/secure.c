@@ -136,16 +136,6 @@ static void copy_name(char dst[GT_WAN_SITE_NAME_MAX], const char *src)
     }
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static int ranges_overlap(const void *a, size_t na, const void *b, size_t nb)
 {
     uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
@@ -376,7 +366,7 @@ static gt_status_t hs_check_header(gt_wan_hs_t *hs, uint8_t type, const uint8_t 
 static void hs_payload(const gt_wan_hs_t *hs, gt_wan_cipher_t cipher, uint8_t out[HS_PAYLOAD])
 {
     memset(out, 0, HS_PAYLOAD);
-    put_le32(out, hs->local_site_id);
+    gt_le_put32(out, hs->local_site_id);
     out[4] = (uint8_t)cipher;
     out[5] = gt_wan_cipher_available(GT_WAN_CIPHER_AES256GCM) ? CAP_AES : 0;
 }
@@ -577,7 +567,7 @@ gt_status_t gt_wan_hs_responder_read(gt_wan_hs_t *hs, const void *msg1, size_t m
     }
     hs->info.peer_site_id = p->site_id;
     copy_name(hs->info.peer_name, p->name);
-    if (get_le32(payload) != p->site_id ||
+    if (gt_le_get32(payload) != p->site_id ||
         (hs->want_peer != GT_WAN_HS_ANY_PEER && hs->want_peer != p->site_id)) {
         hs->info.reason = GT_WAN_HS_WRONG_PEER;
         return hs_fail(hs, GT_ERR_AUTH, "msg1");
@@ -634,7 +624,7 @@ gt_status_t gt_wan_hs_initiator_read(gt_wan_hs_t *hs, const void *msg2, size_t m
     if (st != GT_OK) return hs_fail(hs, st, "msg2");
     st = decrypt_and_hash(hs, in + HS_HDR + 32, HS_PAYLOAD, payload);
     if (st != GT_OK) return hs_fail(hs, st, "msg2");
-    if (get_le32(payload) != hs->info.peer_site_id) {
+    if (gt_le_get32(payload) != hs->info.peer_site_id) {
         hs->info.reason = GT_WAN_HS_WRONG_PEER;
         return hs_fail(hs, GT_ERR_AUTH, "msg2");
     }
