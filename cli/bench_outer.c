@@ -137,8 +137,9 @@ int gt_bench_outer(int argc, char **argv)
     for (int i = 0; i < 3; i++) {
         char cmd[16384], run[PATH_MAX + 64], path[PATH_MAX + 96];
         snprintf(run, sizeof run, "%s/%s", dir, runs[i].mode);
-        snprintf(cmd, sizeof cmd, "'%s' launch '%s' --run-dir '%s' %s %s %s > '%s.log' 2>&1", self,
-                 config, run, sets, i == 0 ? tau : "", runs[i].extra ? runs[i].extra : "", run);
+        snprintf(cmd, sizeof cmd, "'%s' launch '%s' --run-dir '%s' %s %s %s %s > '%s.log' 2>&1",
+                 self, config, run, sets, i == 0 ? tau : "", runs[i].extra ? runs[i].extra : "",
+                 i == 2 ? dp_sets : "", run);
         char mk[PATH_MAX + 16];
         snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
         if (system(mk) != 0) return 1;
