@@ -64,6 +64,21 @@ static int srv_echo(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
     return 0;
 }
 
+/* The prologue of most cases: spawn server `srv` (given `arg`), make the client's net and
+ * connect to the server. Failures are counted; the endpoint may be NULL. */
+static gt_wan_ep_t *client_start(const wt_cfg_t *cfg, const char *srv, const char *arg,
+                                 pid_t *pid_p, gt_wan_net_t **net_p)
+{
+    uint16_t port = 0;
+    *pid_p = wt_spawn_server(cfg, srv, arg, &port);
+    CHECK(*pid_p > 0);
+    *net_p = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, net_p), GT_OK);
+    gt_wan_ep_t *ep = *net_p ? wt_connect(*net_p, port, DEADLINE_MS) : NULL;
+    CHECK(ep != NULL);
+    return ep;
+}
+
 static void case_pingpong(const wt_cfg_t *cfg)
 {
     uint16_t port;
@@ -263,13 +278,9 @@ static int srv_many(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
 
 static void case_many(const wt_cfg_t *cfg)
 {
-    uint16_t port;
-    pid_t pid = wt_spawn_server(cfg, "srv_many", NULL, &port);
-    CHECK(pid > 0);
-    gt_wan_net_t *net = NULL;
-    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
-    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
-    CHECK(ep != NULL);
+    pid_t pid;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *ep = client_start(cfg, "srv_many", NULL, &pid, &net);
     if (ep) {
         gt_wan_req_t *r = calloc(MANY, sizeof *r);
         uint8_t *buf = malloc((size_t)MANY * 1024);
@@ -323,13 +334,9 @@ static int srv_big(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
 
 static void case_big(const wt_cfg_t *cfg)
 {
-    uint16_t port;
-    pid_t pid = wt_spawn_server(cfg, "srv_big", NULL, &port);
-    CHECK(pid > 0);
-    gt_wan_net_t *net = NULL;
-    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
-    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
-    CHECK(ep != NULL);
+    pid_t pid;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *ep = client_start(cfg, "srv_big", NULL, &pid, &net);
     uint8_t *buf = malloc(BIG);
     CHECK(buf != NULL);
     if (ep && buf) {
@@ -448,13 +455,9 @@ static void case_kill(const wt_cfg_t *cfg)
  * with a timeout after io_timeout_ms, not a hang. */
 static void case_freeze(const wt_cfg_t *cfg)
 {
-    uint16_t port;
-    pid_t pid = wt_spawn_server(cfg, "srv_sink", NULL, &port);
-    CHECK(pid > 0);
-    gt_wan_net_t *net = NULL;
-    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
-    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
-    CHECK(ep != NULL);
+    pid_t pid;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *ep = client_start(cfg, "srv_sink", NULL, &pid, &net);
     uint8_t *buf = malloc(KILL_MSG);
     wt_fill(buf, KILL_MSG, 5);
     if (ep) {
@@ -575,13 +578,9 @@ static int srv_tamper(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
 
 static void case_tamper(const wt_cfg_t *cfg, const char *mode)
 {
-    uint16_t port;
-    pid_t pid = wt_spawn_server(cfg, "srv_tamper", mode, &port);
-    CHECK(pid > 0);
-    gt_wan_net_t *net = NULL;
-    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
-    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
-    CHECK(ep != NULL);
+    pid_t pid;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *ep = client_start(cfg, "srv_tamper", mode, &pid, &net);
     if (ep) {
         uint8_t bufs[4][128];
         gt_wan_req_t r[4];
@@ -696,13 +695,9 @@ static int cmp_double(const void *a, const void *b)
 static void case_emu_delay(wt_cfg_t *cfg)
 {
     cfg->emu_latency_ms = 50.0;
-    uint16_t port;
-    pid_t pid = wt_spawn_server(cfg, "srv_echo", NULL, &port);
-    CHECK(pid > 0);
-    gt_wan_net_t *net = NULL;
-    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
-    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
-    CHECK(ep != NULL);
+    pid_t pid;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *ep = client_start(cfg, "srv_echo", NULL, &pid, &net);
     if (ep) {
         double one_way[10];
         uint8_t out[64], in[64];
@@ -760,13 +755,9 @@ static void case_emu_rate(wt_cfg_t *cfg)
 {
     cfg->emu_mbps = 100.0;
     cfg->frame_bytes = 256u << 10;
-    uint16_t port;
-    pid_t pid = wt_spawn_server(cfg, "srv_rate", NULL, &port);
-    CHECK(pid > 0);
-    gt_wan_net_t *net = NULL;
-    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
-    gt_wan_ep_t *ep = wt_connect(net, port, DEADLINE_MS);
-    CHECK(ep != NULL);
+    pid_t pid;
+    gt_wan_net_t *net;
+    gt_wan_ep_t *ep = client_start(cfg, "srv_rate", NULL, &pid, &net);
     if (ep) {
         uint8_t *buf = malloc(RATE_MSG);
         wt_fill(buf, RATE_MSG, 3);
