@@ -477,6 +477,18 @@ static void walk_urls(loader_t *L, yaml_node_t *seq)
     }
 }
 
+/* Reports `keyname` (leaf `name`, under `parent` in `rows`) as unknown, with a did-you-mean
+ * and the keys allowed there. */
+static void report_unknown(loader_t *L, const yaml_node_t *key, const gt_key_t *rows,
+                           const char *parent, const char *name, const char *keyname)
+{
+    char where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[512];
+    where_node(L, key, where, sizeof where);
+    suggest(rows, parent, name, hint, sizeof hint);
+    list_siblings(rows, parent, allowed, sizeof allowed);
+    report(L, where, "key '%s': unknown key%s; allowed: %s", keyname, hint, allowed);
+}
+
 /* --- sites --- */
 
 typedef struct {
@@ -490,15 +502,12 @@ static void site_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yam
 {
     site_ctx_t *c = vctx;
     const char *name = (const char *)key->data.scalar.value;
-    char keyname[128], where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[256];
+    char keyname[128];
     snprintf(keyname, sizeof keyname, "sites[%u].%s", c->index, name);
     if (duplicate_key(L, map, pair, keyname)) return;
     const gt_key_t *k = find_row(gt_topo_site_keys, name);
     if (!k) {
-        where_node(L, key, where, sizeof where);
-        suggest(gt_topo_site_keys, "", name, hint, sizeof hint);
-        list_siblings(gt_topo_site_keys, "", allowed, sizeof allowed);
-        report(L, where, "key '%s': unknown key%s; allowed: %s", keyname, hint, allowed);
+        report_unknown(L, key, gt_topo_site_keys, "", name, keyname);
         return;
     }
     if (set_from_node(L, keyname, k, c->site, val) != 0) return;
@@ -651,15 +660,12 @@ static void link_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yam
 {
     link_ctx_t *c = vctx;
     const char *name = (const char *)key->data.scalar.value;
-    char keyname[128], where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[256];
+    char keyname[128];
     snprintf(keyname, sizeof keyname, "links[%u].%s", c->index, name);
     if (duplicate_key(L, map, pair, keyname)) return;
     const gt_key_t *k = find_row(gt_topo_link_keys, name);
     if (!k) {
-        where_node(L, key, where, sizeof where);
-        suggest(gt_topo_link_keys, "", name, hint, sizeof hint);
-        list_siblings(gt_topo_link_keys, "", allowed, sizeof allowed);
-        report(L, where, "key '%s': unknown key%s; allowed: %s", keyname, hint, allowed);
+        report_unknown(L, key, gt_topo_link_keys, "", name, keyname);
         return;
     }
     if (k->type == GT_KEY_PAIR)
@@ -727,15 +733,12 @@ static void section_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, 
 {
     const char *prefix = ((section_ctx_t *)vctx)->prefix;
     const char *name = (const char *)key->data.scalar.value;
-    char path[160], where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[512];
+    char path[160];
     snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
     if (duplicate_key(L, map, pair, path)) return;
     const gt_key_t *k = find_row(gt_topo_keys, path);
     if (!k) {
-        where_node(L, key, where, sizeof where);
-        suggest(gt_topo_keys, prefix, name, hint, sizeof hint);
-        list_siblings(gt_topo_keys, prefix, allowed, sizeof allowed);
-        report(L, where, "key '%s': unknown key%s; allowed: %s", path, hint, allowed);
+        report_unknown(L, key, gt_topo_keys, prefix, name, path);
         return;
     }
     size_t row = (size_t)(k - gt_topo_keys);
