@@ -4,9 +4,10 @@
  * for every site that has none pinned (in RUN_DIR/keys, pinned in RUN_DIR/sites.yaml, the
  * config the sites actually run), starts each site as its own `geotrain run` process (its
  * output in RUN_DIR/logs/SITE.log), and shows one live line per site from the status file
- * each site keeps. Scripted events: --kill SITE@ROUND (SIGKILL when the site reaches the
- * round) and --slow SITE=FACTOR. Ctrl-C stops every site cleanly (SIGTERM: each finishes
- * its step, deregisters and exits), then etcd. At the end it writes RUN_DIR/summary.json.
+ * each site keeps. Scripted events: --kill SITE@ROUND (the site SIGKILLs itself once it has
+ * applied ROUND rounds: exact, where polling its status raced a fast run) and
+ * --slow SITE=FACTOR. Ctrl-C stops every site cleanly (SIGTERM: each finishes its step,
+ * deregisters and exits), then etcd. At the end it writes RUN_DIR/summary.json.
  */
 #include "cli.h"
 #include "gt_local.h"
@@ -163,10 +164,10 @@ static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const ch
 }
 
 static pid_t spawn_site(const char *self, const char *config, const char *site, const char *run_dir,
-                        const char *run_id, double slow, int64_t corrupt, char **sets,
-                        size_t n_sets)
+                        const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
+                        char **sets, size_t n_sets)
 {
-    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32];
+    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32], kill_s[32];
     snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
     snprintf(slow_s, sizeof slow_s, "%g", slow);
     size_t argc = 0;
@@ -190,6 +191,11 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         snprintf(corrupt_s, sizeof corrupt_s, "%lld", (long long)corrupt);
         argv[argc++] = "--corrupt-anchor";
         argv[argc++] = corrupt_s;
+    }
+    if (kill_at >= 0) { /* the site kills itself at that round: exact, unlike polling it */
+        snprintf(kill_s, sizeof kill_s, "%lld", (long long)kill_at);
+        argv[argc++] = "--kill-at";
+        argv[argc++] = kill_s;
     }
     for (size_t i = 0; i < n_sets; i++) {
         argv[argc++] = "--set";
@@ -441,7 +447,7 @@ int gt_cmd_launch(int argc, char **argv)
            cfg->outer.overlap_steps, cfg->run.rounds);
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         sp[i].pid = spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow,
-                               sp[i].corrupt_round, sets, n_sets);
+                               sp[i].corrupt_round, sp[i].kill_round, sets, n_sets);
         if (sp[i].pid < 0) goto stop;
     }
     int tty = isatty(STDOUT_FILENO), drawn = 0;
@@ -455,6 +461,13 @@ int gt_cmd_launch(int argc, char **argv)
                 if (r == sp[i].pid) {
                     sp[i].exited = 1;
                     sp[i].status = status;
+                    if (sp[i].kill_round >= 0 && WIFSIGNALED(status) &&
+                        WTERMSIG(status) == SIGKILL) {
+                        sp[i].killed = 1;
+                        fprintf(tty ? stdout : stderr, "-- killed %s (SIGKILL) at round %lld\n",
+                                sp[i].name, (long long)sp[i].kill_round);
+                        drawn = 0;
+                    }
                 }
             }
             running += !sp[i].exited;
@@ -463,14 +476,6 @@ int gt_cmd_launch(int argc, char **argv)
             if (st) {
                 json_decref(sp[i].st);
                 sp[i].st = st;
-            }
-            if (!sp[i].exited && sp[i].kill_round >= 0 &&
-                jnum(sp[i].st, "round") >= (double)sp[i].kill_round) {
-                kill(sp[i].pid, SIGKILL);
-                sp[i].killed = 1;
-                fprintf(tty ? stdout : stderr, "%s-- killed %s (SIGKILL) at round %lld\n",
-                        tty ? "" : "", sp[i].name, (long long)sp[i].kill_round);
-                drawn = 0;
             }
         }
         uint64_t now = gt_time_ns();

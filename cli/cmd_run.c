@@ -122,7 +122,7 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
 
 /* A site of a multi-site run: DiLoCo over the WAN (local/site.c). */
 static int run_site(const gt_topo_config_t *cfg, const char *site, const char *run_dir_opt,
-                    const char *run_id, double slow, long long corrupt)
+                    const char *run_id, double slow, long long corrupt, long long kill_at)
 {
     char run_dir[GT_TOPO_PATH_MAX * 2 + 8], path[sizeof run_dir + 32];
     uint32_t si = 0;
@@ -151,6 +151,7 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
     sp.slow_factor = slow;
     sp.stop = (const volatile int *)&stop_signal;
     sp.corrupt_anchor_round = corrupt >= 0 ? (uint64_t)corrupt + 1 : 0;
+    sp.kill_at_round = kill_at;
     gt_status_t s = gt_local_site_run(&sp);
     if (s == GT_ERR_CLOSED) {
         fprintf(stderr, "geotrain run: site %s stopped by signal %d; it left the run\n", site,
@@ -176,8 +177,9 @@ int gt_cmd_run(int argc, char **argv)
                                          {"run-id", required_argument, NULL, 'I'},
                                          {"slow", required_argument, NULL, 'W'},
                                          {"corrupt-anchor", required_argument, NULL, 'X'},
+                                         {"kill-at", required_argument, NULL, 'K'},
                                          {NULL, 0, NULL, 0}};
-    long long corrupt = -1;
+    long long corrupt = -1, kill_at = -1;
     const char *run_id = NULL;
     double slow = 1.0;
     const char *config = NULL, *site = NULL, *run_dir_opt = NULL, *init = NULL;
@@ -194,6 +196,7 @@ int gt_cmd_run(int argc, char **argv)
         case 'i': init = optarg; break;
         case 'I': run_id = optarg; break;
         case 'X': corrupt = strtoll(optarg, NULL, 10); break;
+        case 'K': kill_at = strtoll(optarg, NULL, 10); break;
         case 'W':
             slow = strtod(optarg, NULL);
             if (!(slow >= 1.0 && slow <= 1000.0)) {
@@ -244,7 +247,7 @@ int gt_cmd_run(int argc, char **argv)
         goto out;
     }
     if (cfg->n_sites != 1) {
-        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt);
+        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at);
         goto out;
     }
     if (cfg->sites[si].ranks != 1) {

@@ -314,11 +314,14 @@ typedef struct {
     /* Chaos: flip one bit of the anchor after round N - 1 (N > 0; 0 = never), to exercise the
      * anchor-hash check and re-fetch (invariant I1). */
     uint64_t corrupt_anchor_round;
+    /* Chaos: the process kills itself with SIGKILL (no goodbye, no deregistration) once it has
+     * applied this many rounds (-1 = never): a site dying at a deterministic point. */
+    int64_t kill_at_round;
 } gt_local_site_params_t;
 
-#define GT_LOCAL_SITE_PARAMS_INIT                  \
-    {                                              \
-        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0 \
+#define GT_LOCAL_SITE_PARAMS_INIT                      \
+    {                                                  \
+        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1 \
     }
 
 GT_API gt_status_t gt_local_site_run(const gt_local_site_params_t *params) GT_MUST_USE;

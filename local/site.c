@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -793,6 +794,13 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             t_last = now;
             tok_last = ss.tokens;
             metrics_line(&s, &ss, tps);
+        }
+        if (p->kill_at_round >= 0 && s.rounds_applied >= (uint64_t)p->kill_at_round) {
+            /* Chaos (--kill): die abruptly, as a crashed machine would. */
+            write_status(&s, step, total, 1);
+            GT_WARN("site %s: chaos: SIGKILL after %llu rounds", cfg->sites[s.site].name,
+                    (unsigned long long)s.rounds_applied);
+            raise(SIGKILL);
         }
         write_status(&s, step, total, 0);
         if (cfg->run.checkpoint_every && step % (H * cfg->run.checkpoint_every) == 0 &&
