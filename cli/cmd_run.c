@@ -167,18 +167,13 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
 
 int gt_cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"site", required_argument, NULL, 's'},
-                                         {"run-dir", required_argument, NULL, 'd'},
-                                         {"resume", no_argument, NULL, 'r'},
-                                         {"init", required_argument, NULL, 'i'},
-                                         {"set", required_argument, NULL, 'S'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {"run-id", required_argument, NULL, 'I'},
-                                         {"slow", required_argument, NULL, 'W'},
-                                         {"corrupt-anchor", required_argument, NULL, 'X'},
-                                         {"kill-at", required_argument, NULL, 'K'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},  {"site", required_argument, NULL, 's'},
+        {"run-dir", required_argument, NULL, 'd'}, {"resume", no_argument, NULL, 'r'},
+        {"init", required_argument, NULL, 'i'},    {"set", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},          {"run-id", required_argument, NULL, 'I'},
+        {"slow", required_argument, NULL, 'W'},    {"corrupt-anchor", required_argument, NULL, 'X'},
+        {"kill-at", required_argument, NULL, 'K'}, {NULL, 0, NULL, 0}};
     long long corrupt = -1, kill_at = -1;
     const char *run_id = NULL;
     double slow = 1.0;
