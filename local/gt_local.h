@@ -209,6 +209,57 @@ GT_API gt_status_t gt_local_gpt_save(gt_gpt_t *gpt, const gt_local_arena_ref_t *
                                      size_t n_arenas, const gt_local_st_entry_t *extra,
                                      size_t n_extra, const char *path) GT_MUST_USE;
 
+/* ---- The in-site communicator (comm.c): the ranks of one site (DESIGN.md §3) ----
+ * A site of R ranks is one MPI job (`mpirun -np R geotrain run ...`, or srun); a one-rank site
+ * needs no MPI: gt_local_comm_world gives MPI_COMM_WORLD when an MPI launcher started the
+ * process (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE in the environment) and a one-rank
+ * communicator otherwise, without initialising MPI. Collectives are blocking for the caller
+ * but wait politely (test, yield, sleep), so oversubscribed ranks do not spin each other out,
+ * and each has a deadline. Builds without MPI (GT_HAVE_MPI undefined) support one rank only. */
+typedef struct gt_local_comm gt_local_comm_t;
+typedef enum { GT_COMM_FLOAT = 0, GT_COMM_DOUBLE = 1, GT_COMM_U64 = 2 } gt_local_comm_dtype_t;
+typedef enum { GT_COMM_SUM = 0, GT_COMM_MAX = 1, GT_COMM_MIN = 2 } gt_local_comm_op_t;
+typedef struct {
+    void *impl; /* NULL: complete */
+} gt_local_comm_req_t;
+
+/* 1 when an MPI launcher started this process. */
+GT_API int gt_local_comm_launched(void);
+/* 1 when this build has MPI. */
+GT_API int gt_local_comm_have_mpi(void);
+/* The process's world: every rank of the job (MPI_Init_thread on first use, finalised at
+ * exit), or one rank. GT_ERR_UNSUPPORTED under a launcher in a build without MPI. */
+GT_API gt_status_t gt_local_comm_world(gt_local_comm_t **comm_p) GT_MUST_USE;
+/* MPI_Comm_split: the ranks with the same color, ordered by key. Collective. */
+GT_API gt_status_t gt_local_comm_split(gt_local_comm_t *c, int color, int key,
+                                       gt_local_comm_t **sub_p) GT_MUST_USE;
+GT_API void gt_local_comm_destroy(gt_local_comm_t *c); /* accepts NULL */
+GT_API int gt_local_comm_rank(const gt_local_comm_t *c);
+GT_API int gt_local_comm_size(const gt_local_comm_t *c);
+/* This rank's index among the job's ranks on this machine (GPU selection). */
+GT_API int gt_local_comm_local_rank(const gt_local_comm_t *c);
+GT_API int gt_local_comm_is_mpi(const gt_local_comm_t *c);
+/* In-place all-reduce of n elements (any n). */
+GT_API gt_status_t gt_local_comm_allreduce(gt_local_comm_t *c, void *buf, size_t n,
+                                           gt_local_comm_dtype_t dtype,
+                                           gt_local_comm_op_t op) GT_MUST_USE;
+/* Starts an in-place float sum; complete it with gt_local_comm_test or _wait before touching
+ * buf. Requests must be completed in the order they were started on every rank. */
+GT_API gt_status_t gt_local_comm_iallreduce_sum(gt_local_comm_t *c, float *buf, size_t n,
+                                                gt_local_comm_req_t *req_p) GT_MUST_USE;
+GT_API gt_status_t gt_local_comm_test(gt_local_comm_req_t *req, int *done_p) GT_MUST_USE;
+GT_API gt_status_t gt_local_comm_wait(gt_local_comm_req_t *req) GT_MUST_USE;
+/* Every rank's counts[rank] floats (from `mine`, or already in place at all + displs[rank]
+ * when mine is NULL) gathered into all[] at displs[] on every rank. */
+GT_API gt_status_t gt_local_comm_allgatherv(gt_local_comm_t *c, const float *mine, float *all,
+                                            const size_t *counts, const size_t *displs) GT_MUST_USE;
+GT_API gt_status_t gt_local_comm_bcast(gt_local_comm_t *c, void *buf, size_t bytes,
+                                       int root) GT_MUST_USE;
+GT_API gt_status_t gt_local_comm_barrier(gt_local_comm_t *c) GT_MUST_USE;
+/* Takes the whole job down (MPI_Abort): a rank's failure is its site's failure. No-op for a
+ * one-rank communicator. */
+GT_API void gt_local_comm_abort(gt_local_comm_t *c, int code);
+
 /* ---- The trainer: one rank's inner loop (DESIGN.md §1) ----
  * Each step: the next batch of this rank's data share, forward, backward, global-norm
  * clipping (inner.grad_clip), AdamW at the learning rate of the warmup + cosine schedule over
@@ -225,11 +276,17 @@ typedef struct {
      * GT_GPT_GRADS arena; may replace them (sync-dp all-reduces them here). NULL: none. */
     gt_status_t (*grad_hook)(void *ctx, gt_gpt_t *gpt, uint64_t step);
     void *grad_hook_ctx;
+    /* The site's ranks (borrowed; NULL or one rank: a one-rank site). With R ranks and
+     * t = local.tensor_parallel, rank = d * t + j: ranks d*t .. d*t+t-1 split one model
+     * (tensor parallel), and the R/t model replicas average their gradients every step
+     * (data parallel, MPI on CPU). Each replica reads its own share of the data; `rank` above
+     * must be this rank's index in comm. */
+    gt_local_comm_t *comm;
 } gt_local_trainer_params_t;
 
 #define GT_LOCAL_TRAINER_PARAMS_INIT \
     {                                \
-        NULL, 0, 0, NULL, NULL       \
+        NULL, 0, 0, NULL, NULL, NULL \
     }
 
 typedef struct {
@@ -251,9 +308,16 @@ GT_API gt_status_t gt_local_model_resolve(const gt_topo_config_t *cfg,
 GT_API gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
                                            gt_local_trainer_t **tr_p) GT_MUST_USE;
 GT_API void gt_local_trainer_destroy(gt_local_trainer_t *tr);
-/* One inner step. */
+/* One inner step on the next batch of this rank's data share. Collective over the site's
+ * ranks when it has several (every rank calls it the same number of times). stats_p->loss is
+ * the mean over the model replicas. */
 GT_API gt_status_t gt_local_trainer_step(gt_local_trainer_t *tr,
                                          gt_local_step_stats_t *stats_p) GT_MUST_USE;
+/* The same step on a batch the caller brings (B·T inputs and targets of this replica, host
+ * memory): for trainers with their own data pipeline. The data position does not move. */
+GT_API gt_status_t gt_local_trainer_step_batch(gt_local_trainer_t *tr, const int32_t *inputs,
+                                               const int32_t *targets,
+                                               gt_local_step_stats_t *stats_p) GT_MUST_USE;
 GT_API gt_gpt_t *gt_local_trainer_model(gt_local_trainer_t *tr);
 GT_API uint64_t gt_local_trainer_steps_done(const gt_local_trainer_t *tr);
 /* run.rounds × inner.steps. */

@@ -68,6 +68,13 @@ struct gt_local_trainer {
     float last_loss;
     char *config_json; /* canonical JSON of the settings the numbers depend on */
     char hash[17];     /* XXH64 of config_json, hex */
+    /* The site's ranks (DESIGN §3): rank = dp_rank * tp_size + tp_rank. tp_comm joins the
+     * tp_size ranks that split one model; dp_comm the ranks holding the same shard, whose
+     * gradients are averaged every step. Both NULL for a one-rank site. */
+    gt_local_comm_t *comm; /* borrowed: the site's world */
+    gt_local_comm_t *tp_comm, *dp_comm;
+    uint32_t tp_size, tp_rank, dp_size, dp_rank;
+    uint64_t allreduce_ns; /* time spent waiting for the gradient all-reduce */
 };
 
 #endif /* GT_LOCAL_INTERNAL_H */

@@ -94,7 +94,40 @@ void gt_local_trainer_destroy(gt_local_trainer_t *tr)
     free(tr->inputs);
     free(tr->targets);
     free(tr->config_json);
+    gt_local_comm_destroy(tr->tp_comm);
+    gt_local_comm_destroy(tr->dp_comm);
     free(tr);
+}
+
+/* The site's rank layout: rank = dp_rank * tp_size + tp_rank; the two sub-communicators. */
+static gt_status_t setup_ranks(gt_local_trainer_t *tr, gt_local_comm_t *comm)
+{
+    const gt_topo_config_t *c = tr->cfg;
+    uint32_t R = c->sites[tr->site].ranks,
+             t = c->local.tensor_parallel ? c->local.tensor_parallel : 1;
+    tr->tp_size = 1;
+    tr->dp_size = 1;
+    if (!comm || gt_local_comm_size(comm) == 1) return GT_OK;
+    int size = gt_local_comm_size(comm), rank = gt_local_comm_rank(comm);
+    if ((uint32_t)size != R || (uint32_t)rank != tr->rank) {
+        GT_ERROR("site %s: sites.%s.ranks is %u, but this job has %d ranks (this is rank %d, "
+                 "the trainer was told %u): start it with mpirun -np %u",
+                 c->sites[tr->site].name, c->sites[tr->site].name, R, size, rank, tr->rank, R);
+        return GT_ERR_CONFIG;
+    }
+    if (R % t != 0) {
+        GT_ERROR("site %s: local.tensor_parallel %u does not divide the site's %u ranks",
+                 c->sites[tr->site].name, t, R);
+        return GT_ERR_CONFIG;
+    }
+    tr->comm = comm;
+    tr->tp_size = t;
+    tr->tp_rank = (uint32_t)rank % t;
+    tr->dp_size = R / t;
+    tr->dp_rank = (uint32_t)rank / t;
+    gt_status_t s = gt_local_comm_split(comm, (int)tr->dp_rank, rank, &tr->tp_comm);
+    if (s == GT_OK) s = gt_local_comm_split(comm, (int)tr->tp_rank, rank, &tr->dp_comm);
+    return s;
 }
 
 gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
@@ -120,6 +153,7 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     GT_REQUIRE_GOTO(tr->total_steps > 0, s, GT_ERR_INVALID, out,
                     "trainer: run.rounds × inner.steps is 0: nothing to train");
     GT_CHECK_GOTO(gt_kern_set_threads(c->local.threads ? (int)c->local.threads : 1), s, out);
+    GT_CHECK_GOTO(setup_ranks(tr, params->comm), s, out);
 
     gt_local_data_params_t dp = GT_LOCAL_DATA_PARAMS_INIT;
     dp.kind = c->data.kind;
@@ -130,10 +164,14 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     dp.seed = c->run.seed;
     dp.batch_size = tr->gp.B;
     dp.seq_len = tr->gp.T;
+    /* One share of the data per model replica: the tp_size ranks of a replica read the same
+     * batches (every site uses the same tensor-parallel degree). */
+    uint32_t t = c->local.tensor_parallel ? c->local.tensor_parallel : 1;
     dp.workers = 0;
     for (uint32_t i = 0; i < c->n_sites; i++) {
-        if (i == params->site) dp.worker = dp.workers + params->rank;
-        dp.workers += c->sites[i].ranks;
+        uint32_t replicas = c->sites[i].ranks / t ? c->sites[i].ranks / t : 1;
+        if (i == params->site) dp.worker = dp.workers + params->rank / t;
+        dp.workers += replicas;
     }
     GT_CHECK_GOTO(gt_local_data_create(&dp, &tr->data), s, out);
 
@@ -167,17 +205,45 @@ out:
     return GT_OK;
 }
 
+/* Data parallelism: the replicas' gradients (and losses, for the record) averaged. */
+static gt_status_t average_grads(gt_local_trainer_t *tr, float *loss_p)
+{
+    uint64_t t0 = gt_time_ns();
+    if (tr->gp.device != GT_DEVICE_CPU) {
+        GT_ERROR("site %s: data parallelism on CUDA needs the NCCL path, not built yet",
+                 tr->cfg->sites[tr->site].name);
+        return GT_ERR_UNSUPPORTED;
+    }
+    float *g = gt_gpt_arena(tr->gpt, GT_GPT_GRADS);
+    size_t n = gt_gpt_arena_len(&tr->gp.model);
+    gt_status_t s = gt_local_comm_allreduce(tr->dp_comm, g, n, GT_COMM_FLOAT, GT_COMM_SUM);
+    if (s == GT_OK) s = gt_gpt_grad_scale(tr->gpt, 1.0f / (float)tr->dp_size);
+    float loss = *loss_p;
+    if (s == GT_OK) s = gt_local_comm_allreduce(tr->dp_comm, &loss, 1, GT_COMM_FLOAT, GT_COMM_SUM);
+    if (s == GT_OK) *loss_p = loss / (float)tr->dp_size;
+    tr->allreduce_ns += gt_time_ns() - t0;
+    return s;
+}
+
 gt_status_t gt_local_trainer_step(gt_local_trainer_t *tr, gt_local_step_stats_t *stats_p)
+{
+    gt_status_t s = gt_local_data_next(tr->data, tr->inputs, tr->targets);
+    if (s != GT_OK) return s;
+    return gt_local_trainer_step_batch(tr, tr->inputs, tr->targets, stats_p);
+}
+
+gt_status_t gt_local_trainer_step_batch(gt_local_trainer_t *tr, const int32_t *inputs,
+                                        const int32_t *targets, gt_local_step_stats_t *stats_p)
 {
     gt_status_t s;
     uint64_t t0 = gt_time_ns();
     float loss = 0, norm = 0;
     gt_adamw_params_t ap = tr->adamw;
     ap.lr = gt_kern_lr_at(&tr->sched, tr->step);
-    if ((s = gt_local_data_next(tr->data, tr->inputs, tr->targets)) != GT_OK) return s;
-    if ((s = gt_gpt_forward(tr->gpt, tr->inputs, tr->targets, &loss)) != GT_OK) return s;
+    if ((s = gt_gpt_forward(tr->gpt, inputs, targets, &loss)) != GT_OK) return s;
     if ((s = gt_gpt_grad_zero(tr->gpt)) != GT_OK) return s;
     if ((s = gt_gpt_backward(tr->gpt, 1.0f)) != GT_OK) return s;
+    if (tr->dp_size > 1 && (s = average_grads(tr, &loss)) != GT_OK) return s;
     if (tr->grad_hook && (s = tr->grad_hook(tr->grad_hook_ctx, tr->gpt, tr->step)) != GT_OK)
         return s;
     if ((s = gt_gpt_grad_clip(tr->gpt, tr->grad_clip, &norm)) != GT_OK) return s;

@@ -1,0 +1,143 @@
+/* test_ranks.c — a multi-rank site trains the same model as one rank (issue 7). Run as an MPI
+ * job: `mpirun -np R test_local_ranks T` with T = local.tensor_parallel (R % T == 0).
+ *
+ * The R/T model replicas each train on their slice of one global batch per step (replica d
+ * takes rows [d·b, (d+1)·b)); the reference is a one-rank trainer, built on every rank, that
+ * trains on the whole batch (R/T · b rows). Both start from run.seed's initialisation, so after
+ * the same steps they must agree up to floating-point reduction order: the averaged gradients
+ * of the first step, every step's loss, and the parameters after a few AdamW steps (compared
+ * through the tensor-parallel segment map when T > 1).
+ */
+#include "gt_local.h"
+#include "gt_test.h"
+
+#include <stdint.h>
+
+#define b     2  /* rows per replica */
+#define T     16 /* sequence length */
+#define STEPS 4
+
+static const char *yaml_fmt =
+    "run: {name: ranks, seed: 11, rounds: 1}\n"
+    "model: {preset: tiny, vocab_size: 64, d_model: 32, n_head: 4, n_layer: 2, seq_len: %d,"
+    " batch_size: %d}\n"
+    "data: {kind: synthetic, synthetic_branching: 4, synthetic_tokens: 20000}\n"
+    "inner: {steps: %d, lr: 0.003, warmup_steps: 1, grad_clip: 1.0}\n"
+    "local: {tensor_parallel: %d}\n"
+    "sites: [{name: solo, address: \"127.0.0.1:0\", ranks: %d}]\n";
+
+static gt_topo_config_t *load_cfg(int batch, int tp, int ranks)
+{
+    char text[1024];
+    snprintf(text, sizeof text, yaml_fmt, T, batch, STEPS, tp, ranks);
+    gt_topo_config_t *cfg = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    CHECK_EQ_INT(gt_topo_load_string(text, strlen(text), "ranks.yaml", &lp, &cfg), GT_OK);
+    return cfg;
+}
+
+typedef struct {
+    float *grads; /* the first step's averaged gradients */
+    size_t n;
+} first_grads_t;
+
+static gt_status_t keep_first(void *ctx, gt_gpt_t *gpt, uint64_t step)
+{
+    first_grads_t *f = ctx;
+    if (step != 0) return GT_OK;
+    return gt_gpt_arena_read(gpt, GT_GPT_GRADS, 0, f->n, f->grads);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static int32_t next_token(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (int32_t)(rng % 64);
+}
+
+int main(int argc, char **argv)
+{
+    int tp = argc > 1 ? atoi(argv[1]) : 1;
+    gt_local_comm_t *world = NULL;
+    if (gt_local_comm_world(&world) != GT_OK) return 1;
+    int R = gt_local_comm_size(world), me = gt_local_comm_rank(world);
+    if (R < 2 || R % tp) {
+        fprintf(stderr, "run me as an MPI job of R >= 2 ranks with R %% T == 0\n");
+        return 1;
+    }
+    int replicas = R / tp, replica = me / tp;
+    gt_topo_config_t *cfg = load_cfg(b, tp, R), *ref_cfg = load_cfg(b * replicas, 1, 1);
+    gt_local_trainer_t *tr = NULL, *ref = NULL;
+    gt_local_trainer_params_t p = GT_LOCAL_TRAINER_PARAMS_INIT;
+    p.cfg = cfg;
+    p.rank = (uint32_t)me;
+    p.comm = world;
+    first_grads_t fg = {0}, ref_fg = {0};
+    p.grad_hook = keep_first;
+    p.grad_hook_ctx = &fg;
+    CHECK_EQ_INT(gt_local_trainer_create(&p, &tr), GT_OK);
+    gt_local_trainer_params_t rp = GT_LOCAL_TRAINER_PARAMS_INIT;
+    rp.cfg = ref_cfg;
+    rp.grad_hook = keep_first;
+    rp.grad_hook_ctx = &ref_fg;
+    CHECK_EQ_INT(gt_local_trainer_create(&rp, &ref), GT_OK);
+    if (!tr || !ref) return GT_TEST_DONE();
+
+    gt_gpt_t *g = gt_local_trainer_model(tr), *rg = gt_local_trainer_model(ref);
+    const gt_gpt_params_t *gp = gt_gpt_get_params(g);
+    size_t n_full = gt_gpt_arena_len(&gp->model);
+    size_t n_local = n_full;
+    fg.n = n_local;
+    ref_fg.n = n_full;
+    fg.grads = calloc(n_local, sizeof(float));
+    ref_fg.grads = calloc(n_full, sizeof(float));
+    float *mine = malloc(n_local * sizeof(float)), *full = malloc(n_full * sizeof(float));
+
+    int32_t in[b * T * 64], tg[b * T * 64];
+    size_t rows = (size_t)b * (size_t)replicas;
+    for (int s = 0; s < STEPS; s++) {
+        for (size_t i = 0; i < rows * T; i++) in[i] = next_token();
+        for (size_t r = 0; r < rows; r++) {
+            for (size_t t = 0; t + 1 < T; t++) tg[r * T + t] = in[r * T + t + 1];
+            tg[r * T + T - 1] = next_token();
+        }
+        gt_local_step_stats_t st, rst;
+        CHECK_EQ_INT(gt_local_trainer_step_batch(tr, in + (size_t)replica * b * T,
+                                                 tg + (size_t)replica * b * T, &st),
+                     GT_OK);
+        CHECK_EQ_INT(gt_local_trainer_step_batch(ref, in, tg, &rst), GT_OK);
+        CHECK_CLOSE(st.loss, rst.loss, 1e-6, 1e-5);
+        CHECK_CLOSE(st.grad_norm, rst.grad_norm, 1e-6, 1e-4);
+        if (me == 0) fprintf(stderr, "step %d: loss %.7f (one rank %.7f)\n", s, st.loss, rst.loss);
+    }
+    /* The first step's averaged gradients and the parameters after STEPS steps. */
+    double worst_g = 0, worst_p = 0;
+    CHECK_EQ_INT(gt_gpt_arena_read(g, GT_GPT_PARAMS, 0, n_local, mine), GT_OK);
+    CHECK_EQ_INT(gt_gpt_arena_read(rg, GT_GPT_PARAMS, 0, n_full, full), GT_OK);
+    size_t bad_g = 0, bad_p = 0;
+    for (size_t i = 0; i < n_local; i++) {
+        size_t j = i;
+        double dg = fabs(fg.grads[i] - ref_fg.grads[j]), dp = fabs(mine[i] - full[j]);
+        if (dg > 1e-7 + 1e-4 * fabs(ref_fg.grads[j])) bad_g++;
+        /* AdamW normalises each update to about lr, so a gradient that differs in its last bits
+         * near zero moves a weight by up to 2·lr: the bound is a fraction of lr per step. */
+        if (dp > 1e-5 + 1e-5 * fabs(full[j])) bad_p++;
+        if (dg > worst_g) worst_g = dg;
+        if (dp > worst_p) worst_p = dp;
+    }
+    fprintf(stderr, "rank %d (tp %d): worst |grad diff| %.3g, worst |param diff| %.3g\n", me, tp,
+            worst_g, worst_p);
+    CHECK_MSG(bad_g == 0, "%zu gradient elements differ from one rank's", bad_g);
+    CHECK_MSG(bad_p == 0, "%zu parameters differ from one rank's after %d steps", bad_p, STEPS);
+    free(mine);
+    free(full);
+    free(fg.grads);
+    free(ref_fg.grads);
+    gt_local_trainer_destroy(tr);
+    gt_local_trainer_destroy(ref);
+    gt_topo_destroy(cfg);
+    gt_topo_destroy(ref_cfg);
+    gt_local_comm_destroy(world);
+    return GT_TEST_DONE();
+}
