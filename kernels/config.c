@@ -191,27 +191,5 @@ gt_status_t gt_gpt_tensor_find(const gt_gpt_config_t *cfg, const char *name,
 
 void gt_gpt_layout(const gt_gpt_config_t *cfg, float *base, gt_gpt_views_t *v)
 {
-    size_t C = cfg->C;
-    float *p = base;
-    v->wte = p;
-    p += gt_gpt_vp(cfg) * C;
-    v->wpe = p;
-    p += cfg->maxT * C;
-    for (size_t l = 0; l < cfg->L; l++) {
-        gt_gpt_layer_views_t *y = &v->layer[l];
-        y->ln1w = p, p += C;
-        y->ln1b = p, p += C;
-        y->qkvw = p, p += 3 * C * C;
-        y->qkvb = p, p += 3 * C;
-        y->attprojw = p, p += C * C;
-        y->attprojb = p, p += C;
-        y->ln2w = p, p += C;
-        y->ln2b = p, p += C;
-        y->fcw = p, p += 4 * C * C;
-        y->fcb = p, p += 4 * C;
-        y->fcprojw = p, p += 4 * C * C;
-        y->fcprojb = p, p += C;
-    }
-    v->lnfw = p, p += C;
-    v->lnfb = p;
+    gt_gpt_layout_tp(cfg, 1, base, v);
 }

@@ -5,6 +5,11 @@
  * Activations for (B, T) are one allocation (acts_t views). Backward reuses five scratch
  * buffers across layers; the logits buffer turns into probabilities and then into dlogits in
  * place.
+ *
+ * A tensor-parallel rank (tp > 1, layout in tp.c) is the same object over its local arenas:
+ * the per-head and hidden-unit activations are Cl = C/tp wide, blocks run cpu_tp.c's passes,
+ * and the gradient norm sums the sharded squares over the group. With tp = 1 every path is
+ * the original one.
  */
 #include "kernels_internal.h"
 
@@ -37,7 +42,8 @@ typedef struct {
 static gt_status_t cpu_acts_create(gt_gpt_t *gpt)
 {
     const gt_gpt_config_t *m = &gpt->p.model;
-    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, L = m->L, NH = m->NH, V = m->V;
+    size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, L = m->L, V = m->V;
+    size_t Cl = C / gpt->tp, NH = m->NH / gpt->tp; /* this rank's channels and heads */
     acts_t *a = calloc(1, sizeof(*a));
     if (!a) return GT_ERR_NOMEM;
     gpt->cpu = a;
@@ -49,15 +55,15 @@ static gt_status_t cpu_acts_create(gt_gpt_t *gpt)
         {&a->ln1, L * N * C},
         {&a->ln1_mean, L * N},
         {&a->ln1_rstd, L * N},
-        {&a->qkv, L * N * 3 * C},
+        {&a->qkv, L * N * 3 * Cl},
         {&a->att, L * B * NH * T * T},
-        {&a->atty, L * N * C},
+        {&a->atty, L * N * Cl},
         {&a->res2, L * N * C},
         {&a->ln2, L * N * C},
         {&a->ln2_mean, L * N},
         {&a->ln2_rstd, L * N},
-        {&a->fch, L * N * 4 * C},
-        {&a->fch_gelu, L * N * 4 * C},
+        {&a->fch, L * N * 4 * Cl},
+        {&a->fch_gelu, L * N * 4 * Cl},
         {&a->res3, L * N * C},
         {&a->lnf, N * C},
         {&a->lnf_mean, N},
@@ -65,10 +71,10 @@ static gt_status_t cpu_acts_create(gt_gpt_t *gpt)
         {&a->probs, N * V},
         {&a->losses, N},
         {&a->dres, N * C},
-        {&a->dbuf4, N * 4 * C},
-        {&a->dqkv, N * 3 * C},
+        {&a->dbuf4, N * 4 * Cl},
+        {&a->dqkv, N * 3 * Cl},
         {&a->dln, N * C},
-        {&a->datty, N * C},
+        {&a->datty, N * Cl},
         {&a->dres2, N * C},
         {&a->dln1, N * C},
     };
@@ -86,8 +92,8 @@ static gt_status_t cpu_acts_create(gt_gpt_t *gpt)
         *sz[i].p = p;
         p += (sz[i].n + 15) & ~(size_t)15;
     }
-    gt_gpt_layout(m, gpt->arena[GT_GPT_PARAMS], &a->pv);
-    gt_gpt_layout(m, gpt->arena[GT_GPT_GRADS], &a->gv);
+    gt_gpt_layout_tp(m, gpt->tp, gpt->arena[GT_GPT_PARAMS], &a->pv);
+    gt_gpt_layout_tp(m, gpt->tp, gpt->arena[GT_GPT_GRADS], &a->gv);
     return GT_OK;
 }
 
@@ -102,10 +108,39 @@ static void cpu_acts_destroy(acts_t *a)
     free(a);
 }
 
+/* Local runs alternating replicated / sharded (merging by local contiguity alone). */
+typedef struct {
+    gt_gpt_segment_t *r;
+    size_t n, cap;
+    int nomem;
+} runs_t;
+
+static void runs_emit(void *ctx, size_t k, size_t full, size_t local, size_t n, int repl)
+{
+    (void)k, (void)full;
+    runs_t *r = ctx;
+    if (r->n && r->r[r->n - 1].replicated == repl) {
+        r->r[r->n - 1].n += n;
+        return;
+    }
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 64;
+        gt_gpt_segment_t *g = realloc(r->r, cap * sizeof(*g));
+        if (!g) {
+            r->nomem = 1;
+            return;
+        }
+        r->r = g, r->cap = cap;
+    }
+    r->r[r->n++] = (gt_gpt_segment_t){0, local, n, repl};
+}
+
 gt_status_t gt_gpt_create(const gt_gpt_params_t *params, gt_gpt_t **gpt_p)
 {
     if (!params || !gpt_p) return GT_ERR_INVALID;
     gt_status_t st = gt_gpt_config_check(&params->model, params->B, params->T);
+    if (st != GT_OK) return st;
+    st = gt_gpt_tp_check(params);
     if (st != GT_OK) return st;
     if (params->device != GT_DEVICE_CPU && params->device != GT_DEVICE_CUDA) {
         GT_ERROR("kernels: unknown device %d", (int)params->device);
@@ -121,7 +156,17 @@ gt_status_t gt_gpt_create(const gt_gpt_params_t *params, gt_gpt_t **gpt_p)
     if (!g) return GT_ERR_NOMEM;
     g->magic = GT_GPT_MAGIC;
     g->p = *params;
-    g->n = gt_gpt_arena_len(&params->model);
+    g->tp = gt_gpt_tp(params);
+    g->n = gt_gpt_local_len(params);
+    if (g->tp > 1) {
+        runs_t r = {NULL, 0, 0, 0};
+        gt_gpt_tp_walk(&params->model, g->tp, params->tp_rank, runs_emit, &r);
+        g->runs = r.r, g->nruns = r.n;
+        if (r.nomem) {
+            st = GT_ERR_NOMEM;
+            goto fail;
+        }
+    }
     if (params->device == GT_DEVICE_CPU) {
         for (int i = 0; i < 4; i++) {
             size_t bytes = ((g->n * sizeof(float) + 63) / 64) * 64;
@@ -143,8 +188,8 @@ gt_status_t gt_gpt_create(const gt_gpt_params_t *params, gt_gpt_t **gpt_p)
     return GT_OK;
 fail:
     if (st == GT_ERR_NOMEM)
-        GT_ERROR("kernels: out of memory for a model of %zu parameters at B=%zu T=%zu", g->n,
-                 params->B, params->T);
+        GT_ERROR("kernels: out of memory for a model of %zu (local) parameters at B=%zu T=%zu",
+                 g->n, params->B, params->T);
     gt_gpt_destroy(g);
     return st;
 }
@@ -160,6 +205,7 @@ void gt_gpt_destroy(gt_gpt_t *gpt)
         gt_cuda_gpt_destroy(gpt);
 #endif
     }
+    free(gpt->runs);
     gpt->magic = 0;
     free(gpt);
 }
@@ -247,9 +293,55 @@ static float normal_at(uint64_t seed, size_t k, size_t i)
     return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
 }
 
+/* A TP rank's init: each piece of the walk gets the full model's values at its full indices. */
+typedef struct {
+    float *host;
+    uint64_t seed;
+    const gt_gpt_config_t *m;
+    float resid_std;
+    size_t k;
+    gt_gpt_tensor_t t;
+    int bad;
+} init_t;
+
+static void init_emit(void *ctx, size_t k, size_t full, size_t local, size_t n, int repl)
+{
+    (void)repl;
+    init_t *c = ctx;
+    if (k != c->k) {
+        if (gt_gpt_tensor_get(c->m, k, &c->t) != GT_OK) {
+            c->bad = 1;
+            return;
+        }
+        c->k = k;
+    }
+    const gt_gpt_tensor_t *t = &c->t;
+    float *p = c->host + local;
+    size_t i0 = full - t->offset, len = strlen(t->name);
+    if (t->ndim == 1) {
+        float v = (len > 7 && strcmp(t->name + len - 7, ".weight") == 0) ? 1.0f : 0.0f;
+        for (size_t i = 0; i < n; i++) p[i] = v;
+        return;
+    }
+    float std = strstr(t->name, "c_proj.weight") ? c->resid_std : 0.02f;
+    size_t real = i0 < t->numel ? (n < t->numel - i0 ? n : t->numel - i0) : 0; /* wte padding */
+    uint64_t seed = c->seed;
+#pragma omp parallel for num_threads(gt_kern_get_threads()) schedule(static) if (real > 65536)
+    for (size_t i = 0; i < real; i++) p[i] = std * normal_at(seed, k, i0 + i);
+}
+
 gt_status_t gt_gpt_init_weights(gt_gpt_t *gpt, uint64_t seed)
 {
     if (!valid(gpt)) return GT_ERR_INVALID;
+    if (gpt->tp > 1) { /* CPU only (gt_gpt_tp_check) */
+        const gt_gpt_config_t *m = &gpt->p.model;
+        memset(gpt->arena[GT_GPT_PARAMS], 0, gpt->n * sizeof(float));
+        init_t c = {
+            gpt->arena[GT_GPT_PARAMS], seed, m, 0.02f / sqrtf(2.0f * (float)m->L), (size_t)-1,
+            {{0}, 0, 0, 0, {0, 0}, 0}, 0};
+        gt_gpt_tp_walk(m, gpt->tp, gpt->p.tp_rank, init_emit, &c);
+        return c.bad ? GT_ERR_INTERNAL : GT_OK;
+    }
     const gt_gpt_config_t *m = &gpt->p.model;
     float *host = is_cuda(gpt) ? malloc(gpt->n * sizeof(float)) : gpt->arena[GT_GPT_PARAMS];
     if (!host) return GT_ERR_NOMEM;
@@ -304,22 +396,25 @@ static void block_views(gt_gpt_t *gpt, size_t l, gt_cpu_block_t *k)
     const gt_gpt_config_t *m = &gpt->p.model;
     acts_t *a = gpt->cpu;
     size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, NH = m->NH;
+    size_t Cl = C / gpt->tp, NHl = NH / gpt->tp; /* this rank's widths (tp.c) */
     k->B = B, k->T = T, k->C = C, k->NH = NH;
+    k->tp = gpt->tp;
+    k->comm = &gpt->p.tp_comm;
     k->w = &a->pv.layer[l];
     k->g = &a->gv.layer[l];
     k->res = l == 0 ? a->encoded : a->res3 + (l - 1) * N * C;
     k->ln1 = a->ln1 + l * N * C;
     k->ln1_mean = a->ln1_mean + l * N;
     k->ln1_rstd = a->ln1_rstd + l * N;
-    k->qkv = a->qkv + l * N * 3 * C;
-    k->att = a->att + l * B * NH * T * T;
-    k->atty = a->atty + l * N * C;
+    k->qkv = a->qkv + l * N * 3 * Cl;
+    k->att = a->att + l * B * NHl * T * T;
+    k->atty = a->atty + l * N * Cl;
     k->res2 = a->res2 + l * N * C;
     k->ln2 = a->ln2 + l * N * C;
     k->ln2_mean = a->ln2_mean + l * N;
     k->ln2_rstd = a->ln2_rstd + l * N;
-    k->fch = a->fch + l * N * 4 * C;
-    k->fchg = a->fch_gelu + l * N * 4 * C;
+    k->fch = a->fch + l * N * 4 * Cl;
+    k->fchg = a->fch_gelu + l * N * 4 * Cl;
     k->res3 = a->res3 + l * N * C;
 }
 
@@ -344,11 +439,15 @@ gt_status_t gt_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs, const int32_t *
     memcpy(a->inputs, inputs, N * sizeof(int32_t));
     memcpy(a->targets, targets, N * sizeof(int32_t));
 
+    gpt->have_fwd = 0;
     gt_cpu_encoder_forward(a->encoded, inputs, w->wte, w->wpe, B, T, C);
     for (size_t l = 0; l < m->L; l++) {
         gt_cpu_block_t k;
         block_views(gpt, l, &k);
-        gt_cpu_block_forward(&k);
+        if (gpt->tp == 1)
+            gt_cpu_block_forward(&k);
+        else if ((st = gt_cpu_block_forward_tp(&k)) != GT_OK)
+            return st;
     }
     const float *last = a->res3 + (m->L - 1) * N * C;
     double loss = gt_cpu_head_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->probs, a->losses, last,
@@ -377,8 +476,14 @@ gt_status_t gt_gpt_backward(gt_gpt_t *gpt, float scale)
         return GT_ERR_INVALID;
     }
     gpt->have_fwd = 0; /* probs become dlogits in place: one backward per forward */
+    void (*ready)(void *, size_t, size_t) = gpt->p.grad_ready;
+    void *rctx = gpt->p.grad_ready_ctx;
 #ifdef GT_HAVE_CUDA
-    if (is_cuda(gpt)) return gt_cuda_gpt_backward(gpt, scale);
+    if (is_cuda(gpt)) {
+        gt_status_t cst = gt_cuda_gpt_backward(gpt, scale);
+        if (cst == GT_OK && ready) ready(rctx, 0, gpt->n);
+        return cst;
+    }
 #endif
     const gt_gpt_config_t *m = &gpt->p.model;
     size_t B = gpt->p.B, T = gpt->p.T, N = B * T, C = m->C, NH = m->NH, V = m->V;
@@ -389,14 +494,24 @@ gt_status_t gt_gpt_backward(gt_gpt_t *gpt, float scale)
     const float *last = a->res3 + (m->L - 1) * N * C;
     gt_cpu_head_backward(a->dres, a->dln, g->wte, g->lnfw, g->lnfb, a->probs, a->lnf, last, w->lnfw,
                          a->lnf_mean, a->lnf_rstd, w->wte, a->targets, N, C, V, scale);
+    /* local offsets for grad_ready: blocks after the embeddings, ln_f at the end */
+    size_t emb = (gt_gpt_vp(m) + m->maxT) * C, lay = gt_gpt_layer_len_tp(m, gpt->tp);
+    if (ready) ready(rctx, gpt->n - 2 * C, 2 * C);
     gt_cpu_block_scratch_t sc = {a->dres, a->dres2, a->dln,  a->datty,
                                  a->dln1, a->dbuf4, a->dqkv, a->att_scratch};
     for (size_t l = m->L; l-- > 0;) {
         gt_cpu_block_t k;
         block_views(gpt, l, &k);
-        gt_cpu_block_backward(&k, &sc);
+        if (gpt->tp == 1)
+            gt_cpu_block_backward(&k, &sc);
+        else {
+            gt_status_t st = gt_cpu_block_backward_tp(&k, &sc);
+            if (st != GT_OK) return st;
+        }
+        if (ready) ready(rctx, emb + l * lay, lay);
     }
     gt_cpu_encoder_backward(g->wte, g->wpe, a->dres, a->inputs, B, T, C);
+    if (ready) ready(rctx, 0, emb);
     return GT_OK;
 }
 
@@ -422,8 +537,27 @@ gt_status_t gt_gpt_grad_norm(gt_gpt_t *gpt, float *norm_p)
         return GT_OK;
     }
 #endif
-    ss = gt_cpu_sumsq(gpt->arena[GT_GPT_GRADS], gpt->n);
-    *norm_p = (float)sqrt(ss);
+    if (gpt->tp == 1) {
+        ss = gt_cpu_sumsq(gpt->arena[GT_GPT_GRADS], gpt->n);
+        *norm_p = (float)sqrt(ss);
+        return GT_OK;
+    }
+    /* replicated runs once (every rank has the same bits), sharded runs summed over the group;
+     * the sum travels as one float (relative rounding ~6e-8 on the norm's square) */
+    double rep = 0, shard = 0;
+    for (size_t i = 0; i < gpt->nruns; i++) {
+        const gt_gpt_segment_t *r = &gpt->runs[i];
+        double v = gt_cpu_sumsq(gpt->arena[GT_GPT_GRADS] + r->local_offset, r->n);
+        if (r->replicated)
+            rep += v;
+        else
+            shard += v;
+    }
+    float sh = (float)shard;
+    const gt_gpt_tp_comm_t *cm = &gpt->p.tp_comm;
+    gt_status_t st = cm->allreduce_sum(cm->ctx, &sh, 1);
+    if (st != GT_OK) return st;
+    *norm_p = (float)sqrt(rep + (double)sh);
     return GT_OK;
 }
 
@@ -465,7 +599,7 @@ gt_status_t gt_gpt_adamw_step(gt_gpt_t *gpt, const gt_adamw_params_t *p, uint64_
         int d = -1;
         if (k < nt) {
             if (gt_gpt_tensor_get(m, k, &t) != GT_OK) return GT_ERR_INTERNAL;
-            off = t.offset;
+            off = gpt->tp == 1 ? t.offset : gt_gpt_tensor_local_offset(m, gpt->tp, k);
             d = t.decay;
         }
         if (k == 0) {

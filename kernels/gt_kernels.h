@@ -103,7 +103,8 @@ GT_API gt_status_t gt_gpt_tensor_get(const gt_gpt_config_t *cfg, size_t index,
 /* Finds a tensor by HF name; a leading "transformer." is ignored. GT_ERR_NOT_FOUND if none. */
 GT_API gt_status_t gt_gpt_tensor_find(const gt_gpt_config_t *cfg, const char *name,
                                       gt_gpt_tensor_t *tensor_p);
-/* Floats in each arena (includes the wte padding rows when Vp > V). 0 for a bad config. */
+/* Floats in each arena of the full model (includes the wte padding rows when Vp > V). 0 for a
+ * bad config. A tensor-parallel rank's arenas are gt_gpt_local_len long. */
 GT_API size_t gt_gpt_arena_len(const gt_gpt_config_t *cfg);
 /* Number of real parameters (sum of the tensors' numel; excludes padding). */
 GT_API size_t gt_gpt_param_count(const gt_gpt_config_t *cfg);
@@ -128,23 +129,50 @@ GT_API gt_status_t gt_kern_cuda_device_count(int *count_p);
 
 typedef enum { GT_DEVICE_CPU = 0, GT_DEVICE_CUDA = 1 } gt_device_t;
 
+/* Tensor parallelism (Megatron): how t ranks of one TP group talk. allreduce_sum replaces
+ * buf[0..n) on every rank by the elementwise sum over the t ranks' buffers; it blocks, every
+ * rank of the group calls it in the same order with the same n, and it must give
+ * BIT-IDENTICAL results on all ranks (a fixed summation order, e.g. reduce to one rank then
+ * broadcast): the replicated parameters stay equal across ranks only because every rank
+ * computes them from the same bits. A non-OK status aborts the pass and is returned as is. */
+typedef struct {
+    void *ctx;
+    gt_status_t (*allreduce_sum)(void *ctx, float *buf, size_t n);
+} gt_gpt_tp_comm_t;
+
 typedef struct {
     gt_gpt_config_t model;
     size_t B;           /* sequences per forward */
     size_t T;           /* tokens per sequence, <= model.maxT */
     gt_device_t device; /* GT_DEVICE_CPU or GT_DEVICE_CUDA */
     int cuda_device;    /* CUDA ordinal when device == GT_DEVICE_CUDA */
+    /* Tensor parallelism (see "Tensor parallelism" below). tp_size 0 or 1: none. Otherwise
+     * NH % tp_size == 0 and (4C) % tp_size == 0, tp_rank < tp_size, tp_comm.allreduce_sum set;
+     * CPU only (a CUDA model with tp_size > 1 is GT_ERR_UNSUPPORTED). */
+    size_t tp_size;
+    size_t tp_rank;
+    gt_gpt_tp_comm_t tp_comm;
+    /* Optional (NULL: no calls): told during gt_gpt_backward each time the local gradient
+     * range [offset, offset + n) is final for this backward, so a data-parallel all-reduce of
+     * it can start while backward goes on. Order on the CPU: ln_f (the last 2C floats), then
+     * block L-1, L-2, ..., 0 (each block's whole local range), then wte + wpe together (the
+     * first (Vp + maxT) * C floats) last; the ranges of one backward cover the local arena
+     * exactly once. On CUDA: one call with the whole arena after backward. Called on the
+     * calling thread; it must not call back into this model. */
+    void (*grad_ready)(void *ctx, size_t offset, size_t n);
+    void *grad_ready_ctx;
 } gt_gpt_params_t;
 
-#define GT_GPT_PARAMS_INIT                         \
-    {                                              \
-        {0, 0, 0, 0, 0, 0}, 0, 0, GT_DEVICE_CPU, 0 \
+#define GT_GPT_PARAMS_INIT                                                         \
+    {                                                                              \
+        {0, 0, 0, 0, 0, 0}, 0, 0, GT_DEVICE_CPU, 0, 0, 0, {NULL, NULL}, NULL, NULL \
     }
 
 typedef struct gt_gpt gt_gpt_t;
 
-/* Allocates the four arenas (all zero) and the activations for (B, T). Weights are zero until
- * gt_gpt_init_weights or gt_gpt_arena_write fills them. */
+/* Allocates the four arenas (all zero; gt_gpt_local_len floats each) and the activations for
+ * (B, T). Weights are zero until gt_gpt_init_weights or gt_gpt_arena_write fills them.
+ * Checks the tensor-parallel fields (gt_gpt_tp_check). */
 GT_API gt_status_t gt_gpt_create(const gt_gpt_params_t *params, gt_gpt_t **gpt_p);
 GT_API void gt_gpt_destroy(gt_gpt_t *gpt); /* accepts NULL */
 GT_API const gt_gpt_params_t *gt_gpt_get_params(const gt_gpt_t *gpt);
@@ -152,7 +180,8 @@ GT_API const gt_gpt_params_t *gt_gpt_get_params(const gt_gpt_t *gpt);
 /* GPT-2 initialisation, deterministic in `seed` and identical on CPU and CUDA: weights
  * normal(0, 0.02) (a counter-based generator: element i of tensor k depends only on seed, k
  * and i), the residual projections (attn.c_proj.weight, mlp.c_proj.weight) with std
- * 0.02/sqrt(2L), biases 0, LayerNorm gains 1, padding rows 0. Does not touch grads or m, v. */
+ * 0.02/sqrt(2L), biases 0, LayerNorm gains 1, padding rows 0. Does not touch grads or m, v.
+ * A tensor-parallel rank gets exactly the full model's values at its positions. */
 GT_API gt_status_t gt_gpt_init_weights(gt_gpt_t *gpt, uint64_t seed);
 
 typedef enum {
@@ -193,7 +222,9 @@ GT_API gt_status_t gt_gpt_backward(gt_gpt_t *gpt, float scale);
 GT_API gt_status_t gt_gpt_grad_zero(gt_gpt_t *gpt);
 
 /* Global L2 norm of the gradient arena, accumulated in double in a fixed order (independent
- * of the thread count). */
+ * of the thread count). With tensor parallelism: the norm of the FULL model's gradient
+ * (sharded squares summed over the TP group, replicated ones counted once), the same on
+ * every rank; every rank of the group must call it (and gt_gpt_grad_clip) together. */
 GT_API gt_status_t gt_gpt_grad_norm(gt_gpt_t *gpt, float *norm_p);
 /* Multiplies the gradient arena by s (averaging across ranks, manual clipping). */
 GT_API gt_status_t gt_gpt_grad_scale(gt_gpt_t *gpt, float s);
@@ -201,6 +232,67 @@ GT_API gt_status_t gt_gpt_grad_scale(gt_gpt_t *gpt, float s);
  * by max_norm / (norm + 1e-6). Writes the norm before clipping to *norm_p (may be NULL).
  * max_norm <= 0 disables clipping (norm still computed). */
 GT_API gt_status_t gt_gpt_grad_clip(gt_gpt_t *gpt, float max_norm, float *norm_p);
+
+/* ---- Tensor parallelism (Megatron) -------------------------------------------------------
+ *
+ * With t = tp_size > 1, t ranks (threads or processes, one gt_gpt_t each) split every block
+ * as in Megatron-LM. Rank j owns heads [j*NH/t, (j+1)*NH/t) and, with Cl = C/t:
+ *   attn.c_attn.weight  the columns of its heads in q, k and v: local (C, 3Cl) = [q_j|k_j|v_j]
+ *   attn.c_attn.bias    the same three pieces: (3Cl)
+ *   attn.c_proj.weight  the rows of its heads' channels: rows [j*Cl, (j+1)*Cl): (Cl, C)
+ *   mlp.c_fc.weight     columns [j*4Cl, (j+1)*4Cl): (C, 4Cl); mlp.c_fc.bias (4Cl)
+ *   mlp.c_proj.weight   rows [j*4Cl, (j+1)*4Cl): (4Cl, C)
+ * and replicates wte (all Vp rows), wpe, ln_1, ln_2, ln_f and both c_proj biases. The local
+ * arena holds the same tensors in the same order as the full one, each reduced to this rank's
+ * part (row-major in its local shape). Every rank runs the embeddings, LayerNorms, residuals
+ * and the head on the whole (N, C) stream, so every rank gets the same loss.
+ *
+ * Communication per block: forward, one allreduce_sum of N*C floats after attn.c_proj (the
+ * partial products; its bias is added after the sum) and one after mlp.c_proj; backward, one
+ * of d(ln_2 out) after the c_fc backward and one of d(ln_1 out) after the c_attn backward
+ * (Megatron's f/g). Gradients of replicated parameters come out identical on every rank with
+ * no further traffic; sharded ones are this rank's part of the full gradient.
+ * gt_gpt_grad_norm / _clip add one allreduce_sum of 1 float (the sharded sum of squares);
+ * AdamW is elementwise and needs none. Results equal tp_size 1 up to float rounding (the
+ * sums run in another order), not bit for bit.
+ *
+ * gt_gpt_tensor_get/_find and gt_gpt_arena_len keep describing the FULL model (checkpoints);
+ * gt_gpt_arena, _read, _write and the grad_ready offsets use LOCAL offsets in
+ * [0, gt_gpt_local_len). The segment map translates. */
+
+/* One run of floats that is contiguous in both arenas: local [local_offset, +n) of this rank
+ * is full [full_offset, +n). replicated: every rank holds the same values there. */
+typedef struct {
+    size_t full_offset;
+    size_t local_offset;
+    size_t n;
+    int replicated;
+} gt_gpt_segment_t;
+
+/* Checks the TP fields of p (tp_size, tp_rank, divisibility, the callback, CPU only) and the
+ * model config. Logs what is wrong; GT_ERR_CONFIG, or GT_ERR_UNSUPPORTED for CUDA with
+ * tp_size > 1. gt_gpt_create runs it. */
+GT_API gt_status_t gt_gpt_tp_check(const gt_gpt_params_t *p);
+/* Floats in each of this rank's arenas (= gt_gpt_arena_len(&p->model) when tp_size <= 1);
+ * per block 12C^2/t + 7C/t + 6C. 0 when gt_gpt_tp_check fails (nothing logged). */
+GT_API size_t gt_gpt_local_len(const gt_gpt_params_t *p);
+/* Number of segments of this rank's map: 1 for tp_size <= 1, otherwise at most
+ * L*(4C + 8) + 1 (one per row piece of c_attn.weight and c_fc.weight: 36,961 for gpt2-124m;
+ * a middle rank of an odd t may merge a few more). 0 when gt_gpt_tp_check fails. */
+GT_API size_t gt_gpt_tp_segment_count(const gt_gpt_params_t *p);
+/* Writes this rank's segments to segs[0..count), in increasing local (and full) offset, with
+ * adjacent runs merged; they tile the local arena exactly. Copying every rank's sharded
+ * segments and any one rank's replicated segments into a full arena rebuilds it exactly
+ * (padding rows included). *n_p = count. GT_ERR_OVERFLOW when cap < count (query the count
+ * first), GT_ERR_CONFIG when gt_gpt_tp_check fails. */
+GT_API gt_status_t gt_gpt_tp_segments(const gt_gpt_params_t *p, gt_gpt_segment_t *segs, size_t cap,
+                                      size_t *n_p);
+/* Host-memory conveniences over the segment map. gather: writes this rank's part of local (a
+ * gt_gpt_local_len array) into full (a gt_gpt_arena_len array); call it for every rank
+ * (replicated parts are written each time, with equal values) to rebuild the full vector.
+ * scatter: copies this rank's part out of a full vector into local. */
+GT_API gt_status_t gt_gpt_tp_gather(const gt_gpt_params_t *p, const float *local, float *full);
+GT_API gt_status_t gt_gpt_tp_scatter(const gt_gpt_params_t *p, const float *full, float *local);
 
 /* ---- Optimizers ----------------------------------------------------------------------------- */
 

@@ -39,6 +39,23 @@ size_t gt_gpt_layer_len(const gt_gpt_config_t *cfg);
 /* Fills v (whose layer array has L entries) with views into an arena starting at base. */
 void gt_gpt_layout(const gt_gpt_config_t *cfg, float *base, gt_gpt_views_t *v);
 
+/* ---- Tensor-parallel layout (tp.c) --------------------------------------------------------
+ * t = the TP size (>= 1); the local tensors of a block in a rank's arena (gt_gpt_tp_walk). */
+
+size_t gt_gpt_tp(const gt_gpt_params_t *p); /* tp_size, with 0 read as 1 */
+size_t gt_gpt_layer_len_tp(const gt_gpt_config_t *cfg, size_t t);
+/* Views of a rank's local arena (t = 1: the full layout). */
+void gt_gpt_layout_tp(const gt_gpt_config_t *cfg, size_t t, float *base, gt_gpt_views_t *v);
+/* Local offset of tensor k (gt_gpt_tensor_get order) in a rank's arena. */
+size_t gt_gpt_tensor_local_offset(const gt_gpt_config_t *cfg, size_t t, size_t k);
+/* Calls fn for every piece rank holds: tensor k, full offset, local offset, n floats,
+ * replicated (1 for everything when t == 1). In increasing local offset; the pieces tile the
+ * local arena; wte is one piece of Vp*C (padding rows included). */
+typedef void (*gt_gpt_tp_emit_fn)(void *ctx, size_t k, size_t full, size_t local, size_t n,
+                                  int replicated);
+void gt_gpt_tp_walk(const gt_gpt_config_t *cfg, size_t t, size_t rank, gt_gpt_tp_emit_fn fn,
+                    void *ctx);
+
 /* ---- CPU layer operations (cpu_ops.c) ---------------------------------------------------- */
 
 /* out(N,C) = wte[inp] + wpe[t]. */
@@ -130,6 +147,10 @@ typedef struct {
     const float *res;              /* (N, C) block input */
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2;
     float *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg, *res3;
+    /* tensor parallelism (cpu_tp.c): tp ranks; with tp > 1 the weights and qkv, att, atty,
+     * fch, fchg are this rank's slices (Cl = C/tp channels, NH/tp heads) */
+    size_t tp;
+    const gt_gpt_tp_comm_t *comm;
 } gt_cpu_block_t;
 
 typedef struct {
@@ -142,6 +163,11 @@ typedef struct {
 
 void gt_cpu_block_forward(const gt_cpu_block_t *k);
 void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t *s);
+/* The same for a tensor-parallel rank (k->tp > 1; cpu_tp.c): the Megatron split with two
+ * k->comm all-reduces of (N, C) each way. Scratch dqkv, dbuf4, datty hold local widths.
+ * Returns the first failing all-reduce's status. */
+gt_status_t gt_cpu_block_forward_tp(const gt_cpu_block_t *k);
+gt_status_t gt_cpu_block_backward_tp(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t *s);
 /* Final layernorm, tied LM head and cross-entropy; returns the mean loss (double, row order).
  * probs (N, V) keeps the softmax for backward. */
 double gt_cpu_head_forward(float *lnf, float *mean, float *rstd, float *probs, float *losses,
@@ -166,6 +192,10 @@ struct gt_gpt {
     int have_fwd;    /* a forward ran since the last parameter change of shape */
     void *cpu;       /* CPU activations (gpt.c) */
     void *cuda;      /* CUDA state (gpt_cuda.cu) */
+    size_t tp;       /* tensor-parallel ranks (1: none); n is then the local length */
+    /* tp > 1: the local arena as alternating runs, replicated or sharded (for the norm) */
+    gt_gpt_segment_t *runs;
+    size_t nruns;
 };
 
 /* ---- CUDA half (gpt_cuda.cu); only linked when GT_HAVE_CUDA ------------------------------- */
