@@ -122,25 +122,19 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
 
 /* A site of a multi-site run: DiLoCo over the WAN (local/site.c). */
 static int run_site(const gt_topo_config_t *cfg, const char *site, const char *run_dir_opt,
-                    const char *run_id, double slow, long long corrupt, long long kill_at)
+                    const char *run_id, double slow, long long corrupt, long long kill_at,
+                    gt_local_comm_t *world)
 {
     char run_dir[GT_TOPO_PATH_MAX * 2 + 8], path[sizeof run_dir + 32];
-    uint32_t si = 0;
-    if (gt_topo_site_index(cfg, site, &si) == GT_OK && cfg->sites[si].ranks != 1) {
-        fprintf(stderr,
-                "geotrain run: site '%s' has %u ranks; in-site data parallelism (MPI/NCCL) is not "
-                "built yet, so a site has one rank (set sites.%s.ranks=1)\n",
-                site, cfg->sites[si].ranks, site);
-        return 2;
-    }
     if (run_dir_opt)
         snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
     else
         snprintf(run_dir, sizeof run_dir, "%s/%s", cfg->run.run_dir, cfg->run.name);
     if (gt_local_mkdirs(run_dir) != GT_OK) return 1;
     snprintf(path, sizeof path, "%s/config.yaml", run_dir);
-    if (access(path, F_OK) != 0 && write_config_copy(cfg, path) != GT_OK) return 1;
-    gt_log_set_tag(site);
+    if (gt_local_comm_rank(world) == 0 && access(path, F_OK) != 0 &&
+        write_config_copy(cfg, path) != GT_OK)
+        return 1;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     gt_local_site_params_t sp = GT_LOCAL_SITE_PARAMS_INIT;
@@ -152,6 +146,7 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
     sp.stop = (const volatile int *)&stop_signal;
     sp.corrupt_anchor_round = corrupt >= 0 ? (uint64_t)corrupt + 1 : 0;
     sp.kill_at_round = kill_at;
+    sp.comm = world;
     gt_status_t s = gt_local_site_run(&sp);
     if (s == GT_ERR_CLOSED) {
         fprintf(stderr, "geotrain run: site %s stopped by signal %d; it left the run\n", site,
@@ -163,6 +158,50 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
         return 1;
     }
     return 0;
+}
+
+/* The site's ranks: MPI_COMM_WORLD under mpirun/srun, else one rank; either way as many as
+ * sites.SITE.ranks says. */
+static gt_status_t open_world(const gt_topo_config_t *cfg, uint32_t si, gt_local_comm_t **world_p)
+{
+    const char *name = cfg->sites[si].name;
+    uint32_t R = cfg->sites[si].ranks;
+    gt_status_t s = gt_local_comm_world(world_p);
+    if (s != GT_OK) return s;
+    int size = gt_local_comm_size(*world_p), me = gt_local_comm_rank(*world_p);
+    if ((uint32_t)size == R) {
+        if (size > 1) {
+            static char tag[96];
+            snprintf(tag, sizeof tag, "%s/r%d", name, me);
+            gt_log_set_tag(tag);
+        } else {
+            gt_log_set_tag(name);
+        }
+        return GT_OK;
+    }
+    if (size == 1)
+        fprintf(stderr,
+                "geotrain run: site '%s' has %u ranks (sites.%s.ranks): start it as an MPI job, "
+                "`mpirun -np %u geotrain run --config FILE --site %s` (or srun; `geotrain "
+                "launch` does this), or set sites.%s.ranks=1\n",
+                name, R, name, R, name, name);
+    else if (me == 0)
+        fprintf(stderr,
+                "geotrain run: this MPI job has %d ranks but site '%s' has %u (sites.%s.ranks): "
+                "start it with -np %u\n",
+                size, name, R, name, R);
+    gt_local_comm_destroy(*world_p);
+    *world_p = NULL;
+    return GT_ERR_CONFIG;
+}
+
+/* Whether any rank was asked to stop (a signal reaches the ranks at different moments). */
+static gt_status_t agree_stop(gt_local_comm_t *world, int *stopping_p)
+{
+    uint64_t flag = stop_signal != 0;
+    gt_status_t s = gt_local_comm_allreduce(world, &flag, 1, GT_COMM_U64, GT_COMM_MAX);
+    if (s == GT_OK) *stopping_p = flag != 0;
+    return s;
 }
 
 int gt_cmd_run(int argc, char **argv)
@@ -222,6 +261,7 @@ int gt_cmd_run(int argc, char **argv)
     }
 
     int rc = 1;
+    gt_local_comm_t *world = NULL;
     gt_topo_config_t *cfg = NULL;
     gt_local_trainer_t *tr = NULL;
     gt_local_metrics_t *metrics = NULL;
@@ -241,22 +281,20 @@ int gt_cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (cfg->n_sites != 1) {
-        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at);
-        goto out;
-    }
-    if (cfg->sites[si].ranks != 1) {
-        fprintf(stderr,
-                "geotrain run: site '%s' has %u ranks; in-site data parallelism (MPI/NCCL) is not "
-                "built yet, so a site has one rank (set sites.%s.ranks=1)\n",
-                site, cfg->sites[si].ranks, site);
+    if ((s = open_world(cfg, si, &world)) != GT_OK) {
         rc = 2;
         goto out;
     }
-    gt_log_set_tag(site);
-    printf("# resolved configuration\n");
-    if (gt_topo_print(cfg, stdout) != GT_OK) goto out;
-    fflush(stdout);
+    const int lead = gt_local_comm_rank(world) == 0; /* writes the site's files */
+    if (cfg->n_sites != 1) {
+        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at, world);
+        goto out;
+    }
+    if (lead) {
+        printf("# resolved configuration\n");
+        if (gt_topo_print(cfg, stdout) != GT_OK) goto out;
+        fflush(stdout);
+    }
 
     if (run_dir_opt)
         snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
@@ -281,12 +319,13 @@ int gt_cmd_run(int argc, char **argv)
     }
     if (gt_local_mkdirs(site_dir) != GT_OK) goto out;
     snprintf(path, sizeof path, "%s/config.yaml", run_dir);
-    if (write_config_copy(cfg, path) != GT_OK) goto out;
+    if (lead && write_config_copy(cfg, path) != GT_OK) goto out;
 
     gt_local_trainer_params_t tp = GT_LOCAL_TRAINER_PARAMS_INIT;
     tp.cfg = cfg;
     tp.site = si;
-    tp.rank = 0;
+    tp.rank = (uint32_t)gt_local_comm_rank(world);
+    tp.comm = world;
     if ((s = gt_local_trainer_create(&tp, &tr)) != GT_OK) goto fail;
     if (resume && (s = gt_local_trainer_resume(tr, ckpt_dir)) != GT_OK) goto fail;
     if (init && (s = gt_local_trainer_init_from(tr, init)) != GT_OK) goto fail;
@@ -295,16 +334,18 @@ int gt_cmd_run(int argc, char **argv)
     const uint64_t log_every = cfg->run.log_every ? cfg->run.log_every : 1;
     uint64_t start = gt_local_trainer_steps_done(tr);
     snprintf(path, sizeof path, "%s/metrics.jsonl", site_dir);
-    if ((s = gt_local_metrics_open(path, start, &metrics)) != GT_OK) goto fail;
+    if (lead && (s = gt_local_metrics_open(path, start, &metrics)) != GT_OK) goto fail;
 
     const gt_gpt_params_t *gp = gt_gpt_get_params(gt_local_trainer_model(tr));
-    fprintf(stderr,
-            "geotrain run: site %s, model V=%zu maxT=%zu L=%zu C=%zu NH=%zu (%zu parameters), "
-            "B=%zu T=%zu, %u thread(s); steps %" PRIu64 "..%" PRIu64 "; run dir %s; config "
-            "hash %s\n",
-            site, gp->model.V, gp->model.maxT, gp->model.L, gp->model.C, gp->model.NH,
-            gt_gpt_param_count(&gp->model), gp->B, gp->T, cfg->local.threads, start, total, run_dir,
-            gt_local_trainer_config_hash(tr));
+    if (lead)
+        fprintf(stderr,
+                "geotrain run: site %s (%d rank(s)), model V=%zu maxT=%zu L=%zu C=%zu NH=%zu (%zu "
+                "parameters), "
+                "B=%zu T=%zu, %u thread(s); steps %" PRIu64 "..%" PRIu64 "; run dir %s; config "
+                "hash %s\n",
+                site, gt_local_comm_size(world), gp->model.V, gp->model.maxT, gp->model.L,
+                gp->model.C, gp->model.NH, gt_gpt_param_count(&gp->model), gp->B, gp->T,
+                cfg->local.threads, start, total, run_dir, gt_local_trainer_config_hash(tr));
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -314,18 +355,21 @@ int gt_cmd_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    const int tty = isatty(STDERR_FILENO);
+    const int tty = lead && isatty(STDERR_FILENO);
     gt_local_step_stats_t st = {0, NAN, 0, 0, 0, 0};
     uint64_t win_t0 = gt_time_ns(), win_steps = 0, last_draw = 0;
     double win_loss = 0, tps = 0, final_loss = NAN;
-    while (gt_local_trainer_steps_done(tr) < total && !stop_signal) {
+    int stopping = 0;
+    while (gt_local_trainer_steps_done(tr) < total && !stopping) {
         if ((s = gt_local_trainer_step(tr, &st)) != GT_OK) goto fail;
+        /* The ranks stop at the same step, whichever of them saw the signal. */
+        if ((s = agree_stop(world, &stopping)) != GT_OK) goto fail;
         win_steps++;
         win_loss += st.loss;
         uint64_t now = gt_time_ns();
         double win_s = (double)(now - win_t0) * 1e-9;
         int log_now = st.step % log_every == 0 || st.step == total;
-        if (log_now || (tty && (double)(now - last_draw) * 1e-9 >= TTY_PERIOD_S)) {
+        if (lead && (log_now || (tty && (double)(now - last_draw) * 1e-9 >= TTY_PERIOD_S))) {
             double cur_tps =
                 win_s > 0 ? (double)(win_steps * gt_local_trainer_tokens_per_step(tr)) / win_s : 0;
             char eta[32];
@@ -356,15 +400,17 @@ int gt_cmd_run(int argc, char **argv)
     uint64_t tokens = (uint64_t)done * gt_local_trainer_tokens_per_step(tr);
     double elapsed = gt_local_trainer_elapsed_s(tr);
     snprintf(path, sizeof path, "%s/summary.json", site_dir);
-    if ((s = write_summary(path, site, done, tokens, elapsed, final_loss, stop_signal != 0)) !=
-        GT_OK)
+    if (lead &&
+        (s = write_summary(path, site, done, tokens, elapsed, final_loss, stopping)) != GT_OK)
         goto fail;
-    if (stop_signal) {
+    if (!lead) {
+        rc = stopping ? 128 + (stop_signal ? stop_signal : SIGTERM) : 0;
+    } else if (stopping) {
         fprintf(stderr,
                 "geotrain run: stopped by signal %d at step %" PRIu64 "; checkpoint written. "
                 "Continue with --resume.\n",
-                (int)stop_signal, done);
-        rc = 128 + stop_signal;
+                (int)(stop_signal ? stop_signal : SIGTERM), done);
+        rc = 128 + (stop_signal ? stop_signal : SIGTERM);
     } else {
         fprintf(stderr,
                 "geotrain run: done: %" PRIu64 " steps, final loss %.4f (mean of the last log "
@@ -380,5 +426,13 @@ out:
     gt_local_metrics_close(metrics);
     gt_local_trainer_destroy(tr);
     gt_topo_destroy(cfg);
+    if (rc == 1 && gt_local_comm_size(world) > 1) {
+        /* A rank that failed takes its site down at once rather than leave the others
+         * waiting in a collective. */
+        fprintf(stderr, "geotrain run: rank %d failed: stopping the site's MPI job\n",
+                gt_local_comm_rank(world));
+        gt_local_comm_abort(world, 1);
+    }
+    gt_local_comm_destroy(world);
     return rc;
 }

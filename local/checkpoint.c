@@ -105,25 +105,83 @@ gt_status_t gt_local_ckpt_latest(const char *root, char *path_p, size_t n)
     return GT_OK;
 }
 
-static json_t *state_json(const gt_local_trainer_t *tr)
+static json_t *pos_json(const gt_local_data_pos_t *pos)
+{
+    char rng[4][17];
+    for (int i = 0; i < 4; i++) snprintf(rng[i], sizeof rng[i], "%016" PRIx64, pos->rng[i]);
+    return json_pack("{s:I, s:I, s:[s,s,s,s]}", "epoch", (json_int_t)pos->epoch, "index",
+                     (json_int_t)pos->index, "rng", rng[0], rng[1], rng[2], rng[3]);
+}
+
+#define POS_WORDS 6 /* epoch, index, rng[4] */
+
+/* Every rank's data position, gathered on every rank: ranks * POS_WORDS words. */
+static gt_status_t gather_positions(const gt_local_trainer_t *tr, uint64_t *all)
+{
+    int R = gt_local_comm_size(tr->comm), me = gt_local_comm_rank(tr->comm);
+    gt_local_data_pos_t pos;
+    gt_local_data_get_pos(tr->data, &pos);
+    memset(all, 0, (size_t)R * POS_WORDS * sizeof *all);
+    uint64_t *w = all + (size_t)me * POS_WORDS;
+    w[0] = pos.epoch;
+    w[1] = pos.index;
+    memcpy(w + 2, pos.rng, sizeof pos.rng);
+    return gt_local_comm_allreduce(tr->comm, all, (size_t)R * POS_WORDS, GT_COMM_U64, GT_COMM_SUM);
+}
+
+static json_t *state_json(const gt_local_trainer_t *tr, const uint64_t *rank_pos)
 {
     gt_local_data_pos_t pos;
     gt_local_data_get_pos(tr->data, &pos);
     char rng[4][17];
     for (int i = 0; i < 4; i++) snprintf(rng[i], sizeof rng[i], "%016" PRIx64, pos.rng[i]);
     json_t *cfg = json_loads(tr->config_json, 0, NULL);
-    return json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:i,"
-                     " s:{s:I, s:I, s:[s,s,s,s]}, s:s, s:o}",
-                     "format", STATE_FORMAT, "version", STATE_VERSION, "step", (json_int_t)tr->step,
-                     "round", (json_int_t)(tr->step / tr->cfg->inner.steps), "total_steps",
-                     (json_int_t)tr->total_steps, "tokens", (json_int_t)tr->tokens, "elapsed_s",
-                     tr->elapsed_s, "loss", (double)tr->last_loss, "site",
-                     tr->cfg->sites[tr->site].name, "rank", (int)tr->rank, "data", "epoch",
-                     (json_int_t)pos.epoch, "index", (json_int_t)pos.index, "rng", rng[0], rng[1],
-                     rng[2], rng[3], "config_hash", tr->hash, "config", cfg ? cfg : json_null());
+    json_t *ranks = json_array();
+    for (int r = 0; rank_pos && r < gt_local_comm_size(tr->comm); r++) {
+        const uint64_t *w = rank_pos + (size_t)r * POS_WORDS;
+        gt_local_data_pos_t p = {w[0], w[1], {w[2], w[3], w[4], w[5]}};
+        json_array_append_new(ranks, pos_json(&p));
+    }
+    json_t *o = json_pack(
+        "{s:s, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:i,"
+        " s:{s:I, s:I, s:[s,s,s,s]}, s:s, s:o}",
+        "format", STATE_FORMAT, "version", STATE_VERSION, "step", (json_int_t)tr->step, "round",
+        (json_int_t)(tr->step / tr->cfg->inner.steps), "total_steps", (json_int_t)tr->total_steps,
+        "tokens", (json_int_t)tr->tokens, "elapsed_s", tr->elapsed_s, "loss", (double)tr->last_loss,
+        "site", tr->cfg->sites[tr->site].name, "rank", (int)tr->rank, "data", "epoch",
+        (json_int_t)pos.epoch, "index", (json_int_t)pos.index, "rng", rng[0], rng[1], rng[2],
+        rng[3], "config_hash", tr->hash, "config", cfg ? cfg : json_null());
+    /* A multi-rank site: every rank's data position, by rank (the "data" above is rank 0's). */
+    if (o && json_array_size(ranks)) json_object_set(o, "rank_data", ranks);
+    json_decref(ranks);
+    return o;
 }
 
+static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned keep,
+                              const uint64_t *rank_pos);
+
 gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root, unsigned keep)
+{
+    if (gt_local_comm_size(tr->comm) <= 1) return save_files(tr, root, keep, NULL);
+    /* A multi-rank site: the replicas hold the same model, so rank 0 writes it, with every
+     * rank's data position; the others learn the outcome from it. */
+    int R = gt_local_comm_size(tr->comm);
+    uint64_t *all = malloc((size_t)R * POS_WORDS * sizeof *all);
+    if (!all) return GT_ERR_NOMEM;
+    gt_status_t s = gather_positions(tr, all);
+    if (s != GT_OK) {
+        free(all);
+        return s;
+    }
+    int32_t result = 0;
+    if (gt_local_comm_rank(tr->comm) == 0) result = (int32_t)save_files(tr, root, keep, all);
+    free(all);
+    s = gt_local_comm_bcast(tr->comm, &result, sizeof result, 0);
+    return s != GT_OK ? s : (gt_status_t)result;
+}
+
+static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned keep,
+                              const uint64_t *rank_pos)
 {
     gt_status_t s = GT_OK;
     char *dir = NULL, *tmp = NULL, *file = NULL, *text = NULL;
@@ -151,7 +209,7 @@ gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root, unsi
     snprintf(file, plen + 32, "%s/optimizer.safetensors", tmp);
     gt_local_arena_ref_t moments[2] = {{GT_GPT_ADAM_M, "m."}, {GT_GPT_ADAM_V, "v."}};
     GT_CHECK_GOTO(gt_local_gpt_save(tr->gpt, moments, 2, NULL, 0, file), s, out);
-    state = state_json(tr);
+    state = state_json(tr, rank_pos);
     GT_REQUIRE_GOTO(state, s, GT_ERR_NOMEM, out, "out of memory");
     text = json_dumps(state, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     GT_REQUIRE_GOTO(text, s, GT_ERR_NOMEM, out, "out of memory");
@@ -249,6 +307,23 @@ gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
         if (now) explain_diff(cfg, now);
         s = GT_ERR_CONFIG;
         goto out;
+    }
+    json_t *rank_data = json_object_get(state, "rank_data");
+    int R = gt_local_comm_size(tr->comm);
+    size_t saved_ranks = rank_data ? json_array_size(rank_data) : 1;
+    GT_REQUIRE_GOTO(saved_ranks == (size_t)R, s, GT_ERR_CONFIG, out,
+                    "%s: the checkpoint was written by a site of %zu rank(s); resume it with the "
+                    "same number (this job has %d)",
+                    file, saved_ranks, R);
+    if (rank_data) {
+        json_int_t e = -1, ix = -1;
+        bad = json_unpack_ex(json_array_get(rank_data, (size_t)gt_local_comm_rank(tr->comm)), &jerr,
+                             0, "{s:I, s:I, s:[ssss]}", "epoch", &e, "index", &ix, "rng", &r[0],
+                             &r[1], &r[2], &r[3]);
+        GT_REQUIRE_GOTO(!bad && e >= 0 && ix >= 0, s, GT_ERR_CORRUPT, out,
+                        "%s: bad rank_data entry for rank %d", file, gt_local_comm_rank(tr->comm));
+        epoch = e;
+        index = ix;
     }
     gt_local_data_pos_t pos = {(uint64_t)epoch, (uint64_t)index, {0, 0, 0, 0}};
     for (int i = 0; i < 4; i++)

@@ -260,6 +260,47 @@ GT_API gt_status_t gt_local_comm_barrier(gt_local_comm_t *c) GT_MUST_USE;
  * one-rank communicator. */
 GT_API void gt_local_comm_abort(gt_local_comm_t *c, int code);
 
+/* ---- NCCL inside a site (comm_nccl.c): the GPU all-reduce of a site's ranks ----
+ * One NCCL communicator over the ranks of a gt_local_comm (usually the data-parallel
+ * sub-communicator), one CUDA device per rank, with its own CUDA stream. Rank 0 makes the
+ * ncclUniqueId and broadcasts it over the gt_local_comm (MPI). Nothing here waits without a
+ * deadline: the communicator is created non-blocking and every wait polls
+ * ncclCommGetAsyncError and the stream; on an error or when the deadline passes the NCCL
+ * communicator is aborted (ncclCommAbort), the call returns an error, and every later call on
+ * it returns GT_ERR_PEER_LOST: a rank that stops answering is its site's failure, never a hang.
+ * Builds without CUDA/NCCL (GT_HAVE_NCCL undefined) keep these functions, which then return
+ * GT_ERR_UNSUPPORTED. */
+typedef struct gt_local_nccl gt_local_nccl_t;
+
+/* Default deadline of one NCCL wait (creation, one all-reduce), seconds. */
+#define GT_LOCAL_NCCL_TIMEOUT_S 600.0
+
+/* 1 when this build has NCCL. */
+GT_API int gt_local_nccl_available(void);
+/* Collective over `comm`: every rank calls it, with the CUDA ordinal it will use (two ranks of
+ * one communicator on the same device are refused by NCCL). A one-rank comm gives a one-rank
+ * NCCL communicator (no MPI needed). GT_ERR_UNSUPPORTED without NCCL; GT_ERR_IO when CUDA or
+ * NCCL fails (no device, ...); GT_ERR_TIMEOUT when the other ranks do not join in time. */
+GT_API gt_status_t gt_local_nccl_create(gt_local_comm_t *comm, int cuda_device,
+                                        gt_local_nccl_t **nccl_p) GT_MUST_USE;
+/* Replaces dev_buf[0..n) (device memory on this rank's device, fp32) by the elementwise sum
+ * over the ranks, in place, and returns when it is complete. bf16 != 0 reduces in bf16 (half
+ * the bytes on the wire; the values are rounded to bf16 before the sum and the sum is rounded
+ * again): converted into a scratch buffer kept by the communicator, reduced, widened back.
+ * The caller's writes to dev_buf must be complete (every gt_gpt_* call returns with its work
+ * done). Every rank calls it in the same order with the same n and bf16. Errors:
+ * GT_ERR_TIMEOUT (deadline), GT_ERR_PEER_LOST (NCCL reported an error, or an earlier call
+ * aborted this communicator), GT_ERR_IO (CUDA). */
+GT_API gt_status_t gt_local_nccl_allreduce_sum(gt_local_nccl_t *nccl, float *dev_buf, size_t n,
+                                               int bf16) GT_MUST_USE;
+/* Sets the deadline of later waits (seconds > 0). */
+GT_API void gt_local_nccl_set_timeout(gt_local_nccl_t *nccl, double seconds);
+GT_API int gt_local_nccl_rank(const gt_local_nccl_t *nccl);
+GT_API int gt_local_nccl_size(const gt_local_nccl_t *nccl);
+/* Frees the communicator (ncclCommFinalize + destroy when healthy, abort otherwise), its
+ * stream and scratch buffer. Accepts NULL. */
+GT_API void gt_local_nccl_destroy(gt_local_nccl_t *nccl);
+
 /* ---- The trainer: one rank's inner loop (DESIGN.md §1) ----
  * Each step: the next batch of this rank's data share, forward, backward, global-norm
  * clipping (inner.grad_clip), AdamW at the learning rate of the warmup + cosine schedule over
@@ -294,7 +335,7 @@ typedef struct {
     float loss;       /* mean cross-entropy of this step's batch, nats */
     float lr;         /* learning rate used */
     float grad_norm;  /* global gradient norm before clipping */
-    uint64_t tokens;  /* tokens this rank has trained on since the run began */
+    uint64_t tokens;  /* tokens the site (all its replicas) has trained on since the run began */
     double elapsed_s; /* seconds spent in steps since the run began (across resumes) */
 } gt_local_step_stats_t;
 
@@ -322,6 +363,7 @@ GT_API gt_gpt_t *gt_local_trainer_model(gt_local_trainer_t *tr);
 GT_API uint64_t gt_local_trainer_steps_done(const gt_local_trainer_t *tr);
 /* run.rounds × inner.steps. */
 GT_API uint64_t gt_local_trainer_total_steps(const gt_local_trainer_t *tr);
+/* Tokens one step trains on across the site: B·T times the model replicas. */
 GT_API size_t gt_local_trainer_tokens_per_step(const gt_local_trainer_t *tr);
 /* Seconds spent in steps since the run began, across resumes. */
 GT_API double gt_local_trainer_elapsed_s(const gt_local_trainer_t *tr);
@@ -381,11 +423,15 @@ typedef struct {
     /* Chaos: the process kills itself with SIGKILL (no goodbye, no deregistration) once it has
      * applied this many rounds (-1 = never): a site dying at a deterministic point. */
     int64_t kill_at_round;
+    /* The site's ranks (borrowed; NULL: one rank). Every rank of the site calls
+     * gt_local_site_run; rank k carries the WAN traffic and outer state of lanes
+     * {l : l mod R = k} (DESIGN §3) and rank 0 writes the site's files. */
+    gt_local_comm_t *comm;
 } gt_local_site_params_t;
 
-#define GT_LOCAL_SITE_PARAMS_INIT                      \
-    {                                                  \
-        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1 \
+#define GT_LOCAL_SITE_PARAMS_INIT                            \
+    {                                                        \
+        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1, NULL \
     }
 
 GT_API gt_status_t gt_local_site_run(const gt_local_site_params_t *params) GT_MUST_USE;

@@ -192,7 +192,8 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     tr->adamw.weight_decay = (float)c->inner.weight_decay;
     tr->grad_clip = (float)c->inner.grad_clip;
 
-    tr->config_json = config_json(c, &tr->gp, params->site, params->rank);
+    /* A multi-rank site shares one checkpoint: its hash names the site, not the rank. */
+    tr->config_json = config_json(c, &tr->gp, params->site, tr->comm ? 0 : params->rank);
     GT_REQUIRE_GOTO(tr->config_json, s, GT_ERR_NOMEM, out, "out of memory");
     snprintf(tr->hash, sizeof tr->hash, "%016llx",
              (unsigned long long)XXH64(tr->config_json, strlen(tr->config_json), 0));
@@ -249,7 +250,7 @@ gt_status_t gt_local_trainer_step_batch(gt_local_trainer_t *tr, const int32_t *i
     if ((s = gt_gpt_grad_clip(tr->gpt, tr->grad_clip, &norm)) != GT_OK) return s;
     if ((s = gt_gpt_adamw_step(tr->gpt, &ap, tr->step + 1)) != GT_OK) return s;
     tr->step++;
-    tr->tokens += tr->gp.B * tr->gp.T;
+    tr->tokens += tr->gp.B * tr->gp.T * tr->dp_size;
     tr->elapsed_s += (double)(gt_time_ns() - t0) * 1e-9;
     tr->last_loss = loss;
     if (stats_p) {
@@ -277,7 +278,7 @@ uint64_t gt_local_trainer_total_steps(const gt_local_trainer_t *tr)
 }
 size_t gt_local_trainer_tokens_per_step(const gt_local_trainer_t *tr)
 {
-    return tr->gp.B * tr->gp.T;
+    return tr->gp.B * tr->gp.T * tr->dp_size;
 }
 const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr)
 {
