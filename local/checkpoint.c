@@ -160,6 +160,17 @@ static json_t *state_json(const gt_local_trainer_t *tr, const uint64_t *rank_pos
 static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned keep,
                               const uint64_t *rank_pos);
 
+/* Tensor parallel: the full arenas assembled in the I/O model (collective over the TP group). */
+static gt_status_t gather_io(gt_local_trainer_t *tr)
+{
+    gt_gpt_t *io = NULL;
+    gt_status_t s = gt_local_trainer_io_model(tr, &io);
+    static const gt_gpt_arena_t which[3] = {GT_GPT_PARAMS, GT_GPT_ADAM_M, GT_GPT_ADAM_V};
+    for (int a = 0; a < 3 && s == GT_OK && io != tr->gpt; a++)
+        s = gt_local_trainer_gather(tr, which[a], gt_gpt_arena(io, which[a]));
+    return s;
+}
+
 gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root, unsigned keep)
 {
     if (gt_local_comm_size(tr->comm) <= 1) return save_files(tr, root, keep, NULL);
@@ -169,6 +180,7 @@ gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root, unsi
     uint64_t *all = malloc((size_t)R * POS_WORDS * sizeof *all);
     if (!all) return GT_ERR_NOMEM;
     gt_status_t s = gather_positions(tr, all);
+    if (s == GT_OK) s = gather_io(tr);
     if (s != GT_OK) {
         free(all);
         return s;
@@ -205,10 +217,12 @@ static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned
 
     snprintf(file, plen + 32, "%s/model.safetensors", tmp);
     gt_local_arena_ref_t params = {GT_GPT_PARAMS, ""};
-    GT_CHECK_GOTO(gt_local_gpt_save(tr->gpt, &params, 1, NULL, 0, file), s, out);
+    gt_gpt_t *io = NULL; /* the model, or its full-size assembly under tensor parallelism */
+    GT_CHECK_GOTO(gt_local_trainer_io_model(tr, &io), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_save(io, &params, 1, NULL, 0, file), s, out);
     snprintf(file, plen + 32, "%s/optimizer.safetensors", tmp);
     gt_local_arena_ref_t moments[2] = {{GT_GPT_ADAM_M, "m."}, {GT_GPT_ADAM_V, "v."}};
-    GT_CHECK_GOTO(gt_local_gpt_save(tr->gpt, moments, 2, NULL, 0, file), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_save(io, moments, 2, NULL, 0, file), s, out);
     state = state_json(tr, rank_pos);
     GT_REQUIRE_GOTO(state, s, GT_ERR_NOMEM, out, "out of memory");
     text = json_dumps(state, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
@@ -331,15 +345,23 @@ gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
                         "%s: bad generator state '%s'", file, r[i]);
     GT_CHECK_GOTO(gt_local_data_set_pos(tr->data, &pos), s, out);
 
+    gt_gpt_t *io = NULL; /* the model, or a full-size one whose shard we take (TP) */
+    GT_CHECK_GOTO(gt_local_trainer_io_model(tr, &io), s, out);
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
     GT_CHECK_GOTO(gt_local_st_open(file, &st), s, out);
-    GT_CHECK_GOTO(gt_local_gpt_load(tr->gpt, GT_GPT_PARAMS, st, ""), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_load(io, GT_GPT_PARAMS, st, ""), s, out);
     gt_local_st_close(st);
     st = NULL;
     snprintf(file, sizeof file, "%s/optimizer.safetensors", dir);
     GT_CHECK_GOTO(gt_local_st_open(file, &st), s, out);
-    GT_CHECK_GOTO(gt_local_gpt_load(tr->gpt, GT_GPT_ADAM_M, st, "m."), s, out);
-    GT_CHECK_GOTO(gt_local_gpt_load(tr->gpt, GT_GPT_ADAM_V, st, "v."), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_load(io, GT_GPT_ADAM_M, st, "m."), s, out);
+    GT_CHECK_GOTO(gt_local_gpt_load(io, GT_GPT_ADAM_V, st, "v."), s, out);
+    if (io != tr->gpt) {
+        static const gt_gpt_arena_t which[3] = {GT_GPT_PARAMS, GT_GPT_ADAM_M, GT_GPT_ADAM_V};
+        for (int a = 0; a < 3; a++)
+            GT_CHECK_GOTO(gt_local_trainer_scatter(tr, which[a], gt_gpt_arena(io, which[a])), s,
+                          out);
+    }
     tr->step = (uint64_t)step;
     tr->tokens = (uint64_t)tokens;
     tr->elapsed_s = elapsed;

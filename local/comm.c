@@ -221,6 +221,32 @@ gt_status_t gt_local_comm_allreduce(gt_local_comm_t *c, void *buf, size_t n,
 #endif
 }
 
+gt_status_t gt_local_comm_allreduce_uniform(gt_local_comm_t *c, float *buf, size_t n)
+{
+    if (!c || (!buf && n)) return GT_ERR_INVALID;
+#ifdef GT_HAVE_MPI
+    if (!c->mpi || c->size == 1 || n == 0) return GT_OK;
+    /* Reduced at rank 0 in MPI's order, then the same bits broadcast to everyone. */
+    gt_status_t st = GT_OK;
+    for (size_t off = 0; off < n && st == GT_OK;) {
+        size_t cnt = n - off < PIECE ? n - off : PIECE;
+        MPI_Request r;
+        void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(buf + off);
+        if (MPI_Ireduce(send, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, 0, c->comm, &r) !=
+            MPI_SUCCESS) {
+            GT_ERROR("comm: MPI_Ireduce failed");
+            return GT_ERR_PEER_LOST;
+        }
+        st = wait_all(&r, 1, "reduce");
+        if (st == GT_OK) st = gt_local_comm_bcast(c, buf + off, cnt * sizeof(float), 0);
+        off += cnt;
+    }
+    return st;
+#else
+    return GT_OK;
+#endif
+}
+
 gt_status_t gt_local_comm_iallreduce_sum(gt_local_comm_t *c, float *buf, size_t n,
                                          gt_local_comm_req_t *req_p)
 {

@@ -243,6 +243,10 @@ GT_API int gt_local_comm_is_mpi(const gt_local_comm_t *c);
 GT_API gt_status_t gt_local_comm_allreduce(gt_local_comm_t *c, void *buf, size_t n,
                                            gt_local_comm_dtype_t dtype,
                                            gt_local_comm_op_t op) GT_MUST_USE;
+/* In-place float sum whose result is bit-identical on every rank (reduced at rank 0, then
+ * broadcast): what tensor parallelism needs to keep replicated weights equal. */
+GT_API gt_status_t gt_local_comm_allreduce_uniform(gt_local_comm_t *c, float *buf,
+                                                   size_t n) GT_MUST_USE;
 /* Starts an in-place float sum; complete it with gt_local_comm_test or _wait before touching
  * buf. Requests must be completed in the order they were started on every rank. */
 GT_API gt_status_t gt_local_comm_iallreduce_sum(gt_local_comm_t *c, float *buf, size_t n,

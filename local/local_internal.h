@@ -75,6 +75,17 @@ struct gt_local_trainer {
     gt_local_comm_t *tp_comm, *dp_comm;
     uint32_t tp_size, tp_rank, dp_size, dp_rank;
     uint64_t allreduce_ns; /* time spent waiting for the gradient all-reduce */
+    size_t n_local;        /* floats in each of this rank's arenas (its TP shard) */
+    gt_gpt_t *io;          /* tensor parallel: a full-size CPU model for checkpoint I/O */
 };
+
+/* Tensor parallelism: the full (HF layout) arena `which` assembled from the TP group's
+ * shards into full[gt_gpt_arena_len] (collective over the TP group). */
+gt_status_t gt_local_trainer_gather(gt_local_trainer_t *tr, gt_gpt_arena_t which, float *full);
+/* This rank's shard of a full arena written into the model. */
+gt_status_t gt_local_trainer_scatter(gt_local_trainer_t *tr, gt_gpt_arena_t which,
+                                     const float *full);
+/* The full-size I/O model (created on first use): TP checkpoints go through it. */
+gt_status_t gt_local_trainer_io_model(gt_local_trainer_t *tr, gt_gpt_t **io_p);
 
 #endif /* GT_LOCAL_INTERNAL_H */

@@ -94,9 +94,79 @@ void gt_local_trainer_destroy(gt_local_trainer_t *tr)
     free(tr->inputs);
     free(tr->targets);
     free(tr->config_json);
+    gt_gpt_destroy(tr->io);
     gt_local_comm_destroy(tr->tp_comm);
     gt_local_comm_destroy(tr->dp_comm);
     free(tr);
+}
+
+/* Tensor parallelism's all-reduce over the TP group: bit-identical on every rank. */
+static gt_status_t tp_allreduce(void *ctx, float *buf, size_t n)
+{
+    gt_local_trainer_t *tr = ctx;
+    return gt_local_comm_allreduce_uniform(tr->tp_comm, buf, n);
+}
+
+gt_status_t gt_local_trainer_gather(gt_local_trainer_t *tr, gt_gpt_arena_t which, float *full)
+{
+    size_t n_full = gt_gpt_arena_len(&tr->gp.model);
+    if (tr->tp_size <= 1) return gt_gpt_arena_read(tr->gpt, which, 0, n_full, full);
+    size_t t = tr->tp_size, total = 0;
+    size_t *counts = calloc(t, sizeof *counts), *displs = calloc(t, sizeof *displs);
+    float *all = NULL;
+    gt_status_t s = GT_ERR_NOMEM;
+    if (!counts || !displs) goto out;
+    for (size_t j = 0; j < t; j++) {
+        gt_gpt_params_t pj = tr->gp;
+        pj.tp_rank = j;
+        counts[j] = gt_gpt_local_len(&pj);
+        displs[j] = total;
+        total += counts[j];
+    }
+    if (!(all = malloc(total * sizeof *all))) goto out;
+    s = gt_gpt_arena_read(tr->gpt, which, 0, tr->n_local, all + displs[tr->tp_rank]);
+    if (s == GT_OK) s = gt_local_comm_allgatherv(tr->tp_comm, NULL, all, counts, displs);
+    for (size_t j = 0; j < t && s == GT_OK; j++) {
+        gt_gpt_params_t pj = tr->gp;
+        pj.tp_rank = j;
+        s = gt_gpt_tp_gather(&pj, all + displs[j], full);
+    }
+out:
+    free(all);
+    free(counts);
+    free(displs);
+    return s;
+}
+
+gt_status_t gt_local_trainer_scatter(gt_local_trainer_t *tr, gt_gpt_arena_t which,
+                                     const float *full)
+{
+    if (tr->tp_size <= 1)
+        return gt_gpt_arena_write(tr->gpt, which, 0, gt_gpt_arena_len(&tr->gp.model), full);
+    float *local = malloc(tr->n_local * sizeof *local);
+    if (!local) return GT_ERR_NOMEM;
+    gt_status_t s = gt_gpt_tp_scatter(&tr->gp, full, local);
+    if (s == GT_OK) s = gt_gpt_arena_write(tr->gpt, which, 0, tr->n_local, local);
+    free(local);
+    return s;
+}
+
+gt_status_t gt_local_trainer_io_model(gt_local_trainer_t *tr, gt_gpt_t **io_p)
+{
+    if (tr->tp_size <= 1) {
+        *io_p = tr->gpt;
+        return GT_OK;
+    }
+    if (!tr->io) {
+        gt_gpt_params_t p = GT_GPT_PARAMS_INIT;
+        p.model = tr->gp.model;
+        p.B = 1;
+        p.T = 1;
+        gt_status_t s = gt_gpt_create(&p, &tr->io);
+        if (s != GT_OK) return s;
+    }
+    *io_p = tr->io;
+    return GT_OK;
 }
 
 /* The site's rank layout: rank = dp_rank * tp_size + tp_rank; the two sub-communicators. */
@@ -179,7 +249,14 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     tr->inputs = malloc(BT * sizeof *tr->inputs);
     tr->targets = malloc(BT * sizeof *tr->targets);
     GT_REQUIRE_GOTO(tr->inputs && tr->targets, s, GT_ERR_NOMEM, out, "out of memory");
+    if (tr->tp_size > 1) {
+        tr->gp.tp_size = tr->tp_size;
+        tr->gp.tp_rank = tr->tp_rank;
+        tr->gp.tp_comm.ctx = tr;
+        tr->gp.tp_comm.allreduce_sum = tp_allreduce;
+    }
     GT_CHECK_GOTO(gt_gpt_create(&tr->gp, &tr->gpt), s, out);
+    tr->n_local = gt_gpt_local_len(&tr->gp);
     GT_CHECK_GOTO(gt_gpt_init_weights(tr->gpt, c->run.seed), s, out);
 
     tr->sched.lr_max = (float)c->inner.lr;
@@ -216,7 +293,7 @@ static gt_status_t average_grads(gt_local_trainer_t *tr, float *loss_p)
         return GT_ERR_UNSUPPORTED;
     }
     float *g = gt_gpt_arena(tr->gpt, GT_GPT_GRADS);
-    size_t n = gt_gpt_arena_len(&tr->gp.model);
+    size_t n = tr->n_local;
     gt_status_t s = gt_local_comm_allreduce(tr->dp_comm, g, n, GT_COMM_FLOAT, GT_COMM_SUM);
     if (s == GT_OK) s = gt_gpt_grad_scale(tr->gpt, 1.0f / (float)tr->dp_size);
     float loss = *loss_p;
@@ -298,13 +375,17 @@ gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path)
     gt_local_st_t *st = NULL;
     gt_status_t s = gt_local_st_open(path, &st);
     if (s != GT_OK) return s;
-    s = gt_local_gpt_load(tr->gpt, GT_GPT_PARAMS, st, "");
+    gt_gpt_t *io = NULL;
+    s = gt_local_trainer_io_model(tr, &io);
+    if (s == GT_OK) s = gt_local_gpt_load(io, GT_GPT_PARAMS, st, "");
+    if (s == GT_OK && io != tr->gpt)
+        s = gt_local_trainer_scatter(tr, GT_GPT_PARAMS, gt_gpt_arena(io, GT_GPT_PARAMS));
     gt_local_st_close(st);
     if (s != GT_OK) {
         GT_ERROR("%s: cannot initialise the model from it", path);
         return s;
     }
-    size_t n = gt_gpt_arena_len(&tr->gp.model);
+    size_t n = tr->n_local;
     float *zero = calloc(n, sizeof *zero);
     if (!zero) return GT_ERR_NOMEM;
     s = gt_gpt_arena_write(tr->gpt, GT_GPT_ADAM_M, 0, n, zero);
