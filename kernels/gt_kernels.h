@@ -22,6 +22,10 @@
  * OPENBLAS_CORETYPE (other vector kernels) may differ in low-order bits: what sites must agree
  * on bit for bit goes through gt_kern_nesterov_update, which is exact everywhere.
  *
+ * Tensor parallelism (CPU only): t ranks may split one model Megatron-style, each holding a
+ * local arena of its heads' and hidden units' slices; communication comes in through a
+ * callback (gt_gpt_tp_comm_t), so this module needs no MPI. See "Tensor parallelism" below.
+ *
  * Device: a model lives on the CPU or on one CUDA GPU (gt_gpt_params_t.device). Both run the
  * same functions with the same arguments. The build defines GT_HAVE_CUDA (a PUBLIC compile
  * definition of the gt_kernels target) when the CUDA parts are compiled in; without it,
