@@ -177,8 +177,20 @@ static void check_ranges(const run_t *r, size_t C)
 
 /* ---- TP = t against TP = 1 ---------------------------------------------------------------- */
 
-static void test_tp_matches(gt_gpt_config_t cfg, size_t B, size_t T, size_t t)
+/* FNV-1a over bytes: fingerprints of the gathered results for the thread-count check. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Runs t ranks and tp_size 1 with `threads` kernel threads each; returns a fingerprint of the
+ * TP run's gathered gradients and parameters (0 on failure). */
+static uint64_t test_tp_matches(gt_gpt_config_t cfg, size_t B, size_t T, size_t t, int threads)
+{
+    uint64_t print = 0;
+    CHECK_EQ_INT(gt_kern_set_threads(threads), GT_OK);
     size_t N = B * T, full_n = gt_gpt_arena_len(&cfg);
     int32_t *tok = make_tokens(N + 3 * STEPS + 1, cfg.V);
     run_t ref;
@@ -275,9 +287,11 @@ static void test_tp_matches(gt_gpt_config_t cfg, size_t B, size_t T, size_t t)
                    ref.params[i], g_all[i], ref.grads0[i], gmax);
         }
     }
-    printf("t=%zu B=%zu T=%zu: loss %.9g vs %.9g; tolerance used (worst |d| / (atol + "
+    print = fnv(fnv(14695981039346656037ull, g_all, full_n * sizeof(float)), p_all,
+                full_n * sizeof(float));
+    printf("threads=%d t=%zu B=%zu T=%zu: loss %.9g vs %.9g; tolerance used (worst |d| / (atol + "
            "rtol |ref|)): gradients %.3g, parameters after %d AdamW steps %.3g\n",
-           t, B, T, rk[0].losses[0], ref.losses[0], gerr, STEPS, perr);
+           threads, t, B, T, rk[0].losses[0], ref.losses[0], gerr, STEPS, perr);
     CHECK_MSG(gbad == 0, "t=%zu: %zu of %zu gradient elements off", t, gbad, full_n);
     CHECK_MSG(pbad == 0, "t=%zu: %zu of %zu parameters off after %d steps", t, pbad, full_n, STEPS);
     free(g_all);
@@ -289,6 +303,7 @@ out:
     free(ref.params);
     free(grp.sum);
     free(tok);
+    return print;
 }
 
 /* ---- the segment map and the initial weights ----------------------------------------------- */
@@ -411,9 +426,12 @@ int main(void)
     test_segments_and_init(small, 4);
     test_segments_and_init(six, 3);
     test_segments_and_init(six, 6);
-    test_tp_matches(small, 2, 16, 2);
-    test_tp_matches(small, 2, 16, 4);
-    test_tp_matches(six, 10, 30, 3); /* N = 300: two row blocks */
+    test_tp_matches(small, 2, 16, 2, 1);
+    test_tp_matches(small, 2, 16, 4, 1);
+    /* N = 300: two row blocks; the same bits with 1 and 2 kernel threads per rank */
+    uint64_t one = test_tp_matches(six, 10, 30, 3, 1), two = test_tp_matches(six, 10, 30, 3, 2);
+    CHECK(one != 0 && one == two);
+    CHECK_EQ_INT(gt_kern_set_threads(1), GT_OK);
     test_errors();
     return GT_TEST_DONE();
 }
