@@ -32,6 +32,7 @@ int gt_bench_outer(int argc, char **argv);
 int gt_bench_wan(int argc, char **argv);
 int gt_bench_kernels(int argc, char **argv);
 int gt_bench_codec(int argc, char **argv);
+int gt_bench_local(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 /* True when argv has -h or --help before any "--". */

@@ -14,6 +14,8 @@ const gt_cli_cmd_t gt_cli_bench_targets[] = {
      gt_bench_wan},
     {"kernels", "GPT forward+backward+AdamW tokens/s and GFLOP/s (JSON)", gt_bench_kernels},
     {"codec", "codec throughput and compression ratio (JSON lines)", gt_bench_codec},
+    {"local", "in-site all-reduce busbw vs MPI/NCCL, tokens/s for 1 and R ranks (JSON lines)",
+     gt_bench_local},
     {NULL, NULL, NULL},
 };
 
