@@ -42,6 +42,7 @@ typedef struct {
     size_t bytes_per_point;
     int reps;
     int tools;
+    int modes; /* bit 0 plain, bit 1 encrypted */
 } bw_opts_t;
 
 static void usage(FILE *out)
@@ -67,6 +68,7 @@ static void usage(FILE *out)
             "  --frame-bytes BYTES  the channel's frame size (default 1M)\n"
             "  --window N           frames in flight per endpoint (default 8)\n"
             "  --no-tools           skip the reference tools\n"
+            "  --mode M             plain, encrypted or all (default all)\n"
             "  -h, --help           this text\n");
 }
 
@@ -474,6 +476,7 @@ int gt_bench_wan(int argc, char **argv)
                                          {"frame-bytes", required_argument, NULL, 'f'},
                                          {"window", required_argument, NULL, 'w'},
                                          {"no-tools", no_argument, NULL, 'n'},
+                                         {"mode", required_argument, NULL, 'o'},
                                          {"serve", no_argument, NULL, 'S'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
@@ -484,7 +487,8 @@ int gt_bench_wan(int argc, char **argv)
                    .window = 8,
                    .bytes_per_point = 256u << 20,
                    .reps = 3,
-                   .tools = 1};
+                   .tools = 1,
+                   .modes = 3};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -520,6 +524,18 @@ int gt_bench_wan(int argc, char **argv)
         case 'r': o.reps = atoi(optarg); break;
         case 'w': o.window = (size_t)atoi(optarg); break;
         case 'n': o.tools = 0; break;
+        case 'o':
+            if (strcmp(optarg, "all") == 0)
+                o.modes = 3;
+            else if (strcmp(optarg, "plain") == 0)
+                o.modes = 1;
+            else if (strcmp(optarg, "encrypted") == 0)
+                o.modes = 2;
+            else {
+                fprintf(stderr, "geotrain bench wan: unknown mode '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'S': return bw_serve();
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -540,6 +556,8 @@ int gt_bench_wan(int argc, char **argv)
      * machine hits every column alike; medians are reported. */
     enum { C_AES, C_UCX_TOOL, C_UCX, C_UCX_ENC, C_OFI_TOOL, C_OFI, C_OFI_ENC, C_N };
     bw_conn_t conn[C_N];
+    memset(conn, 0, sizeof conn);
+    for (int col = 0; col < C_N; col++) conn[col].pid = -1;
     int have[C_N] = {0};
     have[C_AES] = 1;
     gt_log_level_t lvl = gt_log_get_level();
@@ -549,8 +567,8 @@ int gt_bench_wan(int argc, char **argv)
         gt_wan_transport_t tp = t == 0 ? GT_WAN_TRANSPORT_UCX : GT_WAN_TRANSPORT_LIBFABRIC;
         int base = t == 0 ? C_UCX_TOOL : C_OFI_TOOL;
         have[base] = o.tools;
-        have[base + 1] = bw_open(&conn[base + 1], &o, tp, 0) == 0;
-        have[base + 2] = bw_open(&conn[base + 2], &o, tp, 1) == 0;
+        if (o.modes & 1) have[base + 1] = bw_open(&conn[base + 1], &o, tp, 0) == 0;
+        if (o.modes & 2) have[base + 2] = bw_open(&conn[base + 2], &o, tp, 1) == 0;
     }
     gt_log_set_level(lvl);
     if (!o.json)
