@@ -165,14 +165,26 @@ static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const ch
 
 static pid_t spawn_site(const char *self, const char *config, const char *site, const char *run_dir,
                         const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
-                        char **sets, size_t n_sets)
+                        char **sets, size_t n_sets, uint32_t ranks)
 {
-    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32], kill_s[32];
+    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32], kill_s[32], np_s[16];
     snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
     snprintf(slow_s, sizeof slow_s, "%g", slow);
     size_t argc = 0;
-    char **argv = calloc(16 + 2 * n_sets, sizeof *argv);
+    char **argv = calloc(32 + 2 * n_sets, sizeof *argv);
     if (!argv) return -1;
+    const char *exe = self;
+    if (ranks > 1) {
+        /* A multi-rank site is one MPI job: mpirun (GT_MPIRUN overrides) starts its ranks. */
+        const char *mpirun = getenv("GT_MPIRUN");
+        exe = mpirun && *mpirun ? mpirun : "mpirun";
+        snprintf(np_s, sizeof np_s, "%u", ranks);
+        argv[argc++] = (char *)exe;
+        if (geteuid() == 0) argv[argc++] = "--allow-run-as-root";
+        argv[argc++] = "--oversubscribe"; /* several sites share this machine's cores */
+        argv[argc++] = "-np";
+        argv[argc++] = np_s;
+    }
     argv[argc++] = (char *)self;
     argv[argc++] = "run";
     argv[argc++] = "--config";
@@ -209,8 +221,8 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         FILE *f = freopen(log, "w", stdout);
         if (!f) _exit(126);
         dup2(1, 2);
-        execv(self, argv);
-        fprintf(stderr, "cannot execute %s: %s\n", self, strerror(errno));
+        execvp(exe, argv);
+        fprintf(stderr, "cannot execute %s: %s\n", exe, strerror(errno));
         _exit(127);
     }
     free(argv);
@@ -446,8 +458,9 @@ int gt_cmd_launch(int argc, char **argv)
            cfg->wan.emulation.enabled ? "on" : "off", cfg->codec.name, cfg->inner.steps,
            cfg->outer.overlap_steps, cfg->run.rounds);
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
-        sp[i].pid = spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow,
-                               sp[i].corrupt_round, sp[i].kill_round, sets, n_sets);
+        sp[i].pid =
+            spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, sp[i].corrupt_round,
+                       sp[i].kill_round, sets, n_sets, cfg->sites[i].ranks);
         if (sp[i].pid < 0) goto stop;
     }
     int tty = isatty(STDOUT_FILENO), drawn = 0;
@@ -461,8 +474,12 @@ int gt_cmd_launch(int argc, char **argv)
                 if (r == sp[i].pid) {
                     sp[i].exited = 1;
                     sp[i].status = status;
-                    if (sp[i].kill_round >= 0 && WIFSIGNALED(status) &&
-                        WTERMSIG(status) == SIGKILL) {
+                    /* Killed: SIGKILL itself, or (a multi-rank site) mpirun reporting that its
+                     * rank died of it. */
+                    int sigkill = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+                    if (cfg->sites[i].ranks > 1 && WIFEXITED(status) && WEXITSTATUS(status) != 0)
+                        sigkill = 1;
+                    if (sp[i].kill_round >= 0 && sigkill) {
                         sp[i].killed = 1;
                         fprintf(tty ? stdout : stderr, "-- killed %s (SIGKILL) at round %lld\n",
                                 sp[i].name, (long long)sp[i].kill_round);

@@ -34,12 +34,27 @@ typedef struct {
     uint32_t site;
     gt_local_trainer_t *tr;
     gt_gpt_t *gpt;
-    size_t n;      /* floats in the parameter arena */
-    float *theta;  /* θ_s (host view; on CUDA a host copy) */
-    float *anchor; /* θ_a */
-    float *mom;    /* outer momentum */
-    float *snap;   /* θ_s at the last send */
-    float *delta;  /* Δ / g scratch */
+    size_t n;      /* floats in the full parameter vector (HF layout) */
+    float *theta;  /* θ_s, full (host copy; assembled from the shards under TP) */
+    float *anchor; /* θ_a, full: rebuilt from every rank's lanes after each round */
+    float *snap;   /* θ_s at the last send, full */
+    /* This rank's lanes (DESIGN §3): rank k of R carries lanes {l : l mod R = k} of the
+     * wan.lanes equal cuts of the vector, packed one after another into a sub-vector of n_sub
+     * floats. Its outer engine, mesh and membership see only that sub-vector (rank k of every
+     * site forms one WAN group), so a site of R ranks sends the bytes a site of one rank would,
+     * spread over its ranks. With one rank, the sub-vector is the whole vector. */
+    gt_local_comm_t *comm; /* the site's ranks (NULL: one) */
+    int rank, ranks;
+    size_t n_sub;
+    size_t n_own;      /* lanes of this rank */
+    size_t *own_off;   /* [n_own] start of each in the full vector */
+    size_t *own_len;   /* [n_own] */
+    size_t *sub_count; /* [ranks] n_sub of every rank (the all-gather's counts) */
+    size_t *sub_displ; /* [ranks] offsets into the packed buffer */
+    float *packed;     /* every rank's sub-vector one after another (ranks > 1) */
+    float *anchor_sub; /* θ_a on this rank's lanes (the outer state; = anchor if R = 1) */
+    float *mom;        /* outer momentum on this rank's lanes */
+    float *delta;      /* Δ / g on this rank's lanes */
     gt_wan_member_t *member;
     gt_wan_mesh_t *mesh;
     gt_wan_outer_t *outer;
@@ -83,9 +98,92 @@ typedef struct {
     volatile int wan_error; /* gt_status_t: the lease was lost */
     double eval_loss;       /* the final anchor on held-out batches (NaN until computed) */
     int sync_dp;
+    char run_id[512]; /* this rank's WAN group (see setup) */
 } site_t;
 
 #define STATE_HDR 16u /* u32 status, u32 reserved, u64 offset */
+
+/* Lane l of L is [l·n/L, (l+1)·n/L). Rank k owns lanes k, k + R, k + 2R, ... */
+static gt_status_t setup_lanes(site_t *s)
+{
+    const gt_topo_config_t *c = s->cfg;
+    size_t L = c->wan.lanes, R = (size_t)s->ranks;
+    if (L < R) {
+        GT_ERROR("site %s: wan.lanes (%zu) must be at least the site's ranks (%zu): every rank "
+                 "carries its own lanes",
+                 c->sites[s->site].name, L, R);
+        return GT_ERR_CONFIG;
+    }
+    for (uint32_t i = 0; i < c->n_sites; i++)
+        if (c->sites[i].ranks != (uint32_t)R) {
+            GT_ERROR("site %s has %zu ranks but site %s has %u: every site of a run needs the same "
+                     "number of ranks (rank k of each site carries lanes l mod R = k)",
+                     c->sites[s->site].name, R, c->sites[i].name, c->sites[i].ranks);
+            return GT_ERR_CONFIG;
+        }
+    s->n_own = (L - (size_t)s->rank + R - 1) / R;
+    s->own_off = calloc(s->n_own, sizeof *s->own_off);
+    s->own_len = calloc(s->n_own, sizeof *s->own_len);
+    s->sub_count = calloc(R, sizeof *s->sub_count);
+    s->sub_displ = calloc(R, sizeof *s->sub_displ);
+    if (!s->own_off || !s->own_len || !s->sub_count || !s->sub_displ) return GT_ERR_NOMEM;
+    for (size_t l = 0; l < L; l++) {
+        size_t a = l * s->n / L, b = (l + 1) * s->n / L, k = l % R;
+        s->sub_count[k] += b - a;
+        if (k == (size_t)s->rank) {
+            s->own_off[l / R] = a;
+            s->own_len[l / R] = b - a;
+        }
+    }
+    for (size_t k = 1; k < R; k++) s->sub_displ[k] = s->sub_displ[k - 1] + s->sub_count[k - 1];
+    s->n_sub = s->sub_count[s->rank];
+    return GT_OK;
+}
+
+/* full → this rank's packed lanes. */
+static void pack_own(const site_t *s, const float *full, float *sub)
+{
+    for (size_t i = 0, o = 0; i < s->n_own; o += s->own_len[i], i++)
+        memcpy(sub + o, full + s->own_off[i], s->own_len[i] * sizeof(float));
+}
+
+/* Every rank's packed lanes (s->packed, rank after rank) → full. */
+static void unpack_all(const site_t *s, float *full)
+{
+    size_t L = s->cfg->wan.lanes, R = (size_t)s->ranks;
+    for (size_t k = 0; k < R; k++) {
+        size_t o = s->sub_displ[k];
+        for (size_t l = k; l < L; l += R) {
+            size_t a = l * s->n / L, b = (l + 1) * s->n / L;
+            memcpy(full + a, s->packed + o, (b - a) * sizeof(float));
+            o += b - a;
+        }
+    }
+}
+
+/* Every rank's sub-vector `sub` → the full vector on every rank (the in-site all-gather). */
+static gt_status_t gather_lanes(site_t *s, const float *sub, float *full)
+{
+    if (s->ranks == 1) {
+        if (sub != full) memcpy(full, sub, s->n * sizeof(float));
+        return GT_OK;
+    }
+    memcpy(s->packed + s->sub_displ[s->rank], sub, s->n_sub * sizeof(float));
+    gt_status_t st = gt_local_comm_allgatherv(s->comm, NULL, s->packed, s->sub_count, s->sub_displ);
+    if (st == GT_OK) unpack_all(s, full);
+    return st;
+}
+
+/* The worst status of every rank (collective): the site acts as one. A rank with an error
+ * makes every rank return it, so none is left waiting in a later collective. */
+static gt_status_t agree(site_t *s, gt_status_t st)
+{
+    if (s->ranks == 1) return st;
+    uint64_t v = (uint64_t)(-(int64_t)st); /* 0 for GT_OK, else the error's magnitude */
+    gt_status_t c = gt_local_comm_allreduce(s->comm, &v, 1, GT_COMM_U64, GT_COMM_MAX);
+    if (c != GT_OK) return c;
+    return (gt_status_t)(-(int64_t)v);
+}
 
 /* A peer asks for (θ_a, m) after round msg->round: send it in parts, or status 1 when we do
  * not hold that round. Called in the WAN thread, under the lock. */
@@ -94,7 +192,7 @@ static void serve_state(site_t *s, const gt_wan_msg_t *req)
     const float *src = NULL;
     for (int k = 0; k < 2; k++)
         if (s->snap_state[k] && s->snap_round[k] == (int64_t)req->round) src = s->snap_state[k];
-    size_t total = 2 * s->n, pf = s->part_floats, parts = src ? (total + pf - 1) / pf : 1;
+    size_t total = 2 * s->n_sub, pf = s->part_floats, parts = src ? (total + pf - 1) / pf : 1;
     uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
     if (!buf) return;
     for (size_t p = 0; p < parts; p++) {
@@ -131,8 +229,8 @@ static void take_state(site_t *s, const gt_wan_msg_t *msg, const uint8_t *buf, s
         return;
     }
     uint64_t off = gt_le_get64(buf + 8), cnt = (len - STATE_HDR) / sizeof(float);
-    if ((len - STATE_HDR) % sizeof(float) || off > 2 * s->n || cnt > 2 * s->n - off ||
-        msg->chunk == 0 || msg->chunk > 2 * s->n / s->part_floats + 1) {
+    if ((len - STATE_HDR) % sizeof(float) || off > 2 * s->n_sub || cnt > 2 * s->n_sub - off ||
+        msg->chunk == 0 || msg->chunk > 2 * s->n_sub / s->part_floats + 1) {
         GT_WARN("site %s: rejected a malformed state part from site %u",
                 s->cfg->sites[s->site].name, msg->sender);
         s->fetch_failed = 1;
@@ -258,6 +356,7 @@ static int write_status_file(const char *path, const char *text)
 static void write_status(site_t *s, uint64_t step, uint64_t total, int force)
 {
     uint64_t now = gt_time_ns();
+    if (s->rank != 0) return; /* the site's live line: rank 0's view of it */
     if (!force && now - s->status_ns < 500000000ull) return;
     gt_wan_mesh_stats_t ms;
     pthread_mutex_lock(&s->lock);
@@ -333,24 +432,25 @@ static void snapshot_state(site_t *s, uint64_t r)
 {
     int k = (int)(r % 2);
     pthread_mutex_lock(&s->lock);
-    if (!s->snap_state[k]) s->snap_state[k] = malloc(2 * s->n * sizeof(float));
+    if (!s->snap_state[k]) s->snap_state[k] = malloc(2 * s->n_sub * sizeof(float));
     if (s->snap_state[k]) {
-        memcpy(s->snap_state[k], s->anchor, s->n * sizeof(float));
-        memcpy(s->snap_state[k] + s->n, s->mom, s->n * sizeof(float));
+        memcpy(s->snap_state[k], s->anchor_sub, s->n_sub * sizeof(float));
+        memcpy(s->snap_state[k] + s->n_sub, s->mom, s->n_sub * sizeof(float));
         s->snap_round[k] = (int64_t)r;
     }
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Our anchor disagreed with the majority (invariant I1): fetch (θ_a, m) after round r from a
- * live peer, replace ours, and move θ_s by the same correction. Peers that do not hold round
- * r any more are skipped; if none can serve it, the run goes on and the event stays logged. */
+/* Our anchor disagreed with the majority (invariant I1): fetch (θ_a, m) of our lanes after
+ * round r from a live peer and replace ours (θ_s is rebased onto it right after). Peers that do not
+ * hold round r any more are skipped; if none can serve it, the run goes on and the event stays
+ * logged. */
 static gt_status_t refetch_anchor(site_t *s, uint64_t r, uint64_t step, uint64_t total)
 {
     const gt_topo_config_t *c = s->cfg;
     GT_ERROR("site %s: our anchor after round %llu differs from the majority's; re-fetching it",
              c->sites[s->site].name, (unsigned long long)r - 1);
-    if (!s->fetch) s->fetch = malloc(2 * s->n * sizeof(float));
+    if (!s->fetch) s->fetch = malloc(2 * s->n_sub * sizeof(float));
     if (!s->fetch) return GT_ERR_NOMEM;
     gt_wan_view_t view = s->view;
     for (uint32_t k = 0; k < view.n_members; k++) {
@@ -387,14 +487,8 @@ static gt_status_t refetch_anchor(site_t *s, uint64_t r, uint64_t step, uint64_t
         pthread_mutex_unlock(&s->lock);
         s->wait_s += (gt_time_ns() - t0) * 1e-9;
         if (!done) continue;
-        /* θ_s moves by the anchor's correction; then the anchor and momentum are replaced. */
-        gt_status_t st2 = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta);
-        if (st2 != GT_OK) return st2;
-        for (size_t i = 0; i < s->n; i++) s->theta[i] += s->fetch[i] - s->anchor[i];
-        memcpy(s->anchor, s->fetch, s->n * sizeof(float));
-        memcpy(s->mom, s->fetch + s->n, s->n * sizeof(float));
-        if ((st2 = gt_gpt_arena_write(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK)
-            return st2;
+        memcpy(s->anchor_sub, s->fetch, s->n_sub * sizeof(float));
+        memcpy(s->mom, s->fetch + s->n_sub, s->n_sub * sizeof(float));
         snapshot_state(s, r);
         s->refetches++;
         GT_WARN("site %s: re-fetched the anchor after round %llu from site %s",
@@ -406,67 +500,77 @@ static gt_status_t refetch_anchor(site_t *s, uint64_t r, uint64_t step, uint64_t
     return GT_OK;
 }
 
-/* Waits for round r's g, applies the outer step to the anchor and rebases θ_s onto it. */
+/* Waits for round r's g on our lanes, applies the outer step to our part of the anchor,
+ * repairs it if the hash vote says so, rebuilds the full anchor from every rank's lanes and
+ * rebases θ_s onto it: θ_s ← θ_a + (θ_s − θ_s at send). Collective over the site's ranks. */
 static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t total)
 {
     const gt_topo_config_t *c = s->cfg;
     gt_status_t st = wait_result(s, r, step, total);
-    if (st != GT_OK) return st;
-    /* Outer step on the anchor, then rebase the local parameters onto it. */
-    if (c->outer.optimizer == GT_OUTER_NESTEROV) {
-        st = gt_kern_nesterov_update(s->anchor, s->mom, s->delta, s->n, (float)c->outer.lr,
+    if (st == GT_OK && c->outer.optimizer == GT_OUTER_NESTEROV) {
+        st = gt_kern_nesterov_update(s->anchor_sub, s->mom, s->delta, s->n_sub, (float)c->outer.lr,
                                      (float)c->outer.momentum);
-        if (st != GT_OK) return st;
-    } else {
-        for (size_t i = 0; i < s->n; i++) s->anchor[i] -= s->delta[i];
+    } else if (st == GT_OK) {
+        for (size_t i = 0; i < s->n_sub; i++) s->anchor_sub[i] -= s->delta[i];
     }
-    if ((st = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK) return st;
-    for (size_t i = 0; i < s->n; i++) s->theta[i] = s->anchor[i] + (s->theta[i] - s->snap[i]);
-    if ((st = gt_gpt_arena_write(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK) return st;
-    s->rounds_applied++;
-    if (s->corrupt_round && r + 1 == s->corrupt_round) {
+    if (st == GT_OK && s->corrupt_round && r + 1 == s->corrupt_round && s->rank == 0) {
         /* Chaos (--corrupt-anchor): silent data corruption of one bit of the anchor. */
         uint32_t bits;
-        memcpy(&bits, &s->anchor[s->n / 2], 4);
+        memcpy(&bits, &s->anchor_sub[s->n_sub / 2], 4);
         bits ^= 1u << 20;
-        memcpy(&s->anchor[s->n / 2], &bits, 4);
+        memcpy(&s->anchor_sub[s->n_sub / 2], &bits, 4);
         GT_WARN("site %s: chaos: flipped a bit of the anchor after round %llu",
                 c->sites[s->site].name, (unsigned long long)r);
     }
-    snapshot_state(s, r);
-    int verdict = r > 0 ? gt_wan_outer_hash_verdict(s->outer, r - 1) : 0;
-    if (verdict < 0 && (st = refetch_anchor(s, r, step, total)) != GT_OK) return st;
+    if (st == GT_OK) {
+        snapshot_state(s, r);
+        int verdict = r > 0 ? gt_wan_outer_hash_verdict(s->outer, r - 1) : 0;
+        if (verdict < 0) st = refetch_anchor(s, r, step, total);
+    }
+    if ((st = agree(s, st)) != GT_OK) return st;
+    if ((st = gather_lanes(s, s->anchor_sub, s->anchor)) != GT_OK) return st;
+    if ((st = gt_local_trainer_gather(s->tr, GT_GPT_PARAMS, s->theta)) != GT_OK) return st;
+    for (size_t i = 0; i < s->n; i++) s->theta[i] = s->anchor[i] + (s->theta[i] - s->snap[i]);
+    if ((st = gt_local_trainer_scatter(s->tr, GT_GPT_PARAMS, s->theta)) != GT_OK) return st;
+    s->rounds_applied++;
     log_anchor(s, r, s->anchor);
     return GT_OK;
 }
 
 /* sync-dp: every step's gradients are averaged across the sites (bf16 both ways) before
- * clipping and AdamW, so every site takes the same step from the same parameters. */
+ * clipping and AdamW, so every site takes the same step from the same parameters. Each rank
+ * carries its lanes of the gradient; s->snap holds the full gradient (unused otherwise). */
 static gt_status_t sync_grad_hook(void *ctx, gt_gpt_t *gpt, uint64_t step)
 {
     site_t *s = ctx;
-    gt_status_t st = gt_gpt_arena_read(gpt, GT_GPT_GRADS, 0, s->n, s->delta);
+    (void)gpt;
+    gt_status_t st = gt_local_trainer_gather(s->tr, GT_GPT_GRADS, s->snap);
+    if (st == GT_OK) st = gt_local_trainer_gather(s->tr, GT_GPT_PARAMS, s->theta);
     if (st != GT_OK) return st;
-    if ((st = gt_gpt_arena_read(gpt, GT_GPT_PARAMS, 0, s->n, s->theta)) != GT_OK) return st;
-    uint64_t hash = gt_wan_outer_hash(s->theta, s->n);
+    pack_own(s, s->snap, s->delta);
+    pack_own(s, s->theta, s->anchor_sub); /* our lanes of the parameters, for the hash vote */
+    uint64_t hash = gt_wan_outer_hash(s->anchor_sub, s->n_sub);
     if (step > 0) log_anchor(s, step - 1, s->theta); /* the parameters after step - 1 */
     double w = (double)gt_local_trainer_tokens_per_step(s->tr);
     pthread_mutex_lock(&s->lock);
     st = gt_wan_outer_submit(s->outer, step, s->delta, w, hash, gt_time_ns());
     pthread_mutex_unlock(&s->lock);
-    if (st != GT_OK) return st;
-    if ((st = wait_result(s, step, step, s->total)) != GT_OK) return st;
+    if (st == GT_OK) st = wait_result(s, step, step, s->total);
+    if ((st = agree(s, st)) != GT_OK) return st;
     s->rounds_applied++;
-    return gt_gpt_arena_write(gpt, GT_GPT_GRADS, 0, s->n, s->delta);
+    if ((st = gather_lanes(s, s->delta, s->snap)) != GT_OK) return st;
+    return gt_local_trainer_scatter(s->tr, GT_GPT_GRADS, s->snap);
 }
 
+/* Δ = θ_a − θ_s on our lanes, submitted for round r; θ_s kept for the rebase. */
 static gt_status_t submit_round(site_t *s, uint64_t r)
 {
-    gt_status_t st = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->theta);
+    gt_status_t st = gt_local_trainer_gather(s->tr, GT_GPT_PARAMS, s->theta);
     if (st != GT_OK) return st;
-    for (size_t i = 0; i < s->n; i++) s->delta[i] = s->anchor[i] - s->theta[i];
     memcpy(s->snap, s->theta, s->n * sizeof *s->snap);
-    uint64_t hash = gt_wan_outer_hash(s->anchor, s->n);
+    pack_own(s, s->theta, s->delta);
+    for (size_t i = 0; i < s->n_sub; i++) s->delta[i] = s->anchor_sub[i] - s->delta[i];
+    uint64_t hash = gt_wan_outer_hash(s->anchor_sub, s->n_sub);
     pthread_mutex_lock(&s->lock);
     st = gt_wan_outer_submit(s->outer, r, s->delta, (double)s->round_tokens, hash, gt_time_ns());
     pthread_mutex_unlock(&s->lock);
@@ -518,6 +622,18 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
     gt_wan_outer_stats_t os;
     gt_wan_mesh_stats(s->mesh, &ms);
     gt_wan_outer_stats(s->outer, &os);
+    if (s->ranks > 1) { /* the site's WAN traffic is every rank's */
+        uint64_t *f[] = {&ms.bytes_sent,  &ms.bytes_received,  &ms.rejected,    &os.on_time,
+                         &os.late,        &os.dropped,         &os.rejected,    &os.clipped,
+                         &os.hash_checks, &os.hash_mismatches, &os.deltas_sent, &s->refetches};
+        uint64_t v[sizeof f / sizeof f[0]];
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) v[i] = *f[i];
+        gt_status_t st =
+            gt_local_comm_allreduce(s->comm, v, sizeof v / sizeof v[0], GT_COMM_U64, GT_COMM_SUM);
+        if (st != GT_OK) return st;
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = v[i];
+        if (s->rank != 0) return GT_OK;
+    }
     double wall = (gt_time_ns() - s->t_start) * 1e-9;
     uint64_t t_end = s->t_train_end ? s->t_train_end : gt_time_ns();
     double train = s->t_train ? (t_end - s->t_train) * 1e-9 : 0.0;
@@ -525,7 +641,7 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
     json_t *o = json_pack(
         "{s:I,s:f,s:o,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:"
         "I},"
-        "s:I,s:I,s:I,s:I,s:s}",
+        "s:I,s:I,s:I,s:I,s:s,s:i}",
         "anchor_refetches", (json_int_t)s->refetches, "train_s", train, "eval_loss",
         isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "site",
         s->cfg->sites[s->site].name, "status", result == GT_OK ? "finished" : "failed", "steps",
@@ -540,7 +656,7 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
         "clipped", (json_int_t)os.clipped, "hash_checks", (json_int_t)os.hash_checks,
         "hash_mismatches", (json_int_t)os.hash_mismatches, "frames_rejected",
         (json_int_t)ms.rejected, "deltas_sent", (json_int_t)os.deltas_sent, "error",
-        result == GT_OK ? "" : gt_status_str(result));
+        result == GT_OK ? "" : gt_status_str(result), "ranks", s->ranks);
     char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     char path[2100];
     snprintf(path, sizeof path, "%s/summary.json", s->site_dir);
@@ -559,21 +675,22 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     snprintf(s->site_dir, sizeof s->site_dir, "%s/%s", p->run_dir, cfg->sites[s->site].name);
     if ((st = gt_local_mkdirs(s->site_dir)) != GT_OK) return st;
     char path[2200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", s->site_dir);
-    s->metrics = fopen(path, "w");
-    if (!s->metrics) {
-        GT_ERROR("site %s: cannot create %s: %s", cfg->sites[s->site].name, path, strerror(errno));
-        return GT_ERR_IO;
-    }
-    snprintf(path, sizeof path, "%s/anchors.jsonl", s->site_dir);
-    s->anchors = fopen(path, "w");
-    if (!s->anchors) {
-        GT_ERROR("site %s: cannot create %s: %s", cfg->sites[s->site].name, path, strerror(errno));
-        return GT_ERR_IO;
+    static const char *const files[2] = {"metrics.jsonl", "anchors.jsonl"};
+    for (int f = 0; f < 2 && s->rank == 0; f++) { /* rank 0 writes the site's files */
+        snprintf(path, sizeof path, "%s/%s", s->site_dir, files[f]);
+        FILE *fp = fopen(path, "w");
+        if (!fp) {
+            GT_ERROR("site %s: cannot create %s: %s", cfg->sites[s->site].name, path,
+                     strerror(errno));
+            return GT_ERR_IO;
+        }
+        *(f == 0 ? &s->metrics : &s->anchors) = fp;
     }
     gt_local_trainer_params_t tp = GT_LOCAL_TRAINER_PARAMS_INIT;
     tp.cfg = cfg;
     tp.site = s->site;
+    tp.rank = (uint32_t)s->rank;
+    tp.comm = s->comm;
     s->sync_dp = cfg->outer.mode == GT_OUTER_SYNC_DP;
     if (s->sync_dp) {
         tp.grad_hook = sync_grad_hook;
@@ -583,14 +700,26 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     s->total = gt_local_trainer_total_steps(s->tr);
     s->gpt = gt_local_trainer_model(s->tr);
     s->n = gt_gpt_arena_len(&gt_gpt_get_params(s->gpt)->model);
+    if ((st = setup_lanes(s)) != GT_OK) return st;
     s->theta = malloc(s->n * sizeof(float));
     s->anchor = malloc(s->n * sizeof(float));
-    s->mom = calloc(s->n, sizeof(float));
     s->snap = malloc(s->n * sizeof(float));
-    s->delta = malloc(s->n * sizeof(float));
-    if (!s->theta || !s->anchor || !s->mom || !s->snap || !s->delta) return GT_ERR_NOMEM;
+    s->mom = calloc(s->n_sub, sizeof(float));
+    s->delta = malloc(s->n_sub * sizeof(float));
+    s->anchor_sub = s->ranks > 1 ? malloc(s->n_sub * sizeof(float)) : s->anchor;
+    s->packed = s->ranks > 1 ? malloc(s->n * sizeof(float)) : NULL;
+    if (!s->theta || !s->anchor || !s->mom || !s->snap || !s->delta || !s->anchor_sub ||
+        (s->ranks > 1 && !s->packed))
+        return GT_ERR_NOMEM;
     /* Every site initialises from run.seed, so the anchors start identical. */
-    if ((st = gt_gpt_arena_read(s->gpt, GT_GPT_PARAMS, 0, s->n, s->anchor)) != GT_OK) return st;
+    if ((st = gt_local_trainer_gather(s->tr, GT_GPT_PARAMS, s->anchor)) != GT_OK) return st;
+    if (s->ranks > 1) pack_own(s, s->anchor, s->anchor_sub);
+    /* Rank k of every site forms one WAN group for lanes l mod R = k: its own membership
+     * keys, secure-channel run id and listening port (the site's port + k). */
+    if (s->ranks > 1)
+        snprintf(s->run_id, sizeof s->run_id, "%s.rank%d", p->run_id, s->rank);
+    else
+        snprintf(s->run_id, sizeof s->run_id, "%s", p->run_id);
 
     if (cfg->security.mode == GT_SECURITY_ENCRYPTED) {
         if ((st = gt_wan_keypair_load(cfg->sites[s->site].secret_key, &kp)) != GT_OK) return st;
@@ -617,8 +746,8 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     memset(&op, 0, sizeof op);
     op.site_id = s->site;
     op.n_sites = cfg->n_sites;
-    op.n_params = s->n;
-    op.n_lanes = cfg->wan.lanes;
+    op.n_params = s->n_sub;
+    op.n_lanes = (uint32_t)s->n_own;
     op.codec = cp;
     op.quorum = cfg->outer.quorum;
     op.deadline_min_ms = cfg->outer.deadline_min_ms;
@@ -633,13 +762,14 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     gt_cmp_ctx_t *probe = NULL;
     if ((st = gt_cmp_create(&cp, &probe)) != GT_OK) goto out;
     size_t max_msg =
-        64 + gt_cmp_bound(probe, s->n / cfg->n_sites / cfg->wan.lanes + 2 * cp.block_size + 1024);
+        64 + gt_cmp_bound(probe, s->n_sub / cfg->n_sites / s->n_own + 2 * cp.block_size + 1024);
     gt_cmp_destroy(probe);
     gt_wan_mesh_params_t mp;
     memset(&mp, 0, sizeof mp);
     mp.cfg = cfg;
     mp.site = s->site;
-    mp.run_id = p->run_id;
+    mp.run_id = s->run_id;
+    mp.port_offset = (uint32_t)s->rank;
     mp.keypair = have_kp ? &kp : NULL;
     mp.max_message = max_msg;
     s->part_floats = (max_msg - STATE_HDR) / sizeof(float);
@@ -655,7 +785,7 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     mbp.endpoints = eps;
     mbp.n_endpoints = cfg->membership.n_endpoints;
     mbp.prefix = cfg->membership.prefix;
-    mbp.run_id = p->run_id;
+    mbp.run_id = s->run_id;
     mbp.site = cfg->sites[s->site].name;
     mbp.address = gt_wan_mesh_address(s->mesh);
     mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
@@ -723,6 +853,9 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     s.snap_round[0] = s.snap_round[1] = -1;
     s.corrupt_round = p->corrupt_anchor_round;
     pthread_mutex_init(&s.lock, NULL);
+    s.comm = p->comm;
+    s.ranks = p->comm ? gt_local_comm_size(p->comm) : 1;
+    s.rank = p->comm ? gt_local_comm_rank(p->comm) : 0;
     gt_status_t st = GT_ERR_INVALID;
     uint64_t step = 0, total = 0;
     if (!p->cfg || gt_topo_site_index(p->cfg, p->site, &s.site) != GT_OK) {
@@ -731,9 +864,9 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     }
     const gt_topo_config_t *cfg = p->cfg;
     const uint64_t H = cfg->inner.steps, tau = cfg->outer.overlap_steps;
-    if ((st = setup(&s, p)) != GT_OK) goto out;
-    if ((st = await_sites(&s)) != GT_OK) goto out;
-    if ((st = start_wan_thread(&s)) != GT_OK) goto out;
+    if ((st = agree(&s, setup(&s, p))) != GT_OK) goto out;
+    if ((st = agree(&s, await_sites(&s))) != GT_OK) goto out;
+    if ((st = agree(&s, start_wan_thread(&s))) != GT_OK) goto out;
     total = gt_local_trainer_total_steps(s.tr);
     s.state = "training";
     s.t_train = gt_time_ns();
@@ -743,10 +876,10 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     int64_t pending = -1; /* the submitted round whose result is still to apply */
     uint64_t t_last = gt_time_ns(), tok_last = 0;
     while (step < total) {
-        if (p->stop && *p->stop) {
-            st = GT_ERR_CLOSED;
-            break;
-        }
+        /* A stop request or a lost lease on any rank is the whole site's (one collective). */
+        st = s.wan_error ? (gt_status_t)s.wan_error : p->stop && *p->stop ? GT_ERR_CLOSED : GT_OK;
+        if ((st = agree(&s, st)) == GT_ERR_CLOSED) break;
+        if (st != GT_OK) goto out;
         uint64_t t0 = gt_time_ns();
         double wait0 = s.wait_s;
         gt_local_step_stats_t ss;
@@ -766,10 +899,6 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
             nanosleep(&ts, NULL);
             s.step_s += extra;
-        }
-        if (s.wan_error) {
-            st = (gt_status_t)s.wan_error;
-            goto out;
         }
         /* The end of a round: submit; with tau = 0 apply at once. */
         if (s.sync_dp) {
@@ -795,7 +924,8 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             tok_last = ss.tokens;
             metrics_line(&s, &ss, tps);
         }
-        if (p->kill_at_round >= 0 && s.rounds_applied >= (uint64_t)p->kill_at_round) {
+        if (p->kill_at_round >= 0 && s.rounds_applied >= (uint64_t)p->kill_at_round &&
+            s.rank == s.ranks - 1) { /* the last rank: its MPI job must go down with it */
             /* Chaos (--kill): die abruptly, as a crashed machine would. */
             write_status(&s, step, total, 1);
             GT_WARN("site %s: chaos: SIGKILL after %llu rounds", cfg->sites[s.site].name,
@@ -812,12 +942,12 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     }
     s.t_train_end = gt_time_ns();
     if (st == GT_OK && s.sync_dp) {
-        st = gt_gpt_arena_read(s.gpt, GT_GPT_PARAMS, 0, s.n, s.anchor);
+        st = gt_local_trainer_gather(s.tr, GT_GPT_PARAMS, s.anchor);
         if (st == GT_OK) log_anchor(&s, total - 1, s.anchor);
     }
     if (st == GT_OK) {
         /* The final model is the agreed anchor (sync-dp: the common parameters). */
-        st = gt_gpt_arena_write(s.gpt, GT_GPT_PARAMS, 0, s.n, s.anchor);
+        st = gt_local_trainer_scatter(s.tr, GT_GPT_PARAMS, s.anchor);
         if (st == GT_OK) st = eval_anchor(&s, &s.eval_loss);
         char root[2100];
         snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
@@ -838,7 +968,9 @@ out:
     stop_wan_thread(&s);
     if (st != GT_OK && st != GT_ERR_CLOSED) s.state = "failed";
     if (st == GT_ERR_CLOSED) s.state = "stopped";
-    if (s.mesh && s.outer) {
+    /* The summary sums the ranks' WAN counters, a collective: a multi-rank site that failed
+     * skips it, since its ranks may have failed in different places (the job is aborted). */
+    if (s.mesh && s.outer && (s.ranks == 1 || st == GT_OK || st == GT_ERR_CLOSED)) {
         write_status(&s, step, total, 1);
         write_summary(&s, step, st);
     }
@@ -848,6 +980,7 @@ out:
     gt_wan_mesh_destroy(s.mesh);
     gt_wan_outer_destroy(s.outer);
     gt_local_trainer_destroy(s.tr);
+    if (s.anchor_sub != s.anchor) free(s.anchor_sub);
     free(s.theta);
     free(s.anchor);
     free(s.mom);
@@ -856,6 +989,11 @@ out:
     free(s.snap_state[0]);
     free(s.snap_state[1]);
     free(s.fetch);
+    free(s.packed);
+    free(s.own_off);
+    free(s.own_len);
+    free(s.sub_count);
+    free(s.sub_displ);
     pthread_mutex_destroy(&s.lock);
     return st;
 }

@@ -118,6 +118,12 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
     uint16_t port = 0, actual = 0;
     GT_REQUIRE_GOTO(split_addr(cfg->sites[p->site].address, host, sizeof host, &port) == 0, st,
                     GT_ERR_CONFIG, fail, "mesh: bad address '%s'", cfg->sites[p->site].address);
+    if (port && p->port_offset) {
+        GT_REQUIRE_GOTO(port + p->port_offset <= 65535u, st, GT_ERR_CONFIG, fail,
+                        "mesh: port %u + rank %u is past 65535", (unsigned)port,
+                        (unsigned)p->port_offset);
+        port = (uint16_t)(port + p->port_offset);
+    }
     GT_CHECK_GOTO(gt_wan_net_listen(m->net, host, port, &actual), st, fail);
     snprintf(m->address, sizeof m->address, "%s:%u", host, (unsigned)actual);
     for (uint32_t i = 0; i < cfg->n_sites; i++) {

@@ -55,6 +55,8 @@ static void run_launch(const char *tmp, const char *name, const char *extra, cha
     free(out);
 }
 
+static double g_bytes_one_rank; /* WAN bytes of the one-rank run, for the multi-rank one */
+
 static void test_three_sites(const char *tmp)
 {
     char run[1024];
@@ -87,6 +89,7 @@ static void test_three_sites(const char *tmp)
     double saving = json_real_value(json_object_get(sum, "bandwidth_saving"));
     fprintf(stderr, "bandwidth saving against sync-dp: %.1fx\n", saving);
     CHECK(saving > 5.0); /* int8 both ways every 10 steps vs bf16 every step: ~20x */
+    g_bytes_one_rank = json_number_value(json_object_get(sum, "wan_bytes_sent"));
     json_decref(sum);
 
     /* geotrain report draws the run. */
@@ -157,6 +160,63 @@ static void test_corrupt(const char *tmp)
     json_decref(sum);
 }
 
+/* Multi-rank sites (issue 7): every site an MPI job of 2 ranks, each rank carrying its own
+ * lanes. The anchors still agree after every round, every contribution is accounted for, and
+ * the WAN carries the bytes the one-rank run sent (split over the ranks). Then 2-rank sites
+ * with tensor parallelism, one of which loses a rank: its MPI job goes down, the others go
+ * on without the site. */
+static void test_ranks(const char *tmp)
+{
+    char run[1024];
+    const char *two = "--set sites.a.ranks=2 --set sites.b.ranks=2 --set sites.c.ranks=2";
+    run_launch(tmp, "ranks", two, run, sizeof run);
+    json_t *sum = load(run, "summary.json");
+    if (!sum) return;
+    const char *sites[] = {"a", "b", "c"};
+    char h[3][16][24];
+    for (int i = 0; i < 3; i++) {
+        json_t *s = json_object_get(json_object_get(sum, "sites"), sites[i]);
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(s, "status")), "finished");
+        CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+    }
+    for (int r = 0; r < 6; r++)
+        CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0 && strcmp(h[0][r], h[2][r]) == 0,
+                  "round %d anchors differ: %s %s %s", r, h[0][r], h[1][r], h[2][r]);
+    json_t *c = json_object_get(sum, "contributions");
+    CHECK_EQ_INT(json_integer_value(json_object_get(c, "on_time")), 6 * 6 * 3);
+    double bytes = json_number_value(json_object_get(sum, "wan_bytes_sent"));
+    fprintf(stderr, "WAN bytes: 2 ranks per site %.0f, 1 rank %.0f\n", bytes, g_bytes_one_rank);
+    CHECK_CLOSE(bytes, g_bytes_one_rank, 0, 0.10);
+    json_decref(sum);
+    /* Each rank's share, from the sites' summaries: both ranks carried traffic. */
+    char path[2048];
+    snprintf(path, sizeof path, "%s/logs/a.log", run);
+    FILE *f = fopen(path, "r");
+    int r0 = 0, r1 = 0;
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        r0 += strstr(line, "a/r0]") != NULL;
+        r1 += strstr(line, "a/r1]") != NULL;
+    }
+    if (f) fclose(f);
+    CHECK_MSG(r0 > 0 && r1 > 0, "site a's log has no lines from both ranks (%d, %d)", r0, r1);
+
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s --set local.tensor_parallel=2 --kill c@2", two);
+    run_launch(tmp, "ranks_kill", extra, run, sizeof run);
+    sum = load(run, "summary.json");
+    if (!sum) return;
+    for (int i = 0; i < 2; i++) {
+        json_t *s = json_object_get(json_object_get(sum, "sites"), sites[i]);
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(s, "status")), "finished");
+        CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+    }
+    for (int r = 0; r < 6; r++) CHECK(strcmp(h[0][r], h[1][r]) == 0);
+    CHECK(json_is_true(
+        json_object_get(json_object_get(json_object_get(sum, "sites"), "c"), "killed")));
+    json_decref(sum);
+}
+
 int main(int argc, char **argv)
 {
     g_transport = argc > 1 ? argv[1] : "ucx";
@@ -164,6 +224,7 @@ int main(int argc, char **argv)
     test_three_sites(tmp);
     test_kill(tmp);
     test_corrupt(tmp);
+    test_ranks(tmp);
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);
     else
