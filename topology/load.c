@@ -929,6 +929,14 @@ static void check_cross(loader_t *L)
                        i, c->sites[i].address, c->sites[j].name);
             }
         }
+        if (c->n_sites > 1 && c->sites[i].ranks != c->sites[0].ranks) {
+            snprintf(where, sizeof where, "%s:%u:%u", L->name, c->sites[i].line, 1u);
+            report(L, where,
+                   "key 'sites[%u].ranks': %u ranks, but site '%s' has %u; allowed: the same "
+                   "number at every site of a multi-site run (rank k of each site carries "
+                   "lanes l mod ranks = k)",
+                   i, c->sites[i].ranks, c->sites[0].name, c->sites[0].ranks);
+        }
         if (c->sites[i].ranks % c->local.tensor_parallel != 0) {
             snprintf(where, sizeof where, "%s:%u:%u", L->name, c->sites[i].line, 1u);
             report(L, where,
@@ -936,6 +944,13 @@ static void check_cross(loader_t *L)
                    "local.tensor_parallel = %u; allowed: a multiple of it",
                    i, c->sites[i].ranks, c->local.tensor_parallel);
         }
+    }
+    if (c->n_sites > 1 && c->wan.lanes < c->sites[0].ranks) {
+        blame(L, "wan.lanes", NULL, where, sizeof where);
+        report(L, where,
+               "key 'wan.lanes': %u lanes for sites of %u ranks; allowed: at least a site's "
+               "ranks (each rank carries its own lanes)",
+               c->wan.lanes, c->sites[0].ranks);
     }
     if (c->outer.deadline_min_ms > c->outer.deadline_max_ms) {
         blame(L, "outer.deadline_min_ms", "outer.deadline_max_ms", where, sizeof where);

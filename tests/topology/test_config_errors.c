@@ -109,6 +109,13 @@ static const bad_case_t cases[] = {
     {"text data without a path", "data:\n  kind: text\n" SITES, "2:9", "'data.path'", "missing"},
     {"unknown model preset", "model:\n  preset: gpt3\n" SITES, "2:11", "'model.preset'",
      "tiny, small, gpt2-124m"},
+    {"sites with different ranks",
+     "sites:\n  - name: a\n    address: h:1\n    ranks: 2\n  - name: b\n    address: h:2\n",
+     "5:1", "'sites[1].ranks'", "the same number"},
+    {"fewer lanes than ranks",
+     "wan:\n  lanes: 1\nsites:\n  - name: a\n    address: h:1\n    ranks: 2\n"
+     "  - name: b\n    address: h:2\n    ranks: 2\n",
+     "2:10", "'wan.lanes'", "at least a site's ranks"},
     {"tensor parallel does not divide ranks",
      "local:\n  tensor_parallel: 2\nsites:\n  - name: a\n    address: h:1\n    ranks: 3\n", "4:1",
      "'sites[0].ranks'", "multiple of"},
@@ -204,10 +211,10 @@ static void test_defaults_and_precedence(void)
     setenv("GT_OUTER_LR", "0.25", 1);
     setenv("GT_OUTER_MOMENTUM", "0.5", 1);
     setenv("GT_WAN_EMULATION_LATENCY_MS", "12", 1);
-    const char *sets[] = {"outer.momentum=0.3", "sites.b.ranks=4"};
+    const char *sets[] = {"outer.momentum=0.3", "sites.a.ranks=4", "sites.b.ranks=4"};
     lp.use_env = 1;
     lp.sets = sets;
-    lp.n_sets = 2;
+    lp.n_sets = 3;
     CHECK_EQ_INT(load(yaml, &lp, &errs, &cfg), GT_OK);
     free(errs);
     if (cfg) {
