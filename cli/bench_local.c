@@ -280,6 +280,7 @@ static int bench_ar_mpi(gt_local_comm_t *w, const bl_opts_t *o)
 
 /* ---- all-reduce over NCCL (GPU) --------------------------------------------------------- */
 
+#ifdef GT_HAVE_NCCL
 /* 1 when every rank of w has a CUDA device of its own (local rank < devices on its node). */
 static int all_ranks_have_gpu(gt_local_comm_t *w, int *ndev_p)
 {
@@ -292,7 +293,6 @@ static int all_ranks_have_gpu(gt_local_comm_t *w, int *ndev_p)
     return ok > 0;
 }
 
-#ifdef GT_HAVE_NCCL
 static void cuda_or_abort(gt_local_comm_t *w, cudaError_t e, const char *what)
 {
     if (e == cudaSuccess) return;

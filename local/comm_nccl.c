@@ -243,15 +243,16 @@ void gt_local_nccl_destroy(gt_local_nccl_t *x)
 {
     if (!x) return;
     cudaSetDevice(x->device);
-    if (x->comm) {
-        if (!x->broken && ncclCommFinalize(x->comm) != ncclSuccess) {
-            /* non-blocking: ncclInProgress is answered by the poll below */
-        }
-        if (!x->broken && nccl_wait(x, 0, "communicator finalisation") == GT_OK)
+    /* A healthy communicator is finalised (its pending work flushed, within the deadline)
+     * then destroyed; one that fails to finalise is aborted. A broken one was aborted (and
+     * freed) by nccl_fail already. */
+    if (x->comm && !x->broken) {
+        ncclResult_t r = ncclCommFinalize(x->comm);
+        if ((r == ncclSuccess || r == ncclInProgress) &&
+            nccl_wait(x, 0, "communicator finalisation") == GT_OK)
             ncclCommDestroy(x->comm);
-        else if (!x->broken)
-            ncclCommAbort(x->comm);
-        /* broken: nccl_fail already aborted (and freed) it */
+        else
+            nccl_fail(x);
     }
     if (x->stream) cudaStreamDestroy(x->stream);
     cudaFree(x->scratch);
