@@ -77,6 +77,7 @@ struct gt_local_trainer {
     uint64_t allreduce_ns; /* time spent waiting for the gradient all-reduce */
     size_t n_local;        /* floats in each of this rank's arenas (its TP shard) */
     gt_gpt_t *io;          /* tensor parallel: a full-size CPU model for checkpoint I/O */
+    gt_local_nccl_t *nccl; /* GPU sites of several replicas: the gradient all-reduce */
 };
 
 /* Tensor parallelism: the full (HF layout) arena `which` assembled from the TP group's

@@ -59,7 +59,7 @@ static char *config_json(const gt_topo_config_t *c, const gt_gpt_params_t *gp, u
         "{s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:s, s:s, s:I, s:I},"
         " s:{s:I, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f},"
         " s:{s:i, s:i, s:f, s:f, s:I, s:i, s:f, s:f, s:I},"
-        " s:{s:s, s:I, s:f, s:s, s:b, s:i, s:i}, s:{s:I, s:I}, s:o, s:{s:s, s:I}}",
+        " s:{s:s, s:I, s:f, s:s, s:b, s:i, s:i}, s:{s:I, s:I, s:i}, s:o, s:{s:s, s:I}}",
         "run", "seed", (json_int_t)c->run.seed, "rounds", (json_int_t)c->run.rounds, "model", "V",
         (json_int_t)gp->model.V, "Vp", (json_int_t)gp->model.Vp, "maxT", (json_int_t)gp->model.maxT,
         "L", (json_int_t)gp->model.L, "C", (json_int_t)gp->model.C, "NH", (json_int_t)gp->model.NH,
@@ -78,8 +78,8 @@ static char *config_json(const gt_topo_config_t *c, const gt_gpt_params_t *gp, u
         c->codec.topk_fraction, "topk_values", c->codec.topk_values, "error_feedback",
         c->codec.error_feedback, "zstd", (int)c->codec.zstd, "zstd_level", c->codec.zstd_level,
         "local", "threads", (json_int_t)c->local.threads, "tensor_parallel",
-        (json_int_t)c->local.tensor_parallel, "sites", sites, "worker", "site", c->sites[site].name,
-        "rank", (json_int_t)rank);
+        (json_int_t)c->local.tensor_parallel, "grad_reduce", (int)c->local.grad_reduce, "sites",
+        sites, "worker", "site", c->sites[site].name, "rank", (json_int_t)rank);
     if (!root) return NULL;
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(root);
@@ -95,6 +95,7 @@ void gt_local_trainer_destroy(gt_local_trainer_t *tr)
     free(tr->targets);
     free(tr->config_json);
     gt_gpt_destroy(tr->io);
+    gt_local_nccl_destroy(tr->nccl);
     gt_local_comm_destroy(tr->tp_comm);
     gt_local_comm_destroy(tr->dp_comm);
     free(tr);
@@ -219,6 +220,12 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     tr->gp.device =
         c->sites[params->site].backend == GT_BACKEND_CUDA ? GT_DEVICE_CUDA : GT_DEVICE_CPU;
     tr->gp.cuda_device = 0;
+    if (tr->gp.device == GT_DEVICE_CUDA && params->comm) {
+        /* One GPU per rank: the ranks of this machine take its devices in turn. */
+        int count = 0;
+        if (gt_kern_cuda_device_count(&count) == GT_OK && count > 0)
+            tr->gp.cuda_device = gt_local_comm_local_rank(params->comm) % count;
+    }
     tr->total_steps = (uint64_t)c->run.rounds * c->inner.steps;
     GT_REQUIRE_GOTO(tr->total_steps > 0, s, GT_ERR_INVALID, out,
                     "trainer: run.rounds × inner.steps is 0: nothing to train");
@@ -257,6 +264,8 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     }
     GT_CHECK_GOTO(gt_gpt_create(&tr->gp, &tr->gpt), s, out);
     tr->n_local = gt_gpt_local_len(&tr->gp);
+    if (tr->gp.device == GT_DEVICE_CUDA && tr->dp_size > 1)
+        GT_CHECK_GOTO(gt_local_nccl_create(tr->dp_comm, tr->gp.cuda_device, &tr->nccl), s, out);
     GT_CHECK_GOTO(gt_gpt_init_weights(tr->gpt, c->run.seed), s, out);
 
     tr->sched.lr_max = (float)c->inner.lr;
@@ -287,14 +296,12 @@ out:
 static gt_status_t average_grads(gt_local_trainer_t *tr, float *loss_p)
 {
     uint64_t t0 = gt_time_ns();
-    if (tr->gp.device != GT_DEVICE_CPU) {
-        GT_ERROR("site %s: data parallelism on CUDA needs the NCCL path, not built yet",
-                 tr->cfg->sites[tr->site].name);
-        return GT_ERR_UNSUPPORTED;
-    }
-    float *g = gt_gpt_arena(tr->gpt, GT_GPT_GRADS);
+    float *g = gt_gpt_arena(tr->gpt, GT_GPT_GRADS); /* device memory on a GPU site */
     size_t n = tr->n_local;
-    gt_status_t s = gt_local_comm_allreduce(tr->dp_comm, g, n, GT_COMM_FLOAT, GT_COMM_SUM);
+    gt_status_t s = tr->nccl
+                        ? gt_local_nccl_allreduce_sum(tr->nccl, g, n,
+                                                      tr->cfg->local.grad_reduce == GT_REDUCE_BF16)
+                        : gt_local_comm_allreduce(tr->dp_comm, g, n, GT_COMM_FLOAT, GT_COMM_SUM);
     if (s == GT_OK) s = gt_gpt_grad_scale(tr->gpt, 1.0f / (float)tr->dp_size);
     float loss = *loss_p;
     if (s == GT_OK) s = gt_local_comm_allreduce(tr->dp_comm, &loss, 1, GT_COMM_FLOAT, GT_COMM_SUM);

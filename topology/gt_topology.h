@@ -43,6 +43,7 @@ typedef enum {
     GT_CIPHER_XCHACHA20POLY1305 = 2
 } gt_topo_cipher_t;
 typedef enum { GT_BACKEND_CPU = 0, GT_BACKEND_CUDA = 1 } gt_topo_backend_t;
+typedef enum { GT_REDUCE_FP32 = 0, GT_REDUCE_BF16 = 1 } gt_topo_reduce_t;
 typedef enum { GT_ZSTD_AUTO = 0, GT_ZSTD_ON = 1, GT_ZSTD_OFF = 2 } gt_topo_zstd_t;
 
 typedef struct {
@@ -153,8 +154,9 @@ typedef struct {
 } gt_topo_security_cfg_t;
 
 typedef struct {
-    uint32_t threads;         /* local.threads: compute threads per rank */
-    uint32_t tensor_parallel; /* local.tensor_parallel: t (same at every site) */
+    uint32_t threads;             /* local.threads: compute threads per rank */
+    uint32_t tensor_parallel;     /* local.tensor_parallel: t (same at every site) */
+    gt_topo_reduce_t grad_reduce; /* local.grad_reduce: fp32 | bf16 (NCCL) */
 } gt_topo_local_t;
 
 typedef struct {

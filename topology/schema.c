@@ -171,6 +171,8 @@ const gt_key_t gt_topo_keys[] = {
      "compute threads per rank"},
     {"local.tensor_parallel", GT_KEY_U32, NUM(local.tensor_parallel), 1, 64, 0, 0, NULL, "1",
      "tensor-parallel degree t (the same at every site; divides every site's ranks)"},
+    {"local.grad_reduce", GT_KEY_ENUM, NUM(local.grad_reduce), 0, 0, 0, 0, "fp32|bf16", "fp32",
+     "precision of the data-parallel gradient all-reduce on GPU sites (NCCL); CPU: fp32"},
 
     {"sites", GT_KEY_SITES, 0, 0, 0, 0, 0, 0, NULL, NULL,
      "the sites (at least one); see the per-site keys"},
