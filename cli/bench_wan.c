@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -94,6 +95,14 @@ static double now_s(void)
     return (double)gt_time_ns() / 1e9;
 }
 
+/* CPU seconds this process has used (all threads). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static gt_status_t bw_net(const bw_cfg_t *cfg, uint32_t site, gt_wan_net_t **net_p)
 {
     gt_wan_pinned_key_t peers[2];
@@ -156,10 +165,11 @@ static int bw_serve(void)
             rc = 98;
             break;
         }
-        if (type == GT_WAN_MSG_STATE_REQ) { /* the client's "ack please" */
+        if (type == GT_WAN_MSG_STATE_REQ) { /* the client's "ack please": our CPU time */
             gt_wan_req_t ack;
             gt_wan_msg_t m = {.type = GT_WAN_MSG_RESULT};
-            if (gt_wan_ep_send(ep, &m, NULL, 0, &ack) != GT_OK ||
+            double cpu = cpu_s();
+            if (gt_wan_ep_send(ep, &m, &cpu, sizeof cpu, &ack) != GT_OK ||
                 gt_wan_req_wait(&ack, 60000) != GT_OK)
                 rc = 99;
         }
@@ -202,24 +212,39 @@ static pid_t bw_spawn(const bw_cfg_t *cfg, uint16_t *port_p)
     return pid;
 }
 
-/* Streams count messages of size bytes and waits for the server's ack: seconds taken. */
-static double bw_stream(gt_wan_ep_t *ep, const uint8_t *buf, size_t size, size_t count)
+/* Asks the server for an acknowledgement (after everything sent before) and waits for it;
+ * the server's CPU seconds so far in *cpu_p. */
+static gt_status_t bw_ack(gt_wan_ep_t *ep, double *cpu_p)
 {
-    gt_wan_req_t *r = calloc(count + 1, sizeof *r);
-    if (!r) return -1;
-    double t0 = now_s(), dt = -1;
-    gt_wan_msg_t m = {.type = GT_WAN_MSG_DELTA};
-    size_t posted = 0;
-    for (; posted < count; posted++)
-        if (gt_wan_ep_send(ep, &m, buf, size, &r[posted]) != GT_OK) goto out;
     gt_wan_msg_t q = {.type = GT_WAN_MSG_STATE_REQ};
-    if (gt_wan_ep_send(ep, &q, NULL, 0, &r[count]) != GT_OK) goto out;
-    gt_wan_req_t ack;
-    uint8_t tmp[8];
-    if (gt_wan_ep_recv(ep, tmp, sizeof tmp, &ack) != GT_OK) goto out;
-    if (gt_wan_req_wait(&ack, 120000) != GT_OK) goto out;
+    gt_wan_req_t sr, ack;
+    double cpu = 0;
+    gt_status_t st = gt_wan_ep_send(ep, &q, NULL, 0, &sr);
+    if (st == GT_OK) st = gt_wan_ep_recv(ep, &cpu, sizeof cpu, &ack);
+    if (st == GT_OK) st = gt_wan_req_wait(&ack, 120000);
+    if (st == GT_OK) st = gt_wan_req_wait(&sr, 10000);
+    if (st == GT_OK && ack.length != sizeof cpu) st = GT_ERR_CORRUPT;
+    *cpu_p = cpu;
+    return st;
+}
+
+/* Streams count messages of size bytes and waits for the server's ack: seconds taken, and
+ * the CPU seconds both processes used meanwhile in *cpu_p. */
+static double bw_stream(gt_wan_ep_t *ep, const uint8_t *buf, size_t size, size_t count,
+                        double *cpu_p)
+{
+    gt_wan_req_t *r = calloc(count, sizeof *r);
+    if (!r) return -1;
+    double srv0 = 0, srv1 = 0, dt = -1;
+    if (bw_ack(ep, &srv0) != GT_OK) goto out; /* untimed: the server's CPU at the start */
+    double t0 = now_s(), cpu0 = cpu_s();
+    gt_wan_msg_t m = {.type = GT_WAN_MSG_DELTA};
+    for (size_t i = 0; i < count; i++)
+        if (gt_wan_ep_send(ep, &m, buf, size, &r[i]) != GT_OK) goto out;
+    if (bw_ack(ep, &srv1) != GT_OK) goto out;
     dt = now_s() - t0;
-    for (size_t i = 0; i <= count; i++)
+    *cpu_p = cpu_s() - cpu0 + (srv1 - srv0);
+    for (size_t i = 0; i < count; i++)
         if (gt_wan_req_wait(&r[i], 10000) != GT_OK) dt = -1;
 out:
     free(r);
@@ -300,12 +325,16 @@ static int bw_open(bw_conn_t *c, const bw_opts_t *o, gt_wan_transport_t tp, int 
     return 0;
 }
 
-/* MB/s of one streamed point, or -1. */
-static double bw_point(bw_conn_t *c, const bw_opts_t *o, const uint8_t *buf, size_t size)
+/* MB/s of one streamed point, or -1; the cores both ends kept busy meanwhile (CPU seconds
+ * of client and server over wall seconds) in *cores_p. */
+static double bw_point(bw_conn_t *c, const bw_opts_t *o, const uint8_t *buf, size_t size,
+                       double *cores_p)
 {
     size_t count = o->bytes_per_point / size;
     if (count < 2) count = 2;
-    double dt = bw_stream(c->ep, buf, size, count);
+    double cpu = 0;
+    double dt = bw_stream(c->ep, buf, size, count, &cpu);
+    if (dt > 0) *cores_p = cpu / dt;
     return dt > 0 ? (double)size * (double)count / dt / 1e6 : -1;
 }
 
@@ -447,22 +476,25 @@ static double load1(void)
     return l;
 }
 
+/* One JSON line. cores >= 0: the CPU cores both processes kept busy (CPU seconds over wall
+ * seconds, median of the repetitions). */
 static void row(const bw_opts_t *o, const char *tp, int enc, size_t size, double mbps,
-                const char *ref, double ref_mbps)
+                const char *ref, double ref_mbps, double cores)
 {
     if (mbps < 0) return;
     printf("{\"transport\": \"%s\", \"encrypted\": %s, \"size\": %zu, \"mbps\": %.1f", tp,
            enc ? "true" : "false", size, mbps);
     double l = load1();
     if (l >= 0) printf(", \"load1\": %.2f", l);
+    if (cores >= 0) printf(", \"cores\": %.2f", cores);
     if (ref && ref_mbps > 0)
         printf(", \"ref\": \"%s\", \"ref_mbps\": %.1f, \"ratio\": %.3f", ref, ref_mbps,
                mbps / ref_mbps);
     printf("}\n");
     fflush(stdout);
     if (!o->json)
-        fprintf(stderr, "  %-13s %-5s %10zu %9.1f MB/s%s%s%s\n", tp, enc ? "enc" : "plain", size,
-                mbps, ref && ref_mbps > 0 ? "   vs " : "", ref && ref_mbps > 0 ? ref : "", "");
+        fprintf(stderr, "  %-14s %-5s %10zu %9.1f MB/s%s%s\n", tp, enc ? "enc" : "plain", size,
+                mbps, ref && ref_mbps > 0 ? "   vs " : "", ref && ref_mbps > 0 ? ref : "");
 }
 
 int gt_bench_wan(int argc, char **argv)
@@ -554,12 +586,13 @@ int gt_bench_wan(int argc, char **argv)
 
     /* Columns, measured interleaved per size and repetition so that the load of a shared
      * machine hits every column alike; medians are reported. */
-    enum { C_AES, C_UCX_TOOL, C_UCX, C_UCX_ENC, C_OFI_TOOL, C_OFI, C_OFI_ENC, C_N };
+    enum { C_AES, C_AES_OPEN, C_UCX_TOOL, C_UCX, C_UCX_ENC, C_OFI_TOOL, C_OFI, C_OFI_ENC, C_N };
     bw_conn_t conn[C_N];
     memset(conn, 0, sizeof conn);
     for (int col = 0; col < C_N; col++) conn[col].pid = -1;
     int have[C_N] = {0};
     have[C_AES] = 1;
+    have[C_AES_OPEN] = (o.modes & 2) != 0;
     gt_log_level_t lvl = gt_log_get_level();
     gt_log_set_level(GT_LOG_ERROR); /* the `security: none` warning, once per plain server */
     for (int t = 0; t < 2; t++) {
@@ -578,7 +611,7 @@ int gt_bench_wan(int argc, char **argv)
                 o.reps, o.bytes_per_point >> 20, o.frame_bytes, o.window);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        double v[C_N][64];
+        double v[C_N][64], cores[C_N][64];
         int nv[C_N] = {0};
         size_t iters = o.bytes_per_point / sizes[i];
         if (iters < 4) iters = 4;
@@ -591,12 +624,16 @@ int gt_bench_wan(int argc, char **argv)
                     if (gt_wan_secure_bench_seal_rate(GT_WAN_CIPHER_AES256GCM, chunk, 0.25, &x) !=
                         GT_OK)
                         x = -1;
+                } else if (col == C_AES_OPEN) {
+                    if (gt_wan_secure_bench_open_rate(GT_WAN_CIPHER_AES256GCM, chunk, 0.25, &x) !=
+                        GT_OK)
+                        x = -1;
                 } else if (col == C_UCX_TOOL) {
                     x = tool_ucx_perftest(sizes[i], iters);
                 } else if (col == C_OFI_TOOL) {
                     x = tool_fi_pingpong(sizes[i], iters / 2 ? iters / 2 : 2);
                 } else {
-                    x = bw_point(&conn[col], &o, buf, sizes[i]);
+                    x = bw_point(&conn[col], &o, buf, sizes[i], &cores[col][nv[col]]);
                     if (x < 0) {
                         fprintf(stderr, "bench wan: a transfer failed\n");
                         have[col] = 0;
@@ -605,17 +642,22 @@ int gt_bench_wan(int argc, char **argv)
                 }
                 if (x > 0) v[col][nv[col]++] = x;
             }
-        double med[C_N];
-        for (int col = 0; col < C_N; col++) med[col] = nv[col] ? median(v[col], nv[col]) : -1;
-        row(&o, "aes256gcm", 1, sizes[i], med[C_AES], NULL, 0);
-        row(&o, "ucx_perftest", 0, sizes[i], med[C_UCX_TOOL], NULL, 0);
-        row(&o, "fi_pingpong", 0, sizes[i], med[C_OFI_TOOL], NULL, 0);
-        row(&o, "ucx", 0, sizes[i], med[C_UCX], "ucx_perftest", med[C_UCX_TOOL]);
-        row(&o, "ucx", 1, sizes[i], med[C_UCX_ENC], "aes256gcm", med[C_AES]);
-        row(&o, "libfabric", 0, sizes[i], med[C_OFI], "fi_pingpong", med[C_OFI_TOOL]);
-        row(&o, "libfabric", 1, sizes[i], med[C_OFI_ENC], "aes256gcm", med[C_AES]);
+        double med[C_N], mc[C_N];
+        for (int col = 0; col < C_N; col++) {
+            int ours = col == C_UCX || col == C_UCX_ENC || col == C_OFI || col == C_OFI_ENC;
+            mc[col] = ours && nv[col] ? median(cores[col], nv[col]) : -1;
+            med[col] = nv[col] ? median(v[col], nv[col]) : -1;
+        }
+        row(&o, "aes256gcm", 1, sizes[i], med[C_AES], NULL, 0, -1);
+        row(&o, "aes256gcm_open", 1, sizes[i], med[C_AES_OPEN], NULL, 0, -1);
+        row(&o, "ucx_perftest", 0, sizes[i], med[C_UCX_TOOL], NULL, 0, -1);
+        row(&o, "fi_pingpong", 0, sizes[i], med[C_OFI_TOOL], NULL, 0, -1);
+        row(&o, "ucx", 0, sizes[i], med[C_UCX], "ucx_perftest", med[C_UCX_TOOL], mc[C_UCX]);
+        row(&o, "ucx", 1, sizes[i], med[C_UCX_ENC], "aes256gcm", med[C_AES], mc[C_UCX_ENC]);
+        row(&o, "libfabric", 0, sizes[i], med[C_OFI], "fi_pingpong", med[C_OFI_TOOL], mc[C_OFI]);
+        row(&o, "libfabric", 1, sizes[i], med[C_OFI_ENC], "aes256gcm", med[C_AES], mc[C_OFI_ENC]);
     }
-    if (o.tools) row(&o, "iperf3", 0, 131072, tool_iperf3(131072), NULL, 0);
+    if (o.tools) row(&o, "iperf3", 0, 131072, tool_iperf3(131072), NULL, 0, -1);
     for (int col = 0; col < C_N; col++)
         if (col == C_UCX || col == C_UCX_ENC || col == C_OFI || col == C_OFI_ENC)
             if (conn[col].net || conn[col].pid > 0) bw_close(&conn[col]);

@@ -1,11 +1,13 @@
 /* test_wan_bench_cli.c — `geotrain bench wan` runs end to end (both transports, plain and
  * encrypted, without the reference tools to keep it short) and prints one well-formed JSON
- * row per column with a positive rate, encrypted rows carrying their AES-GCM ratio. */
+ * row per column with a positive rate, encrypted rows carrying their AES-GCM ratio, our rows
+ * the CPU cores both ends used. */
 #include "gt_test.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(void)
 {
@@ -19,7 +21,8 @@ int main(void)
              "%s bench wan --json --no-tools --min 256K --max 256K --bytes 8M --reps 1", cli);
     int rc = gt_test_run(cmd, &out);
     CHECK_EQ_INT(rc, 0);
-    int rows = 0, aes = 0, ours = 0, with_ratio = 0;
+    int rows = 0, aes = 0, aes_open = 0, ours = 0, with_ratio = 0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     for (char *line = out ? strtok(out, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         if (line[0] != '{') continue; /* log lines (stderr is captured too) */
         json_error_t err;
@@ -34,14 +37,22 @@ int main(void)
         CHECK_EQ_INT(json_integer_value(json_object_get(j, "size")), 256 * 1024);
         CHECK(mbps > 0);
         if (tp && strcmp(tp, "aes256gcm") == 0) aes++;
-        if (tp && (strcmp(tp, "ucx") == 0 || strcmp(tp, "libfabric") == 0)) ours++;
+        if (tp && strcmp(tp, "aes256gcm_open") == 0) aes_open++;
+        if (tp && (strcmp(tp, "ucx") == 0 || strcmp(tp, "libfabric") == 0)) {
+            ours++;
+            /* Both processes' CPU over wall time: something, and not more than the machine
+             * has (a little slack for clock granularity). */
+            double cores = json_number_value(json_object_get(j, "cores"));
+            CHECK_MSG(cores > 0 && cores <= (double)ncpu + 0.25, "cores %.2f of %ld", cores, ncpu);
+        }
         if (json_object_get(j, "ratio")) with_ratio++;
         json_decref(j);
     }
     CHECK_EQ_INT(aes, 1);
+    CHECK_EQ_INT(aes_open, 1);
     CHECK_EQ_INT(ours, 4);       /* ucx, libfabric x plain, encrypted */
     CHECK_EQ_INT(with_ratio, 2); /* encrypted rows vs aes256gcm (no tools: no plain ratio) */
-    CHECK_EQ_INT(rows, 5);
+    CHECK_EQ_INT(rows, 6);
     free(out);
     return GT_TEST_DONE();
 }
