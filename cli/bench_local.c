@@ -468,9 +468,8 @@ typedef struct {
 
 typedef struct {
     gt_local_nccl_t *nccl;
-    double t[MAX_REPS + 64];
+    double t[MAX_REPS];
     size_t n;
-    gt_status_t st;
 } nccl_hook_t;
 
 static gt_status_t nccl_hook(void *ctx, gt_gpt_t *gpt, uint64_t step)
@@ -493,10 +492,23 @@ static uint64_t fnv1a(const void *p, size_t len)
     return h;
 }
 
-/* Trains `steps` timed steps after `warmup` on this rank (comm: the site, NULL for one rank). */
-static gt_status_t run_train(const gt_topo_config_t *cfg, gt_local_comm_t *comm, int rank,
-                             const bl_opts_t *o, nccl_hook_t *hook, train_result_t *res)
+/* One trainer being timed: open, step (warmup steps untimed), close into a result. */
+typedef struct {
+    gt_local_trainer_t *tr;
+    gt_local_comm_t *comm;
+    nccl_hook_t *hook;
+    size_t done, warmup, timed;
+    double t[MAX_REPS];
+    train_result_t res;
+} train_run_t;
+
+static gt_status_t train_open(const gt_topo_config_t *cfg, gt_local_comm_t *comm, int rank,
+                              const bl_opts_t *o, nccl_hook_t *hook, train_run_t *run)
 {
+    memset(run, 0, sizeof *run);
+    run->comm = comm;
+    run->hook = hook;
+    run->warmup = o->warmup;
     gt_local_trainer_params_t p = GT_LOCAL_TRAINER_PARAMS_INIT;
     p.cfg = cfg;
     p.rank = (uint32_t)rank;
@@ -505,45 +517,51 @@ static gt_status_t run_train(const gt_topo_config_t *cfg, gt_local_comm_t *comm,
         p.grad_hook = nccl_hook;
         p.grad_hook_ctx = hook;
     }
-    gt_local_trainer_t *tr = NULL;
-    gt_status_t s = gt_local_trainer_create(&p, &tr);
+    return gt_local_trainer_create(&p, &run->tr);
+}
+
+static gt_status_t train_step(train_run_t *run)
+{
+    gt_local_step_stats_t ss;
+    if (run->hook && run->done == run->warmup) run->hook->n = 0;
+    double t0 = now_s();
+    gt_status_t s = gt_local_trainer_step(run->tr, &ss);
     if (s != GT_OK) return s;
-    double t[MAX_REPS + 64];
-    size_t steps = o->steps < MAX_REPS + 64 ? o->steps : MAX_REPS + 64;
-    memset(res, 0, sizeof *res);
-    for (size_t i = 0; i < o->warmup + steps && s == GT_OK; i++) {
-        gt_local_step_stats_t ss;
-        if (hook && i == o->warmup) hook->n = 0;
-        double t0 = now_s();
-        s = gt_local_trainer_step(tr, &ss);
-        if (s != GT_OK) break;
-        if (i >= o->warmup) t[i - o->warmup] = now_s() - t0;
-        if (!isfinite(ss.loss)) res->wrong++;
-        if (i == 0) res->loss_first = ss.loss;
-        res->loss_last = ss.loss;
-    }
-    if (s == GT_OK) {
-        gt_gpt_t *gpt = gt_local_trainer_model(tr);
+    if (run->done >= run->warmup && run->timed < MAX_REPS) run->t[run->timed++] = now_s() - t0;
+    if (!isfinite(ss.loss)) run->res.wrong++;
+    if (run->done == 0) run->res.loss_first = ss.loss;
+    run->res.loss_last = ss.loss;
+    run->done++;
+    return GT_OK;
+}
+
+/* Fills run->res (collective over run->comm when it has several ranks) and frees the trainer. */
+static void train_close(train_run_t *run)
+{
+    train_result_t *res = &run->res;
+    if (run->tr && run->timed) {
+        gt_gpt_t *gpt = gt_local_trainer_model(run->tr);
         const gt_gpt_params_t *gp = gt_gpt_get_params(gpt);
-        res->step_s = median_of(t, steps);
-        res->tokens_per_step = gt_local_trainer_tokens_per_step(tr);
+        res->step_s = median_of(run->t, run->timed);
+        res->tokens_per_step = gt_local_trainer_tokens_per_step(run->tr);
         res->params = gt_gpt_param_count(&gp->model);
         res->arena = gt_gpt_local_len(gp);
         res->B = gp->B;
         res->T = gp->T;
-        if (hook && hook->n) res->hook_s = median_of(hook->t, hook->n);
+        if (run->hook && run->hook->n) res->hook_s = median_of(run->hook->t, run->hook->n);
         /* data-parallel replicas must hold identical parameters */
-        if (comm && gt_local_comm_size(comm) > 1 && gp->device == GT_DEVICE_CPU) {
+        gt_local_comm_t *c = run->comm;
+        if (c && gt_local_comm_size(c) > 1 && gp->device == GT_DEVICE_CPU) {
             uint64_t h = fnv1a(gt_gpt_arena(gpt, GT_GPT_PARAMS), res->arena * sizeof(float));
             uint64_t lo = h, hi = h;
-            if (gt_local_comm_allreduce(comm, &lo, 1, GT_COMM_U64, GT_COMM_MIN) != GT_OK ||
-                gt_local_comm_allreduce(comm, &hi, 1, GT_COMM_U64, GT_COMM_MAX) != GT_OK)
-                gt_local_comm_abort(comm, 1);
+            if (gt_local_comm_allreduce(c, &lo, 1, GT_COMM_U64, GT_COMM_MIN) != GT_OK ||
+                gt_local_comm_allreduce(c, &hi, 1, GT_COMM_U64, GT_COMM_MAX) != GT_OK)
+                gt_local_comm_abort(c, 1);
             if (lo != hi) res->wrong++;
         }
     }
-    gt_local_trainer_destroy(tr);
-    return s;
+    gt_local_trainer_destroy(run->tr);
+    run->tr = NULL;
 }
 
 static size_t corpus_tokens(size_t B, size_t T, int ranks, const bl_opts_t *o)
@@ -571,66 +589,83 @@ static void print_train_row(const char *device, const char *preset, int ranks, c
     fflush(stdout);
 }
 
+static void train_fail(gt_local_comm_t *w, const char *what, gt_status_t s)
+{
+    fprintf(stderr, "geotrain bench local: %s failed on rank %d: %s\n", what, gt_local_comm_rank(w),
+            gt_status_str(s));
+    gt_local_comm_abort(w, 1);
+    exit(1);
+}
+
+/* 1 rank and R ranks, step for step in turn (a 1-rank step on rank 0 while the others wait
+ * politely at a barrier, then an R-rank step, then the gradient-sized all-reduce alone), so
+ * that load from other jobs on shared cores weighs on both alike. */
 static int bench_train_cpu(gt_local_comm_t *w, const bl_opts_t *o)
 {
-    int R = gt_local_comm_size(w), me = gt_local_comm_rank(w), bad = 0;
+    int R = gt_local_comm_size(w), me = gt_local_comm_rank(w);
     gt_gpt_preset_t pr;
     if (gt_gpt_preset_find(o->preset, &pr) != GT_OK) {
         fprintf(stderr, "geotrain bench local: unknown preset '%s'\n", o->preset);
         return 1;
     }
     size_t B = o->batch ? o->batch : pr.B;
-    /* 1 rank: rank 0 alone; the others wait (politely) at the barrier */
-    double base_tps = 0;
+    gt_topo_config_t *cfg1 = NULL, *cfgR = NULL;
+    train_run_t one, all;
+    memset(&one, 0, sizeof one);
+    memset(&all, 0, sizeof all);
+    gt_status_t s;
     if (me == 0) {
-        gt_topo_config_t *cfg =
-            make_cfg(o->preset, B, o->threads, 1, "cpu", corpus_tokens(B, pr.T, 1, o));
-        train_result_t r;
-        gt_status_t s = cfg ? run_train(cfg, NULL, 0, o, NULL, &r) : GT_ERR_CONFIG;
-        gt_topo_destroy(cfg);
-        if (s != GT_OK) {
-            fprintf(stderr, "geotrain bench local: 1-rank training failed: %s\n", gt_status_str(s));
-            gt_local_comm_abort(w, 1);
-            return 1;
-        }
-        base_tps = (double)r.tokens_per_step / r.step_s;
-        print_train_row("cpu", o->preset, 1, o, &r, base_tps, 0, 0, r.wrong);
-        bad |= r.wrong != 0;
+        cfg1 = make_cfg(o->preset, B, o->threads, 1, "cpu", corpus_tokens(B, pr.T, 1, o));
+        if ((s = cfg1 ? train_open(cfg1, NULL, 0, o, NULL, &one) : GT_ERR_CONFIG) != GT_OK)
+            train_fail(w, "1-rank trainer", s);
     }
-    if (gt_local_comm_barrier(w) != GT_OK) gt_local_comm_abort(w, 1);
-    if (R < 2) return bad;
-
-    gt_topo_config_t *cfg =
-        make_cfg(o->preset, B, o->threads, R, "cpu", corpus_tokens(B, pr.T, R, o));
-    train_result_t r;
-    gt_status_t s = cfg ? run_train(cfg, w, me, o, NULL, &r) : GT_ERR_CONFIG;
-    gt_topo_destroy(cfg);
-    if (s != GT_OK) {
-        fprintf(stderr, "geotrain bench local: %d-rank training failed on rank %d: %s\n", R, me,
-                gt_status_str(s));
-        gt_local_comm_abort(w, 1);
-        return 1;
+    if (R > 1) {
+        cfgR = make_cfg(o->preset, B, o->threads, R, "cpu", corpus_tokens(B, pr.T, R, o));
+        if ((s = cfgR ? train_open(cfgR, w, me, o, NULL, &all) : GT_ERR_CONFIG) != GT_OK)
+            train_fail(w, "R-rank trainer", s);
     }
-    double step = max_over(w, r.step_s);
-    r.step_s = step;
-    uint64_t wrong = sum_over(w, r.wrong);
-    /* the gradient all-reduce alone: same size, same communicator, same polite wait */
-    float *g = calloc(r.arena, sizeof *g);
+    size_t n_ar = one.tr ? gt_gpt_local_len(gt_gpt_get_params(gt_local_trainer_model(one.tr))) : 0;
+    if (all.tr) n_ar = gt_gpt_local_len(gt_gpt_get_params(gt_local_trainer_model(all.tr)));
+    float *g = R > 1 ? calloc(n_ar ? n_ar : 1, sizeof *g) : NULL;
     double ts[MAX_REPS];
-    int reps = o->reps;
-    if (!g) gt_local_comm_abort(w, 1);
-    for (int i = 0; i < reps; i++) {
+    size_t n_ts = 0;
+    if (R > 1 && !g) train_fail(w, "allocation", GT_ERR_NOMEM);
+    for (size_t i = 0; i < o->warmup + o->steps; i++) {
+        if (me == 0 && (s = train_step(&one)) != GT_OK) train_fail(w, "1-rank step", s);
+        if (R < 2) continue;
+        if (gt_local_comm_barrier(w) != GT_OK) gt_local_comm_abort(w, 1);
+        if ((s = train_step(&all)) != GT_OK) train_fail(w, "R-rank step", s);
+        /* the gradient all-reduce alone: same size, same communicator, same polite wait */
         if (gt_local_comm_barrier(w) != GT_OK) gt_local_comm_abort(w, 1);
         double t0 = now_s();
-        if (gt_local_comm_allreduce(w, g, r.arena, GT_COMM_FLOAT, GT_COMM_SUM) != GT_OK)
+        if (gt_local_comm_allreduce(w, g, n_ar, GT_COMM_FLOAT, GT_COMM_SUM) != GT_OK)
             gt_local_comm_abort(w, 1);
-        ts[i] = max_over(w, now_s() - t0);
+        double t = max_over(w, now_s() - t0);
+        if (i >= o->warmup && n_ts < MAX_REPS) ts[n_ts++] = t;
     }
     free(g);
-    if (me == 0)
-        print_train_row("cpu", o->preset, R, o, &r, (double)r.tokens_per_step / step, base_tps,
-                        median_of(ts, (size_t)reps), wrong);
-    return bad | (wrong != 0);
+    int bad = 0;
+    double base_tps = 0;
+    if (me == 0) {
+        train_close(&one);
+        base_tps = (double)one.res.tokens_per_step / one.res.step_s;
+        print_train_row("cpu", o->preset, 1, o, &one.res, base_tps, 0, 0, one.res.wrong);
+        bad |= one.res.wrong != 0;
+    }
+    if (R > 1) {
+        train_close(&all);
+        double step = max_over(w, all.res.step_s);
+        uint64_t wrong = sum_over(w, all.res.wrong);
+        all.res.step_s = step;
+        if (me == 0)
+            print_train_row("cpu", o->preset, R, o, &all.res,
+                            (double)all.res.tokens_per_step / step, base_tps, median_of(ts, n_ts),
+                            wrong);
+        bad |= wrong != 0;
+    }
+    gt_topo_destroy(cfg1);
+    gt_topo_destroy(cfgR);
+    return bad;
 }
 
 /* Dense bf16 tensor-core peak (TFLOP/s, no sparsity) by device name; 0 when unknown. */
@@ -674,8 +709,12 @@ static int bench_train_gpu(gt_local_comm_t *w, const bl_opts_t *o)
                                corpus_tokens(pr.B, pr.T, 1, o));
             if (s == GT_OK && !cfg) s = GT_ERR_CONFIG;
             if (s == GT_OK) s = gt_local_nccl_create(solo, 0, &hook.nccl);
-            train_result_t r;
-            if (s == GT_OK) s = run_train(cfg, NULL, 0, o, &hook, &r);
+            train_run_t run;
+            memset(&run, 0, sizeof run);
+            if (s == GT_OK) s = train_open(cfg, NULL, 0, o, &hook, &run);
+            for (size_t i = 0; s == GT_OK && i < o->warmup + o->steps; i++) s = train_step(&run);
+            train_close(&run);
+            const train_result_t r = run.res;
             gt_local_nccl_destroy(hook.nccl);
             gt_topo_destroy(cfg);
             if (s != GT_OK) {
