@@ -78,6 +78,11 @@ struct gt_local_trainer {
     size_t n_local;        /* floats in each of this rank's arenas (its TP shard) */
     gt_gpt_t *io;          /* tensor parallel: a full-size CPU model for checkpoint I/O */
     gt_local_nccl_t *nccl; /* GPU sites of several replicas: the gradient all-reduce */
+    /* CPU data parallelism overlapped with backward: one non-blocking all-reduce per range
+     * the model reports final (a block's gradients), completed after backward. */
+    gt_local_comm_req_t *reqs;
+    size_t n_reqs, cap_reqs;
+    gt_status_t req_error;
 };
 
 /* Tensor parallelism: the full (HF layout) arena `which` assembled from the TP group's

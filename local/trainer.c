@@ -96,9 +96,31 @@ void gt_local_trainer_destroy(gt_local_trainer_t *tr)
     free(tr->config_json);
     gt_gpt_destroy(tr->io);
     gt_local_nccl_destroy(tr->nccl);
+    for (size_t i = 0; i < tr->n_reqs; i++)
+        if (gt_local_comm_wait(&tr->reqs[i]) != GT_OK) break; /* a failed step's leftovers */
+    free(tr->reqs);
     gt_local_comm_destroy(tr->tp_comm);
     gt_local_comm_destroy(tr->dp_comm);
     free(tr);
+}
+
+/* A range of the gradients is final: start its all-reduce, and push the earlier ones along
+ * (MPI progresses non-blocking collectives only inside MPI calls). */
+static void on_grad_ready(void *ctx, size_t offset, size_t n)
+{
+    gt_local_trainer_t *tr = ctx;
+    if (tr->req_error != GT_OK || tr->n_reqs == tr->cap_reqs) return;
+    float *g = gt_gpt_arena(tr->gpt, GT_GPT_GRADS);
+    gt_status_t s = gt_local_comm_iallreduce_sum(tr->dp_comm, g + offset, n, &tr->reqs[tr->n_reqs]);
+    if (s != GT_OK) {
+        tr->req_error = s;
+        return;
+    }
+    tr->n_reqs++;
+    for (size_t i = 0; i + 1 < tr->n_reqs; i++) {
+        int done = 0;
+        if ((s = gt_local_comm_test(&tr->reqs[i], &done)) != GT_OK) tr->req_error = s;
+    }
 }
 
 /* Tensor parallelism's all-reduce over the TP group: bit-identical on every rank. */
@@ -256,6 +278,13 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     tr->inputs = malloc(BT * sizeof *tr->inputs);
     tr->targets = malloc(BT * sizeof *tr->targets);
     GT_REQUIRE_GOTO(tr->inputs && tr->targets, s, GT_ERR_NOMEM, out, "out of memory");
+    if (tr->dp_size > 1 && tr->gp.device == GT_DEVICE_CPU && c->local.overlap_grad_reduce) {
+        tr->cap_reqs = 4 + 2 * tr->gp.model.L; /* ln_f, each block, the embeddings */
+        tr->reqs = calloc(tr->cap_reqs, sizeof *tr->reqs);
+        GT_REQUIRE_GOTO(tr->reqs, s, GT_ERR_NOMEM, out, "out of memory");
+        tr->gp.grad_ready = on_grad_ready;
+        tr->gp.grad_ready_ctx = tr;
+    }
     if (tr->tp_size > 1) {
         tr->gp.tp_size = tr->tp_size;
         tr->gp.tp_rank = tr->tp_rank;
@@ -298,10 +327,21 @@ static gt_status_t average_grads(gt_local_trainer_t *tr, float *loss_p)
     uint64_t t0 = gt_time_ns();
     float *g = gt_gpt_arena(tr->gpt, GT_GPT_GRADS); /* device memory on a GPU site */
     size_t n = tr->n_local;
-    gt_status_t s = tr->nccl
-                        ? gt_local_nccl_allreduce_sum(tr->nccl, g, n,
-                                                      tr->cfg->local.grad_reduce == GT_REDUCE_BF16)
-                        : gt_local_comm_allreduce(tr->dp_comm, g, n, GT_COMM_FLOAT, GT_COMM_SUM);
+    gt_status_t s = GT_OK;
+    if (tr->nccl) {
+        s = gt_local_nccl_allreduce_sum(tr->nccl, g, n,
+                                        tr->cfg->local.grad_reduce == GT_REDUCE_BF16);
+    } else if (tr->reqs) { /* started during backward, block by block */
+        for (size_t i = 0; i < tr->n_reqs; i++) {
+            gt_status_t w = gt_local_comm_wait(&tr->reqs[i]);
+            if (s == GT_OK) s = w;
+        }
+        tr->n_reqs = 0;
+        if (s == GT_OK) s = tr->req_error;
+        tr->req_error = GT_OK;
+    } else {
+        s = gt_local_comm_allreduce(tr->dp_comm, g, n, GT_COMM_FLOAT, GT_COMM_SUM);
+    }
     if (s == GT_OK) s = gt_gpt_grad_scale(tr->gpt, 1.0f / (float)tr->dp_size);
     float loss = *loss_p;
     if (s == GT_OK) s = gt_local_comm_allreduce(tr->dp_comm, &loss, 1, GT_COMM_FLOAT, GT_COMM_SUM);

@@ -157,6 +157,7 @@ typedef struct {
     uint32_t threads;             /* local.threads: compute threads per rank */
     uint32_t tensor_parallel;     /* local.tensor_parallel: t (same at every site) */
     gt_topo_reduce_t grad_reduce; /* local.grad_reduce: fp32 | bf16 (NCCL) */
+    int overlap_grad_reduce;      /* local.overlap_grad_reduce */
 } gt_topo_local_t;
 
 typedef struct {

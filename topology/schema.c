@@ -173,6 +173,8 @@ const gt_key_t gt_topo_keys[] = {
      "tensor-parallel degree t (the same at every site; divides every site's ranks)"},
     {"local.grad_reduce", GT_KEY_ENUM, NUM(local.grad_reduce), 0, 0, 0, 0, "fp32|bf16", "fp32",
      "precision of the data-parallel gradient all-reduce on GPU sites (NCCL); CPU: fp32"},
+    {"local.overlap_grad_reduce", GT_KEY_BOOL, NUM(local.overlap_grad_reduce), 0, 0, 0, 0, NULL,
+     "true", "CPU sites: all-reduce each block's gradients while backward goes on"},
 
     {"sites", GT_KEY_SITES, 0, 0, 0, 0, 0, 0, NULL, NULL,
      "the sites (at least one); see the per-site keys"},

@@ -1,5 +1,6 @@
 /* test_ranks.c — a multi-rank site trains the same model as one rank (issue 7). Run as an MPI
- * job: `mpirun -np R test_local_ranks T` with T = local.tensor_parallel (R % T == 0).
+ * job: `mpirun -np R test_local_ranks T [blocking]` with T = local.tensor_parallel (R % T == 0);
+ * "blocking" turns off the all-reduce overlapped with backward (local.overlap_grad_reduce).
  *
  * The R/T model replicas each train on their slice of one global batch per step (replica d
  * takes rows [d·b, (d+1)·b)); the reference is a one-rank trainer, built on every rank, that
@@ -23,13 +24,15 @@ static const char *yaml_fmt =
     " batch_size: %d}\n"
     "data: {kind: synthetic, synthetic_branching: 4, synthetic_tokens: 20000}\n"
     "inner: {steps: %d, lr: 0.003, warmup_steps: 1, grad_clip: 1.0}\n"
-    "local: {tensor_parallel: %d}\n"
+    "local: {tensor_parallel: %d, overlap_grad_reduce: %s}\n"
     "sites: [{name: solo, address: \"127.0.0.1:0\", ranks: %d}]\n";
+
+static const char *g_overlap = "true";
 
 static gt_topo_config_t *load_cfg(int batch, int tp, int ranks)
 {
     char text[1024];
-    snprintf(text, sizeof text, yaml_fmt, T, batch, STEPS, tp, ranks);
+    snprintf(text, sizeof text, yaml_fmt, T, batch, STEPS, tp, g_overlap, ranks);
     gt_topo_config_t *cfg = NULL;
     gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
     lp.use_env = 0;
@@ -59,6 +62,7 @@ static int32_t next_token(void)
 int main(int argc, char **argv)
 {
     int tp = argc > 1 ? atoi(argv[1]) : 1;
+    if (argc > 2 && strcmp(argv[2], "blocking") == 0) g_overlap = "false";
     gt_local_comm_t *world = NULL;
     if (gt_local_comm_world(&world) != GT_OK) return 1;
     int R = gt_local_comm_size(world), me = gt_local_comm_rank(world);
