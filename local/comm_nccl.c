@@ -195,13 +195,16 @@ gt_status_t gt_local_nccl_allreduce_sum(gt_local_nccl_t *x, float *dev_buf, size
             cudaFree(x->scratch);
             x->scratch = NULL;
             x->scratch_n = 0;
-            if ((s = cuda_ok(x, cudaMalloc(&x->scratch, n * 2), "scratch allocation")) != GT_OK)
-                return s;
-            x->scratch_n = n;
+            s = cuda_ok(x, cudaMalloc(&x->scratch, n * 2), "scratch allocation");
+            if (s == GT_OK) x->scratch_n = n;
         }
         buf = x->scratch;
-        s = cuda_ok(x, gt_local_nccl_f32_to_bf16(buf, dev_buf, n, x->stream), "fp32 -> bf16");
-        if (s != GT_OK) return s;
+        if (s == GT_OK)
+            s = cuda_ok(x, gt_local_nccl_f32_to_bf16(buf, dev_buf, n, x->stream), "fp32 -> bf16");
+        if (s != GT_OK) {
+            nccl_fail(x); /* the other ranks are entering this all-reduce: out of step now */
+            return s;
+        }
     }
     ncclResult_t r =
         ncclAllReduce(buf, buf, n, bf16 ? ncclBfloat16 : ncclFloat, ncclSum, x->comm, x->stream);
