@@ -17,6 +17,7 @@
  */
 #include "channel_internal.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,19 @@ static void req_done(gt_wan_req_t *r, gt_status_t st)
     r->status = st;
 }
 
+/* An open that ran ahead of its commit and is not used: wait for it (or unqueue it) and
+ * wipe what it wrote, so no undelivered plaintext stays in a receive buffer. */
+static void rx_job_drop(gt_wan_ep_t *ep, gt_wan_ch_rx_slot_t *s)
+{
+    gt_wan_cjob_t *j = &s->job;
+    gt_wan_cpool_cancel(ep->net->pool, j);
+    if (j->status == GT_OK && j->out_len) sodium_memzero(j->out, j->out_len);
+    j->status = GT_ERR_CLOSED;
+    j->out_len = 0;
+    s->dispatched = 0;
+    if (ep->d.inflight) ep->d.inflight--;
+}
+
 /* Ends an endpoint: the transport endpoint is closed (so nothing it holds can still touch
  * our buffers), every request completes with `st`. */
 void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
@@ -75,6 +89,15 @@ void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
         GT_WARN("wan: connection to %s ended: %s", gt_wan_ch_peer_label(ep, who, sizeof who),
                 gt_status_str(st));
     ep->state = st;
+    /* No worker may touch our buffers or the caller's once the requests complete: wait
+     * for (or unqueue) every seal and open, and wipe the plaintext of opens that were never
+     * committed (authentic, but not delivered). */
+    for (size_t i = 0; i < ep->nslots; i++) {
+        if (ep->tx[i].state == GT_WAN_SLOT_SEALING)
+            gt_wan_cpool_cancel(ep->net->pool, &ep->tx[i].job);
+        if (ep->rx[i].dispatched) rx_job_drop(ep, &ep->rx[i]);
+    }
+    memset(&ep->d, 0, sizeof ep->d);
     if (ep->tp) ep->net->ops->close(ep->tp, st != GT_ERR_CLOSED);
     ep->tp = NULL;
     for (size_t i = 0; i < ep->nslots; i++) {
@@ -131,10 +154,12 @@ static gt_wan_ch_tx_slot_t *tx_free_slot(gt_wan_ep_t *ep)
     return NULL;
 }
 
+/* Slots the transport (or the emulator) holds: what the io timeout watches. */
 static size_t tx_busy(const gt_wan_ep_t *ep)
 {
     size_t n = 0;
-    for (size_t i = 0; i < ep->nslots; i++) n += ep->tx[i].state != GT_WAN_SLOT_FREE;
+    for (size_t i = 0; i < ep->nslots; i++)
+        n += ep->tx[i].state == GT_WAN_SLOT_DELAYED || ep->tx[i].state == GT_WAN_SLOT_SENDING;
     return n;
 }
 
@@ -206,6 +231,35 @@ static void tx_hello(gt_wan_ep_t *ep, const void *payload, size_t len)
     tx_launch(ep, s);
 }
 
+/* Hands sealed frames to the transport in counter order (the receiver accepts nothing
+ * else), as soon as the next one's seal is done. */
+static void tx_launch_ready(gt_wan_ep_t *ep)
+{
+    for (int found = 1; found && ep->state == GT_OK;) {
+        found = 0;
+        for (size_t i = 0; i < ep->nslots; i++) {
+            gt_wan_ch_tx_slot_t *s = &ep->tx[i];
+            if (s->state != GT_WAN_SLOT_SEALING || s->seq != ep->tx_launch_seq) continue;
+            if (!gt_wan_cpool_done(&s->job)) return;
+            gt_wan_cpool_consume(ep->net->pool, &s->job);
+            if (s->job.status != GT_OK) {
+                s->state = GT_WAN_SLOT_FREE;
+                gt_wan_ch_ep_fail(ep, s->job.status);
+                return;
+            }
+            s->iov[0].iov_base = s->buf;
+            s->iov[0].iov_len = GT_WAN_FRAME_HDR_LEN + s->job.out_len;
+            s->iovcnt = 1;
+            s->state = GT_WAN_SLOT_FREE; /* tx_launch moves it on */
+            ep->tx_launch_seq++;
+            ep->net->activity++;
+            tx_launch(ep, s);
+            found = 1;
+            break;
+        }
+    }
+}
+
 /* Frames as much of the send queue as free slots allow. */
 void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
 {
@@ -226,6 +280,38 @@ void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
                                 .msg_len = len,
                                 .msg_off = off};
         const uint8_t *src = (const uint8_t *)r->buf_ + off;
+        if (sealed(net) && net->pool) {
+            /* The counter value is taken now, in submission order; the seal runs on a
+             * worker and tx_launch_ready() sends frames in counter order. */
+            gt_status_t st = gt_wan_session_seal_reserve(ep->sess, n, &h.seq);
+            if (st == GT_OK) {
+                gt_wan_frame_encode(&h, s->buf);
+                s->seq = h.seq;
+                s->job.kind = GT_WAN_CJOB_SEAL;
+                s->job.sess = ep->sess;
+                s->job.seq = h.seq;
+                s->job.ad = s->buf;
+                s->job.ad_len = GT_WAN_FRAME_HDR_LEN;
+                s->job.in = src;
+                s->job.in_len = n;
+                s->job.out = s->buf + GT_WAN_FRAME_HDR_LEN;
+                s->job.out_cap = s->buf_cap - GT_WAN_FRAME_HDR_LEN;
+                st = gt_wan_cpool_submit(net->pool, &s->job);
+            }
+            if (st != GT_OK) {
+                gt_wan_ch_ep_fail(ep, st);
+                return;
+            }
+            s->state = GT_WAN_SLOT_SEALING;
+            s->owner = r;
+            r->off_ += n;
+            r->inflight_++;
+            if (r->off_ == len) {
+                r->flags_ |= GT_WAN_REQ_FRAMED;
+                ep->sq_frame = r->next_;
+            }
+            continue;
+        }
         if (sealed(net)) {
             h.seq = gt_wan_session_send_seq(ep->sess);
             gt_wan_frame_encode(&h, s->buf);
@@ -262,6 +348,7 @@ void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
          * (a rendezvous waits on both ends) before sealing the next. */
         if (sealed(net) && ep->tp) net->ops->progress(net->tp);
     }
+    tx_launch_ready(ep);
 }
 
 static void sq_remove(gt_wan_ep_t *ep, gt_wan_req_t *r)
@@ -431,8 +518,11 @@ static int same_message(const gt_wan_frame_hdr_t *a, const gt_wan_frame_hdr_t *b
            a->sender == b->sender;
 }
 
-/* One received frame. GT_ERR_AGAIN: it starts a message and no receive is posted; keep it. */
-static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len)
+/* One received frame, committed in arrival order. GT_ERR_AGAIN: it starts a message and no
+ * receive is posted; keep it. `job`: its open already ran on the pool (NULL: open inline); it
+ * is used only if it wrote where this frame's plaintext belongs, else it is wiped and the
+ * frame opened here, so the outcome is always exactly the inline one. */
+static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch_rx_slot_t *js)
 {
     gt_wan_net_t *net = ep->net;
     gt_wan_frame_hdr_t h;
@@ -493,8 +583,24 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len)
     size_t cap = discard ? wire : r->cap_ - h.msg_off;
     if (sealed(net)) {
         size_t n = 0;
-        st = gt_wan_session_open(ep->sess, h.seq, h.payload_len, buf, GT_WAN_FRAME_HDR_LEN, payload,
-                                 wire, dst, cap, &n);
+        gt_wan_cjob_t *job = js ? &js->job : NULL;
+        if (job && job->out == dst && job->out_cap == cap && job->seq == h.seq &&
+            job->declared_len == h.payload_len) {
+            js->dispatched = 0;
+            ep->d.inflight--;
+            st = gt_wan_session_open_commit(ep->sess, h.seq, h.payload_len, wire, job->status);
+            if (st == GT_OK) n = job->out_len;
+            if (st != GT_OK && job->status == GT_OK && job->out_len)
+                sodium_memzero(job->out, job->out_len); /* authentic, but refused: a replay */
+            if (st != GT_OK) ep->d.poisoned = 1;
+        } else {
+            if (js) {
+                rx_job_drop(ep, js);
+                ep->d.poisoned = 1;
+            }
+            st = gt_wan_session_open(ep->sess, h.seq, h.payload_len, buf, GT_WAN_FRAME_HDR_LEN,
+                                     payload, wire, dst, cap, &n);
+        }
         if (st != GT_OK) {
             gt_wan_reject_t why = gt_wan_session_last_reject(ep->sess);
             rej_t k = why == GT_WAN_REJECT_REPLAY      ? REJ_REPLAY
@@ -520,6 +626,7 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len)
                     (unsigned long long)h.msg_len, r->cap_);
             ep->rq_head = r->next_;
             if (!ep->rq_head) ep->rq_tail = NULL;
+            if (ep->d.last == r) ep->d.last = NULL;
             req_done(r, GT_ERR_OVERFLOW);
         }
     }
@@ -538,10 +645,105 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len)
             r->length = h.msg_len;
             ep->stats.msgs_received++;
             ep->stats.bytes_received += h.msg_len;
+            if (ep->d.last == r) ep->d.last = NULL;
             req_done(r, GT_OK);
         }
     }
     return GT_OK;
+}
+
+/* The receive the next message goes to, as the dispatched frames will leave things. */
+static gt_wan_req_t *d_next_req(const gt_wan_ep_t *ep)
+{
+    return ep->d.last ? ep->d.last->next_ : ep->rq_head;
+}
+
+/* Starts the open of a received frame on the pool ahead of its commit, predicting where its
+ * plaintext goes from the dispatched frames before it. Only a frame that every check before
+ * decryption would pass (with the counter the frames before it leave) is dispatched: 1 when
+ * it was, 0 when it must wait for its turn to be handled inline. */
+static int rx_dispatch_one(gt_wan_ep_t *ep, gt_wan_ch_rx_slot_t *s)
+{
+    gt_wan_net_t *net = ep->net;
+    uint8_t *buf = s->buf;
+    size_t len = s->treq.length;
+    gt_wan_frame_hdr_t h;
+    if (gt_wan_frame_decode(buf, len, &h) != GT_OK || h.run_id != net->run_hash ||
+        h.type == GT_WAN_MSG_HELLO || (h.flags & GT_WAN_FRAME_FLAG_PLAIN))
+        return 0;
+    size_t wire = len - GT_WAN_FRAME_HDR_LEN;
+    if (h.payload_len > net->p.frame_bytes || wire != GT_WAN_SEAL_BOUND(h.payload_len) ||
+        h.seq != ep->d.seq)
+        return 0;
+    gt_wan_req_t *r;
+    int discard;
+    if (!ep->d.asm_active) {
+        if (h.msg_off != 0 || !(r = d_next_req(ep))) return 0;
+        discard = h.msg_len > r->cap_;
+    } else {
+        if (!same_message(&h, &ep->d.asm_hdr) || h.msg_off != ep->d.asm_got) return 0;
+        r = ep->d.cur;
+        discard = ep->d.asm_discard;
+    }
+    /* A message too long for its receive is opened inline, in place (rare, and an open in
+     * place cannot be redone if the prediction was wrong). */
+    if (discard || !r) return 0;
+    uint8_t *dst = (uint8_t *)r->buf_ + h.msg_off;
+    size_t cap = r->cap_ - h.msg_off;
+    if (cap < h.payload_len) return 0;
+    gt_wan_cjob_t *j = &s->job;
+    j->kind = GT_WAN_CJOB_OPEN;
+    j->sess = ep->sess;
+    j->seq = h.seq;
+    j->declared_len = h.payload_len;
+    j->ad = buf;
+    j->ad_len = GT_WAN_FRAME_HDR_LEN;
+    j->in = buf + GT_WAN_FRAME_HDR_LEN;
+    j->in_len = wire;
+    j->out = dst;
+    j->out_cap = cap;
+    if (gt_wan_cpool_submit(net->pool, j) != GT_OK) return 0; /* inline then */
+    s->dispatched = 1;
+    ep->d.inflight++;
+    ep->d.seq++;
+    if (!ep->d.asm_active) {
+        ep->d.asm_active = 1;
+        ep->d.asm_hdr = h;
+        ep->d.asm_got = 0;
+        ep->d.asm_discard = discard;
+        ep->d.cur = discard ? NULL : r;
+        if (discard) ep->d.last = r; /* that receive fails at the first frame */
+    }
+    ep->d.asm_got += h.payload_len;
+    if (ep->d.asm_got == h.msg_len) {
+        ep->d.asm_active = 0;
+        if (!ep->d.asm_discard) ep->d.last = r;
+        ep->d.cur = NULL;
+    }
+    return 1;
+}
+
+/* Dispatches the received frames after the ones in flight, in order, while each can be. */
+static void rx_dispatch(gt_wan_ep_t *ep)
+{
+    if (!ep->net->pool || !ep->sess || ep->state != GT_OK) return;
+    if (ep->d.inflight == 0) { /* nothing ahead: predict from the real state */
+        ep->d.poisoned = 0;
+        ep->d.asm_active = ep->asm_active;
+        ep->d.asm_discard = ep->asm_discard;
+        ep->d.asm_hdr = ep->asm_hdr;
+        ep->d.asm_got = ep->asm_got;
+        ep->d.cur = ep->asm_active && !ep->asm_discard ? ep->rq_head : NULL;
+        ep->d.last = NULL;
+        ep->d.seq = gt_wan_session_recv_seq(ep->sess);
+    }
+    if (ep->d.poisoned) return;
+    for (size_t k = 0; k < ep->nslots; k++) {
+        gt_wan_ch_rx_slot_t *s = &ep->rx[(ep->rx_head + k) % ep->nslots];
+        if (!s->posted || s->treq.status != GT_OK) return; /* frames arrive in order */
+        if (s->dispatched) continue;
+        if (!rx_dispatch_one(ep, s)) return;
+    }
 }
 
 void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
@@ -552,7 +754,7 @@ void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
             if (rx_post(ep, s) != GT_OK) gt_wan_ch_ep_fail(ep, GT_ERR_IO);
             if (!s->posted) return;
         }
-        if (s->treq.status == GT_ERR_AGAIN) return;
+        if (s->treq.status == GT_ERR_AGAIN) break;
         if (s->treq.status != GT_OK) {
             if (s->treq.status == GT_ERR_OVERFLOW) { /* a transport message above any frame */
                 ep->stats.rejected_oversized++;
@@ -563,7 +765,14 @@ void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
             gt_wan_ch_ep_fail(ep, s->treq.status);
             return;
         }
-        if (rx_frame(ep, s->buf, s->treq.length) == GT_ERR_AGAIN) return;
+        if (s->dispatched && !gt_wan_cpool_done(&s->job)) break; /* its open still runs */
+        if (s->dispatched) gt_wan_cpool_consume(ep->net->pool, &s->job);
+        gt_status_t fst = rx_frame(ep, s->buf, s->treq.length, s->dispatched ? s : NULL);
+        if (s->dispatched && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN)) {
+            rx_job_drop(ep, s); /* not used (kept for a receive, or a rejected header) */
+            ep->d.poisoned = 1;
+        }
+        if (fst == GT_ERR_AGAIN) return;
         if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
         s->posted = 0;
         gt_status_t st = rx_post(ep, s);
@@ -573,8 +782,9 @@ void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
         }
         ep->rx_head = (ep->rx_head + 1) % ep->nslots;
         /* The same on receive: opening a frame takes a while. */
-        if (sealed(ep->net) && ep->tp) ep->net->ops->progress(ep->net->tp);
+        if (sealed(ep->net) && ep->tp && !ep->net->pool) ep->net->ops->progress(ep->net->tp);
     }
+    rx_dispatch(ep);
 }
 
 /* ---- endpoints ---------------------------------------------------------------------- */
@@ -589,6 +799,10 @@ void gt_wan_ch_ep_free(gt_wan_ep_t *ep)
             break;
         }
     gt_wan_ch_stats_add(&net->closed_stats, &ep->stats);
+    for (size_t i = 0; ep->tx && ep->rx && i < ep->nslots; i++) { /* normally done by fail */
+        if (ep->tx[i].state == GT_WAN_SLOT_SEALING) gt_wan_cpool_cancel(net->pool, &ep->tx[i].job);
+        if (ep->rx[i].dispatched) rx_job_drop(ep, &ep->rx[i]);
+    }
     if (ep->tx)
         for (size_t i = 0; i < ep->nslots; i++) free(ep->tx[i].buf);
     if (ep->rx)

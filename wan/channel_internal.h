@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include "crypto_pool_internal.h"
 #include "emu_internal.h"
 #include "frame_internal.h"
 #include "gt_wan.h"
@@ -25,6 +26,7 @@ typedef void (*gt_wan_tamper_fn)(void *arg, gt_wan_ep_t *ep, uint8_t *frame, siz
 
 typedef enum {
     GT_WAN_SLOT_FREE = 0,
+    GT_WAN_SLOT_SEALING, /* a crypto worker seals it; launched in counter order once done */
     GT_WAN_SLOT_DELAYED,
     GT_WAN_SLOT_SENDING
 } gt_wan_ch_slot_state_t;
@@ -39,12 +41,16 @@ typedef struct {
     struct iovec iov[2];
     size_t iovcnt;
     gt_wan_ch_slot_state_t state;
+    uint64_t seq;      /* SEALING: the frame's counter value */
+    gt_wan_cjob_t job; /* SEALING: the seal on the pool */
 } gt_wan_ch_tx_slot_t;
 
 typedef struct {
     gt_wan_tp_req_t treq;
     uint8_t *buf;
     int posted;
+    int dispatched; /* its open runs (or ran) on the pool, to be committed in order */
+    gt_wan_cjob_t job;
 } gt_wan_ch_rx_slot_t;
 
 typedef struct gt_wan_ch_raw_send {
@@ -59,7 +65,8 @@ struct gt_wan_net {
     uint64_t run_hash;
     const gt_wan_tp_ops_t *ops;
     void *tp;
-    gt_wan_sec_t *sec; /* NULL with security: none */
+    gt_wan_sec_t *sec;    /* NULL with security: none */
+    gt_wan_cpool_t *pool; /* crypto workers; NULL: seal and open inline */
     gt_wan_ep_t *eps;
     gt_wan_ep_stats_t closed_stats; /* endpoints already gone */
     uint64_t activity;              /* bumped by every completed frame or state change */
@@ -86,6 +93,19 @@ struct gt_wan_ep {
     int asm_active, asm_discard;                /* a message being assembled */
     gt_wan_frame_hdr_t asm_hdr;
     uint64_t asm_got;
+    uint64_t tx_launch_seq; /* with the pool: the next sealed frame to hand to the transport */
+    /* With the pool, frames are opened ahead of their commit: the assembly state as it will
+     * be once every dispatched open is committed (a prediction; each commit checks that its
+     * frame went where the real state says, else wipes and opens it again inline). */
+    struct {
+        size_t inflight; /* dispatched, not yet committed */
+        int poisoned;    /* a prediction failed: dispatch nothing until inflight is 0 */
+        int asm_active, asm_discard;
+        gt_wan_frame_hdr_t asm_hdr;
+        uint64_t asm_got, seq;
+        gt_wan_req_t *cur;  /* the receive the current message goes to */
+        gt_wan_req_t *last; /* the last receive a dispatched frame completes (NULL: none) */
+    } d;
     uint64_t tx_idle_since_ns; /* last transmit progress while frames are outstanding */
     gt_wan_emu_queue_t *delay; /* frames held by the emulator */
     gt_wan_ep_stats_t stats;

@@ -78,6 +78,8 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
         GT_CHECK_GOTO(gt_wan_sec_create(&sp, &net->sec), st, fail);
         free(peers);
         peers = NULL;
+        unsigned threads = gt_wan_cpool_default_threads();
+        if (threads) GT_CHECK_GOTO(gt_wan_cpool_create(threads, &net->pool), st, fail);
     }
     gt_wan_tp_params_t tpp = {.connect_timeout_ns =
                                   (uint64_t)net->p.connect_timeout_ms * 1000000ull};
@@ -86,6 +88,7 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
     return GT_OK;
 fail:
     free(peers);
+    gt_wan_cpool_destroy(net->pool);
     gt_wan_sec_destroy(net->sec);
     free(net->site_name);
     free(net->run_id);
@@ -98,6 +101,7 @@ void gt_wan_net_destroy(gt_wan_net_t *net)
     if (!net || net->magic != GT_WAN_NET_MAGIC) return;
     while (net->eps) gt_wan_ep_close(net->eps);
     if (net->tp) net->ops->destroy(net->tp);
+    gt_wan_cpool_destroy(net->pool); /* every endpoint, and so every job, is gone */
     gt_wan_sec_destroy(net->sec);
     free(net->site_name);
     free(net->run_id);
@@ -210,6 +214,10 @@ static void net_idle(gt_wan_net_t *net, idle_t *idle)
     for (gt_wan_ep_t *ep = net->eps; ep; ep = ep->next) {
         uint64_t d = ep->delay ? gt_wan_emu_queue_next_due(ep->delay) : UINT64_MAX;
         if (d < due) due = d;
+    }
+    if (gt_wan_cpool_busy(net->pool)) { /* crypto workers run: give them the core */
+        gt_wan_cpool_wait(net->pool, 50000);
+        return;
     }
     uint64_t nap = 0;
     if (now - idle->quiet_since_ns > 1000000ull) nap = 100000;

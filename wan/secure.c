@@ -23,6 +23,7 @@
 #include "secure_internal.h"
 
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +98,8 @@ struct gt_wan_session {
     uint8_t tx_key[32], rx_key[32];
     uint32_t magic;
     gt_wan_cipher_t cipher;
-    uint64_t tx_seq, rx_seq;
+    _Atomic uint64_t tx_seq; /* read by seal_reserved on worker threads */
+    uint64_t rx_seq;
     size_t max_frame;
     gt_wan_session_stats_t stats;
     gt_wan_reject_t last_reject;
@@ -737,28 +739,12 @@ static void frame_nonce(uint64_t seq, uint8_t nonce[24])
     for (int i = 0; i < 8; i++) nonce[i] = (uint8_t)(seq >> (8 * i));
 }
 
-gt_status_t gt_wan_session_seal(gt_wan_session_t *s, uint64_t seq, const void *ad, size_t ad_len,
-                                const void *pt, size_t pt_len, void *ct, size_t ct_cap,
-                                size_t *ct_len_p)
+/* The AEAD itself, with the nonce of `seq`: reads only the session's keys (set once at
+ * creation), so any number of threads may run it on one session at once. */
+static void seal_core(const gt_wan_session_t *s, uint64_t seq, const void *ad, size_t ad_len,
+                      const void *pt, size_t pt_len, uint8_t *c)
 {
     uint8_t nonce[24];
-    if (!s || s->magic != SESSION_MAGIC || !ct || !ct_len_p || (pt_len && !pt) || (ad_len && !ad))
-        return GT_ERR_INVALID;
-    if (seq != s->tx_seq) {
-        GT_ERROR("secure channel to %s: seal with seq %llu, expected %llu (a nonce is never "
-                 "reused)",
-                 s->peer_name, (unsigned long long)seq, (unsigned long long)s->tx_seq);
-        return GT_ERR_INVALID;
-    }
-    if (seq == UINT64_MAX) {
-        GT_ERROR("secure channel to %s: send counter exhausted; reconnect", s->peer_name);
-        return GT_ERR_OVERFLOW;
-    }
-    if (pt_len > s->max_frame || ct_cap < GT_WAN_SEAL_BOUND(pt_len)) return GT_ERR_OVERFLOW;
-    if (ct != pt && ranges_overlap(ct, GT_WAN_SEAL_BOUND(pt_len), pt, pt_len))
-        return GT_ERR_INVALID;
-
-    uint8_t *c = ct;
     frame_nonce(seq, nonce);
     if (s->cipher == GT_WAN_CIPHER_AES256GCM) {
         uint8_t n12[crypto_aead_aes256gcm_NPUBBYTES] = {0};
@@ -769,9 +755,74 @@ gt_status_t gt_wan_session_seal(gt_wan_session_t *s, uint64_t seq, const void *a
         crypto_aead_xchacha20poly1305_ietf_encrypt_detached(c, c + pt_len, NULL, pt, pt_len, ad,
                                                             ad_len, NULL, nonce, s->tx_key);
     }
+}
+
+/* Argument checks shared by seal and seal_reserved (the counter is checked by each). */
+static gt_status_t seal_args(const gt_wan_session_t *s, const void *ad, size_t ad_len,
+                             const void *pt, size_t pt_len, const void *ct, size_t ct_cap,
+                             const size_t *ct_len_p)
+{
+    if (!s || s->magic != SESSION_MAGIC || !ct || !ct_len_p || (pt_len && !pt) || (ad_len && !ad))
+        return GT_ERR_INVALID;
+    if (pt_len > s->max_frame || ct_cap < GT_WAN_SEAL_BOUND(pt_len)) return GT_ERR_OVERFLOW;
+    if (ct != pt && ranges_overlap(ct, GT_WAN_SEAL_BOUND(pt_len), pt, pt_len))
+        return GT_ERR_INVALID;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_session_seal(gt_wan_session_t *s, uint64_t seq, const void *ad, size_t ad_len,
+                                const void *pt, size_t pt_len, void *ct, size_t ct_cap,
+                                size_t *ct_len_p)
+{
+    if (!s || s->magic != SESSION_MAGIC) return GT_ERR_INVALID;
+    if (seq != s->tx_seq) {
+        GT_ERROR("secure channel to %s: seal with seq %llu, expected %llu (a nonce is never "
+                 "reused)",
+                 s->peer_name, (unsigned long long)seq, (unsigned long long)s->tx_seq);
+        return GT_ERR_INVALID;
+    }
+    if (seq == UINT64_MAX) {
+        GT_ERROR("secure channel to %s: send counter exhausted; reconnect", s->peer_name);
+        return GT_ERR_OVERFLOW;
+    }
+    gt_status_t st = seal_args(s, ad, ad_len, pt, pt_len, ct, ct_cap, ct_len_p);
+    if (st != GT_OK) return st;
+    seal_core(s, seq, ad, ad_len, pt, pt_len, ct);
     s->tx_seq++;
     s->stats.sealed_frames++;
     s->stats.sealed_bytes += pt_len;
+    *ct_len_p = GT_WAN_SEAL_BOUND(pt_len);
+    return GT_OK;
+}
+
+gt_status_t gt_wan_session_seal_reserve(gt_wan_session_t *s, size_t pt_len, uint64_t *seq_p)
+{
+    if (!s || s->magic != SESSION_MAGIC || !seq_p) return GT_ERR_INVALID;
+    if (s->tx_seq == UINT64_MAX) {
+        GT_ERROR("secure channel to %s: send counter exhausted; reconnect", s->peer_name);
+        return GT_ERR_OVERFLOW;
+    }
+    if (pt_len > s->max_frame) return GT_ERR_OVERFLOW;
+    *seq_p = s->tx_seq++;
+    s->stats.sealed_frames++;
+    s->stats.sealed_bytes += pt_len;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_session_seal_reserved(const gt_wan_session_t *s, uint64_t seq, const void *ad,
+                                         size_t ad_len, const void *pt, size_t pt_len, void *ct,
+                                         size_t ct_cap, size_t *ct_len_p)
+{
+    gt_status_t st = seal_args(s, ad, ad_len, pt, pt_len, ct, ct_cap, ct_len_p);
+    if (st != GT_OK) return st;
+    /* Only a counter value already handed out by seal_reserve: never one a later seal or
+     * reservation could also use. */
+    if (seq >= s->tx_seq) {
+        GT_ERROR("secure channel to %s: seal with seq %llu that was not reserved", s->peer_name,
+                 (unsigned long long)seq);
+        return GT_ERR_INVALID;
+    }
+    seal_core(s, seq, ad, ad_len, pt, pt_len, ct);
     *ct_len_p = GT_WAN_SEAL_BOUND(pt_len);
     return GT_OK;
 }
@@ -793,11 +844,27 @@ static gt_status_t reject(gt_wan_session_t *s, gt_wan_reject_t why, gt_status_t 
     return st;
 }
 
+/* The AEAD check and decryption with the nonce of `seq`; reads only the keys. 0 when the
+ * tag verifies; otherwise libsodium leaves pt[0..n) zeroed. */
+static int open_core(const gt_wan_session_t *s, uint64_t seq, const void *ad, size_t ad_len,
+                     const uint8_t *c, size_t n, void *pt)
+{
+    uint8_t nonce[24];
+    frame_nonce(seq, nonce);
+    if (s->cipher == GT_WAN_CIPHER_AES256GCM) {
+        uint8_t n12[crypto_aead_aes256gcm_NPUBBYTES] = {0};
+        memcpy(n12 + 4, nonce, 8);
+        return crypto_aead_aes256gcm_decrypt_detached_afternm(pt, NULL, c, n, c + n, ad, ad_len,
+                                                              n12, &s->rx_aes);
+    }
+    return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(pt, NULL, c, n, c + n, ad, ad_len,
+                                                               nonce, s->rx_key);
+}
+
 gt_status_t gt_wan_session_open(gt_wan_session_t *s, uint64_t seq, uint64_t declared_len,
                                 const void *ad, size_t ad_len, const void *ct, size_t ct_len,
                                 void *pt, size_t pt_cap, size_t *pt_len_p)
 {
-    uint8_t nonce[24];
     if (!s || s->magic != SESSION_MAGIC || !pt_len_p || (ct_len && !ct) || (ad_len && !ad))
         return GT_ERR_INVALID;
     if (declared_len > s->max_frame)
@@ -808,24 +875,46 @@ gt_status_t gt_wan_session_open(gt_wan_session_t *s, uint64_t seq, uint64_t decl
     size_t n = (size_t)declared_len;
     if (pt_cap < n || (n && !pt)) return GT_ERR_OVERFLOW;
     if (pt != ct && ranges_overlap(pt, n, ct, ct_len)) return GT_ERR_INVALID;
-
-    const uint8_t *c = ct;
-    int rc;
-    frame_nonce(seq, nonce);
-    if (s->cipher == GT_WAN_CIPHER_AES256GCM) {
-        uint8_t n12[crypto_aead_aes256gcm_NPUBBYTES] = {0};
-        memcpy(n12 + 4, nonce, 8);
-        rc = crypto_aead_aes256gcm_decrypt_detached_afternm(pt, NULL, c, n, c + n, ad, ad_len, n12,
-                                                            &s->rx_aes);
-    } else {
-        rc = crypto_aead_xchacha20poly1305_ietf_decrypt_detached(pt, NULL, c, n, c + n, ad, ad_len,
-                                                                 nonce, s->rx_key);
-    }
-    if (rc != 0) return reject(s, GT_WAN_REJECT_AUTH, GT_ERR_AUTH, seq);
+    if (open_core(s, seq, ad, ad_len, ct, n, pt) != 0)
+        return reject(s, GT_WAN_REJECT_AUTH, GT_ERR_AUTH, seq);
     s->rx_seq++;
     s->stats.opened_frames++;
     s->stats.opened_bytes += n;
     *pt_len_p = n;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_session_open_detached(const gt_wan_session_t *s, uint64_t seq,
+                                         uint64_t declared_len, const void *ad, size_t ad_len,
+                                         const void *ct, size_t ct_len, void *pt, size_t pt_cap,
+                                         size_t *pt_len_p)
+{
+    if (!s || s->magic != SESSION_MAGIC || !pt_len_p || (ct_len && !ct) || (ad_len && !ad))
+        return GT_ERR_INVALID;
+    if (declared_len > s->max_frame) return GT_ERR_OVERFLOW;
+    if (ct_len != GT_WAN_SEAL_BOUND(declared_len)) return GT_ERR_CORRUPT;
+    size_t n = (size_t)declared_len;
+    if (pt_cap < n || (n && !pt)) return GT_ERR_OVERFLOW;
+    if (pt != ct && ranges_overlap(pt, n, ct, ct_len)) return GT_ERR_INVALID;
+    if (open_core(s, seq, ad, ad_len, ct, n, pt) != 0) return GT_ERR_AUTH;
+    *pt_len_p = n;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_session_open_commit(gt_wan_session_t *s, uint64_t seq, uint64_t declared_len,
+                                       size_t ct_len, gt_status_t verified)
+{
+    if (!s || s->magic != SESSION_MAGIC) return GT_ERR_INVALID;
+    if (declared_len > s->max_frame)
+        return reject(s, GT_WAN_REJECT_OVERSIZED, GT_ERR_OVERFLOW, seq);
+    if (ct_len != GT_WAN_SEAL_BOUND(declared_len))
+        return reject(s, GT_WAN_REJECT_TRUNCATED, GT_ERR_CORRUPT, seq);
+    if (seq != s->rx_seq) return reject(s, GT_WAN_REJECT_REPLAY, GT_ERR_AUTH, seq);
+    if (verified == GT_ERR_AUTH) return reject(s, GT_WAN_REJECT_AUTH, GT_ERR_AUTH, seq);
+    if (verified != GT_OK) return verified;
+    s->rx_seq++;
+    s->stats.opened_frames++;
+    s->stats.opened_bytes += declared_len;
     return GT_OK;
 }
 

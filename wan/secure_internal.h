@@ -42,7 +42,8 @@
  * Threads: a gt_wan_sec_t is read-only after create (handshakes on different threads may
  * share it). One handshake or session is used by one thread at a time, except that one
  * thread may seal while another opens on the same session (the two directions share no
- * mutable state).
+ * mutable state); seal_reserved and open_detached (below) may run on any number of threads
+ * at once, beside the owner thread's calls.
  */
 #ifndef GT_WAN_SECURE_INTERNAL_H
 #define GT_WAN_SECURE_INTERNAL_H
@@ -270,6 +271,20 @@ GT_API GT_MUST_USE gt_status_t gt_wan_session_seal(gt_wan_session_t *s, uint64_t
                                                    size_t pt_len, void *ct, size_t ct_cap,
                                                    size_t *ct_len_p);
 
+/* Sealing on several threads (the channel's crypto pool). seal_reserve hands out the next
+ * counter value (and counts the frame in the stats): each value exactly once, so a nonce is
+ * never reused; GT_ERR_OVERFLOW when the counter is exhausted or pt_len is above the
+ * session's max_frame_bytes. seal_reserved then seals with a reserved value, on any thread,
+ * concurrently with other seals and opens of the session (it reads only the keys); it
+ * refuses a value not yet handed out (GT_ERR_INVALID), and the caller seals each reserved
+ * value once. Frames must reach the peer in counter order (the channel launches them so). */
+GT_API GT_MUST_USE gt_status_t gt_wan_session_seal_reserve(gt_wan_session_t *s, size_t pt_len,
+                                                           uint64_t *seq_p);
+GT_API GT_MUST_USE gt_status_t gt_wan_session_seal_reserved(const gt_wan_session_t *s, uint64_t seq,
+                                                            const void *ad, size_t ad_len,
+                                                            const void *pt, size_t pt_len, void *ct,
+                                                            size_t ct_cap, size_t *ct_len_p);
+
 /* Opens a frame: `seq` and `declared_len` (payload bytes) come from the frame header, ad is
  * the header, ct[0..ct_len) what arrived. Checks, in this order, each counted in the stats
  * and remembered as the last reject:
@@ -287,6 +302,26 @@ GT_API GT_MUST_USE gt_status_t gt_wan_session_open(gt_wan_session_t *s, uint64_t
                                                    uint64_t declared_len, const void *ad,
                                                    size_t ad_len, const void *ct, size_t ct_len,
                                                    void *pt, size_t pt_cap, size_t *pt_len_p);
+
+/* Opening on several threads, committed in order. open_detached verifies and decrypts a
+ * frame with the nonce of `seq` on any thread (it reads only the keys and changes nothing in
+ * the session): GT_OK, GT_ERR_AUTH for a bad tag (pt[0..declared_len) left zeroed), or,
+ * uncounted, the length errors of open (GT_ERR_OVERFLOW, GT_ERR_CORRUPT, GT_ERR_INVALID). It
+ * does NOT check the counter: the plaintext it wrote may not be delivered before
+ * open_commit accepted the frame, and must be wiped when it does not. open_commit, on the
+ * session's owner thread and in arrival order, runs open's checks in open's order with the
+ * verification result from open_detached (oversized, truncated, replay against the receive
+ * counter, then `verified`: GT_ERR_AUTH counts as a bad tag), counts a rejection exactly as
+ * open does, and on success advances the receive counter. open_detached + open_commit
+ * accept exactly the frames open accepts. */
+GT_API GT_MUST_USE gt_status_t gt_wan_session_open_detached(const gt_wan_session_t *s, uint64_t seq,
+                                                            uint64_t declared_len, const void *ad,
+                                                            size_t ad_len, const void *ct,
+                                                            size_t ct_len, void *pt, size_t pt_cap,
+                                                            size_t *pt_len_p);
+GT_API GT_MUST_USE gt_status_t gt_wan_session_open_commit(gt_wan_session_t *s, uint64_t seq,
+                                                          uint64_t declared_len, size_t ct_len,
+                                                          gt_status_t verified);
 
 /* Counters (a copy). */
 GT_API void gt_wan_session_stats(const gt_wan_session_t *s, gt_wan_session_stats_t *stats_p);

@@ -3,6 +3,7 @@
  * replay, reorder, truncation, oversized length), with exact counters and no delivery. */
 #include "gt_test.h"
 #include "gt_wan.h"
+#include "crypto_pool_internal.h"
 #include "secure_internal.h"
 
 #include <stdint.h>
@@ -693,6 +694,158 @@ static void test_garbage_handshake(void)
     gt_wan_sec_destroy(sb);
 }
 
+/* Sealing with reserved counters (out of order, on any thread) and opening detached with
+ * an in-order commit: each counter value is handed out once, an unreserved one is refused,
+ * and detached + commit accept and count exactly what open does. */
+static void test_reserved_and_detached(gt_wan_cipher_t cipher)
+{
+    if (!gt_wan_cipher_available(cipher)) return;
+    fprintf(stderr, "reserved seals and detached opens with %s\n", gt_wan_cipher_name(cipher));
+    gt_wan_sec_t *sa = make_sec(A, 0x3, "run-res", cipher, 2000);
+    gt_wan_sec_t *sb = make_sec(B, 0x3, "run-res", cipher, 2000);
+    gt_wan_session_t *tx = NULL, *rx = NULL;
+    CHECK_EQ_INT(handshake(sa, B, sb, &tx, &rx, NULL), GT_OK);
+    if (!tx || !rx) return;
+    enum { N = 6 };
+    uint8_t plain[N][1000], ct[N][1100], pt[N][1100], hdr[N][24];
+    size_t ctn[N] = {0}, n = 0;
+    uint64_t seq[N];
+    for (int i = 0; i < N; i++) {
+        for (size_t k = 0; k < sizeof plain[i]; k++) plain[i][k] = (uint8_t)(k * 7 + i);
+        memset(hdr[i], i, sizeof hdr[i]);
+        CHECK_EQ_INT(gt_wan_session_seal_reserve(tx, sizeof plain[i], &seq[i]), GT_OK);
+        CHECK_EQ_INT(seq[i], (uint64_t)i); /* each value once, in order */
+    }
+    CHECK_EQ_INT(gt_wan_session_send_seq(tx), N);
+    CHECK_EQ_INT(gt_wan_session_seal_reserve(tx, 2001, &seq[0]), GT_ERR_OVERFLOW); /* > max */
+    CHECK_EQ_INT(gt_wan_session_send_seq(tx), N);
+    /* A value not handed out yet is refused: it could be reserved again later. */
+    CHECK_EQ_INT(gt_wan_session_seal_reserved(tx, N, hdr[0], 24, plain[0], 1000, ct[0], 1100, &n),
+                 GT_ERR_INVALID);
+    for (int i = N - 1; i >= 0; i--) /* sealed backwards */
+        CHECK_EQ_INT(gt_wan_session_seal_reserved(tx, seq[i], hdr[i], 24, plain[i], 1000, ct[i],
+                                                  sizeof ct[i], &ctn[i]),
+                     GT_OK);
+    gt_wan_session_stats_t st;
+    gt_wan_session_stats(tx, &st);
+    CHECK_EQ_INT(st.sealed_frames, N);
+    /* Opened detached, out of order: no counter is checked or moved. */
+    for (int i = N - 1; i >= 0; i--) {
+        CHECK_EQ_INT(gt_wan_session_open_detached(rx, seq[i], 1000, hdr[i], 24, ct[i], ctn[i],
+                                                  pt[i], sizeof pt[i], &n),
+                     GT_OK);
+        CHECK(memcmp(pt[i], plain[i], 1000) == 0);
+    }
+    CHECK_EQ_INT(gt_wan_session_recv_seq(rx), 0);
+    /* A tampered frame: bad tag, the would-be plaintext zeroed. */
+    uint8_t bad[1100], zero[1000] = {0};
+    memcpy(bad, ct[1], ctn[1]);
+    bad[10] ^= 1;
+    memset(pt[1], 0xAA, 1000);
+    CHECK_EQ_INT(gt_wan_session_open_detached(rx, seq[1], 1000, hdr[1], 24, bad, ctn[1], pt[1],
+                                              sizeof pt[1], &n),
+                 GT_ERR_AUTH);
+    CHECK(memcmp(pt[1], zero, 1000) == 0);
+    CHECK_EQ_INT(gt_wan_session_open_detached(rx, seq[1], 1000, hdr[1], 24, ct[1], ctn[1] - 1,
+                                              pt[1], sizeof pt[1], &n),
+                 GT_ERR_CORRUPT);
+    /* Commits in order, with open's checks and counters. */
+    CHECK_EQ_INT(gt_wan_session_open_commit(rx, 0, 1000, ctn[0], GT_OK), GT_OK);
+    CHECK_EQ_INT(gt_wan_session_open_commit(rx, 0, 1000, ctn[0], GT_OK), GT_ERR_AUTH); /* again */
+    CHECK_EQ_INT(gt_wan_session_last_reject(rx), GT_WAN_REJECT_REPLAY);
+    CHECK_EQ_INT(gt_wan_session_open_commit(rx, 2, 1000, ctn[2], GT_OK), GT_ERR_AUTH); /* skip */
+    CHECK_EQ_INT(gt_wan_session_last_reject(rx), GT_WAN_REJECT_REPLAY);
+    CHECK_EQ_INT(gt_wan_session_open_commit(rx, 1, 1000, ctn[1], GT_ERR_AUTH), GT_ERR_AUTH);
+    CHECK_EQ_INT(gt_wan_session_last_reject(rx), GT_WAN_REJECT_AUTH);
+    CHECK_EQ_INT(gt_wan_session_open_commit(rx, 1, 2001, ctn[1], GT_OK), GT_ERR_OVERFLOW);
+    CHECK_EQ_INT(gt_wan_session_last_reject(rx), GT_WAN_REJECT_OVERSIZED);
+    CHECK_EQ_INT(gt_wan_session_open_commit(rx, 1, 1000, ctn[1] + 1, GT_OK), GT_ERR_CORRUPT);
+    CHECK_EQ_INT(gt_wan_session_last_reject(rx), GT_WAN_REJECT_TRUNCATED);
+    CHECK_EQ_INT(gt_wan_session_recv_seq(rx), 1); /* no rejection moved it */
+    for (int i = 1; i < N; i++)
+        CHECK_EQ_INT(gt_wan_session_open_commit(rx, seq[i], 1000, ctn[i], GT_OK), GT_OK);
+    gt_wan_session_stats(rx, &st);
+    CHECK_EQ_INT(st.opened_frames, N);
+    CHECK_EQ_INT(st.rejected_replay, 2);
+    CHECK_EQ_INT(st.rejected_auth, 1);
+    CHECK_EQ_INT(st.rejected_oversized, 1);
+    CHECK_EQ_INT(st.rejected_truncated, 1);
+    /* The strict seal goes on after the reserved values, and the strict open after commits. */
+    CHECK_EQ_INT(gt_wan_session_seal(tx, N, hdr[0], 24, plain[0], 1000, ct[0], 1100, &ctn[0]),
+                 GT_OK);
+    CHECK_EQ_INT(gt_wan_session_open(rx, N, 1000, hdr[0], 24, ct[0], ctn[0], pt[0], 1100, &n),
+                 GT_OK);
+    /* Exhaustion: no value past the last is handed out. */
+    CHECK_EQ_INT(gt_wan_session_skip_to(tx, UINT64_MAX, 0), GT_OK);
+    CHECK_EQ_INT(gt_wan_session_seal_reserve(tx, 10, &seq[0]), GT_ERR_OVERFLOW);
+    gt_wan_session_destroy(tx);
+    gt_wan_session_destroy(rx);
+    gt_wan_sec_destroy(sa);
+    gt_wan_sec_destroy(sb);
+}
+
+/* The crypto pool: many seals on 3 workers, some cancelled; every job that ran is correct
+ * and a cancelled one is not touched after cancel returns. */
+static void test_crypto_pool(void)
+{
+    gt_wan_sec_t *sa = make_sec(A, 0x3, "run-pool", GT_WAN_CIPHER_AUTO, 1 << 16);
+    gt_wan_sec_t *sb = make_sec(B, 0x3, "run-pool", GT_WAN_CIPHER_AUTO, 1 << 16);
+    gt_wan_session_t *tx = NULL, *rx = NULL;
+    CHECK_EQ_INT(handshake(sa, B, sb, &tx, &rx, NULL), GT_OK);
+    gt_wan_cpool_t *pool = NULL;
+    CHECK_EQ_INT(gt_wan_cpool_create(3, &pool), GT_OK);
+    if (!tx || !rx || !pool) return;
+    enum { J = 64, LEN = 1 << 16 };
+    uint8_t *pt = malloc((size_t)J * LEN), *ct = malloc((size_t)J * GT_WAN_SEAL_BOUND(LEN));
+    uint8_t hdr[8] = "pool-hdr";
+    gt_wan_cjob_t jobs[J];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < J; i++) {
+        memset(pt + (size_t)i * LEN, i, LEN);
+        gt_wan_cjob_t *j = &jobs[i];
+        j->kind = GT_WAN_CJOB_SEAL;
+        j->sess = tx;
+        CHECK_EQ_INT(gt_wan_session_seal_reserve(tx, LEN, &j->seq), GT_OK);
+        j->ad = hdr;
+        j->ad_len = sizeof hdr;
+        j->in = pt + (size_t)i * LEN;
+        j->in_len = LEN;
+        j->out = ct + (size_t)i * GT_WAN_SEAL_BOUND(LEN);
+        j->out_cap = GT_WAN_SEAL_BOUND(LEN);
+        CHECK_EQ_INT(gt_wan_cpool_submit(pool, j), GT_OK);
+    }
+    for (int i = J - 1; i >= 0; i -= 2) gt_wan_cpool_cancel(pool, &jobs[i]); /* odd ones */
+    for (int i = 0; i < J; i += 2)
+        while (!gt_wan_cpool_done(&jobs[i])) gt_wan_cpool_wait(pool, 1000000);
+    CHECK_EQ_INT(gt_wan_cpool_busy(pool), 0);
+    int ran = 0, cancelled = 0;
+    uint8_t *out = malloc(LEN);
+    for (int i = 0; i < J; i++) {
+        if (jobs[i].status == GT_ERR_CLOSED) {
+            cancelled++;
+            continue;
+        }
+        CHECK_EQ_INT(jobs[i].status, GT_OK);
+        size_t n = 0;
+        CHECK_EQ_INT(gt_wan_session_open_detached(rx, jobs[i].seq, LEN, hdr, sizeof hdr,
+                                                  jobs[i].out, jobs[i].out_len, out, LEN, &n),
+                     GT_OK);
+        CHECK(out[0] == (uint8_t)i && out[LEN - 1] == (uint8_t)i);
+        ran++;
+    }
+    CHECK_EQ_INT(ran + cancelled, J);
+    CHECK(ran >= J / 2);
+    fprintf(stderr, "crypto pool: %d sealed, %d cancelled before they ran\n", ran, cancelled);
+    gt_wan_cpool_destroy(pool);
+    free(out);
+    free(pt);
+    free(ct);
+    gt_wan_session_destroy(tx);
+    gt_wan_session_destroy(rx);
+    gt_wan_sec_destroy(sa);
+    gt_wan_sec_destroy(sb);
+}
+
 static void test_bench(void)
 {
     double mbps = 0.0;
@@ -728,6 +881,9 @@ int main(void)
     test_frames(GT_WAN_CIPHER_XCHACHA20POLY1305);
     test_chunks();
     test_counter_exhaustion();
+    test_reserved_and_detached(GT_WAN_CIPHER_AES256GCM);
+    test_reserved_and_detached(GT_WAN_CIPHER_XCHACHA20POLY1305);
+    test_crypto_pool();
     test_garbage_handshake();
     test_bench();
     for (int i = 0; i < 3; i++) gt_wan_keypair_wipe(&keys[i]);
