@@ -4,8 +4,8 @@
  * communicator is MPI only when a launcher started this process (its environment says so)
  * and a plain one-rank communicator otherwise — MPI_Init is never called for a one-rank run.
  *
- * Collectives are non-blocking MPI operations completed by a polite wait: MPI_Test, then a
- * yield, then short sleeps. Sites on one machine run more ranks than cores (a demo of three
+ * Collectives are non-blocking MPI operations completed by a polite wait: MPI_Test with a yield
+ * between tests for the first 2 ms, then with short sleeps. Sites on one machine run more ranks than cores (a demo of three
  * sites of two ranks on two cores), and OpenMPI's blocking calls spin at full speed, taking the
  * core from the rank the others are waiting for. Every wait has a deadline; a rank that dies is
  * OpenMPI's business: the launcher takes the whole job down (the site's failure).
@@ -35,6 +35,8 @@ struct gt_local_comm {
 /* Deadline of one collective wait: a peer rank that stops answering is a dead site anyway;
  * this bound turns a hang into an error if the launcher has not taken the job down. */
 #define GT_COMM_WAIT_S 600
+/* How long a wait keeps testing (yielding the core between tests) before it sleeps. */
+#define SPIN_NS 2000000ull
 
 static int env_int(const char *name, int dflt)
 {
@@ -162,18 +164,19 @@ void gt_local_comm_abort(gt_local_comm_t *c, int code)
 static gt_status_t wait_all(MPI_Request *reqs, int n, const char *what)
 {
     uint64_t t0 = gt_time_ns();
-    for (unsigned spin = 0;; spin++) {
+    for (;;) {
         int done = 0;
         if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
             GT_ERROR("comm: %s failed", what);
             return GT_ERR_PEER_LOST;
         }
         if (done) return GT_OK;
-        if (spin < 64) {
+        uint64_t waited = gt_time_ns() - t0;
+        if (waited < SPIN_NS) { /* test often at first: MPI progresses only inside calls */
             sched_yield();
             continue;
         }
-        if (gt_time_ns() - t0 > (uint64_t)GT_COMM_WAIT_S * 1000000000ull) {
+        if (waited > (uint64_t)GT_COMM_WAIT_S * 1000000000ull) {
             GT_ERROR("comm: %s did not complete in %d s: a rank of this site is gone", what,
                      GT_COMM_WAIT_S);
             return GT_ERR_TIMEOUT;
