@@ -347,6 +347,18 @@ GT_API int gt_wan_free_port(void);
  * staleness), or dropped (outer.late). NaN/Inf contributions are rejected; norms above clip_k ×
  * median are scaled down. Results are final: a site that holds a RESULT whose owner died forwards
  * it, so the others apply the same bytes.
+ *
+ * Joins. Every configured site contributes from round 0 unless it announces a later first round:
+ * a site that starts late or comes back after dying calls gt_wan_outer_start_at(R) before its
+ * first submit, which sends a JOIN announcement (a DELTA message with its own payload magic) to
+ * every site of its view, again to sites that enter its view later. Site s takes part in round r
+ * when it is in the view (or announced before the view has it) and its first round is <= r;
+ * ownership, completeness and quorum of round r count exactly those sites. So a joiner owns its
+ * preferred chunks from round R on and never for a round already in flight; the previous owner
+ * gives up what it gathered for (round >= R, those chunks) — the senders re-send to the joiner,
+ * which counts them — and replays the results of rounds >= R it closed before it heard of the
+ * joiner. A late contribution that folds into a round the joiner owns is passed on to it once.
+ * A site that leaves the view forgets its first round: coming back means announcing again.
  */
 
 #define GT_WAN_OUTER_MAX_SITES 64
@@ -384,6 +396,7 @@ typedef struct {
     uint64_t hash_checks, hash_mismatches; /* this site's anchor against the majority */
     uint64_t bad_messages;                 /* malformed payloads, rejected and logged */
     uint64_t stale_results;                /* RESULTs for a round already applied */
+    uint64_t joins;                        /* JOIN announcements from other sites */
 } gt_wan_outer_stats_t;
 
 typedef struct gt_wan_outer gt_wan_outer_t;
@@ -398,7 +411,21 @@ GT_API void gt_wan_outer_destroy(gt_wan_outer_t *o);
 GT_API gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
                                          uint32_t n_live, uint64_t now_ns) GT_MUST_USE;
 
-/* Submits this site's pseudo-gradient for `round` (rounds start at 0 and increase by one):
+/* This site joins a run in progress: its first submitted round will be `round` (> 0), not 0.
+ * Call before any submit, after installing a view that includes this site; it may be called
+ * again with a later round (the joiner re-planned) until the first submit. `first` (NULL: keep
+ * the engine's) gives every site's first round as a running peer knows it
+ * (gt_wan_outer_first_rounds; UINT64_MAX for a site that takes no part), so that the joiner
+ * agrees with the others about who owns what. Announces the round to every site of the view. */
+GT_API gt_status_t gt_wan_outer_start_at(gt_wan_outer_t *o, uint64_t round, const uint64_t *first,
+                                         uint64_t now_ns) GT_MUST_USE;
+
+/* Every configured site's first round as this engine knows it, UINT64_MAX for a site that is
+ * not taking part (first[n_sites]). */
+GT_API void gt_wan_outer_first_rounds(const gt_wan_outer_t *o, uint64_t *first);
+
+/* Submits this site's pseudo-gradient for `round` (rounds start at 0 — or at the round given to
+ * gt_wan_outer_start_at — and increase by one):
  * delta[0, n_params), weighted by `weight` (tokens). `anchor_hash` is the hash of this site's
  * anchor after applying round-1 (ignored for round 0). Encodes with error feedback against the
  * engine's residual and sends every chunk to its owner. */
@@ -427,8 +454,12 @@ GT_API int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round);
 
 GT_API void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p);
 
-/* The site that owns (lane, chunk) under the current view. */
+/* The site that owns (lane, chunk) under the current view (for rounds every announced joiner
+ * takes part in). */
 GT_API uint32_t gt_wan_outer_owner(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk);
+/* The same for one round: a joiner owns its chunks only from its first round on. */
+GT_API uint32_t gt_wan_outer_owner_at(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk,
+                                      uint64_t round);
 
 /* 64-bit hash of a float vector's bytes (xxh3), for the anchor check. */
 GT_API uint64_t gt_wan_outer_hash(const float *x, size_t n);

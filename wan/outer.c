@@ -4,6 +4,12 @@
  * (kept until the round is applied, for re-sends), the result being assembled, and — for
  * chunks this site owns — the open aggregations. Everything is bounded by the number of
  * rounds in flight (GT_WAN_OUTER_SLOTS) and the number of sites.
+ *
+ * Joins are per round, not per view: each site's first round is part of the engine's state
+ * (announced by the joiner), and the owner of a chunk is computed for a given round over the
+ * sites taking part in it. That way a join never moves a round already in flight (which would
+ * let two sites aggregate the same chunk of the same round), and every site, whatever view it
+ * has installed, agrees on who aggregates what once it has heard the announcement.
  */
 
 #include "gt_wan.h"
@@ -16,13 +22,17 @@
 #include <xxhash.h>
 
 #define DELTA_MAGIC   0x444F5447u /* "GTOD" */
+#define JOIN_MAGIC    0x4A4F5447u /* "GTOJ": a joining site announces its first round */
+#define JOIN_PRE      24u         /* magic, version, first round, reserved */
+#define FIRST_UNKNOWN UINT64_MAX  /* a site that has not announced when it contributes */
 #define RESULT_MAGIC  0x524F5447u /* "GTOR" */
 #define PROTO_VERSION 1u
 #define DELTA_PRE     32u
 #define RESULT_PRE    48u
-#define FLAG_RESEND   1u
-#define FLAG_FORWARD  1u
-#define RESULT_SLOTS  16 /* rounds of results kept (compressed): how far a slow site may lag */
+#define FLAG_FORWARDED                                                                         \
+    1u                  /* DELTA preamble flags: a late contribution passed on to the owner of \
+                            the round it folds into; never passed on again */
+#define RESULT_SLOTS 16 /* rounds of results kept (compressed): how far a slow site may lag */
 
 /* ---- little-endian fields ---- */
 static void putf64(uint8_t *p, double d)
@@ -89,6 +99,16 @@ struct gt_wan_outer {
     uint64_t epoch;
     uint8_t live[GT_WAN_OUTER_MAX_SITES];
     uint32_t n_live;
+    /* Joins. first[s]: the first round site s contributes to (0 for the sites that start the
+     * run; a joiner's announced round; FIRST_UNKNOWN for a site that left or never announced).
+     * joined[s]: s announced while not yet in our view (it already receives results and owns
+     * chunks from first[s] on); joined_epoch[s]: the view it announced from, so a later view
+     * that lacks it means it is gone. Ownership, completeness and quorum of round r count the
+     * sites active for r: (live or joined) and first <= r. */
+    uint64_t first[GT_WAN_OUTER_MAX_SITES];
+    uint8_t joined[GT_WAN_OUTER_MAX_SITES];
+    uint64_t joined_epoch[GT_WAN_OUTER_MAX_SITES];
+    int submitted; /* a round was submitted (start_at must come before) */
     send_slot_t send[GT_WAN_OUTER_SLOTS];
     result_slot_t res[RESULT_SLOTS];
     agg_t *aggs;
@@ -126,9 +146,36 @@ static void chunk_coords(const gt_wan_outer_t *o, size_t c, uint32_t *lane_p, ui
     *j_p = (uint32_t)(c - o->layout->lanes[l].first_chunk);
 }
 
-static uint32_t owner_of(const gt_wan_outer_t *o, size_t c)
+/* Site s takes part in round r: it is in our view (or announced its join to us) and its first
+ * round is r or earlier. */
+static int active(const gt_wan_outer_t *o, uint32_t s, uint64_t r)
+{
+    return (o->live[s] || o->joined[s]) && o->first[s] != FIRST_UNKNOWN && o->first[s] <= r;
+}
+
+/* Sites that receive results: the view, and joiners that announced before the view has them. */
+static int receiver(const gt_wan_outer_t *o, uint32_t s)
+{
+    return o->live[s] || o->joined[s];
+}
+
+static uint32_t n_active(const gt_wan_outer_t *o, uint64_t r)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < o->p.n_sites; s++) n += (uint32_t)active(o, s, r);
+    return n;
+}
+
+/* The owner of chunk c in round r: its preferred site, else the next site active for r. A
+ * joiner takes its chunks over from its first round on, so a round already in flight when it
+ * announces keeps the owner its contributors sent to. */
+static uint32_t owner_of(const gt_wan_outer_t *o, size_t c, uint64_t r)
 {
     uint32_t pref = o->layout->chunks[c].owner;
+    for (uint32_t k = 0; k < o->p.n_sites; k++) {
+        uint32_t s = (pref + k) % o->p.n_sites;
+        if (active(o, s, r)) return s;
+    }
     for (uint32_t k = 0; k < o->p.n_sites; k++) {
         uint32_t s = (pref + k) % o->p.n_sites;
         if (o->live[s]) return s;
@@ -138,8 +185,14 @@ static uint32_t owner_of(const gt_wan_outer_t *o, size_t c)
 
 uint32_t gt_wan_outer_owner(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk)
 {
+    return gt_wan_outer_owner_at(o, lane, chunk, UINT64_MAX - 1);
+}
+
+uint32_t gt_wan_outer_owner_at(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk,
+                               uint64_t round)
+{
     const gt_topo_chunk_t *ch = chunk_at(o, lane, chunk);
-    return ch ? owner_of(o, (size_t)(ch - o->layout->chunks)) : UINT32_MAX;
+    return ch ? owner_of(o, (size_t)(ch - o->layout->chunks), round) : UINT32_MAX;
 }
 
 gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t **outer_p)
@@ -192,6 +245,8 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     /* Until the first view, every configured site counts as live. */
     for (uint32_t s = 0; s < p->n_sites; s++) o->live[s] = 1;
     o->n_live = p->n_sites;
+    /* Every configured site starts at round 0 unless it announces a later first round. */
+    memset(o->first, 0, sizeof o->first);
     *outer_p = o;
     return GT_OK;
 fail:
@@ -299,6 +354,11 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
                                 double weight, uint64_t anchor_hash, uint64_t now_ns)
 {
     send_slot_t *s = &o->send[round % GT_WAN_OUTER_SLOTS];
+    if (round < o->first[o->p.site_id]) {
+        GT_ERROR("outer: round %llu submitted, but this site joined at round %llu",
+                 (unsigned long long)round, (unsigned long long)o->first[o->p.site_id]);
+        return GT_ERR_INVALID;
+    }
     if (s->used && !s->applied && s->round != round) {
         GT_ERROR("outer: round %llu submitted while round %llu is still in flight",
                  (unsigned long long)round, (unsigned long long)s->round);
@@ -318,6 +378,7 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
         return GT_ERR_INVALID;
     }
     size_t nc = o->layout->n_chunks;
+    o->submitted = 1;
     s->used = 1;
     s->applied = 0;
     s->round = round;
@@ -347,7 +408,7 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
         gt_le_put32(buf + 24, o->p.n_sites);
         gt_le_put32(buf + 28, 0);
         s->len[c] = DELTA_PRE + flen;
-        s->sent_to[c] = owner_of(o, c);
+        s->sent_to[c] = owner_of(o, c, round);
         gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
         o->st.deltas_sent++;
         send_to(o, s->sent_to[c], &m, buf, s->len[c], now_ns);
@@ -550,7 +611,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
     if (!copy) return;
     memcpy(copy, b, len);
     for (uint32_t s = 0; s < o->p.n_sites; s++) {
-        if (!o->live[s]) continue;
+        if (!receiver(o, s)) continue;
         if (s != o->p.site_id) o->st.results_sent++;
         send_to(o, s, &m, copy, len, now_ns);
     }
@@ -561,7 +622,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
 static int agg_complete(const gt_wan_outer_t *o, const agg_t *a)
 {
     for (uint32_t s = 0; s < o->p.n_sites; s++)
-        if (o->live[s] && !agg_has(a, s)) return 0;
+        if (active(o, s, a->round) && !agg_has(a, s)) return 0;
     return 1;
 }
 
@@ -572,9 +633,9 @@ static uint32_t agg_on_time(const agg_t *a)
     return n;
 }
 
-static uint32_t quorum_count(const gt_wan_outer_t *o)
+static uint32_t quorum_count(const gt_wan_outer_t *o, uint64_t round)
 {
-    uint32_t q = (uint32_t)ceil(o->p.quorum * o->n_live - 1e-9);
+    uint32_t q = (uint32_t)ceil(o->p.quorum * n_active(o, round) - 1e-9);
     return q < 1 ? 1 : q;
 }
 
@@ -599,10 +660,10 @@ static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
 gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
 {
     uint64_t dl = deadline_ns(o);
-    uint32_t quorum = quorum_count(o);
     for (size_t i = 0; i < o->n_aggs; i++) {
         agg_t *a = &o->aggs[i];
         if (!a->used || a->closed || a->n == 0) continue;
+        uint32_t quorum = quorum_count(o, a->round);
         /* A round closes only after the previous round of the chunk has closed. */
         if (a->round > 0 && o->closed_upto[a->chunk] < (int64_t)a->round - 1 &&
             find_agg(o, a->round - 1, a->chunk, 0))
@@ -610,7 +671,8 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
         if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= close_due(o, a, dl))) {
             if (!agg_complete(o, a))
                 GT_WARN("outer: closing round %llu chunk %u at the deadline with %u of %u sites",
-                        (unsigned long long)a->round, a->chunk, agg_on_time(a), o->n_live);
+                        (unsigned long long)a->round, a->chunk, agg_on_time(a),
+                        n_active(o, a->round));
             close_agg(o, a, now_ns);
         }
     }
@@ -653,25 +715,53 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         return bad(o, m, "the codec frame does not decode to this chunk");
     }
     uint64_t round = m->round;
-    int late = (int64_t)round <= o->closed_upto[c];
+    uint32_t flags = gt_le_get32(b + 28), sender = m->sender;
+    int forwarded = (flags & FLAG_FORWARDED) != 0;
+    if (forwarded) sender = (flags >> 8) & 0xFFu; /* the site that contributed it */
+    if (sender >= o->p.n_sites) {
+        free(x);
+        return bad(o, m, "forwarded from an unknown site");
+    }
+    /* A forwarded contribution is late by construction: its round is the one it folds into. */
+    int late = forwarded || (int64_t)round <= o->closed_upto[c];
     if (late) {
         if (!o->p.late_fold) {
             o->st.dropped++;
-            GT_INFO("outer: dropped site %u's late contribution to round %llu chunk %zu", m->sender,
+            GT_INFO("outer: dropped site %u's late contribution to round %llu chunk %zu", sender,
                     (unsigned long long)round, c);
             free(x);
             return GT_OK;
         }
-        uint64_t target = (uint64_t)(o->closed_upto[c] + 1);
+        uint64_t target =
+            (int64_t)round > o->closed_upto[c] ? round : (uint64_t)(o->closed_upto[c] + 1);
         w /= (double)(1 + (target - round));
         round = target;
+        /* The round it folds into belongs to another site (a joiner took the chunk over from
+         * that round): pass it on, once, rather than open a second aggregation of the round. */
+        uint32_t to = owner_of(o, c, round);
+        if (!forwarded && to != o->p.site_id && o->live[to]) {
+            uint8_t *fw = malloc(len);
+            if (!fw) {
+                free(x);
+                return GT_ERR_NOMEM;
+            }
+            memcpy(fw, b, len);
+            putf64(fw + 8, w);
+            gt_le_put32(fw + 28, FLAG_FORWARDED | (sender << 8));
+            gt_wan_msg_t fm = make_msg(o, GT_WAN_MSG_DELTA, round, c);
+            o->st.forwards++;
+            send_to(o, to, &fm, fw, len, now_ns);
+            free(fw);
+            free(x);
+            return GT_OK;
+        }
     }
     agg_t *a = find_agg(o, round, c, 1);
     if (!a) {
         free(x);
         return GT_ERR_NOMEM;
     }
-    if (!late && agg_has(a, m->sender)) { /* a re-send of what we have: keep the first */
+    if (!late && agg_has(a, sender)) { /* a re-send of what we have: keep the first */
         free(x);
         return GT_OK;
     }
@@ -681,14 +771,14 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         return bad(o, m, "too many contributions to one chunk");
     }
     if (!late && a->first_ns == 0) a->first_ns = now_ns;
-    if (!late && m->sender < GT_WAN_OUTER_MAX_SITES) {
+    if (!late) {
         double off = (double)(now_ns - a->first_ns);
-        uint32_t k = o->lateness_n[m->sender];
-        o->lateness[m->sender] = k == 0 ? off : 0.8 * o->lateness[m->sender] + 0.2 * off;
-        if (k < UINT32_MAX) o->lateness_n[m->sender] = k + 1;
+        uint32_t k = o->lateness_n[sender];
+        o->lateness[sender] = k == 0 ? off : 0.8 * o->lateness[sender] + 0.2 * off;
+        if (k < UINT32_MAX) o->lateness_n[sender] = k + 1;
     }
-    a->c[a->n++] = (contrib_t){m->sender, w, late, gt_le_get64(b + 16), x};
-    if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o)) a->quorum_ns = now_ns;
+    a->c[a->n++] = (contrib_t){sender, w, late, gt_le_get64(b + 16), x};
+    if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o, a->round)) a->quorum_ns = now_ns;
     return gt_wan_outer_progress(o, now_ns);
 }
 
@@ -726,7 +816,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
             if (!copy.c[i].late && copy.c[i].sender < 64 && (mask >> copy.c[i].sender) & 1) {
                 o->st.on_time++;
                 free(copy.c[i].x);
-            } else if (o->p.late_fold) {
+            } else if (o->p.late_fold && owner_of(o, c, m->round + 1) == o->p.site_id) {
                 agg_t *next = find_agg(o, m->round + 1, c, 1);
                 if (next && next->n < GT_WAN_OUTER_MAX_SITES) {
                     contrib_t k = copy.c[i];
@@ -760,11 +850,120 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     return GT_OK;
 }
 
+/* Re-sends our kept contributions whose chunk owner changed (a view change or a join), unless
+ * the chunk's result is already in. */
+static void resend_moved(gt_wan_outer_t *o, uint64_t now_ns)
+{
+    size_t nc = o->layout->n_chunks;
+    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
+        send_slot_t *s = &o->send[i];
+        if (!s->used || s->applied) continue;
+        result_slot_t *rs = result_slot(o, s->round, 0);
+        for (size_t c = 0; c < nc; c++) {
+            uint32_t owner = owner_of(o, c, s->round);
+            if (owner == s->sent_to[c] || !s->frame[c] || (rs && rs->have[c])) continue;
+            s->sent_to[c] = owner;
+            gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, s->round, c);
+            o->st.resends++;
+            send_to(o, owner, &m, s->frame[c], s->len[c], now_ns);
+        }
+    }
+}
+
+static void send_join(gt_wan_outer_t *o, uint32_t dst, uint64_t now_ns)
+{
+    uint8_t b[JOIN_PRE];
+    gt_le_put32(b, JOIN_MAGIC);
+    gt_le_put32(b + 4, PROTO_VERSION);
+    gt_le_put64(b + 8, o->first[o->p.site_id]);
+    gt_le_put64(b + 16, 0);
+    gt_wan_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = GT_WAN_MSG_DELTA;
+    m.sender = o->p.site_id;
+    m.view_epoch = o->epoch;
+    m.round = o->first[o->p.site_id];
+    send_to(o, dst, &m, b, sizeof b, now_ns);
+}
+
+/* Site m->sender announces that it contributes from round R on (it joined, or came back). From
+ * round R its preferred chunks are its own: what we gathered here for them is given up (their
+ * senders re-send to it, and it counts them); our kept contributions that now go to it are
+ * re-sent; results of rounds >= R that we aggregated before we heard of it are replayed to it. */
+static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+                           uint64_t now_ns)
+{
+    if (len != JOIN_PRE || gt_le_get32(b + 4) != PROTO_VERSION)
+        return bad(o, m, "not a JOIN announcement");
+    uint64_t r = gt_le_get64(b + 8);
+    uint32_t s = m->sender;
+    if (s == o->p.site_id || r == FIRST_UNKNOWN) return bad(o, m, "a JOIN from ourselves");
+    if (o->first[s] == r && receiver(o, s)) return GT_OK; /* a repeat */
+    o->first[s] = r;
+    if (!o->live[s]) {
+        o->joined[s] = 1;
+        o->joined_epoch[s] = m->view_epoch;
+    }
+    o->st.joins++;
+    GT_INFO("outer: site %u joins: it contributes from round %llu on", s, (unsigned long long)r);
+    for (size_t i = 0; i < o->n_aggs; i++) {
+        agg_t *a = &o->aggs[i];
+        if (!a->used || a->closed || a->round < r || owner_of(o, a->chunk, a->round) != s) continue;
+        for (uint32_t k = 0; k < a->n; k++) {
+            if (!a->c[k].late) continue; /* on-time ones are re-sent to the new owner */
+            o->st.dropped++;
+            GT_WARN("outer: dropped site %u's late contribution folded into round %llu chunk %u: "
+                    "the chunk moved to joining site %u",
+                    a->c[k].sender, (unsigned long long)a->round, a->chunk, s);
+        }
+        free_agg(a);
+    }
+    resend_moved(o, now_ns);
+    size_t nc = o->layout->n_chunks;
+    for (int i = 0; i < RESULT_SLOTS; i++) {
+        result_slot_t *rs = &o->res[i];
+        if (!rs->used || rs->round < r) continue;
+        for (size_t c = 0; c < nc; c++) {
+            if (!rs->have[c] || !rs->frame[c] || gt_le_get32(rs->frame[c] + 8) != o->p.site_id)
+                continue;
+            gt_wan_msg_t rm = make_msg(o, GT_WAN_MSG_RESULT, rs->round, c);
+            o->st.forwards++;
+            send_to(o, s, &rm, rs->frame[c], rs->len[c], now_ns);
+        }
+    }
+    return gt_wan_outer_progress(o, now_ns);
+}
+
+gt_status_t gt_wan_outer_start_at(gt_wan_outer_t *o, uint64_t round, const uint64_t *first,
+                                  uint64_t now_ns)
+{
+    uint32_t self = o->p.site_id;
+    if (o->submitted || round == FIRST_UNKNOWN || round < o->first[self]) {
+        GT_ERROR("outer: start_at(%llu) after a submit, or earlier than round %llu",
+                 (unsigned long long)round, (unsigned long long)o->first[self]);
+        return GT_ERR_INVALID;
+    }
+    o->first[self] = round;
+    for (uint32_t s = 0; first && s < o->p.n_sites; s++)
+        if (s != self) o->first[s] = o->live[s] ? first[s] : FIRST_UNKNOWN;
+    for (uint32_t s = 0; s < o->p.n_sites; s++)
+        if (s != self && o->live[s]) send_join(o, s, now_ns);
+    return gt_wan_outer_progress(o, now_ns);
+}
+
+void gt_wan_outer_first_rounds(const gt_wan_outer_t *o, uint64_t *first)
+{
+    for (uint32_t s = 0; s < o->p.n_sites; s++)
+        first[s] = receiver(o, s) ? o->first[s] : FIRST_UNKNOWN;
+}
+
 static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
                                  size_t len, uint64_t now_ns)
 {
     if (msg->lane >= o->layout->n_lanes || msg->sender >= o->p.n_sites)
         return bad(o, msg, "lane or sender out of range");
+    if (msg->type == GT_WAN_MSG_DELTA && len >= 4 && gt_le_get32(buf) == JOIN_MAGIC)
+        return on_join(o, msg, buf, len, now_ns);
     const gt_topo_chunk_t *ch = chunk_at(o, msg->lane, msg->chunk);
     if (!ch) return bad(o, msg, "chunk out of range");
     size_t c = (size_t)(ch - o->layout->chunks);
@@ -827,6 +1026,20 @@ gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint3
     }
     o->epoch = epoch;
     o->n_live = n_live;
+    for (uint32_t s = 0; s < o->p.n_sites; s++) {
+        if (s == o->p.site_id) continue;
+        int gone = (old_live[s] && !o->live[s]) ||
+                   (o->joined[s] && !o->live[s] && epoch >= o->joined_epoch[s]);
+        if (gone) { /* it left (or announced from a view this one replaces): a comeback
+                       announces its first round again */
+            o->first[s] = FIRST_UNKNOWN;
+            o->joined[s] = 0;
+        } else if (o->live[s]) {
+            o->joined[s] = 0;
+            /* A joiner announces itself to the sites that enter its view after it started. */
+            if (!old_live[s] && o->first[o->p.site_id] > 0) send_join(o, s, now_ns);
+        }
+    }
     size_t nc = o->layout->n_chunks;
     for (int i = 0; i < RESULT_SLOTS; i++) {
         /* Results whose owner left: forward them, so every site applies the same bytes. */
@@ -837,27 +1050,15 @@ gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint3
             if (owner < o->p.n_sites && old_live[owner] && !o->live[owner]) {
                 gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, r->round, c);
                 for (uint32_t s = 0; s < o->p.n_sites; s++) {
-                    if (!o->live[s] || s == o->p.site_id) continue;
+                    if (!receiver(o, s) || s == o->p.site_id) continue;
                     o->st.forwards++;
                     send_to(o, s, &m, r->frame[c], r->len[c], now_ns);
                 }
             }
         }
     }
-    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
-        /* Our contributions whose owner changed: re-send the kept frames. */
-        send_slot_t *s = &o->send[i];
-        if (!s->used || s->applied) continue;
-        result_slot_t *rs = result_slot(o, s->round, 0);
-        for (size_t c = 0; c < nc; c++) {
-            uint32_t owner = owner_of(o, c);
-            if (owner == s->sent_to[c] || !s->frame[c] || (rs && rs->have[c])) continue;
-            s->sent_to[c] = owner;
-            gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, s->round, c);
-            o->st.resends++;
-            send_to(o, owner, &m, s->frame[c], s->len[c], now_ns);
-        }
-    }
+    /* Our contributions whose owner changed: re-send the kept frames. */
+    resend_moved(o, now_ns);
     return gt_wan_outer_progress(o, now_ns);
 }
 

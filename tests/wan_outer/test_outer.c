@@ -2,11 +2,13 @@
  * through an in-memory network the test controls (delivery order, loss, a dead site), so every
  * property is checked deterministically: identical results at every site, the weighted mean,
  * NaN rejection, norm clipping, late contributions folded or dropped (and counted), owner loss
- * with re-sends, result forwarding, the anchor-hash vote, and hostile payloads. */
+ * with re-sends, result forwarding, the anchor-hash vote, hostile payloads, and a site that
+ * joins (restarts) mid-run with a round already in flight. */
 #include "gt_test.h"
 #include "gt_wan.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #define MAXS     4
@@ -66,6 +68,8 @@ static void pump(void)
     free(q);
 }
 
+static gt_wan_outer_params_t g_params[MAXS];
+
 static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int late_fold,
                   double clip_k)
 {
@@ -92,6 +96,7 @@ static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int l
         g_io[s].self = s;
         p.io.ctx = &g_io[s];
         p.io.send = q_send;
+        g_params[s] = p;
         CHECK_EQ_INT(gt_wan_outer_create(&p, &g_o[s]), GT_OK);
     }
 }
@@ -378,6 +383,104 @@ static void test_hostile(void)
     teardown(n);
 }
 
+static uint64_t sum_stat(uint32_t n, size_t offset)
+{
+    uint64_t v = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_stats_t st;
+        gt_wan_outer_stats(g_o[s], &st);
+        v += *(const uint64_t *)((const char *)&st + offset);
+    }
+    return v;
+}
+
+/* Site 2 is down from the start (view {0, 1}); after round 1 it comes back with a fresh engine
+ * and joins at round 3. Round 2 is in flight when it announces (site 0 has even submitted
+ * round 3 to the old owners): round 2 completes with sites 0 and 1 alone, round 3 — whose
+ * contributions to site 2's chunks are given up by the old owners and re-sent — with all
+ * three; the sites hold bit-identical results, site 2 owns its chunks from round 3 only, and
+ * every contribution is counted once. */
+static void test_join(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
+    g_dead[2] = 1;
+    const uint32_t two[] = {0, 1}, three[] = {0, 1, 2};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+    for (uint64_t r = 0; r < 2; r++) {
+        make_deltas(n);
+        for (uint32_t s = 0; s < 2; s++)
+            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
+        pump();
+        pump();
+        check_identical(n, r);
+    }
+    /* Site 2 restarts: a new engine, a view that has it (the others' views do not yet). */
+    gt_wan_outer_destroy(g_o[2]);
+    CHECK_EQ_INT(gt_wan_outer_create(&g_params[2], &g_o[2]), GT_OK);
+    g_dead[2] = 0;
+    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[2], 2, three, 3, g_now), GT_OK);
+    make_deltas(n);
+    float d3[2][N_PARAMS];
+    for (uint32_t s = 0; s < 2; s++)
+        for (size_t i = 0; i < N_PARAMS; i++) d3[s][i] = 0.01f * frand();
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 2, g_delta[0], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 3, d3[0], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 2, g_delta[1], 1.0, 7, g_now), GT_OK);
+    uint64_t first[MAXS];
+    gt_wan_outer_first_rounds(g_o[0], first);
+    CHECK_EQ_INT(first[0], 0);
+    CHECK(first[2] == UINT64_MAX); /* not taking part */
+    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 3, first, g_now), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 2, g_delta[2], 1.0, 7, g_now), GT_ERR_INVALID);
+    pump();
+    pump();
+    pump();
+    /* Round 2 closed without waiting for site 2 (which starts from the anchor after it). */
+    g_dead[2] = 1;
+    check_identical(n, 2);
+    g_dead[2] = 0;
+    for (size_t i = 0; i < N_PARAMS; i += 113)
+        CHECK_CLOSE(g_res[0][i], (g_delta[0][i] + g_delta[1][i]) / 2.0, 3e-4, 0);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t l = 0; l < 3; l++)
+            for (uint32_t j = 0; j < n; j++) {
+                uint32_t pref = (l + j) % n;
+                CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[s], l, j, 3), pref);
+                if (pref == 2) CHECK(gt_wan_outer_owner_at(g_o[s], l, j, 2) != 2);
+            }
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 3, g_delta[2], 1.0, 7, g_now), GT_OK);
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 3, d3[1], 1.0, 7, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 3);
+    for (size_t i = 0; i < N_PARAMS; i += 113)
+        CHECK_CLOSE(g_res[0][i], (d3[0][i] + d3[1][i] + g_delta[2][i]) / 3.0, 3e-4, 0);
+    /* 9 chunks: rounds 0-2 with two contributions, round 3 with three; nothing late or lost. */
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, on_time)), 9 * 2 * 3 + 9 * 3);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, late)), 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, dropped)), 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, joins)), 2);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[0], &st);
+    CHECK(st.resends > 0); /* its round-3 chunks for site 2 went to the old owners first */
+    /* Site 2 dies again: the others forget it and round 4 completes without it. */
+    g_dead[2] = 1;
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 3, two, 2, g_now), GT_OK);
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 4, g_delta[s], 1.0, 7, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 4);
+    teardown(n);
+}
+
 int main(void)
 {
     test_mean_exact();
@@ -389,6 +492,7 @@ int main(void)
     test_result_forwarding();
     test_hash_vote();
     test_hostile();
+    test_join();
     free(g_q);
     return GT_TEST_DONE();
 }
