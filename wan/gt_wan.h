@@ -299,6 +299,14 @@ GT_API gt_status_t gt_wan_member_sync_view(gt_wan_member_t *m, gt_wan_view_t *vi
 GT_API gt_status_t gt_wan_member_propose(gt_wan_member_t *m, const gt_wan_view_t *next,
                                          int64_t expected_revision) GT_MUST_USE;
 
+/* Marks the run as started: PREFIX/RUN/started, with no lease, so it outlives every site. The
+ * sites that start a run set it when they begin training; a site that registers later and finds
+ * it set joins the run in progress (fetches the state, announces its first round) instead of
+ * starting at round 0. */
+GT_API gt_status_t gt_wan_member_mark_started(gt_wan_member_t *m) GT_MUST_USE;
+/* *started_p = 1 when the run's started mark is set. */
+GT_API gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p) GT_MUST_USE;
+
 /* The mod_revision of the view key as last read by gt_wan_member_view (0: no view key). */
 GT_API int64_t gt_wan_member_view_revision(const gt_wan_member_t *m);
 

@@ -24,6 +24,7 @@ struct gt_wan_member {
     char member_key[512];
     char members_prefix[512];
     char view_key[512];
+    char started_key[512];
     char site[GT_WAN_MEMBER_NAME_MAX];
     char address[GT_WAN_MEMBER_ADDR_MAX];
     int64_t lease;
@@ -274,6 +275,7 @@ gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_
     snprintf(m->members_prefix, sizeof m->members_prefix, "%s/%s/members/", p->prefix, p->run_id);
     snprintf(m->member_key, sizeof m->member_key, "%s%s", m->members_prefix, p->site);
     snprintf(m->view_key, sizeof m->view_key, "%s/%s/view", p->prefix, p->run_id);
+    snprintf(m->started_key, sizeof m->started_key, "%s/%s/started", p->prefix, p->run_id);
     m->ttl_s = p->lease_ttl_s;
     m->heartbeat_ms = p->heartbeat_ms;
     m->timeout_ms = p->request_timeout_ms ? p->request_timeout_ms : 2000;
@@ -546,4 +548,32 @@ gt_status_t gt_wan_member_sync_view(gt_wan_member_t *m, gt_wan_view_t *view_p, i
     *view_p = view;
     if (changed_p) *changed_p = view.epoch != first_epoch;
     return GT_OK;
+}
+
+gt_status_t gt_wan_member_mark_started(gt_wan_member_t *m)
+{
+    json_t *req = json_pack("{s:o,s:o}", "key", b64(m->started_key, strlen(m->started_key)),
+                            "value", b64(m->site, strlen(m->site)));
+    json_t *reply = NULL;
+    if (!req) return GT_ERR_NOMEM;
+    pthread_mutex_lock(&m->api_lock);
+    gt_status_t st = post(m, m->api, "/v3/kv/put", req, &reply);
+    pthread_mutex_unlock(&m->api_lock);
+    json_decref(req);
+    json_decref(reply);
+    return st;
+}
+
+gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p)
+{
+    json_t *req = json_pack("{s:o}", "key", b64(m->started_key, strlen(m->started_key)));
+    json_t *reply = NULL;
+    if (!req) return GT_ERR_NOMEM;
+    pthread_mutex_lock(&m->api_lock);
+    gt_status_t st = post(m, m->api, "/v3/kv/range", req, &reply);
+    pthread_mutex_unlock(&m->api_lock);
+    json_decref(req);
+    if (st == GT_OK) *started_p = json_array_size(json_object_get(reply, "kvs")) > 0;
+    json_decref(reply);
+    return st;
 }

@@ -148,6 +148,30 @@ int main(void)
     CHECK(!has(&sa.view, "c") && !has(&sb.view, "c"));
     CHECK_EQ_INT(gt_wan_member_health(a), GT_OK);
 
+    /* c comes back (a new process would, with a new address): the view grows to include it,
+     * and it finds the run marked as started, so it joins rather than starts. */
+    int started = -1;
+    CHECK_EQ_INT(gt_wan_member_started(a, &started), GT_OK);
+    CHECK_EQ_INT(started, 0);
+    CHECK_EQ_INT(gt_wan_member_mark_started(a), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_mark_started(b), GT_OK); /* idempotent */
+    gt_wan_member_params_t pc = params("c", "127.0.0.1:7013");
+    gt_wan_member_t *c2 = NULL;
+    CHECK_EQ_INT(gt_wan_member_create(&pc, &c2), GT_OK);
+    if (c2) {
+        CHECK_EQ_INT(gt_wan_member_started(c2, &started), GT_OK);
+        CHECK_EQ_INT(started, 1);
+        gt_wan_view_t vc;
+        CHECK_EQ_INT(gt_wan_member_sync_view(c2, &vc, &changed), GT_OK);
+        CHECK_EQ_INT(vc.epoch, 4);
+        CHECK_EQ_INT(vc.n_members, 3);
+        CHECK(has(&vc, "c") && strcmp(vc.members[2].address, "127.0.0.1:7013") == 0);
+        CHECK_EQ_INT(gt_wan_member_sync_view(a, &va, &changed), GT_OK);
+        CHECK_EQ_INT(va.epoch, 4);
+        CHECK_EQ_INT(changed, 0);
+        gt_wan_member_destroy(c2);
+    }
+
     /* A graceful leave is seen at once, not after the TTL. */
     gt_wan_member_destroy(b);
     b = NULL;
