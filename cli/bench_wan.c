@@ -144,16 +144,19 @@ static int bw_serve(void)
     double end = now_s() + 20;
     while (gt_wan_net_accept(net, &ep) != GT_OK && now_s() < end) gt_wan_net_progress(net);
     if (!ep) return 94;
-    /* Two receive buffers in rotation keep a receive posted while the other completes. */
+    /* `window` receives stay posted (as many messages as the sender keeps frames in flight,
+     * like ucx_perftest, which posts all its receives into one buffer); they rotate over two
+     * buffers, since a sink never reads what lands. */
+    size_t nr = cfg.window < 2 ? 2 : cfg.window;
     uint8_t *buf[2] = {malloc(cfg.max_size), malloc(cfg.max_size)};
-    gt_wan_req_t r[2];
+    gt_wan_req_t *r = calloc(nr, sizeof *r);
     int rc = 0;
-    if (!buf[0] || !buf[1]) rc = 95;
+    if (!buf[0] || !buf[1] || !r) rc = 95;
     for (int i = 0; i < 2 && rc == 0; i++) /* fault the pages in before anything is timed */
         memset(buf[i], 0, cfg.max_size);
-    for (int i = 0; i < 2 && rc == 0; i++)
-        if (gt_wan_ep_recv(ep, buf[i], cfg.max_size, &r[i]) != GT_OK) rc = 96;
-    for (int k = 0; rc == 0; k ^= 1) {
+    for (size_t i = 0; i < nr && rc == 0; i++)
+        if (gt_wan_ep_recv(ep, buf[i % 2], cfg.max_size, &r[i]) != GT_OK) rc = 96;
+    for (size_t k = 0; rc == 0; k = (k + 1) % nr) {
         gt_status_t st = gt_wan_req_wait(&r[k], 60000);
         if (st != GT_OK) {
             rc = 97;
@@ -161,7 +164,7 @@ static int bw_serve(void)
         }
         uint8_t type = r[k].msg.type;
         if (type == GT_WAN_MSG_BYE) break;
-        if (gt_wan_ep_recv(ep, buf[k], cfg.max_size, &r[k]) != GT_OK) {
+        if (gt_wan_ep_recv(ep, buf[k % 2], cfg.max_size, &r[k]) != GT_OK) {
             rc = 98;
             break;
         }
@@ -178,6 +181,7 @@ static int bw_serve(void)
     gt_wan_net_destroy(net);
     free(buf[0]);
     free(buf[1]);
+    free(r);
     return rc;
 }
 

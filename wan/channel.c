@@ -103,6 +103,7 @@ void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
     for (size_t i = 0; i < ep->nslots; i++) {
         ep->tx[i].state = GT_WAN_SLOT_FREE;
         ep->rx[i].posted = 0;
+        ep->rx[i].split = NULL;
     }
     void *item;
     while (ep->delay && gt_wan_emu_queue_pop(ep->delay, UINT64_MAX, NULL, &item) == GT_OK) {
@@ -522,7 +523,8 @@ static int same_message(const gt_wan_frame_hdr_t *a, const gt_wan_frame_hdr_t *b
  * receive is posted; keep it. `job`: its open already ran on the pool (NULL: open inline); it
  * is used only if it wrote where this frame's plaintext belongs, else it is wiped and the
  * frame opened here, so the outcome is always exactly the inline one. */
-static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch_rx_slot_t *js)
+static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch_rx_slot_t *js,
+                            gt_wan_ch_rx_slot_t *ss)
 {
     gt_wan_net_t *net = ep->net;
     gt_wan_frame_hdr_t h;
@@ -610,6 +612,15 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch
             reject(ep, k, NULL);
             return GT_OK;
         }
+    } else if (ss && ss->split) { /* the payload is already in place */
+        if (ss->split != dst) {
+            GT_ERROR("wan: a frame received ahead did not land where it belongs");
+            gt_wan_ch_ep_fail(ep, GT_ERR_INTERNAL);
+            return GT_OK;
+        }
+        ss->split = NULL;
+        ep->d.inflight--;
+        ep->plain_rx++;
     } else {
         memcpy(dst, payload, h.payload_len);
         ep->plain_rx++;
@@ -650,6 +661,110 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch
         }
     }
     return GT_OK;
+}
+
+/* Plaintext over a transport that can peek: receives are posted one message at a time,
+ * each payload straight into the caller's buffer (no copy out of a frame buffer). */
+static int rx_splits(const gt_wan_net_t *net)
+{
+    return !sealed(net) && net->ops->peek && net->ops->recv_split;
+}
+
+static gt_wan_req_t *d_next_req(const gt_wan_ep_t *ep);
+
+/* A peeked frame header that rx_frame will accept as the next data frame: where its payload
+ * goes (the state advanced as if it were committed), or NULL. */
+static uint8_t *rx_plan_split(gt_wan_ep_t *ep, const uint8_t *hdr, size_t total, int *wait_p)
+{
+    gt_wan_net_t *net = ep->net;
+    gt_wan_frame_hdr_t h;
+    if (ep->state != GT_OK || total < GT_WAN_FRAME_HDR_LEN ||
+        gt_wan_frame_decode(hdr, GT_WAN_FRAME_HDR_LEN, &h) != GT_OK || h.run_id != net->run_hash ||
+        h.type == GT_WAN_MSG_HELLO || !(h.flags & GT_WAN_FRAME_FLAG_PLAIN) ||
+        total - GT_WAN_FRAME_HDR_LEN != h.payload_len || h.payload_len > net->p.frame_bytes ||
+        h.payload_len == 0 || h.seq != ep->d.seq)
+        return NULL;
+    gt_wan_req_t *r;
+    if (!ep->d.asm_active) {
+        if (h.msg_off != 0) return NULL;
+        if (!(r = d_next_req(ep))) { /* a good frame, no receive yet: leave it queued */
+            *wait_p = 1;
+            return NULL;
+        }
+        if (h.msg_len > r->cap_) return NULL;
+    } else {
+        if (ep->d.asm_discard || !same_message(&h, &ep->d.asm_hdr) || h.msg_off != ep->d.asm_got)
+            return NULL;
+        r = ep->d.cur;
+    }
+    if (!r || r->cap_ - h.msg_off < h.payload_len) return NULL;
+    ep->d.seq++;
+    if (!ep->d.asm_active) {
+        ep->d.asm_active = 1;
+        ep->d.asm_hdr = h;
+        ep->d.asm_got = 0;
+        ep->d.asm_discard = 0;
+        ep->d.cur = r;
+    }
+    ep->d.asm_got += h.payload_len;
+    if (ep->d.asm_got == h.msg_len) {
+        ep->d.asm_active = 0;
+        ep->d.last = r;
+        ep->d.cur = NULL;
+    }
+    return (uint8_t *)r->buf_ + h.msg_off;
+}
+
+/* Posts receives on the free slots, in order: a data frame that passes every check on its
+ * peeked header goes split (header to the slot, payload in place); anything else (handshake,
+ * a frame that will be refused, a message with no receive yet) goes whole into the slot, as
+ * without peek, once nothing is posted ahead of it. */
+static void rx_post_ahead(gt_wan_ep_t *ep)
+{
+    if (ep->d.inflight == 0) {
+        ep->d.asm_active = ep->asm_active;
+        ep->d.asm_discard = ep->asm_discard;
+        ep->d.asm_hdr = ep->asm_hdr;
+        ep->d.asm_got = ep->asm_got;
+        ep->d.cur = ep->asm_active && !ep->asm_discard ? ep->rq_head : NULL;
+        ep->d.last = NULL;
+        ep->d.seq = ep->plain_rx;
+    }
+    for (size_t k = 0; k < ep->nslots && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN); k++) {
+        gt_wan_ch_rx_slot_t *s = &ep->rx[(ep->rx_head + k) % ep->nslots];
+        if (s->posted) {
+            if (s->split) continue;
+            return; /* a whole-frame receive ahead: its commit decides what follows */
+        }
+        uint8_t hdr[GT_WAN_FRAME_HDR_LEN];
+        size_t head = 0, total = 0;
+        gt_status_t st = ep->net->ops->peek(ep->tp, hdr, sizeof hdr, &head, &total);
+        if (st == GT_ERR_AGAIN) return;
+        if (st != GT_OK) {
+            gt_wan_ch_ep_fail(ep, st);
+            return;
+        }
+        int wait = 0;
+        uint8_t *dst = head == GT_WAN_FRAME_HDR_LEN ? rx_plan_split(ep, hdr, total, &wait) : NULL;
+        if (wait) return;
+        if (dst) {
+            s->treq.cb = NULL;
+            s->treq.user = s;
+            st = ep->net->ops->recv_split(ep->tp, s->buf, GT_WAN_FRAME_HDR_LEN, dst,
+                                          total - GT_WAN_FRAME_HDR_LEN, &s->treq);
+            if (st != GT_OK) {
+                gt_wan_ch_ep_fail(ep, st);
+                return;
+            }
+            s->posted = 1;
+            s->split = dst;
+            ep->d.inflight++;
+            continue;
+        }
+        if (ep->d.inflight) return; /* wait until the frames ahead are committed */
+        if (rx_post(ep, s) != GT_OK) gt_wan_ch_ep_fail(ep, GT_ERR_IO);
+        return;
+    }
 }
 
 /* The receive the next message goes to, as the dispatched frames will leave things. */
@@ -748,12 +863,14 @@ static void rx_dispatch(gt_wan_ep_t *ep)
 
 void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
 {
+    int splits = rx_splits(ep->net);
     while (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) {
         gt_wan_ch_rx_slot_t *s = &ep->rx[ep->rx_head];
-        if (!s->posted) {
+        if (splits) rx_post_ahead(ep);
+        if (!s->posted && !splits) {
             if (rx_post(ep, s) != GT_OK) gt_wan_ch_ep_fail(ep, GT_ERR_IO);
-            if (!s->posted) return;
         }
+        if (!s->posted) return;
         if (s->treq.status == GT_ERR_AGAIN) break;
         if (s->treq.status != GT_OK) {
             if (s->treq.status == GT_ERR_OVERFLOW) { /* a transport message above any frame */
@@ -767,7 +884,12 @@ void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
         }
         if (s->dispatched && !gt_wan_cpool_done(&s->job)) break; /* its open still runs */
         if (s->dispatched) gt_wan_cpool_consume(ep->net->pool, &s->job);
-        gt_status_t fst = rx_frame(ep, s->buf, s->treq.length, s->dispatched ? s : NULL);
+        int was_split = s->split != NULL;
+        gt_status_t fst = rx_frame(ep, s->buf, s->treq.length, s->dispatched ? s : NULL, s);
+        if (was_split && s->split && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN)) {
+            GT_ERROR("wan: a frame received ahead was not taken");
+            gt_wan_ch_ep_fail(ep, GT_ERR_INTERNAL);
+        }
         if (s->dispatched && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN)) {
             rx_job_drop(ep, s); /* not used (kept for a receive, or a rejected header) */
             ep->d.poisoned = 1;
@@ -775,7 +897,7 @@ void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
         if (fst == GT_ERR_AGAIN) return;
         if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
         s->posted = 0;
-        gt_status_t st = rx_post(ep, s);
+        gt_status_t st = splits ? GT_OK : rx_post(ep, s);
         if (st != GT_OK) {
             gt_wan_ch_ep_fail(ep, st);
             return;
@@ -852,7 +974,7 @@ gt_status_t gt_wan_ch_ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t
                               incoming ? GT_WAN_HS_ANY_PEER : peer, &ep->hs);
         if (st != GT_OK) goto fail;
     }
-    for (size_t i = 0; i < ep->nslots; i++)
+    for (size_t i = 0; i < ep->nslots && !rx_splits(net); i++) /* else posted as they come */
         if ((st = rx_post(ep, &ep->rx[i])) != GT_OK) goto fail;
     if (!incoming) {
         if (sealed(net)) {

@@ -51,6 +51,7 @@ typedef struct {
     int posted;
     int dispatched; /* its open runs (or ran) on the pool, to be committed in order */
     gt_wan_cjob_t job;
+    uint8_t *split; /* plaintext split receive: the payload goes straight here */
 } gt_wan_ch_rx_slot_t;
 
 typedef struct gt_wan_ch_raw_send {
@@ -96,9 +97,12 @@ struct gt_wan_ep {
     uint64_t tx_launch_seq; /* with the pool: the next sealed frame to hand to the transport */
     /* With the pool, frames are opened ahead of their commit: the assembly state as it will
      * be once every dispatched open is committed (a prediction; each commit checks that its
-     * frame went where the real state says, else wipes and opens it again inline). */
+     * frame went where the real state says, else wipes and opens it again inline). Plaintext
+     * channels over a transport with peek use it the same way for receives posted ahead,
+     * each straight into its place in the caller's buffer (every check is done on the
+     * peeked header before posting, so the prediction cannot be wrong). */
     struct {
-        size_t inflight; /* dispatched, not yet committed */
+        size_t inflight; /* dispatched (or split-posted), not yet committed */
         int poisoned;    /* a prediction failed: dispatch nothing until inflight is 0 */
         int asm_active, asm_discard;
         gt_wan_frame_hdr_t asm_hdr;

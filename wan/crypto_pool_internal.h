@@ -48,8 +48,7 @@ typedef struct gt_wan_cjob {
 typedef struct gt_wan_cpool gt_wan_cpool_t;
 
 /* The thread count to use: GT_WAN_CRYPTO_THREADS when set (0 = seal and open inline on the
- * progress thread), else half the online CPUs, at least 1 when there are 2 or more, at most
- * 8; 0 on a single CPU. */
+ * progress thread), else half the online CPUs, at most 8, and none (inline) below 4 CPUs. */
 unsigned gt_wan_cpool_default_threads(void);
 
 /* A pool of `threads` workers (started on the first submit). */

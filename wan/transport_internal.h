@@ -19,7 +19,7 @@
 
 #include "gt_wan.h"
 
-#define GT_WAN_TP_OPS_VERSION 1u
+#define GT_WAN_TP_OPS_VERSION 2u
 #define GT_WAN_TP_MAX_MSG     (128u << 20) /* one transport message, header included */
 #define GT_WAN_TP_MAX_IOV     4u
 
@@ -37,6 +37,8 @@ struct gt_wan_tp_req {
     gt_status_t bk_status; /* backend private: a completion recorded, not yet reported */
     gt_wan_tp_req_t *next; /* backend private list link */
     gt_wan_tp_req_t *prev;
+    uint8_t *rest;   /* recv_split: where the bytes after the head go (else NULL) */
+    size_t head_len; /* recv_split: bytes that go to the posted buffer */
 };
 
 typedef struct {
@@ -60,9 +62,21 @@ typedef struct {
     /* Sends the concatenation of iov[0..iovcnt) as one message. The buffers stay the
      * caller's and must not change until the request completes. */
     gt_status_t (*send)(void *ep, const struct iovec *iov, size_t iovcnt, gt_wan_tp_req_t *req);
-    /* Posts a receive of one message of at most cap bytes. Receives complete in order. */
+    /* Posts a receive of one message of at most cap bytes. Receives complete in order; one
+     * may complete before recv returns when its message is already there. */
     gt_status_t (*recv)(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req);
     gt_status_t (*progress)(void *ctx);
+    /* Optional (NULL when the backend cannot; version 2). peek: the next message that no
+     * posted receive will take, without taking it: its total length in *len_p, and the
+     * bytes of its first send buffer that arrived ahead of the rest (UCX: the AM header;
+     * *head_len_p of them, at most cap copied to head). GT_ERR_AGAIN when none is there.
+     * recv_split: like recv, but the message's first head_len bytes go to head and the rest
+     * to rest (rest_cap bytes at most); for a message peeked with *head_len_p == head_len,
+     * so a payload lands where it belongs without a copy. It may complete the request before
+     * it returns (the message is there already). */
+    gt_status_t (*peek)(void *ep, void *head, size_t cap, size_t *head_len_p, size_t *len_p);
+    gt_status_t (*recv_split)(void *ep, void *head, size_t head_len, void *rest, size_t rest_cap,
+                              gt_wan_tp_req_t *req);
     /* Closes the endpoint; pending requests complete with GT_ERR_CLOSED before it returns,
      * within a bounded time. Without `force`, what was sent is first flushed to the peer
      * (bounded by a deadline); with it (a failed or hostile peer) nothing is waited for.

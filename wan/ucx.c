@@ -459,6 +459,8 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
     return GT_OK;
 }
 
+static void ucx_match(ucx_ep_t *e);
+
 static gt_status_t ucx_recv(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req)
 {
     ucx_ep_t *e = ep;
@@ -467,7 +469,47 @@ static gt_status_t ucx_recv(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *re
     req->ep = e;
     req->bk = buf;
     req->length = cap; /* until matched: the capacity */
+    req->rest = NULL;
+    req->head_len = 0;
     gt_wan_tp_list_push(&e->recvs, req);
+    return GT_OK;
+}
+
+/* Posts a receive and takes a queued message for it at once (see recv_split). */
+static gt_status_t ucx_recv_now(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req)
+{
+    gt_status_t st = ucx_recv(ep, buf, cap, req);
+    if (st == GT_OK && ((ucx_ep_t *)ep)->q_head) ucx_match(ep);
+    return st;
+}
+
+static gt_status_t ucx_recv_split(void *ep, void *head, size_t head_len, void *rest,
+                                  size_t rest_cap, gt_wan_tp_req_t *req)
+{
+    ucx_ep_t *e = ep;
+    if (e->state != GT_OK) return e->state;
+    if (!head || !head_len || (!rest && rest_cap)) return GT_ERR_INVALID;
+    gt_status_t st = ucx_recv(ep, head, head_len + rest_cap, req);
+    req->rest = rest ? rest : (uint8_t *)head + head_len;
+    req->head_len = head_len;
+    /* The message was peeked, so it is queued: take it now (an eager one completes at once,
+     * a rendezvous starts at once) rather than at the next progress, where an error on the
+     * endpoint in the same UCX progress would drop it before it was matched. */
+    if (st == GT_OK) ucx_match(e);
+    return st;
+}
+
+/* The first queued message that no posted receive will take (they match in order). */
+static gt_status_t ucx_peek(void *ep, void *head, size_t cap, size_t *head_len_p, size_t *len_p)
+{
+    ucx_ep_t *e = ep;
+    if (e->state != GT_OK) return e->state;
+    ucx_item_t *it = e->q_head;
+    for (size_t k = e->recvs.count; it && k; k--) it = it->next;
+    if (!it) return GT_ERR_AGAIN;
+    memcpy(head, it->hdr, it->hlen < cap ? it->hlen : cap);
+    *head_len_p = it->hlen;
+    *len_p = it->hlen + it->len;
     return GT_OK;
 }
 
@@ -506,9 +548,21 @@ static void ucx_match(ucx_ep_t *e)
             continue;
         }
         size_t hlen = it->hlen;
+        uint8_t *data = buf + hlen;
+        if (r->rest) { /* split: the AM header to the head, the data to `rest` */
+            if (hlen != r->head_len) {
+                GT_ERROR("ucx: a split receive for a %zu-byte head met a %zu-byte one", r->head_len,
+                         hlen);
+                ucx_item_drop(c, it);
+                r->bk = NULL;
+                gt_wan_tp_req_complete(r, GT_ERR_INTERNAL, 0);
+                continue;
+            }
+            data = r->rest;
+        }
         if (hlen) memcpy(buf, it->hdr, hlen);
         if (!it->rndv) {
-            if (it->len) memcpy(buf + hlen, it->data, it->len);
+            if (it->len) memcpy(data, it->data, it->len);
             size_t len = hlen + it->len;
             ucx_item_drop(c, it);
             r->bk = NULL;
@@ -535,7 +589,7 @@ static void ucx_match(ucx_ep_t *e)
         free(it);
         r->bk = tok;
         gt_wan_tp_list_push(&e->rndv, r);
-        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(c->worker, desc, buf + hlen, len, &p);
+        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(c->worker, desc, data, len, &p);
         if (sp == NULL || UCS_PTR_IS_ERR(sp)) { /* no callback will come */
             gt_wan_tp_list_remove(&e->rndv, r);
             free(tok);
@@ -647,7 +701,9 @@ const gt_wan_tp_ops_t gt_wan_tp_ucx_ops = {
     .connect = ucx_connect,
     .ep_state = ucx_ep_state,
     .send = ucx_send,
-    .recv = ucx_recv,
+    .recv = ucx_recv_now,
     .progress = ucx_progress,
     .close = ucx_close,
+    .peek = ucx_peek,
+    .recv_split = ucx_recv_split,
 };
