@@ -5,9 +5,13 @@
  * config the sites actually run), starts each site as its own `geotrain run` process (its
  * output in RUN_DIR/logs/SITE.log), and shows one live line per site from the status file
  * each site keeps. Scripted events: --kill SITE@ROUND (the site SIGKILLs itself once it has
- * applied ROUND rounds: exact, where polling its status raced a fast run) and
- * --slow SITE=FACTOR. Ctrl-C stops every site cleanly (SIGTERM: each finishes its step,
- * deregisters and exits), then etcd. At the end it writes RUN_DIR/summary.json.
+ * applied ROUND rounds: exact, where polling its status raced a fast run), --slow SITE=FACTOR,
+ * --join SITE@ROUND (SITE is started only once another site has applied ROUND rounds; the
+ * others start round 0 without waiting for it) and --restart SITE@ROUND (after its --kill,
+ * SITE is started again once another site has applied ROUND rounds); a site started late
+ * joins the run by itself (local/site.c). Ctrl-C stops every site cleanly (SIGTERM: each
+ * finishes its step, deregisters and exits), then etcd. At the end it writes
+ * RUN_DIR/summary.json.
  */
 #include "cli.h"
 #include "gt_local.h"
@@ -46,6 +50,10 @@ typedef struct {
     int64_t kill_round; /* -1: none */
     double slow;
     int64_t corrupt_round; /* --corrupt-anchor: -1 none */
+    int64_t join_round;    /* --join: start once another site applied this many rounds; -1 */
+    int64_t restart_round; /* --restart: start again after the kill, likewise; -1 */
+    int started;           /* a process was started for it */
+    int restarted;         /* it was killed and started again */
     json_t *st;            /* last status.json */
 } site_proc_t;
 
@@ -53,6 +61,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: geotrain launch [SITES.yaml] [--run-dir DIR] [--kill SITE@ROUND ...]\n"
+            "                       [--restart SITE@ROUND ...] [--join SITE@ROUND ...]\n"
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
             "                       [--set KEY=VALUE ...]\n\n"
             "Runs every site of SITES.yaml (default ./sites.yaml) on this machine, each as its\n"
@@ -73,6 +82,11 @@ static void usage(FILE *out)
             "Options:\n"
             "  --run-dir DIR        the run directory\n"
             "  --kill SITE@ROUND    SIGKILL SITE once it reaches ROUND (repeatable)\n"
+            "  --restart SITE@ROUND start SITE again, after its --kill, once another site has\n"
+            "                       applied ROUND rounds: it joins the run in progress (fetches\n"
+            "                       the anchor and outer momentum from the running sites)\n"
+            "  --join SITE@ROUND    start SITE only once another site has applied ROUND rounds\n"
+            "                       (the others start without it); it joins the run then\n"
             "  --slow SITE=FACTOR   make SITE's steps FACTOR times slower (repeatable)\n"
             "  --corrupt-anchor SITE@ROUND\n"
             "                       chaos: flip one bit of SITE's anchor after ROUND; the\n"
@@ -165,9 +179,9 @@ static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const ch
 
 static pid_t spawn_site(const char *self, const char *config, const char *site, const char *run_dir,
                         const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
-                        char **sets, size_t n_sets, uint32_t ranks)
+                        uint32_t expect, int append_log, char **sets, size_t n_sets, uint32_t ranks)
 {
-    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32], kill_s[32], np_s[16];
+    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32], kill_s[32], np_s[16], expect_s[16];
     snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
     snprintf(slow_s, sizeof slow_s, "%g", slow);
     size_t argc = 0;
@@ -209,6 +223,11 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         argv[argc++] = "--kill-at";
         argv[argc++] = kill_s;
     }
+    if (expect > 0) { /* round 0 starts without the sites that join later */
+        snprintf(expect_s, sizeof expect_s, "%u", expect);
+        argv[argc++] = "--expect";
+        argv[argc++] = expect_s;
+    }
     for (size_t i = 0; i < n_sets; i++) {
         argv[argc++] = "--set";
         argv[argc++] = sets[i];
@@ -218,7 +237,7 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0); /* Ctrl-C reaches the launcher, which stops the sites in order */
-        FILE *f = freopen(log, "w", stdout);
+        FILE *f = freopen(log, append_log ? "a" : "w", stdout);
         if (!f) _exit(126);
         dup2(1, 2);
         execvp(exe, argv);
@@ -251,6 +270,8 @@ static void show_lines(site_proc_t *sp, uint32_t n, int tty, int redraw)
             sp[i].killed ? "killed" : json_string_value(json_object_get(s, "state"));
         if (sp[i].exited && !sp[i].killed && (!state || strcmp(state, "done") != 0))
             state = "exited";
+        if (!sp[i].started) state = "to join";
+        if (sp[i].killed && sp[i].restart_round >= 0) state = "killed, to restart";
         printf("%-12s %6.0f %8.0f %8.4f %9.0f %8.2f %8.1f  %s%s\n", sp[i].name, jnum(s, "round"),
                jnum(s, "step"), jnum(s, "loss"), jnum(s, "tokens_per_s"), jnum(s, "wan_mbps"),
                jnum(s, "wait_s"), state ? state : "starting", tty ? "\033[K" : "");
@@ -282,7 +303,9 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                 json_pack("{s:s,s:b}", "status", "no summary (killed?)", "killed", sp[i].killed));
             continue;
         }
-        json_object_set_new(s, "killed", json_boolean(sp[i].killed));
+        json_object_set_new(s, "killed", json_boolean(sp[i].killed || sp[i].restarted));
+        json_object_set_new(s, "restarted", json_boolean(sp[i].restarted));
+        json_object_set_new(s, "started_late", json_boolean(sp[i].join_round >= 0));
         if (json_is_number(json_object_get(s, "eval_loss"))) {
             eval_sum += jnum(s, "eval_loss");
             eval_n++;
@@ -336,10 +359,12 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"set", required_argument, NULL, 's'},
                                          {"help", no_argument, NULL, 'h'},
                                          {"corrupt-anchor", required_argument, NULL, 'x'},
+                                         {"join", required_argument, NULL, 'j'},
+                                         {"restart", required_argument, NULL, 'R'},
                                          {NULL, 0, NULL, 0}};
     const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
-    const char *corrupts[MAX_EVENTS];
-    size_t n_kills = 0, n_slows = 0, n_user = 0, n_corrupts = 0;
+    const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
+    size_t n_kills = 0, n_slows = 0, n_user = 0, n_corrupts = 0, n_joins = 0, n_restarts = 0;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -356,6 +381,12 @@ int gt_cmd_launch(int argc, char **argv)
             break;
         case 'x':
             if (n_corrupts < MAX_EVENTS) corrupts[n_corrupts++] = optarg;
+            break;
+        case 'j':
+            if (n_joins < MAX_EVENTS) joins[n_joins++] = optarg;
+            break;
+        case 'R':
+            if (n_restarts < MAX_EVENTS) restarts[n_restarts++] = optarg;
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -387,35 +418,69 @@ int gt_cmd_launch(int argc, char **argv)
         snprintf(sp[i].name, sizeof sp[i].name, "%s", cfg->sites[i].name);
         sp[i].kill_round = -1;
         sp[i].corrupt_round = -1;
+        sp[i].join_round = -1;
+        sp[i].restart_round = -1;
         sp[i].slow = 1.0;
     }
-    for (size_t e = 0; e < n_kills + n_corrupts + n_slows; e++) {
-        /* --kill SITE@ROUND, --corrupt-anchor SITE@ROUND, --slow SITE=FACTOR */
-        int kind = e < n_kills ? 0 : e < n_kills + n_corrupts ? 1 : 2;
-        const char *arg = kind == 0   ? kills[e]
-                          : kind == 1 ? corrupts[e - n_kills]
-                                      : slows[e - n_kills - n_corrupts];
-        static const char *const flag[] = {"--kill", "--corrupt-anchor", "--slow"};
-        const char *sep = strchr(arg, kind == 2 ? '=' : '@');
-        char name[GT_TOPO_NAME_MAX];
-        uint32_t i;
-        snprintf(name, sizeof name, "%.*s", sep ? (int)(sep - arg) : 0, arg);
-        double v = sep ? strtod(sep + 1, NULL) : -1;
-        int ok = sep && gt_topo_site_index(cfg, name, &i) == GT_OK &&
-                 (kind == 2 ? (v >= 1.0 && v <= 1000) : (sep[1] >= '0' && sep[1] <= '9'));
-        if (!ok) {
-            fprintf(stderr, "geotrain launch: %s %s: expected %s with a site of %s%s\n", flag[kind],
-                    arg, kind == 2 ? "SITE=FACTOR" : "SITE@ROUND", config,
-                    kind == 2 ? " and a factor in [1, 1000]" : "");
+    /* --kill SITE@ROUND, --corrupt-anchor SITE@ROUND, --slow SITE=FACTOR, --join SITE@ROUND,
+     * --restart SITE@ROUND */
+    const char **lists[] = {kills, corrupts, slows, joins, restarts};
+    const size_t counts[] = {n_kills, n_corrupts, n_slows, n_joins, n_restarts};
+    static const char *const flag[] = {"--kill", "--corrupt-anchor", "--slow", "--join",
+                                       "--restart"};
+    for (int kind = 0; kind < 5; kind++) {
+        for (size_t e = 0; e < counts[kind]; e++) {
+            const char *arg = lists[kind][e];
+            const char *sep = strchr(arg, kind == 2 ? '=' : '@');
+            char name[GT_TOPO_NAME_MAX];
+            uint32_t i;
+            snprintf(name, sizeof name, "%.*s", sep ? (int)(sep - arg) : 0, arg);
+            double v = sep ? strtod(sep + 1, NULL) : -1;
+            int ok = sep && gt_topo_site_index(cfg, name, &i) == GT_OK &&
+                     (kind == 2 ? (v >= 1.0 && v <= 1000) : (sep[1] >= '0' && sep[1] <= '9'));
+            if (!ok) {
+                fprintf(stderr, "geotrain launch: %s %s: expected %s with a site of %s%s\n",
+                        flag[kind], arg, kind == 2 ? "SITE=FACTOR" : "SITE@ROUND", config,
+                        kind == 2 ? " and a factor in [1, 1000]" : "");
+                rc = 2;
+                goto out;
+            }
+            int64_t round = kind == 2 ? 0 : strtoll(sep + 1, NULL, 10);
+            if (kind == 0)
+                sp[i].kill_round = round;
+            else if (kind == 1)
+                sp[i].corrupt_round = round;
+            else if (kind == 2)
+                sp[i].slow = v;
+            else if (kind == 3)
+                sp[i].join_round = round;
+            else
+                sp[i].restart_round = round;
+        }
+    }
+    uint32_t n_late = 0;
+    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        const char *why = NULL;
+        if (sp[i].join_round >= 0 || sp[i].restart_round >= 0) {
+            int64_t r = sp[i].join_round >= 0 ? sp[i].join_round : sp[i].restart_round;
+            if (r < 1 || r >= (int64_t)cfg->run.rounds) why = "ROUND must be in [1, run.rounds)";
+        }
+        if (sp[i].join_round >= 0 && (sp[i].restart_round >= 0 || sp[i].kill_round >= 0))
+            why = "a site that joins late cannot also be killed or restarted";
+        if (sp[i].restart_round >= 0 &&
+            (sp[i].kill_round < 0 || sp[i].restart_round < sp[i].kill_round))
+            why = "--restart needs a --kill of the same site at the same or an earlier round";
+        if (why) {
+            fprintf(stderr, "geotrain launch: site %s: %s\n", sp[i].name, why);
             rc = 2;
             goto out;
         }
-        if (kind == 0)
-            sp[i].kill_round = strtoll(sep + 1, NULL, 10);
-        else if (kind == 1)
-            sp[i].corrupt_round = strtoll(sep + 1, NULL, 10);
-        else
-            sp[i].slow = v;
+        n_late += sp[i].join_round >= 0;
+    }
+    if (n_late >= cfg->n_sites) {
+        fprintf(stderr, "geotrain launch: at least one site must start the run (not --join)\n");
+        rc = 2;
+        goto out;
     }
     if (cfg->n_sites < 2) {
         fprintf(stderr, "geotrain launch: %s has one site; train it with `geotrain run`\n", config);
@@ -457,18 +522,21 @@ int gt_cmd_launch(int argc, char **argv)
            cfg->security.mode == GT_SECURITY_NONE ? "NOT encrypted" : "encrypted",
            cfg->wan.emulation.enabled ? "on" : "off", cfg->codec.name, cfg->inner.steps,
            cfg->outer.overlap_steps, cfg->run.rounds);
+    uint32_t expect = n_late ? cfg->n_sites - n_late : 0;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        if (sp[i].join_round >= 0) continue; /* started later, in the loop below */
         sp[i].pid =
             spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, sp[i].corrupt_round,
-                       sp[i].kill_round, sets, n_sets, cfg->sites[i].ranks);
+                       sp[i].kill_round, expect, 0, sets, n_sets, cfg->sites[i].ranks);
         if (sp[i].pid < 0) goto stop;
+        sp[i].started = 1;
     }
     int tty = isatty(STDOUT_FILENO), drawn = 0;
     uint64_t last_print = 0;
     for (;;) {
         uint32_t running = 0;
         for (uint32_t i = 0; i < cfg->n_sites; i++) {
-            if (!sp[i].exited) {
+            if (sp[i].started && !sp[i].exited) {
                 int status;
                 pid_t r = waitpid(sp[i].pid, &status, WNOHANG);
                 if (r == sp[i].pid) {
@@ -487,13 +555,40 @@ int gt_cmd_launch(int argc, char **argv)
                     }
                 }
             }
-            running += !sp[i].exited;
+            running += sp[i].started && !sp[i].exited;
             snprintf(sub, sizeof sub, "%s/%s/status.json", run_dir, sp[i].name);
             json_t *st = read_json(sub);
             if (st) {
                 json_decref(sp[i].st);
                 sp[i].st = st;
             }
+        }
+        /* --join / --restart: start a site once another one has applied that many rounds. */
+        for (uint32_t i = 0; i < cfg->n_sites; i++) {
+            int join = !sp[i].started, restart = sp[i].killed && sp[i].restart_round >= 0;
+            if (!join && !restart) continue;
+            int64_t when = join ? sp[i].join_round : sp[i].restart_round;
+            double most = 0;
+            for (uint32_t k = 0; k < cfg->n_sites; k++)
+                if (k != i && sp[k].started && jnum(sp[k].st, "rounds_applied") > most)
+                    most = jnum(sp[k].st, "rounds_applied");
+            if (most < (double)when) continue;
+            sp[i].pid = spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, -1, -1, 0,
+                                   restart, sets, n_sets, cfg->sites[i].ranks);
+            if (sp[i].pid < 0) goto stop;
+            fprintf(tty ? stdout : stderr, "-- %s %s at round %lld\n",
+                    restart ? "restarted" : "started", sp[i].name, (long long)when);
+            drawn = 0;
+            sp[i].started = 1;
+            sp[i].exited = 0;
+            sp[i].status = 0;
+            if (restart) {
+                sp[i].killed = 0;
+                sp[i].kill_round = -1;
+                sp[i].restart_round = -1;
+                sp[i].restarted = 1;
+            }
+            running++;
         }
         uint64_t now = gt_time_ns();
         if (tty || now - last_print > 5000000000ull || running == 0) {
@@ -538,6 +633,13 @@ stop:
     write_run_summary(run_dir, cfg, sp, (gt_time_ns() - t0) * 1e-9);
     rc = g_interrupted ? 130 : 0;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        if (!sp[i].started || (sp[i].killed && sp[i].restart_round >= 0)) {
+            fprintf(stderr,
+                    "geotrain launch: site %s was never started again: the others ended first\n",
+                    sp[i].name);
+            if (rc == 0) rc = 1;
+            continue;
+        }
         int ok = WIFEXITED(sp[i].status) && WEXITSTATUS(sp[i].status) == 0;
         if (!ok && !sp[i].killed) {
             fprintf(stderr, "geotrain launch: site %s did not finish (see %s/logs/%s.log)\n",

@@ -39,8 +39,10 @@ static void usage(FILE *out)
             "data. With one site in the config, that is all (no WAN). With several, this\n"
             "process is one site of a DiLoCo run: every inner.steps steps it exchanges its\n"
             "pseudo-gradient with the other sites over the WAN (membership through etcd at\n"
-            "membership.endpoints) -- `geotrain launch` starts every site this way. A site has\n"
-            "one rank for now. Total steps = run.rounds x inner.steps.\n\n"
+            "membership.endpoints) -- `geotrain launch` starts every site this way. A site of\n"
+            "several ranks runs under mpirun/srun. Total steps = run.rounds x inner.steps.\n"
+            "A site started after the run began (or again after it died) joins it: it fetches\n"
+            "the agreed anchor and outer momentum from the running sites and trains the rest.\n\n"
             "Prints the resolved config, then a progress line (step, loss, tokens/s, ETA):\n"
             "updated in place on a terminal, one line every run.log_every steps otherwise.\n\n"
             "Run directory (--run-dir, default run.run_dir/run.name):\n"
@@ -72,6 +74,10 @@ static void usage(FILE *out)
             "  --corrupt-anchor ROUND\n"
             "                    multi-site chaos: flip one bit of this site's anchor after\n"
             "                    ROUND; the anchor-hash check must catch it and re-fetch\n"
+            "  --kill-at ROUND   multi-site chaos: SIGKILL this process once the run has\n"
+            "                    applied ROUND rounds\n"
+            "  --expect N        multi-site: start round 0 once N sites (not all) registered;\n"
+            "                    the others join later\n"
             "  --set KEY=VALUE   override a config key (repeatable); precedence: file <\n"
             "                    GT_* environment < --set\n"
             "  -h, --help        this text\n",
@@ -123,7 +129,7 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
 /* A site of a multi-site run: DiLoCo over the WAN (local/site.c). */
 static int run_site(const gt_topo_config_t *cfg, const char *site, const char *run_dir_opt,
                     const char *run_id, double slow, long long corrupt, long long kill_at,
-                    gt_local_comm_t *world)
+                    long long expect, gt_local_comm_t *world)
 {
     char run_dir[GT_TOPO_PATH_MAX * 2 + 8], path[sizeof run_dir + 32];
     if (run_dir_opt)
@@ -146,6 +152,7 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
     sp.stop = (const volatile int *)&stop_signal;
     sp.corrupt_anchor_round = corrupt >= 0 ? (uint64_t)corrupt + 1 : 0;
     sp.kill_at_round = kill_at;
+    sp.expect_sites = expect > 0 ? (uint32_t)expect : 0;
     sp.comm = world;
     gt_status_t s = gt_local_site_run(&sp);
     if (s == GT_ERR_CLOSED) {
@@ -206,14 +213,20 @@ static gt_status_t agree_stop(gt_local_comm_t *world, int *stopping_p)
 
 int gt_cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},  {"site", required_argument, NULL, 's'},
-        {"run-dir", required_argument, NULL, 'd'}, {"resume", no_argument, NULL, 'r'},
-        {"init", required_argument, NULL, 'i'},    {"set", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},          {"run-id", required_argument, NULL, 'I'},
-        {"slow", required_argument, NULL, 'W'},    {"corrupt-anchor", required_argument, NULL, 'X'},
-        {"kill-at", required_argument, NULL, 'K'}, {NULL, 0, NULL, 0}};
-    long long corrupt = -1, kill_at = -1;
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"site", required_argument, NULL, 's'},
+                                         {"run-dir", required_argument, NULL, 'd'},
+                                         {"resume", no_argument, NULL, 'r'},
+                                         {"init", required_argument, NULL, 'i'},
+                                         {"set", required_argument, NULL, 'S'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"run-id", required_argument, NULL, 'I'},
+                                         {"slow", required_argument, NULL, 'W'},
+                                         {"corrupt-anchor", required_argument, NULL, 'X'},
+                                         {"kill-at", required_argument, NULL, 'K'},
+                                         {"expect", required_argument, NULL, 'E'},
+                                         {NULL, 0, NULL, 0}};
+    long long corrupt = -1, kill_at = -1, expect = 0;
     const char *run_id = NULL;
     double slow = 1.0;
     const char *config = NULL, *site = NULL, *run_dir_opt = NULL, *init = NULL;
@@ -231,6 +244,14 @@ int gt_cmd_run(int argc, char **argv)
         case 'I': run_id = optarg; break;
         case 'X': corrupt = strtoll(optarg, NULL, 10); break;
         case 'K': kill_at = strtoll(optarg, NULL, 10); break;
+        case 'E':
+            expect = strtoll(optarg, NULL, 10);
+            if (expect < 1) {
+                fprintf(stderr, "geotrain run: --expect wants a number of sites, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'W':
             slow = strtod(optarg, NULL);
             if (!(slow >= 1.0 && slow <= 1000.0)) {
@@ -287,7 +308,7 @@ int gt_cmd_run(int argc, char **argv)
     }
     const int lead = gt_local_comm_rank(world) == 0; /* writes the site's files */
     if (cfg->n_sites != 1) {
-        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at, world);
+        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at, expect, world);
         goto out;
     }
     if (lead) {

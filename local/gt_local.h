@@ -375,6 +375,11 @@ GT_API double gt_local_trainer_elapsed_s(const gt_local_trainer_t *tr);
  * rounds, model.*, data.*, inner.*, outer.*, codec.*, local.threads, the sites' names, ranks
  * and backends). A resume with a different hash is refused. */
 GT_API const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr);
+/* A site joining a run in progress: moves a fresh trainer (no step taken) to `step` — the
+ * learning-rate schedule and the steps left follow it — and skips the `step` batches of this
+ * rank's data it would have trained on, so it does not repeat them. The AdamW moments start
+ * from zero with their own bias correction from here. Tokens count only steps trained. */
+GT_API gt_status_t gt_local_trainer_skip_to(gt_local_trainer_t *tr, uint64_t step) GT_MUST_USE;
 /* Replaces the parameters by those of a GPT-2 safetensors file (an initialisation; shapes
  * must match the configured model) and zeroes the AdamW moments. Only before the first step. */
 GT_API gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path) GT_MUST_USE;
@@ -413,7 +418,13 @@ GT_API void gt_local_metrics_close(gt_local_metrics_t *m);
  * (membership.endpoints must name at least one), the outer optimizer on the anchor, and the
  * files SITE/metrics.jsonl, SITE/status.json, SITE/summary.json and SITE/checkpoints/ under
  * run_dir. It returns when the run is done, when *stop becomes non-zero (GT_ERR_CLOSED: the
- * site deregisters and leaves), or on an error (the others go on without it). */
+ * site deregisters and leaves), or on an error (the others go on without it).
+ *
+ * Joining: when etcd marks the run as started (a site that starts late, or comes back after
+ * dying), the site joins instead of starting: it fetches the anchor and outer momentum from the
+ * running sites, announces its first round, moves its step counter and data position to match
+ * (gt_local_trainer_skip_to; AdamW moments start fresh) and trains the rest of the run. Its
+ * SITE/summary.json has joined_round and steps_trained. */
 typedef struct {
     const gt_topo_config_t *cfg; /* borrowed */
     const char *site;            /* this site's name */
@@ -431,11 +442,14 @@ typedef struct {
      * gt_local_site_run; rank k carries the WAN traffic and outer state of lanes
      * {l : l mod R = k} (DESIGN §3) and rank 0 writes the site's files. */
     gt_local_comm_t *comm;
+    /* How many sites (this one included) must have registered before round 0 starts; 0 = all
+     * configured sites. Fewer when some are to join later (`geotrain launch --join`). */
+    uint32_t expect_sites;
 } gt_local_site_params_t;
 
-#define GT_LOCAL_SITE_PARAMS_INIT                            \
-    {                                                        \
-        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1, NULL \
+#define GT_LOCAL_SITE_PARAMS_INIT                               \
+    {                                                           \
+        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1, NULL, 0 \
     }
 
 GT_API gt_status_t gt_local_site_run(const gt_local_site_params_t *params) GT_MUST_USE;

@@ -64,6 +64,7 @@ struct gt_local_trainer {
     gt_adamw_params_t adamw;
     float grad_clip;
     uint64_t step, total_steps, tokens;
+    uint64_t adam_from; /* step at which the AdamW moments started (a joiner's, see skip_to) */
     double elapsed_s;
     float last_loss;
     char *config_json; /* canonical JSON of the settings the numbers depend on */

@@ -80,12 +80,29 @@ typedef struct {
      * fetched. Both under `lock` (the WAN thread serves and receives). */
     float *snap_state[2]; /* 2n floats each: θ_a then m */
     int64_t snap_round[2];
-    float *fetch;        /* 2n floats */
-    int64_t fetch_round; /* -1: no fetch in progress */
-    uint32_t fetch_from;
-    size_t fetch_parts, fetch_got;
-    int fetch_failed;
+    float *fetch;         /* 2 n_sub floats */
+    uint64_t fetch_round; /* the round asked for (STATE_PROBE: a probe) */
+    int fetching;         /* a fetch is in progress */
+    uint64_t fetch_id;    /* echoed by the servers (view_epoch field): stale replies are ignored */
+    uint32_t fetch_n;     /* servers, each sending one stripe of the state */
+    uint32_t fetch_peer[GT_WAN_MAX_MEMBERS];
+    size_t fetch_floats; /* received so far */
+    uint64_t fetch_hash; /* the servers' hash of the whole state (they must agree) */
+    int fetch_hash_set;
+    int fetch_status;    /* worst status a server answered (STATE_* below); 0 all good */
+    int probe_got;       /* a probe's answer arrived: */
+    uint64_t probe_next; /* the round the server submits next */
+    uint64_t probe_first[GT_WAN_OUTER_MAX_SITES]; /* its engine's first rounds */
     uint64_t refetches;
+    /* Joins (a site that starts late or comes back, DESIGN §4): the round this site's first
+     * contribution is for (0: it started the run), the steps it trained itself, and the rounds
+     * of the run applied so far (last applied + 1), for --kill-at. Served to joiners: the
+     * round this site submits next, once it trains. */
+    uint64_t joined_round;
+    uint64_t steps_trained;
+    uint64_t applied_upto;
+    uint64_t next_submit;
+    int training;
     uint64_t corrupt_round; /* chaos: flip a bit of the anchor after this round (0 = never) */
     size_t part_floats;     /* floats per STATE_CHUNK: what every site's receive buffer holds */
     /* The WAN thread drives mesh, outer engine and membership, so this site answers its
@@ -101,7 +118,15 @@ typedef struct {
     char run_id[512]; /* this rank's WAN group (see setup) */
 } site_t;
 
-#define STATE_HDR 16u /* u32 status, u32 reserved, u64 offset */
+/* STATE_REQ / STATE_CHUNK. A request names a round (or STATE_PROBE: "what round are you at")
+ * and a stripe (lane = k of chunk = n servers; 0 of 0 = the whole state), and carries a fetch
+ * id in its view_epoch field, which every reply echoes. A reply: u32 status, u32 reserved,
+ * u64 offset (in floats, into the 2 n_sub floats θ_a then m), u64 hash of the server's whole
+ * state, then the floats. A probe's answer (STATE_INFO): u64 the round the server submits
+ * next, u32 sites, then every site's first round as its outer engine knows it. */
+#define STATE_HDR   24u
+#define STATE_PROBE UINT64_MAX
+enum { STATE_OK = 0, STATE_NOT_YET = 1, STATE_INFO = 2, STATE_GONE = 3, STATE_BUSY = 4 };
 
 /* Lane l of L is [l·n/L, (l+1)·n/L). Rank k owns lanes k, k + R, k + 2R, ... */
 static gt_status_t setup_lanes(site_t *s)
@@ -185,60 +210,179 @@ static gt_status_t agree(site_t *s, gt_status_t st)
     return (gt_status_t)(-(int64_t)v);
 }
 
-/* A peer asks for (θ_a, m) after round msg->round: send it in parts, or status 1 when we do
- * not hold that round. Called in the WAN thread, under the lock. */
+static void state_reply(site_t *s, const gt_wan_msg_t *req, uint32_t status, uint64_t off,
+                        uint64_t hash, const void *data, size_t bytes, uint32_t part,
+                        uint32_t parts, uint8_t *buf)
+{
+    gt_wan_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = GT_WAN_MSG_STATE_CHUNK;
+    m.round = req->round;
+    m.view_epoch = req->view_epoch; /* the fetch id */
+    m.lane = part;
+    m.chunk = parts;
+    gt_le_put32(buf, status);
+    gt_le_put32(buf + 4, 0);
+    gt_le_put64(buf + 8, off);
+    gt_le_put64(buf + 16, hash);
+    if (bytes) memcpy(buf + STATE_HDR, data, bytes);
+    if (gt_wan_mesh_send(s->mesh, req->sender, &m, buf, STATE_HDR + bytes) != GT_OK)
+        GT_WARN("site %s: cannot answer site %u's state request", s->cfg->sites[s->site].name,
+                req->sender);
+}
+
+/* A peer asks where we are (a probe), or for (θ_a, m) of our lanes after round req->round —
+ * all of it, or stripe k of n: sent in parts that fit every site's receive buffer; or a status
+ * when we do not hold that round (not yet, or no longer). Called in the WAN thread, under the
+ * lock. */
 static void serve_state(site_t *s, const gt_wan_msg_t *req)
 {
-    const float *src = NULL;
-    for (int k = 0; k < 2; k++)
-        if (s->snap_state[k] && s->snap_round[k] == (int64_t)req->round) src = s->snap_state[k];
-    size_t total = 2 * s->n_sub, pf = s->part_floats, parts = src ? (total + pf - 1) / pf : 1;
+    size_t total = 2 * s->n_sub, pf = s->part_floats;
     uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
     if (!buf) return;
-    for (size_t p = 0; p < parts; p++) {
-        size_t off = p * pf;
-        size_t cnt = src ? (total - off < pf ? total - off : pf) : 0;
-        gt_wan_msg_t m;
-        memset(&m, 0, sizeof m);
-        m.type = GT_WAN_MSG_STATE_CHUNK;
-        m.round = req->round;
-        m.lane = (uint32_t)p;
-        m.chunk = (uint32_t)parts;
-        gt_le_put32(buf, src ? 0u : 1u);
-        gt_le_put32(buf + 4, 0);
-        gt_le_put64(buf + 8, off);
-        if (cnt) memcpy(buf + STATE_HDR, src + off, cnt * sizeof(float));
-        if (gt_wan_mesh_send(s->mesh, req->sender, &m, buf, STATE_HDR + cnt * sizeof(float)) !=
-            GT_OK)
-            break;
+    if (req->round == STATE_PROBE) {
+        uint64_t first[GT_WAN_OUTER_MAX_SITES];
+        uint8_t info[8 + 4 + 8 * GT_WAN_OUTER_MAX_SITES];
+        uint32_t n = s->cfg->n_sites;
+        gt_wan_outer_first_rounds(s->outer, first);
+        gt_le_put64(info, s->next_submit);
+        gt_le_put32(info + 8, n);
+        for (uint32_t i = 0; i < n; i++) gt_le_put64(info + 12 + 8 * i, first[i]);
+        state_reply(s, req, s->training ? STATE_INFO : STATE_BUSY, 0, 0, info, 12 + 8 * n, 0, 1,
+                    buf);
+        free(buf);
+        return;
     }
-    if (!src)
-        GT_WARN("site %s: site %u asked for the anchor after round %llu, which we no longer hold",
-                s->cfg->sites[s->site].name, req->sender, (unsigned long long)req->round);
+    const float *src = NULL;
+    int64_t newest = -1;
+    for (int k = 0; k < 2; k++) {
+        if (s->snap_round[k] > newest) newest = s->snap_round[k];
+        if (s->snap_state[k] && s->snap_round[k] == (int64_t)req->round) src = s->snap_state[k];
+    }
+    uint32_t n = req->chunk ? req->chunk : 1, k = req->lane;
+    if (!src || k >= n) {
+        state_reply(s, req, (int64_t)req->round > newest ? STATE_NOT_YET : STATE_GONE, 0, 0, NULL,
+                    0, 0, 1, buf);
+        if ((int64_t)req->round <= newest)
+            GT_WARN("site %s: site %u asked for the anchor after round %llu, which we no longer "
+                    "hold",
+                    s->cfg->sites[s->site].name, req->sender, (unsigned long long)req->round);
+        free(buf);
+        return;
+    }
+    uint64_t hash = gt_wan_outer_hash(src, total);
+    size_t lo = total * k / n, hi = total * (k + 1) / n;
+    size_t parts = hi > lo ? (hi - lo + pf - 1) / pf : 1;
+    for (size_t p = 0; p < parts; p++) {
+        size_t off = lo + p * pf, cnt = hi - off < pf ? hi - off : pf;
+        if (hi == lo) cnt = 0;
+        state_reply(s, req, STATE_OK, off, hash, src + off, cnt * sizeof(float), (uint32_t)p,
+                    (uint32_t)parts, buf);
+    }
     free(buf);
 }
 
-/* A part of the state we asked for. Hostile input is checked before anything is written. */
+/* A reply to our probe or fetch. Hostile input is checked before anything is written. */
 static void take_state(site_t *s, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
 {
-    if (s->fetch_round < 0 || (int64_t)msg->round != s->fetch_round ||
-        msg->sender != s->fetch_from || len < STATE_HDR)
-        return;
-    if (buf[0] != 0) {
-        s->fetch_failed = 1;
+    if (!s->fetching || msg->view_epoch != s->fetch_id || len < STATE_HDR) return;
+    uint32_t status = gt_le_get32(buf), k = 0;
+    while (k < s->fetch_n && s->fetch_peer[k] != msg->sender) k++;
+    if (k == s->fetch_n || s->fetch_round != msg->round) return;
+    const char *name = s->cfg->sites[s->site].name;
+    if (msg->round == STATE_PROBE) {
+        uint32_t n = len >= STATE_HDR + 12 ? gt_le_get32(buf + STATE_HDR + 8) : 0;
+        if (status == STATE_BUSY) {
+            s->fetch_status = STATE_BUSY;
+        } else if (status != STATE_INFO || n != s->cfg->n_sites ||
+                   len != STATE_HDR + 12 + 8 * (size_t)n) {
+            GT_WARN("site %s: rejected a malformed probe answer from site %u", name, msg->sender);
+            s->fetch_status = STATE_GONE;
+        } else {
+            s->probe_next = gt_le_get64(buf + STATE_HDR);
+            for (uint32_t i = 0; i < n; i++)
+                s->probe_first[i] = gt_le_get64(buf + STATE_HDR + 12 + 8 * i);
+            s->probe_got = 1;
+        }
         return;
     }
+    if (status != STATE_OK) {
+        if ((int)status > s->fetch_status) s->fetch_status = (int)status;
+        return;
+    }
+    size_t total = 2 * s->n_sub, lo = total * k / s->fetch_n, hi = total * (k + 1) / s->fetch_n;
     uint64_t off = gt_le_get64(buf + 8), cnt = (len - STATE_HDR) / sizeof(float);
-    if ((len - STATE_HDR) % sizeof(float) || off > 2 * s->n_sub || cnt > 2 * s->n_sub - off ||
-        msg->chunk == 0 || msg->chunk > 2 * s->n_sub / s->part_floats + 1) {
-        GT_WARN("site %s: rejected a malformed state part from site %u",
-                s->cfg->sites[s->site].name, msg->sender);
-        s->fetch_failed = 1;
+    uint64_t hash = gt_le_get64(buf + 16);
+    if ((len - STATE_HDR) % sizeof(float) || off < lo || off > hi || cnt > hi - off ||
+        (s->fetch_hash_set && hash != s->fetch_hash)) {
+        GT_WARN("site %s: rejected a malformed (or disagreeing) state part from site %u", name,
+                msg->sender);
+        s->fetch_status = STATE_GONE;
         return;
     }
+    s->fetch_hash = hash;
+    s->fetch_hash_set = 1;
     memcpy(s->fetch + off, buf + STATE_HDR, cnt * sizeof(float));
-    s->fetch_parts = msg->chunk;
-    s->fetch_got++;
+    s->fetch_floats += cnt;
+}
+
+/* Asks peers[0..n) for stripe k of n of our lanes' (θ_a, m) after `round` (or, with
+ * STATE_PROBE, the first of them that trains where it is) and waits for the answer, at most
+ * wan.peer_timeout_ms. GT_OK: s->fetch holds the state, its hash checked against the one every
+ * server sent; GT_ERR_AGAIN: a server does not hold the round yet; GT_ERR_NOT_FOUND: a server
+ * no longer holds it; GT_ERR_TIMEOUT / GT_ERR_CORRUPT otherwise. Not under the lock. */
+static gt_status_t fetch_state(site_t *s, uint64_t round, const uint32_t *peers, uint32_t n)
+{
+    const gt_topo_config_t *c = s->cfg;
+    if (!s->fetch) s->fetch = malloc(2 * s->n_sub * sizeof(float));
+    if (!s->fetch || n == 0 || n > GT_WAN_MAX_MEMBERS)
+        return s->fetch ? GT_ERR_INVALID : GT_ERR_NOMEM;
+    pthread_mutex_lock(&s->lock);
+    s->fetch_round = round;
+    s->fetching = 1;
+    s->fetch_id++;
+    s->fetch_n = round == STATE_PROBE ? 1 : n;
+    memcpy(s->fetch_peer, peers, n * sizeof *peers);
+    s->fetch_floats = 0;
+    s->fetch_hash_set = 0;
+    s->fetch_status = 0;
+    s->probe_got = 0;
+    gt_status_t st = GT_OK;
+    for (uint32_t k = 0; k < s->fetch_n && st == GT_OK; k++) {
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_STATE_REQ;
+        m.round = round;
+        m.view_epoch = s->fetch_id;
+        m.lane = k;
+        m.chunk = s->fetch_n;
+        st = gt_wan_mesh_send(s->mesh, peers[k], &m, "", 0);
+    }
+    pthread_mutex_unlock(&s->lock);
+    uint64_t t0 = gt_time_ns();
+    int done = 0, status = 0;
+    while (st == GT_OK && !done && !status &&
+           gt_time_ns() - t0 < (uint64_t)c->wan.peer_timeout_ms * 1000000ull) {
+        struct timespec ts = {0, 500000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->lock);
+        done = round == STATE_PROBE ? s->probe_got : s->fetch_floats == 2 * s->n_sub;
+        status = s->fetch_status;
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_lock(&s->lock);
+    s->fetching = 0;
+    pthread_mutex_unlock(&s->lock);
+    if (st != GT_OK) return st;
+    if (status == STATE_NOT_YET || status == STATE_BUSY) return GT_ERR_AGAIN;
+    if (status == STATE_GONE) return GT_ERR_NOT_FOUND;
+    if (!done) return GT_ERR_TIMEOUT;
+    if (round != STATE_PROBE && gt_wan_outer_hash(s->fetch, 2 * s->n_sub) != s->fetch_hash) {
+        GT_WARN("site %s: the state after round %llu does not match its hash",
+                c->sites[s->site].name, (unsigned long long)round);
+        return GT_ERR_CORRUPT;
+    }
+    return GT_OK;
 }
 
 static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
@@ -450,43 +594,17 @@ static gt_status_t refetch_anchor(site_t *s, uint64_t r, uint64_t step, uint64_t
     const gt_topo_config_t *c = s->cfg;
     GT_ERROR("site %s: our anchor after round %llu differs from the majority's; re-fetching it",
              c->sites[s->site].name, (unsigned long long)r - 1);
-    if (!s->fetch) s->fetch = malloc(2 * s->n_sub * sizeof(float));
-    if (!s->fetch) return GT_ERR_NOMEM;
     gt_wan_view_t view = s->view;
     for (uint32_t k = 0; k < view.n_members; k++) {
         uint32_t peer;
         if (gt_topo_site_index(c, view.members[k].name, &peer) != GT_OK || peer == s->site)
             continue;
-        pthread_mutex_lock(&s->lock);
-        s->fetch_round = (int64_t)r;
-        s->fetch_from = peer;
-        s->fetch_parts = 0;
-        s->fetch_got = 0;
-        s->fetch_failed = 0;
-        gt_wan_msg_t m;
-        memset(&m, 0, sizeof m);
-        m.type = GT_WAN_MSG_STATE_REQ;
-        m.round = r;
-        gt_status_t st = gt_wan_mesh_send(s->mesh, peer, &m, "", 0);
-        pthread_mutex_unlock(&s->lock);
-        if (st != GT_OK) continue;
         uint64_t t0 = gt_time_ns();
-        int done = 0, failed = 0;
-        while (!done && !failed &&
-               gt_time_ns() - t0 < (uint64_t)c->wan.peer_timeout_ms * 1000000ull) {
-            pthread_mutex_lock(&s->lock);
-            done = s->fetch_parts && s->fetch_got >= s->fetch_parts;
-            failed = s->fetch_failed;
-            pthread_mutex_unlock(&s->lock);
-            write_status(s, step, total, 0);
-            struct timespec ts = {0, 500000};
-            nanosleep(&ts, NULL);
-        }
-        pthread_mutex_lock(&s->lock);
-        s->fetch_round = -1;
-        pthread_mutex_unlock(&s->lock);
+        gt_status_t st = fetch_state(s, r, &peer, 1);
         s->wait_s += (gt_time_ns() - t0) * 1e-9;
-        if (!done) continue;
+        write_status(s, step, total, 0);
+        if (st == GT_ERR_NOMEM) return st;
+        if (st != GT_OK) continue;
         memcpy(s->anchor_sub, s->fetch, s->n_sub * sizeof(float));
         memcpy(s->mom, s->fetch + s->n_sub, s->n_sub * sizeof(float));
         snapshot_state(s, r);
@@ -533,6 +651,7 @@ static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t
     for (size_t i = 0; i < s->n; i++) s->theta[i] = s->anchor[i] + (s->theta[i] - s->snap[i]);
     if ((st = gt_local_trainer_scatter(s->tr, GT_GPT_PARAMS, s->theta)) != GT_OK) return st;
     s->rounds_applied++;
+    s->applied_upto = r + 1;
     log_anchor(s, r, s->anchor);
     return GT_OK;
 }
@@ -573,6 +692,7 @@ static gt_status_t submit_round(site_t *s, uint64_t r)
     uint64_t hash = gt_wan_outer_hash(s->anchor_sub, s->n_sub);
     pthread_mutex_lock(&s->lock);
     st = gt_wan_outer_submit(s->outer, r, s->delta, (double)s->round_tokens, hash, gt_time_ns());
+    s->next_submit = r + 1;
     pthread_mutex_unlock(&s->lock);
     s->round_tokens = 0;
     return st;
@@ -646,7 +766,7 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
         isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "site",
         s->cfg->sites[s->site].name, "status", result == GT_OK ? "finished" : "failed", "steps",
         (json_int_t)steps, "rounds_applied", (json_int_t)s->rounds_applied, "tokens",
-        (json_int_t)(steps * gt_local_trainer_tokens_per_step(s->tr)), "final_loss",
+        (json_int_t)(s->steps_trained * gt_local_trainer_tokens_per_step(s->tr)), "final_loss",
         isfinite(final_loss) ? json_real(final_loss) : json_null(), "elapsed_s", wall, "compute_s",
         s->step_s, "wait_s", s->wait_s, "compute_utilization", train > 0 ? s->step_s / train : 0.0,
         "wan_bytes_sent", (json_int_t)ms.bytes_sent, "wan_bytes_received",
@@ -657,6 +777,11 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
         "hash_mismatches", (json_int_t)os.hash_mismatches, "frames_rejected",
         (json_int_t)ms.rejected, "deltas_sent", (json_int_t)os.deltas_sent, "error",
         result == GT_OK ? "" : gt_status_str(result), "ranks", s->ranks);
+    if (o) {
+        json_object_set_new(o, "joined_round", json_integer((json_int_t)s->joined_round));
+        json_object_set_new(o, "steps_trained", json_integer((json_int_t)s->steps_trained));
+        json_object_set_new(o, "joins_seen", json_integer((json_int_t)os.joins));
+    }
     char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     char path[2100];
     snprintf(path, sizeof path, "%s/summary.json", s->site_dir);
@@ -664,6 +789,26 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
     free(text);
     json_decref(o);
     return st;
+}
+
+/* SITE/metrics.jsonl and SITE/anchors.jsonl, written by rank 0: new files for a site that
+ * starts the run; appended to by a site that joins (a restarted site keeps what it logged
+ * before it died). */
+static gt_status_t open_files(site_t *s, int append)
+{
+    static const char *const files[2] = {"metrics.jsonl", "anchors.jsonl"};
+    char path[2200];
+    for (int f = 0; f < 2 && s->rank == 0; f++) {
+        snprintf(path, sizeof path, "%s/%s", s->site_dir, files[f]);
+        FILE *fp = fopen(path, append ? "a" : "w");
+        if (!fp) {
+            GT_ERROR("site %s: cannot create %s: %s", s->cfg->sites[s->site].name, path,
+                     strerror(errno));
+            return GT_ERR_IO;
+        }
+        *(f == 0 ? &s->metrics : &s->anchors) = fp;
+    }
+    return GT_OK;
 }
 
 static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
@@ -674,18 +819,6 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
     int have_kp = 0;
     snprintf(s->site_dir, sizeof s->site_dir, "%s/%s", p->run_dir, cfg->sites[s->site].name);
     if ((st = gt_local_mkdirs(s->site_dir)) != GT_OK) return st;
-    char path[2200];
-    static const char *const files[2] = {"metrics.jsonl", "anchors.jsonl"};
-    for (int f = 0; f < 2 && s->rank == 0; f++) { /* rank 0 writes the site's files */
-        snprintf(path, sizeof path, "%s/%s", s->site_dir, files[f]);
-        FILE *fp = fopen(path, "w");
-        if (!fp) {
-            GT_ERROR("site %s: cannot create %s: %s", cfg->sites[s->site].name, path,
-                     strerror(errno));
-            return GT_ERR_IO;
-        }
-        *(f == 0 ? &s->metrics : &s->anchors) = fp;
-    }
     gt_local_trainer_params_t tp = GT_LOCAL_TRAINER_PARAMS_INIT;
     tp.cfg = cfg;
     tp.site = s->site;
@@ -797,7 +930,18 @@ static gt_status_t setup(site_t *s, const gt_local_site_params_t *p)
         st = GT_ERR_CONFIG;
         goto out;
     }
-    if ((st = gt_wan_member_create(&mbp, &s->member)) != GT_OK) goto out;
+    /* A site that comes back after a crash may find its old member key still held by the
+     * lease of the process that died: wait for that lease to run out. */
+    uint64_t t_reg = gt_time_ns(),
+             wait_ns = (2ull * cfg->membership.lease_ttl_s + 2) * 1000000000ull;
+    while ((st = gt_wan_member_create(&mbp, &s->member)) == GT_ERR_EXISTS &&
+           gt_time_ns() - t_reg < wait_ns && !(p->stop && *p->stop)) {
+        GT_WARN("site %s: its name is still registered (a previous run of it that died?); "
+                "retrying until that lease expires",
+                cfg->sites[s->site].name);
+        struct timespec ts = {0, 500000000};
+        nanosleep(&ts, NULL);
+    }
 out:
     if (have_kp) gt_wan_keypair_wipe(&kp);
     return st;
@@ -812,7 +956,8 @@ static gt_status_t await_sites(site_t *s)
     for (;;) {
         gt_wan_view_t live;
         gt_status_t st = gt_wan_member_list(s->member, &live);
-        if (st == GT_OK && live.n_members >= cfg->n_sites) break;
+        uint32_t want = s->p->expect_sites ? s->p->expect_sites : cfg->n_sites;
+        if (st == GT_OK && live.n_members >= want) break;
         if (s->p->stop && *s->p->stop) return GT_ERR_CLOSED;
         if ((gt_time_ns() - t0) / 1000000u > cfg->wan.connect_timeout_ms) {
             GT_WARN("site %s: starting with %u of %u sites after %u ms", cfg->sites[s->site].name,
@@ -840,6 +985,161 @@ static gt_status_t await_sites(site_t *s)
     return st;
 }
 
+/* The live peers of the current view (site indices), not us. */
+static uint32_t view_peers(site_t *s, uint32_t *peers, int *self_in_p)
+{
+    uint32_t n = 0;
+    *self_in_p = 0;
+    pthread_mutex_lock(&s->lock);
+    for (uint32_t k = 0; k < s->view.n_members; k++) {
+        uint32_t i;
+        if (gt_topo_site_index(s->cfg, s->view.members[k].name, &i) != GT_OK) continue;
+        if (i == s->site)
+            *self_in_p = 1;
+        else
+            peers[n++] = i;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+/* Joins the run in progress (collective over the site's ranks): waits to be in the view, asks
+ * a running peer which round it submits next (N), announces that this site contributes from
+ * R = N + 1 on — a round no site has submitted yet, so no round in flight changes owner — then
+ * fetches (θ_a, m) after round R − 1, striped across every live peer and checked against the
+ * hash they all send, as soon as they have applied it. It starts from there as a site that has
+ * just applied round R − 1 would: θ_s = θ_a, step R·H + τ, its data R·H + τ batches on (it does
+ * not see data it would have trained on), fresh AdamW moments. If the peers have moved past
+ * R − 1 meanwhile (they keep two rounds), it plans again with a later R. *start_p is the step
+ * it starts at; R >= run.rounds means the run ends before it could take part (*start_p = 0). */
+static gt_status_t join_run(site_t *s, uint64_t *start_p)
+{
+    const gt_topo_config_t *c = s->cfg;
+    const char *name = c->sites[s->site].name;
+    const uint64_t H = c->inner.steps, tau = c->outer.overlap_steps;
+    uint64_t t0 = gt_time_ns(), R = 0;
+    /* A peer needs up to two rounds to apply the round we wait for: bound the whole join by
+     * the time that generously takes, and the result timeout. */
+    uint64_t limit = (uint64_t)c->wan.connect_timeout_ms * 1000000ull +
+                     (uint64_t)c->outer.deadline_max_ms * 4000000ull + 600000000000ull;
+    uint32_t peers[GT_WAN_MAX_MEMBERS];
+    int have = 0, planned = 0;
+    *start_p = 0;
+    if (s->sync_dp) {
+        GT_ERROR("site %s: a sync-dp run cannot take a joining site (every step is a round)", name);
+        return GT_ERR_INVALID;
+    }
+    uint64_t alone_since = 0;
+    for (;;) {
+        /* The ranks act on the worst of: 0 done, 1 retry, 2 plan again, 3 give up. */
+        int64_t fail = 0;
+        const char *why = NULL;
+        int self_in = 0;
+        uint32_t n = view_peers(s, peers, &self_in);
+        uint64_t now = gt_time_ns();
+        if (self_in && n > 0)
+            alone_since = 0;
+        else if (!alone_since)
+            alone_since = now;
+        if (s->p->stop && *s->p->stop) why = "stopped";
+        if (s->wan_error) why = "lost its membership lease";
+        if (now - t0 > limit) why = "timed out";
+        if (alone_since && now - alone_since > (uint64_t)c->wan.connect_timeout_ms * 1000000ull)
+            why = "no running site to join (the run is over, or every site is down)";
+        if (why) fail = 3;
+        uint64_t fv = (uint64_t)fail;
+        if (s->ranks > 1) {
+            gt_status_t st = gt_local_comm_allreduce(s->comm, &fv, 1, GT_COMM_U64, GT_COMM_MAX);
+            if (st != GT_OK) return st;
+        }
+        if (fv) {
+            GT_ERROR("site %s: cannot join the run: %s (after %.0f s)", name,
+                     why ? why : "another rank failed", (now - t0) * 1e-9);
+            if (s->p->stop && *s->p->stop) return GT_ERR_CLOSED;
+            return s->wan_error ? (gt_status_t)s->wan_error : GT_ERR_TIMEOUT;
+        }
+        int64_t code = 1;
+        if (!planned) { /* every rank comes here together (planned is agreed) */
+            uint64_t next = 0;
+            for (uint32_t k = 0; self_in && k < n; k++) {
+                gt_status_t st = fetch_state(s, STATE_PROBE, &peers[k], 1);
+                if (st == GT_OK) {
+                    next = s->probe_next;
+                    code = 0;
+                    break;
+                }
+            }
+            /* Every rank agrees on the latest R any of them found (collective). */
+            uint64_t v[2] = {code == 0 ? next + 1 : 0, code == 0 ? 0 : 1};
+            if (s->ranks > 1) {
+                gt_status_t st = gt_local_comm_allreduce(s->comm, v, 2, GT_COMM_U64, GT_COMM_MAX);
+                if (st != GT_OK) return st;
+            }
+            if (v[1] == 0) {
+                R = v[0] > R ? v[0] : R + 1; /* a re-plan always moves on */
+                if (R < 1) R = 1;
+                planned = 1;
+                have = 0;
+                if (R >= c->run.rounds) {
+                    GT_WARN("site %s: the run ends (round %llu of %u) before this site could take "
+                            "part",
+                            name, (unsigned long long)R, c->run.rounds);
+                    return GT_OK;
+                }
+                pthread_mutex_lock(&s->lock);
+                gt_status_t st = gt_wan_outer_start_at(s->outer, R, s->probe_first, gt_time_ns());
+                pthread_mutex_unlock(&s->lock);
+                if (st != GT_OK) return st;
+                GT_INFO("site %s: joining the run: first contribution to round %llu, from the "
+                        "anchor after round %llu (%u peers)",
+                        name, (unsigned long long)R, (unsigned long long)R - 1, n);
+            }
+            code = 1;
+        }
+        if (planned) {
+            code = 0;
+            if (!have) {
+                gt_status_t st = n ? fetch_state(s, R - 1, peers, n) : GT_ERR_AGAIN;
+                if (st == GT_ERR_CORRUPT || st == GT_ERR_TIMEOUT) /* striped failed: one by one */
+                    for (uint32_t k = 0; k < n && st != GT_OK; k++)
+                        st = fetch_state(s, R - 1, &peers[k], 1);
+                if (st == GT_OK) {
+                    have = 1;
+                    memcpy(s->anchor_sub, s->fetch, s->n_sub * sizeof(float));
+                    memcpy(s->mom, s->fetch + s->n_sub, s->n_sub * sizeof(float));
+                }
+                code = st == GT_OK ? 0 : st == GT_ERR_NOT_FOUND ? 2 : 1;
+            }
+        }
+        uint64_t worst = (uint64_t)code;
+        if (s->ranks > 1) {
+            gt_status_t st = gt_local_comm_allreduce(s->comm, &worst, 1, GT_COMM_U64, GT_COMM_MAX);
+            if (st != GT_OK) return st;
+        }
+        if (planned && worst == 0) break;
+        if (worst == 2) {
+            GT_WARN("site %s: the peers no longer hold the anchor after round %llu; planning again",
+                    name, (unsigned long long)R - 1);
+            planned = 0;
+        }
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    /* Start as a site that has just applied round R - 1. */
+    snapshot_state(s, R - 1);
+    gt_status_t st = gather_lanes(s, s->anchor_sub, s->anchor);
+    if (st == GT_OK) st = gt_local_trainer_scatter(s->tr, GT_GPT_PARAMS, s->anchor);
+    if (st == GT_OK) st = gt_local_trainer_skip_to(s->tr, R * H + tau);
+    if (st != GT_OK) return st;
+    s->joined_round = R;
+    s->applied_upto = R;
+    log_anchor(s, R - 1, s->anchor);
+    *start_p = R * H + tau;
+    GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)", name,
+            (unsigned long long)*start_p, (unsigned long long)R - 1, (gt_time_ns() - t0) * 1e-9);
+    return GT_OK;
+}
+
 gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
 {
     site_t s;
@@ -849,7 +1149,6 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     s.state = "starting";
     s.t_start = gt_time_ns();
     s.eval_loss = NAN;
-    s.fetch_round = -1;
     s.snap_round[0] = s.snap_round[1] = -1;
     s.corrupt_round = p->corrupt_anchor_round;
     pthread_mutex_init(&s.lock, NULL);
@@ -865,14 +1164,38 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     const gt_topo_config_t *cfg = p->cfg;
     const uint64_t H = cfg->inner.steps, tau = cfg->outer.overlap_steps;
     if ((st = agree(&s, setup(&s, p))) != GT_OK) goto out;
-    if ((st = agree(&s, await_sites(&s))) != GT_OK) goto out;
-    if ((st = agree(&s, start_wan_thread(&s))) != GT_OK) goto out;
+    /* A run already marked as started is joined, not started: this site comes late, or back. */
+    int started = 0;
+    if (s.rank == 0 && gt_wan_member_started(s.member, &started) != GT_OK) started = 0;
+    if (s.ranks > 1) {
+        uint64_t v = (uint64_t)started;
+        if ((st = gt_local_comm_allreduce(s.comm, &v, 1, GT_COMM_U64, GT_COMM_MAX)) != GT_OK)
+            goto out;
+        started = v != 0;
+    }
+    if ((st = agree(&s, open_files(&s, started))) != GT_OK) goto out;
+    if (started) {
+        s.state = "joining";
+        if ((st = agree(&s, start_wan_thread(&s))) != GT_OK) goto out;
+        if ((st = agree(&s, join_run(&s, &step))) != GT_OK) goto out;
+    } else {
+        if ((st = agree(&s, await_sites(&s))) != GT_OK) goto out;
+        if ((st = agree(&s, start_wan_thread(&s))) != GT_OK) goto out;
+    }
+    if (gt_wan_member_mark_started(s.member) != GT_OK)
+        GT_WARN("site %s: cannot mark the run as started in etcd", cfg->sites[s.site].name);
     total = gt_local_trainer_total_steps(s.tr);
+    if (started && step == 0) step = total; /* the run ends before we could take part */
     s.state = "training";
     s.t_train = gt_time_ns();
+    pthread_mutex_lock(&s.lock);
+    s.training = 1;
+    s.next_submit = step / H;
+    pthread_mutex_unlock(&s.lock);
     GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
-            cfg->sites[s.site].name, (unsigned long long)total, (unsigned long long)(total / H),
-            (unsigned long long)H, (unsigned long long)tau, s.view.n_members);
+            cfg->sites[s.site].name, (unsigned long long)(total - step),
+            (unsigned long long)((total - step) / H), (unsigned long long)H,
+            (unsigned long long)tau, s.view.n_members);
     int64_t pending = -1; /* the submitted round whose result is still to apply */
     uint64_t t_last = gt_time_ns(), tok_last = 0;
     while (step < total) {
@@ -888,6 +1211,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         double dt = (gt_time_ns() - t0) * 1e-9 - (s.wait_s - wait0);
         s.step_s += dt;
         step = ss.step;
+        s.steps_trained++;
         s.last_loss = ss.loss;
         s.round_tokens += gt_local_trainer_tokens_per_step(s.tr);
         if (step + cfg->run.log_every > total) {
@@ -924,7 +1248,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             tok_last = ss.tokens;
             metrics_line(&s, &ss, tps);
         }
-        if (p->kill_at_round >= 0 && s.rounds_applied >= (uint64_t)p->kill_at_round &&
+        if (p->kill_at_round >= 0 && s.applied_upto >= (uint64_t)p->kill_at_round &&
             s.rank == s.ranks - 1) { /* the last rank: its MPI job must go down with it */
             /* Chaos (--kill): die abruptly, as a crashed machine would. */
             write_status(&s, step, total, 1);
@@ -946,12 +1270,14 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         if (st == GT_OK) log_anchor(&s, total - 1, s.anchor);
     }
     if (st == GT_OK) {
-        /* The final model is the agreed anchor (sync-dp: the common parameters). */
+        /* The final model is the agreed anchor (sync-dp: the common parameters); a joiner that
+         * came too late to take part has none. */
+        int took_part = !started || s.joined_round > 0;
         st = gt_local_trainer_scatter(s.tr, GT_GPT_PARAMS, s.anchor);
-        if (st == GT_OK) st = eval_anchor(&s, &s.eval_loss);
+        if (st == GT_OK && took_part) st = eval_anchor(&s, &s.eval_loss);
         char root[2100];
         snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
-        if (st == GT_OK) st = gt_local_trainer_save(s.tr, root, 3);
+        if (st == GT_OK && took_part) st = gt_local_trainer_save(s.tr, root, 3);
         /* Let our last messages (results we own) reach the others before leaving. */
         uint64_t t0 = gt_time_ns();
         for (;;) {

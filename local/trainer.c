@@ -372,7 +372,7 @@ gt_status_t gt_local_trainer_step_batch(gt_local_trainer_t *tr, const int32_t *i
     if (tr->grad_hook && (s = tr->grad_hook(tr->grad_hook_ctx, tr->gpt, tr->step)) != GT_OK)
         return s;
     if ((s = gt_gpt_grad_clip(tr->gpt, tr->grad_clip, &norm)) != GT_OK) return s;
-    if ((s = gt_gpt_adamw_step(tr->gpt, &ap, tr->step + 1)) != GT_OK) return s;
+    if ((s = gt_gpt_adamw_step(tr->gpt, &ap, tr->step + 1 - tr->adam_from)) != GT_OK) return s;
     tr->step++;
     tr->tokens += tr->gp.B * tr->gp.T * tr->dp_size;
     tr->elapsed_s += (double)(gt_time_ns() - t0) * 1e-9;
@@ -411,6 +411,22 @@ const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr)
 double gt_local_trainer_elapsed_s(const gt_local_trainer_t *tr)
 {
     return tr->elapsed_s;
+}
+
+gt_status_t gt_local_trainer_skip_to(gt_local_trainer_t *tr, uint64_t step)
+{
+    if (tr->step != 0 || step > tr->total_steps) {
+        GT_ERROR("trainer: skip_to(%llu) needs a fresh trainer and a step within the run's %llu",
+                 (unsigned long long)step, (unsigned long long)tr->total_steps);
+        return GT_ERR_INVALID;
+    }
+    for (uint64_t k = 0; k < step; k++) {
+        gt_status_t s = gt_local_data_next(tr->data, tr->inputs, tr->targets);
+        if (s != GT_OK) return s;
+    }
+    tr->step = step;
+    tr->adam_from = step;
+    return GT_OK;
 }
 
 gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path)
