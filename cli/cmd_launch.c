@@ -292,7 +292,7 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
     json_t *sites = json_object(), *out = NULL;
     double sent = 0, recv = 0, params = 0, max_steps = 0, eval_sum = 0;
     int eval_n = 0;
-    json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0;
+    json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0, open = 0;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         char path[PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/%s/summary.json", run_dir, sp[i].name);
@@ -319,19 +319,20 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         late += (json_int_t)jnum(c, "late");
         dropped += (json_int_t)jnum(c, "dropped");
         rejected += (json_int_t)jnum(c, "rejected");
+        open += (json_int_t)jnum(c, "open_at_end");
         checks += (json_int_t)jnum(s, "hash_checks");
         mism += (json_int_t)jnum(s, "hash_mismatches");
         json_object_set_new(sites, sp[i].name, s);
     }
     double dp = sync_dp_bytes(params, max_steps, cfg->n_sites);
-    out = json_pack("{s:o,s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}",
-                    "eval_loss", eval_n ? json_real(eval_sum / eval_n) : json_null(), "sites",
-                    sites, "wan_bytes_sent", sent, "wan_bytes_received", recv, "sync_dp_bytes", dp,
-                    "bandwidth_saving", sent > 0 ? json_real(dp / sent) : json_null(),
-                    "contributions", "on_time", on_time, "late", late, "dropped", dropped,
-                    "rejected", rejected, "hash_checks", checks, "hash_mismatches", mism, "wall_s",
-                    wall_s, "n_sites", (int)cfg->n_sites, "codec", cfg->codec.name, "mode",
-                    cfg->outer.mode == GT_OUTER_SYNC_DP ? "sync-dp" : "diloco");
+    out = json_pack(
+        "{s:o,s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}", "eval_loss",
+        eval_n ? json_real(eval_sum / eval_n) : json_null(), "sites", sites, "wan_bytes_sent", sent,
+        "wan_bytes_received", recv, "sync_dp_bytes", dp, "bandwidth_saving",
+        sent > 0 ? json_real(dp / sent) : json_null(), "contributions", "on_time", on_time, "late",
+        late, "dropped", dropped, "rejected", rejected, "open_at_end", open, "hash_checks", checks,
+        "hash_mismatches", mism, "wall_s", wall_s, "n_sites", (int)cfg->n_sites, "codec",
+        cfg->codec.name, "mode", cfg->outer.mode == GT_OUTER_SYNC_DP ? "sync-dp" : "diloco");
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
     int rc = json_dump_file(out, path, JSON_INDENT(2)) == 0 ? 0 : -1;
@@ -342,10 +343,10 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                    eval_sum / eval_n, eval_n);
         printf("  WAN bytes sent %.3g, sync-dp would have sent %.3g: saving %.0fx\n", sent, dp,
                sent > 0 ? dp / sent : 0.0);
-        printf("  contributions: %lld on time, %lld late, %lld dropped, %lld rejected; hash "
-               "checks %lld, mismatches %lld\n",
+        printf("  contributions: %lld on time, %lld late, %lld dropped, %lld rejected, %lld "
+               "open at the end; hash checks %lld, mismatches %lld\n",
                (long long)on_time, (long long)late, (long long)dropped, (long long)rejected,
-               (long long)checks, (long long)mism);
+               (long long)open, (long long)checks, (long long)mism);
     }
     json_decref(out);
     return rc;

@@ -743,9 +743,10 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
     gt_wan_mesh_stats(s->mesh, &ms);
     gt_wan_outer_stats(s->outer, &os);
     if (s->ranks > 1) { /* the site's WAN traffic is every rank's */
-        uint64_t *f[] = {&ms.bytes_sent,  &ms.bytes_received,  &ms.rejected,    &os.on_time,
-                         &os.late,        &os.dropped,         &os.rejected,    &os.clipped,
-                         &os.hash_checks, &os.hash_mismatches, &os.deltas_sent, &s->refetches};
+        uint64_t *f[] = {
+            &ms.bytes_sent,  &ms.bytes_received, &ms.rejected, &os.on_time,     &os.late,
+            &os.dropped,     &os.rejected,       &os.clipped,  &os.hash_checks, &os.hash_mismatches,
+            &os.deltas_sent, &s->refetches,      &os.open,     &os.joins};
         uint64_t v[sizeof f / sizeof f[0]];
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) v[i] = *f[i];
         gt_status_t st =
@@ -778,6 +779,8 @@ static gt_status_t write_summary(site_t *s, uint64_t steps, gt_status_t result)
         (json_int_t)ms.rejected, "deltas_sent", (json_int_t)os.deltas_sent, "error",
         result == GT_OK ? "" : gt_status_str(result), "ranks", s->ranks);
     if (o) {
+        json_object_set_new(json_object_get(o, "contributions"), "open_at_end",
+                            json_integer((json_int_t)os.open));
         json_object_set_new(o, "joined_round", json_integer((json_int_t)s->joined_round));
         json_object_set_new(o, "steps_trained", json_integer((json_int_t)s->steps_trained));
         json_object_set_new(o, "joins_seen", json_integer((json_int_t)os.joins));

@@ -405,6 +405,9 @@ typedef struct {
     uint64_t bad_messages;                 /* malformed payloads, rejected and logged */
     uint64_t stale_results;                /* RESULTs for a round already applied */
     uint64_t joins;                        /* JOIN announcements from other sites */
+    /* Contributions received and not aggregated yet (in rounds still open): at the end of a
+     * run, those folded into a round after the last one, or sent for a round that never closed. */
+    uint64_t open;
 } gt_wan_outer_stats_t;
 
 typedef struct gt_wan_outer gt_wan_outer_t;

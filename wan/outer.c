@@ -1065,4 +1065,7 @@ gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint3
 void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p)
 {
     *stats_p = o->st;
+    stats_p->open = 0;
+    for (size_t i = 0; i < o->n_aggs; i++)
+        if (o->aggs[i].used && !o->aggs[i].closed) stats_p->open += o->aggs[i].n;
 }
