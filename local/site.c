@@ -1063,15 +1063,18 @@ static gt_status_t join_run(site_t *s, uint64_t *start_p)
         }
         int64_t code = 1;
         if (!planned) { /* every rank comes here together (planned is agreed) */
-            uint64_t next = 0;
+            /* Every training peer: the one furthest ahead fixes R (the others can lag when
+             * rounds close at the deadline without them), and its first-round table. */
+            uint64_t next = 0, first[GT_WAN_OUTER_MAX_SITES];
             for (uint32_t k = 0; self_in && k < n; k++) {
                 gt_status_t st = fetch_state(s, STATE_PROBE, &peers[k], 1);
-                if (st == GT_OK) {
+                if (st == GT_OK && (code != 0 || s->probe_next > next)) {
                     next = s->probe_next;
+                    memcpy(first, s->probe_first, sizeof first);
                     code = 0;
-                    break;
                 }
             }
+            if (code == 0) memcpy(s->probe_first, first, sizeof first);
             /* Every rank agrees on the latest R any of them found (collective). */
             uint64_t v[2] = {code == 0 ? next + 1 : 0, code == 0 ? 0 : 1};
             if (s->ranks > 1) {
@@ -1103,9 +1106,18 @@ static gt_status_t join_run(site_t *s, uint64_t *start_p)
             code = 0;
             if (!have) {
                 gt_status_t st = n ? fetch_state(s, R - 1, peers, n) : GT_ERR_AGAIN;
-                if (st == GT_ERR_CORRUPT || st == GT_ERR_TIMEOUT) /* striped failed: one by one */
-                    for (uint32_t k = 0; k < n && st != GT_OK; k++)
-                        st = fetch_state(s, R - 1, &peers[k], 1);
+                if (st != GT_OK && st != GT_ERR_NOMEM && n > 1) {
+                    /* Striped failed (a peer does not hold R - 1: it lags, or is ahead by two
+                     * rounds): the whole from one peer after another. Plan again only when
+                     * every peer is past it. */
+                    uint32_t gone = 0;
+                    for (uint32_t k = 0; k < n && st != GT_OK; k++) {
+                        gt_status_t one = fetch_state(s, R - 1, &peers[k], 1);
+                        if (one == GT_OK) st = GT_OK;
+                        gone += one == GT_ERR_NOT_FOUND;
+                    }
+                    if (st != GT_OK) st = gone == n ? GT_ERR_NOT_FOUND : GT_ERR_AGAIN;
+                }
                 if (st == GT_OK) {
                     have = 1;
                     memcpy(s->anchor_sub, s->fetch, s->n_sub * sizeof(float));

@@ -888,8 +888,9 @@ static void send_join(gt_wan_outer_t *o, uint32_t dst, uint64_t now_ns)
 
 /* Site m->sender announces that it contributes from round R on (it joined, or came back). From
  * round R its preferred chunks are its own: what we gathered here for them is given up (their
- * senders re-send to it, and it counts them); our kept contributions that now go to it are
- * re-sent; results of rounds >= R that we aggregated before we heard of it are replayed to it. */
+ * senders re-send to it, and it counts them; late ones, which no sender keeps, are encoded
+ * again and passed on); our kept contributions that now go to it are re-sent; results of rounds >=
+ * R that we aggregated before we heard of it are replayed to it. */
 static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                            uint64_t now_ns)
 {
@@ -911,10 +912,27 @@ static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8
         if (!a->used || a->closed || a->round < r || owner_of(o, a->chunk, a->round) != s) continue;
         for (uint32_t k = 0; k < a->n; k++) {
             if (!a->c[k].late) continue; /* on-time ones are re-sent to the new owner */
-            o->st.dropped++;
-            GT_WARN("outer: dropped site %u's late contribution folded into round %llu chunk %u: "
-                    "the chunk moved to joining site %u",
-                    a->c[k].sender, (unsigned long long)a->round, a->chunk, s);
+            /* A late one (no sender keeps it any more): encoded again and passed on. */
+            const gt_topo_chunk_t *ch = &o->layout->chunks[a->chunk];
+            size_t flen = 0;
+            uint8_t *fb = o->scratch;
+            if (gt_cmp_encode(o->codec, a->c[k].x, ch->count, NULL, fb + DELTA_PRE,
+                              o->scratch_cap - DELTA_PRE, &flen) != GT_OK) {
+                o->st.dropped++;
+                GT_WARN("outer: dropped site %u's late contribution to round %llu chunk %u: it "
+                        "cannot be passed on to joining site %u",
+                        a->c[k].sender, (unsigned long long)a->round, a->chunk, s);
+                continue;
+            }
+            gt_le_put32(fb, DELTA_MAGIC);
+            gt_le_put32(fb + 4, PROTO_VERSION);
+            putf64(fb + 8, a->c[k].weight);
+            gt_le_put64(fb + 16, a->c[k].hash);
+            gt_le_put32(fb + 24, o->p.n_sites);
+            gt_le_put32(fb + 28, FLAG_FORWARDED | (a->c[k].sender << 8));
+            gt_wan_msg_t fm = make_msg(o, GT_WAN_MSG_DELTA, a->round, a->chunk);
+            o->st.forwards++;
+            send_to(o, s, &fm, fb, DELTA_PRE + flen, now_ns);
         }
         free_agg(a);
     }

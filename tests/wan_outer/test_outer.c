@@ -481,6 +481,67 @@ static void test_join(void)
     teardown(n);
 }
 
+/* A late contribution already folded into a round that a joiner then takes over: the old owner
+ * passes it on (encoded again), the joiner folds it in, nothing is dropped. */
+static void test_join_late(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.5, 1, 0);
+    g_dead[2] = 1;
+    const uint32_t two[] = {0, 1}, three[] = {0, 1, 2};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 7, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    /* Round 1 closes at the deadline with site 0 alone; site 1's arrives late, folded into 2. */
+    make_deltas(n);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 1, g_delta[0], 1.0, 7, g_now), GT_OK);
+    pump();
+    g_now += 200000000ull;
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    check_identical(n, 1);
+    float late1[N_PARAMS];
+    memcpy(late1, g_delta[1], sizeof late1);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 1, late1, 1.0, 7, g_now), GT_OK);
+    pump();
+    /* Site 2 comes back and joins at round 2. */
+    gt_wan_outer_destroy(g_o[2]);
+    CHECK_EQ_INT(gt_wan_outer_create(&g_params[2], &g_o[2]), GT_OK);
+    g_dead[2] = 0;
+    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[2], 2, three, 3, g_now), GT_OK);
+    uint64_t first[MAXS];
+    gt_wan_outer_first_rounds(g_o[0], first);
+    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 2, first, g_now), GT_OK);
+    pump();
+    pump();
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 2, g_delta[s], 1.0, 7, g_now), GT_OK);
+    pump();
+    pump();
+    pump();
+    check_identical(n, 2);
+    for (size_t i = 0; i < N_PARAMS; i += 97)
+        CHECK_CLOSE(g_res[2][i],
+                    (g_delta[0][i] + g_delta[1][i] + g_delta[2][i] + 0.5 * late1[i]) / 3.5, 1e-9,
+                    1e-5);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, on_time)), 9 * 2 + 9 + 9 * 3);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, late)), 9);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, dropped)), 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, open)), 0);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[0], &st);
+    CHECK(st.forwards > 0);
+    teardown(n);
+}
+
 int main(void)
 {
     test_mean_exact();
@@ -493,6 +554,7 @@ int main(void)
     test_hash_vote();
     test_hostile();
     test_join();
+    test_join_late();
     free(g_q);
     return GT_TEST_DONE();
 }
