@@ -335,7 +335,7 @@ static double bw_point(bw_conn_t *c, const bw_opts_t *o, const uint8_t *buf, siz
                        double *cores_p)
 {
     size_t count = o->bytes_per_point / size;
-    if (count < 2) count = 2;
+    if (count < 4) count = 4; /* as many messages as ucx_perftest gets (-n) */
     double cpu = 0;
     double dt = bw_stream(c->ep, buf, size, count, &cpu);
     if (dt > 0) *cores_p = cpu / dt;
