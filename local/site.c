@@ -1137,6 +1137,7 @@ static gt_status_t join_run(site_t *s, uint64_t *start_p)
                     name, (unsigned long long)R - 1);
             planned = 0;
         }
+        write_status(s, 0, gt_local_trainer_total_steps(s->tr), 0);
         struct timespec ts = {0, 20000000};
         nanosleep(&ts, NULL);
     }
