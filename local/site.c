@@ -7,7 +7,11 @@
  * averaging) and rebases: θ_s ← θ_a + (θ_s − θ_s_at_send), keeping the progress made while the
  * round was in flight. Between steps it drives the WAN (mesh + outer engine) and, every
  * heartbeat, re-reads the membership view. A site that dies is removed by its lease; the
- * others re-send to new chunk owners and go on.
+ * others re-send to new chunk owners and go on. A site that starts after the run began (etcd
+ * holds the run's started mark) joins it instead (join_run): it probes the training peers for
+ * the round they submit next, announces its first round R to the outer engines, fetches
+ * (θ_a, m) after R − 1 striped across the peers (STATE_REQ/STATE_CHUNK, hash-checked), and
+ * starts at step R·H + τ with its data skipped to match.
  *
  * It writes SITE/metrics.jsonl, SITE/anchors.jsonl (the anchor's hash after every round, so
  * invariant I1 can be checked across sites), SITE/status.json (for `geotrain launch`'s live

@@ -1059,13 +1059,24 @@ gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint3
         }
     }
     size_t nc = o->layout->n_chunks;
+    /* Results whose owner left: forward them, so every site applies the same bytes. Only its
+     * last two rounds: an owner that died in the middle of a broadcast did so in its latest
+     * closes; everything before went to every site when it closed. */
+    uint64_t newest[GT_WAN_OUTER_MAX_SITES] = {0};
+    for (int i = 0; i < RESULT_SLOTS; i++)
+        for (size_t c = 0; o->res[i].used && c < nc; c++) {
+            if (!o->res[i].have[c] || !o->res[i].frame[c]) continue;
+            uint32_t owner = gt_le_get32(o->res[i].frame[c] + 8);
+            if (owner < o->p.n_sites && o->res[i].round > newest[owner])
+                newest[owner] = o->res[i].round;
+        }
     for (int i = 0; i < RESULT_SLOTS; i++) {
-        /* Results whose owner left: forward them, so every site applies the same bytes. */
         result_slot_t *r = &o->res[i];
         for (size_t c = 0; r->used && c < nc; c++) {
             if (!r->have[c] || !r->frame[c]) continue;
             uint32_t owner = gt_le_get32(r->frame[c] + 8);
-            if (owner < o->p.n_sites && old_live[owner] && !o->live[owner]) {
+            if (owner < o->p.n_sites && old_live[owner] && !o->live[owner] &&
+                r->round + 1 >= newest[owner]) {
                 gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, r->round, c);
                 for (uint32_t s = 0; s < o->p.n_sites; s++) {
                     if (!receiver(o, s) || s == o->p.site_id) continue;
