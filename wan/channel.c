@@ -9,6 +9,15 @@
  * session's open() decrypts straight into the caller's buffer at the frame's offset. A frame
  * that fails is counted and dropped, never delivered; after max_rejects the peer is cut off.
  *
+ * With crypto workers (crypto_pool.c; 4+ CPUs or GT_WAN_CRYPTO_THREADS), a frame's counter
+ * is reserved when it is framed and its seal queued; tx_launch_ready() hands sealed frames
+ * to the transport in counter order. Received frames are dispatched to the workers ahead
+ * of their turn (rx_dispatch: every pre-decryption check done against the state the frames
+ * ahead will leave, `ep->d`), then committed one by one in arrival order by rx_frame with
+ * exactly the inline checks; an open whose prediction did not hold is wiped and redone
+ * inline. Plaintext over a transport with peek (UCX) posts each receive after looking at the
+ * frame's header, with the payload going straight into the caller's buffer (rx_post_ahead).
+ *
  * Handshake: HELLO frames carry the secure core's three handshake messages (secure.c); the
  * connecting side must name the site it calls (the responder's pinned key). With
  * `security: none` HELLO carries only the site ids, and each side refuses the other mode.
