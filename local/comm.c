@@ -5,10 +5,11 @@
  * and a plain one-rank communicator otherwise — MPI_Init is never called for a one-rank run.
  *
  * Collectives are non-blocking MPI operations completed by a polite wait: MPI_Test with a yield
- * between tests for the first 2 ms, then with short sleeps. Sites on one machine run more ranks than cores (a demo of three
- * sites of two ranks on two cores), and OpenMPI's blocking calls spin at full speed, taking the
- * core from the rank the others are waiting for. Every wait has a deadline; a rank that dies is
- * OpenMPI's business: the launcher takes the whole job down (the site's failure).
+ * between tests for the first 2 ms, then with short sleeps. Sites on one machine run more ranks
+ * than cores (a demo of three sites of two ranks on two cores), and OpenMPI's blocking calls spin
+ * at full speed, taking the core from the rank the others are waiting for. Every wait has a
+ * deadline; a rank that dies is OpenMPI's business: the launcher takes the whole job down (the
+ * site's failure).
  *
  * Counts above INT_MAX are split into pieces, so any arena fits.
  */
@@ -36,7 +37,7 @@ struct gt_local_comm {
  * this bound turns a hang into an error if the launcher has not taken the job down. */
 #define GT_COMM_WAIT_S 600
 /* How long a wait keeps testing (yielding the core between tests) before it sleeps. */
-#define SPIN_NS 2000000ull
+#define SPIN_NS        2000000ull
 
 static int env_int(const char *name, int dflt)
 {

@@ -110,8 +110,8 @@ static const bad_case_t cases[] = {
     {"unknown model preset", "model:\n  preset: gpt3\n" SITES, "2:11", "'model.preset'",
      "tiny, small, gpt2-124m"},
     {"sites with different ranks",
-     "sites:\n  - name: a\n    address: h:1\n    ranks: 2\n  - name: b\n    address: h:2\n",
-     "5:1", "'sites[1].ranks'", "the same number"},
+     "sites:\n  - name: a\n    address: h:1\n    ranks: 2\n  - name: b\n    address: h:2\n", "5:1",
+     "'sites[1].ranks'", "the same number"},
     {"fewer lanes than ranks",
      "wan:\n  lanes: 1\nsites:\n  - name: a\n    address: h:1\n    ranks: 2\n"
      "  - name: b\n    address: h:2\n    ranks: 2\n",
