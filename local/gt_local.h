@@ -369,6 +369,10 @@ GT_API uint64_t gt_local_trainer_steps_done(const gt_local_trainer_t *tr);
 GT_API uint64_t gt_local_trainer_total_steps(const gt_local_trainer_t *tr);
 /* Tokens one step trains on across the site: B·T times the model replicas. */
 GT_API size_t gt_local_trainer_tokens_per_step(const gt_local_trainer_t *tr);
+/* Seconds this trainer's steps spent waiting for the data-parallel gradient all-reduce after
+ * backward (with local.overlap_grad_reduce, only the part backward did not hide); 0 for one
+ * replica. Since the trainer was created. */
+GT_API double gt_local_trainer_allreduce_s(const gt_local_trainer_t *tr);
 /* Seconds spent in steps since the run began, across resumes. */
 GT_API double gt_local_trainer_elapsed_s(const gt_local_trainer_t *tr);
 /* The hash (XXH64, hex) of the resolved settings a run's numbers depend on (run.seed and

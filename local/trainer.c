@@ -408,6 +408,10 @@ const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr)
 {
     return tr->hash;
 }
+double gt_local_trainer_allreduce_s(const gt_local_trainer_t *tr)
+{
+    return (double)tr->allreduce_ns * 1e-9;
+}
 double gt_local_trainer_elapsed_s(const gt_local_trainer_t *tr)
 {
     return tr->elapsed_s;
