@@ -49,16 +49,12 @@ void gt_cpu_block_forward(const gt_cpu_block_t *k)
 
 void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t *s)
 {
-    size_t N = k->B * k->T, C = k->C, T = k->T, nr = nblk(N, ROWS), nbh = k->B * k->NH;
-    const gt_gpt_layer_views_t *w = k->w, *g = k->g;
-    /* region B/D task counts: attention pairs, then weight-gradient tasks */
-    size_t b_fp = nblk(4 * C, DW_ROWS), b_fpb = nblk(C, COLS), b_fc = nblk(C, DW_ROWS);
-    size_t b_fcb = nblk(4 * C, COLS), b_ln2 = nblk(C, COLS), b_ap = nblk(C, DW_ROWS);
-    size_t b_apb = nblk(C, COLS);
-    size_t nB = nbh + b_fp + b_fpb + b_fc + b_fcb + b_ln2 + b_ap + b_apb;
-    size_t d_qkv = nblk(C, DW_ROWS), d_qkvb = nblk(3 * C, COLS), d_ln1 = nblk(C, COLS);
-    size_t nD = d_qkv + d_qkvb + d_ln1;
-#pragma omp parallel num_threads(nth(nB))
+    size_t N = k->B * k->T, C = k->C, nr = nblk(N, ROWS);
+    const gt_gpt_layer_views_t *w = k->w;
+    /* regions B and D (the weight gradients): cpu_rows.h, at full width */
+    gt_cpu_region_b_t nb = gt_cpu_region_b(k, C, k->NH);
+    size_t nD = gt_cpu_region_d_count(C, C);
+#pragma omp parallel num_threads(nth(nb.total))
     {
         /* A: MLP and ln_2 input gradients, attention-projection input gradient, per rows */
 #pragma omp for schedule(dynamic, 1)
@@ -78,53 +74,8 @@ void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t
          * the column sums: largest tasks first, so the many small ones at the end fill in
          * behind them and no thread waits long at the barrier */
 #pragma omp for schedule(dynamic, 1)
-        for (size_t t = 0; t < nB; t++) {
-            size_t i = t;
-            if (i < b_fc) {
-                mm_dw_rows(g->fcw, k->ln2, s->dbuf4, lo_of(C, DW_ROWS, i), hi_of(C, DW_ROWS, i), N,
-                           C, 4 * C);
-                continue;
-            }
-            i -= b_fc;
-            if (i < b_fp) {
-                mm_dw_rows(g->fcprojw, k->fchg, s->dres, lo_of(4 * C, DW_ROWS, i),
-                           hi_of(4 * C, DW_ROWS, i), N, 4 * C, C);
-                continue;
-            }
-            i -= b_fp;
-            if (i < b_ap) {
-                mm_dw_rows(g->attprojw, k->atty, s->dres2, lo_of(C, DW_ROWS, i),
-                           hi_of(C, DW_ROWS, i), N, C, C);
-                continue;
-            }
-            i -= b_ap;
-            if (i < nbh) {
-                gt_cpu_attention_bh_backward(s->dqkv, s->datty, k->qkv, k->att,
-                                             s->att_scratch + (size_t)omp_get_thread_num() * T * T,
-                                             i, T, C, k->NH);
-                continue;
-            }
-            i -= nbh;
-            if (i < b_fpb) {
-                gt_cpu_colsum_add(g->fcprojb, s->dres, N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
-                continue;
-            }
-            i -= b_fpb;
-            if (i < b_fcb) {
-                gt_cpu_colsum_add(g->fcb, s->dbuf4, N, 4 * C, lo_of(4 * C, COLS, i),
-                                  hi_of(4 * C, COLS, i));
-                continue;
-            }
-            i -= b_fcb;
-            if (i < b_ln2) {
-                gt_cpu_ln_back_params(g->ln2w, g->ln2b, s->dln2, k->res2, k->ln2_mean, k->ln2_rstd,
-                                      N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
-                continue;
-            }
-            i -= b_ln2;
-            gt_cpu_colsum_add(g->attprojb, s->dres2, N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
-        }
-        /* C: qkv and ln_1 input gradients per rows; dres becomes d(block input) */
+        for (size_t t = 0; t < nb.total; t++) gt_cpu_region_b_task(k, s, &nb, t, C, k->NH);
+            /* C: qkv and ln_1 input gradients per rows; dres becomes d(block input) */
 #pragma omp for schedule(dynamic, 1)
         for (size_t t = 0; t < nr; t++) {
             size_t r0 = lo_of(N, ROWS, t), r1 = hi_of(N, ROWS, t);
@@ -136,23 +87,7 @@ void gt_cpu_block_backward(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t
         }
         /* D: qkv weight and bias gradients, ln_1 gains */
 #pragma omp for schedule(dynamic, 1)
-        for (size_t t = 0; t < nD; t++) {
-            size_t i = t;
-            if (i < d_qkv) {
-                mm_dw_rows(g->qkvw, k->ln1, s->dqkv, lo_of(C, DW_ROWS, i), hi_of(C, DW_ROWS, i), N,
-                           C, 3 * C);
-                continue;
-            }
-            i -= d_qkv;
-            if (i < d_qkvb) {
-                gt_cpu_colsum_add(g->qkvb, s->dqkv, N, 3 * C, lo_of(3 * C, COLS, i),
-                                  hi_of(3 * C, COLS, i));
-                continue;
-            }
-            i -= d_qkvb;
-            gt_cpu_ln_back_params(g->ln1w, g->ln1b, s->dln1, k->res, k->ln1_mean, k->ln1_rstd, N, C,
-                                  lo_of(C, COLS, i), hi_of(C, COLS, i));
-        }
+        for (size_t t = 0; t < nD; t++) gt_cpu_region_d_task(k, s, t, C);
     }
 }
 

@@ -74,18 +74,14 @@ gt_status_t gt_cpu_block_forward_tp(const gt_cpu_block_t *k)
 
 gt_status_t gt_cpu_block_backward_tp(const gt_cpu_block_t *k, const gt_cpu_block_scratch_t *s)
 {
-    size_t N = k->B * k->T, C = k->C, T = k->T, tp = k->tp, Cl = C / tp, NHl = k->NH / tp;
-    size_t nr = nblk(N, ROWS), nbh = k->B * NHl;
-    const gt_gpt_layer_views_t *w = k->w, *g = k->g;
+    size_t N = k->B * k->T, C = k->C, tp = k->tp, Cl = C / tp, NHl = k->NH / tp;
+    size_t nr = nblk(N, ROWS);
+    const gt_gpt_layer_views_t *w = k->w;
     const gt_gpt_tp_comm_t *cm = k->comm;
     gt_status_t st;
-    /* B's tasks: local weight gradients, attention pairs, column sums */
-    size_t b_fc = nblk(C, DW_ROWS), b_fp = nblk(4 * Cl, DW_ROWS), b_ap = nblk(Cl, DW_ROWS);
-    size_t b_fpb = nblk(C, COLS), b_fcb = nblk(4 * Cl, COLS), b_ln2 = nblk(C, COLS);
-    size_t b_apb = nblk(C, COLS);
-    size_t nB = nbh + b_fp + b_fpb + b_fc + b_fcb + b_ln2 + b_ap + b_apb;
-    size_t d_qkv = nblk(C, DW_ROWS), d_qkvb = nblk(3 * Cl, COLS), d_ln1 = nblk(C, COLS);
-    size_t nD = d_qkv + d_qkvb + d_ln1;
+    /* regions B and D (the weight gradients): cpu_rows.h, at this rank's width */
+    gt_cpu_region_b_t nb = gt_cpu_region_b(k, Cl, NHl);
+    size_t nD = gt_cpu_region_d_count(C, Cl);
 
     /* A1: the MLP's hidden gradient (local 4Cl) and d(ln_2 out) as this rank's partial sum */
 #pragma omp parallel for num_threads(nth(nr)) schedule(dynamic, 1)
@@ -97,7 +93,7 @@ gt_status_t gt_cpu_block_backward_tp(const gt_cpu_block_t *k, const gt_cpu_block
         mm_back_rows(s->dln2, s->dbuf4, w->fcw, r0, r1, C, 4 * Cl);
     }
     if ((st = cm->allreduce_sum(cm->ctx, s->dln2, N * C)) != GT_OK) return st;
-#pragma omp parallel num_threads(nth(nB))
+#pragma omp parallel num_threads(nth(nb.total))
     {
         /* A2: ln_2 backward on whole rows; the attention output's gradient (local Cl) */
 #pragma omp for schedule(dynamic, 1)
@@ -111,53 +107,8 @@ gt_status_t gt_cpu_block_backward_tp(const gt_cpu_block_t *k, const gt_cpu_block
         }
         /* B: as in cpu_fused.c, largest tasks first */
 #pragma omp for schedule(dynamic, 1)
-        for (size_t t = 0; t < nB; t++) {
-            size_t i = t;
-            if (i < b_fc) {
-                mm_dw_rows(g->fcw, k->ln2, s->dbuf4, lo_of(C, DW_ROWS, i), hi_of(C, DW_ROWS, i), N,
-                           C, 4 * Cl);
-                continue;
-            }
-            i -= b_fc;
-            if (i < b_fp) {
-                mm_dw_rows(g->fcprojw, k->fchg, s->dres, lo_of(4 * Cl, DW_ROWS, i),
-                           hi_of(4 * Cl, DW_ROWS, i), N, 4 * Cl, C);
-                continue;
-            }
-            i -= b_fp;
-            if (i < b_ap) {
-                mm_dw_rows(g->attprojw, k->atty, s->dres2, lo_of(Cl, DW_ROWS, i),
-                           hi_of(Cl, DW_ROWS, i), N, Cl, C);
-                continue;
-            }
-            i -= b_ap;
-            if (i < nbh) {
-                gt_cpu_attention_bh_backward(s->dqkv, s->datty, k->qkv, k->att,
-                                             s->att_scratch + (size_t)omp_get_thread_num() * T * T,
-                                             i, T, Cl, NHl);
-                continue;
-            }
-            i -= nbh;
-            if (i < b_fpb) {
-                gt_cpu_colsum_add(g->fcprojb, s->dres, N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
-                continue;
-            }
-            i -= b_fpb;
-            if (i < b_fcb) {
-                gt_cpu_colsum_add(g->fcb, s->dbuf4, N, 4 * Cl, lo_of(4 * Cl, COLS, i),
-                                  hi_of(4 * Cl, COLS, i));
-                continue;
-            }
-            i -= b_fcb;
-            if (i < b_ln2) {
-                gt_cpu_ln_back_params(g->ln2w, g->ln2b, s->dln2, k->res2, k->ln2_mean, k->ln2_rstd,
-                                      N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
-                continue;
-            }
-            i -= b_ln2;
-            gt_cpu_colsum_add(g->attprojb, s->dres2, N, C, lo_of(C, COLS, i), hi_of(C, COLS, i));
-        }
-        /* C1: d(ln_1 out) as this rank's partial sum over its q, k, v columns */
+        for (size_t t = 0; t < nb.total; t++) gt_cpu_region_b_task(k, s, &nb, t, Cl, NHl);
+            /* C1: d(ln_1 out) as this rank's partial sum over its q, k, v columns */
 #pragma omp for schedule(dynamic, 1)
         for (size_t t = 0; t < nr; t++)
             mm_back_rows(s->dln1, s->dqkv, w->qkvw, lo_of(N, ROWS, t), hi_of(N, ROWS, t), C,
@@ -177,23 +128,7 @@ gt_status_t gt_cpu_block_backward_tp(const gt_cpu_block_t *k, const gt_cpu_block
         }
         /* D: qkv weight and bias gradients (local), ln_1 gains */
 #pragma omp for schedule(dynamic, 1)
-        for (size_t t = 0; t < nD; t++) {
-            size_t i = t;
-            if (i < d_qkv) {
-                mm_dw_rows(g->qkvw, k->ln1, s->dqkv, lo_of(C, DW_ROWS, i), hi_of(C, DW_ROWS, i), N,
-                           C, 3 * Cl);
-                continue;
-            }
-            i -= d_qkv;
-            if (i < d_qkvb) {
-                gt_cpu_colsum_add(g->qkvb, s->dqkv, N, 3 * Cl, lo_of(3 * Cl, COLS, i),
-                                  hi_of(3 * Cl, COLS, i));
-                continue;
-            }
-            i -= d_qkvb;
-            gt_cpu_ln_back_params(g->ln1w, g->ln1b, s->dln1, k->res, k->ln1_mean, k->ln1_rstd, N, C,
-                                  lo_of(C, COLS, i), hi_of(C, COLS, i));
-        }
+        for (size_t t = 0; t < nD; t++) gt_cpu_region_d_task(k, s, t, Cl);
     }
     return GT_OK;
 }
