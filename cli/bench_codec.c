@@ -157,18 +157,6 @@ out:
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 typedef struct {
     double enc_gbps, dec_gbps, ratio, rel_err;
     double enc_cpu_gbps, dec_cpu_gbps; /* per second of this thread's CPU time */
@@ -228,10 +216,10 @@ static int run_codec(const bench_opts_t *o, const gt_cmp_params_t *p, const floa
     gt_cmp_frame_info_t info;
     if (gt_cmp_frame_info(frame, len, &info) != GT_OK) goto out;
     r->zstd_used = info.zstd;
-    r->enc_gbps = 4.0 * (double)n / median(te, o->repeats);
-    r->dec_gbps = 4.0 * (double)n / median(td, o->repeats);
-    r->enc_cpu_gbps = 4.0 * (double)n / median(ce, o->repeats);
-    r->dec_cpu_gbps = 4.0 * (double)n / median(cd, o->repeats);
+    r->enc_gbps = 4.0 * (double)n / gt_cli_median(te, o->repeats);
+    r->dec_gbps = 4.0 * (double)n / gt_cli_median(td, o->repeats);
+    r->enc_cpu_gbps = 4.0 * (double)n / gt_cli_median(ce, o->repeats);
+    r->dec_cpu_gbps = 4.0 * (double)n / gt_cli_median(cd, o->repeats);
     r->frame_bytes = len;
     r->ratio = 4.0 * (double)n / (double)len;
     r->rel_err = rel_err(x, y, n);
@@ -274,10 +262,10 @@ static int run_zstd(const bench_opts_t *o, const float *x, size_t n, row_t *r)
         ce[k] = (double)(c1 - c0);
         cd[k] = (double)(c2 - c1);
     }
-    r->enc_gbps = 4.0 * (double)n / median(te, o->repeats);
-    r->dec_gbps = 4.0 * (double)n / median(td, o->repeats);
-    r->enc_cpu_gbps = 4.0 * (double)n / median(ce, o->repeats);
-    r->dec_cpu_gbps = 4.0 * (double)n / median(cd, o->repeats);
+    r->enc_gbps = 4.0 * (double)n / gt_cli_median(te, o->repeats);
+    r->dec_gbps = 4.0 * (double)n / gt_cli_median(td, o->repeats);
+    r->enc_cpu_gbps = 4.0 * (double)n / gt_cli_median(ce, o->repeats);
+    r->dec_cpu_gbps = 4.0 * (double)n / gt_cli_median(cd, o->repeats);
     r->frame_bytes = len;
     r->ratio = 4.0 * (double)n / (double)len;
     r->rel_err = rel_err(x, y, n);

@@ -40,32 +40,11 @@ static void usage(FILE *out)
                  "threads that spin at barriers take the cores the working threads need.\n");
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double cpu_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double median_of(double *v, size_t n)
-{
-    qsort(v, n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || s[0] == '-') return -1;
-    *out = (size_t)v;
-    return 0;
 }
 
 int gt_bench_kernels(int argc, char **argv)
@@ -90,12 +69,12 @@ int gt_bench_kernels(int argc, char **argv)
         switch (c) {
         case 'p': preset = optarg; break;
         case 'd': device = optarg; break;
-        case 't': bad = parse_size(optarg, &threads); break;
-        case 'B': bad = parse_size(optarg, &B); break;
-        case 'T': bad = parse_size(optarg, &T); break;
-        case 'w': bad = parse_size(optarg, &warmup); break;
-        case 'n': bad = parse_size(optarg, &steps); break;
-        case 's': bad = parse_size(optarg, &seed); break;
+        case 't': bad = gt_cli_parse_size(optarg, &threads); break;
+        case 'B': bad = gt_cli_parse_size(optarg, &B); break;
+        case 'T': bad = gt_cli_parse_size(optarg, &T); break;
+        case 'w': bad = gt_cli_parse_size(optarg, &warmup); break;
+        case 'n': bad = gt_cli_parse_size(optarg, &steps); break;
+        case 's': bad = gt_cli_parse_size(optarg, &seed); break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -166,7 +145,7 @@ int gt_bench_kernels(int argc, char **argv)
         }
     }
     if (steps > 1 && !(loss_last < loss_first)) wrong++;
-    double med = median_of(ms, steps), cpu_med = median_of(cpu_ms, steps);
+    double med = gt_cli_median(ms, steps), cpu_med = gt_cli_median(cpu_ms, steps);
     double tps = (double)N / (med / 1e3);
     double fpt = gt_gpt_train_flops_per_token(&p.model, p.T);
     double gflops = tps * fpt / 1e9;

@@ -98,35 +98,6 @@ static void usage(FILE *out)
             "Exit code 1 when a row has wrong > 0 or a part fails.\n");
 }
 
-static int parse_bytes(const char *s, size_t *out)
-{
-    char *end = NULL;
-    if (!*s || *s == '-') return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s) return -1;
-    if (*end == 'K' || *end == 'k')
-        v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        v <<= 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        v <<= 30, end++;
-    if (*end) return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_of(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static double now_s(void)
 {
     return (double)gt_time_ns() * 1e-9;
@@ -266,8 +237,8 @@ static int bench_ar_mpi(gt_local_comm_t *w, const bl_opts_t *o)
         }
         if (me == 0)
             print_ar_row("gt_mpi", "MPI_Allreduce", R, bytes, iters, o->reps,
-                         median_of(t, (size_t)o->reps), median_of(tr, (size_t)o->reps), wrong,
-                         ref_wrong, median_of(tn, (size_t)o->reps));
+                         gt_cli_median(t, (size_t)o->reps), gt_cli_median(tr, (size_t)o->reps),
+                         wrong, ref_wrong, gt_cli_median(tn, (size_t)o->reps));
         bad |= wrong != 0 || ref_wrong != 0;
     }
     free(buf);
@@ -417,8 +388,8 @@ static int bench_ar_nccl(gt_local_comm_t *w, const bl_opts_t *o)
             if (me == 0)
                 print_ar_row(bf16 ? "gt_nccl_bf16" : "gt_nccl",
                              bf16 ? "ncclAllReduce_bf16" : "ncclAllReduce", R, bytes, iters,
-                             o->reps, median_of(t, (size_t)o->reps), median_of(tr, (size_t)o->reps),
-                             wrong, ref_wrong, 0);
+                             o->reps, gt_cli_median(t, (size_t)o->reps),
+                             gt_cli_median(tr, (size_t)o->reps), wrong, ref_wrong, 0);
             bad |= wrong != 0 || ref_wrong != 0;
         }
     }
@@ -543,7 +514,7 @@ static void train_close(train_run_t *run)
     if (run->tr && run->timed) {
         gt_gpt_t *gpt = gt_local_trainer_model(run->tr);
         const gt_gpt_params_t *gp = gt_gpt_get_params(gpt);
-        res->step_s = median_of(run->t, run->timed);
+        res->step_s = gt_cli_median(run->t, run->timed);
         uint64_t done = gt_local_trainer_steps_done(run->tr);
         res->exposed_s = done ? gt_local_trainer_allreduce_s(run->tr) / (double)done : 0.0;
         res->tokens_per_step = gt_local_trainer_tokens_per_step(run->tr);
@@ -551,7 +522,7 @@ static void train_close(train_run_t *run)
         res->arena = gt_gpt_local_len(gp);
         res->B = gp->B;
         res->T = gp->T;
-        if (run->hook && run->hook->n) res->hook_s = median_of(run->hook->t, run->hook->n);
+        if (run->hook && run->hook->n) res->hook_s = gt_cli_median(run->hook->t, run->hook->n);
         /* data-parallel replicas must hold identical parameters */
         gt_local_comm_t *c = run->comm;
         if (c && gt_local_comm_size(c) > 1 && gp->device == GT_DEVICE_CPU) {
@@ -662,8 +633,8 @@ static int bench_train_cpu(gt_local_comm_t *w, const bl_opts_t *o)
         all.res.step_s = step;
         if (me == 0)
             print_train_row("cpu", o->preset, R, o, &all.res,
-                            (double)all.res.tokens_per_step / step, base_tps, median_of(ts, n_ts),
-                            wrong);
+                            (double)all.res.tokens_per_step / step, base_tps,
+                            gt_cli_median(ts, n_ts), wrong);
         bad |= wrong != 0;
     }
     gt_topo_destroy(cfg1);
@@ -824,27 +795,27 @@ int gt_bench_local(int argc, char **argv)
         int bad = 0;
         switch (c) {
         case 'r':
-            bad = parse_bytes(optarg, &v) || v < 1 || v > 4096;
+            bad = gt_cli_parse_size(optarg, &v) || v < 1 || v > 4096;
             o.ranks = (int)v;
             break;
         case 'q': o.quick = 1; break;
-        case 'm': bad = parse_bytes(optarg, &o.min_bytes); break;
-        case 'M': bad = parse_bytes(optarg, &o.max_bytes); break;
+        case 'm': bad = gt_cli_parse_size(optarg, &o.min_bytes); break;
+        case 'M': bad = gt_cli_parse_size(optarg, &o.max_bytes); break;
         case 'n':
-            bad = parse_bytes(optarg, &reps) || reps < 1 || reps > MAX_REPS;
+            bad = gt_cli_parse_size(optarg, &reps) || reps < 1 || reps > MAX_REPS;
             set_reps = 1;
             break;
         case 'p': o.preset = optarg; break;
-        case 'B': bad = parse_bytes(optarg, &o.batch); break;
+        case 'B': bad = gt_cli_parse_size(optarg, &o.batch); break;
         case 's':
-            bad = parse_bytes(optarg, &steps) || steps < 1 || steps > MAX_REPS;
+            bad = gt_cli_parse_size(optarg, &steps) || steps < 1 || steps > MAX_REPS;
             set_steps = 1;
             break;
         case 'w':
-            bad = parse_bytes(optarg, &warmup);
+            bad = gt_cli_parse_size(optarg, &warmup);
             set_warmup = 1;
             break;
-        case 't': bad = parse_bytes(optarg, &o.threads) || o.threads > 1024; break;
+        case 't': bad = gt_cli_parse_size(optarg, &o.threads) || o.threads > 1024; break;
         case 'g': o.gpu_preset = optarg; break;
         case 'P':
             o.peak_tflops = strtod(optarg, NULL);

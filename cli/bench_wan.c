@@ -73,23 +73,6 @@ static void usage(FILE *out)
             "  -h, --help           this text\n");
 }
 
-static int parse_size(const char *s, size_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    if (*end == 'K' || *end == 'k')
-        v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        v <<= 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        v <<= 30, end++;
-    if (*end != '\0') return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
 static double now_s(void)
 {
     return (double)gt_time_ns() / 1e9;
@@ -253,18 +236,6 @@ static double bw_stream(gt_wan_ep_t *ep, const uint8_t *buf, size_t size, size_t
 out:
     free(r);
     return dt;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* One live connection to a sink server: a transport in one mode. */
@@ -547,7 +518,7 @@ int gt_bench_wan(int argc, char **argv)
         case 'b':
         case 'f': {
             size_t v = 0;
-            if (parse_size(optarg, &v) || v == 0) {
+            if (gt_cli_parse_size(optarg, &v) || v == 0) {
                 fprintf(stderr, "geotrain bench wan: bad size '%s'\n", optarg);
                 return 2;
             }
@@ -649,8 +620,8 @@ int gt_bench_wan(int argc, char **argv)
         double med[C_N], mc[C_N];
         for (int col = 0; col < C_N; col++) {
             int ours = col == C_UCX || col == C_UCX_ENC || col == C_OFI || col == C_OFI_ENC;
-            mc[col] = ours && nv[col] ? median(cores[col], nv[col]) : -1;
-            med[col] = nv[col] ? median(v[col], nv[col]) : -1;
+            mc[col] = ours && nv[col] ? gt_cli_median(cores[col], nv[col]) : -1;
+            med[col] = nv[col] ? gt_cli_median(v[col], nv[col]) : -1;
         }
         row(&o, "aes256gcm", 1, sizes[i], med[C_AES], NULL, 0, -1);
         row(&o, "aes256gcm_open", 1, sizes[i], med[C_AES_OPEN], NULL, 0, -1);

@@ -7,6 +7,8 @@
 #ifndef GT_CLI_H
 #define GT_CLI_H
 
+#include <stddef.h>
+
 typedef int (*gt_cli_main_fn)(int argc, char **argv);
 
 typedef struct {
@@ -37,6 +39,10 @@ int gt_bench_local(int argc, char **argv);
 /* Shared helpers (cli_util.c). */
 /* True when argv has -h or --help before any "--". */
 int gt_cli_wants_help(int argc, char **argv);
+/* The median of v[0..n) (sorts v in place; 0 for n = 0): benchmarks report medians. */
+double gt_cli_median(double *v, size_t n);
+/* A non-negative count with an optional K, M or G suffix (powers of 1024); -1 if malformed. */
+int gt_cli_parse_size(const char *s, size_t *out);
 /* Prints a command table as "  name   summary" lines. */
 void gt_cli_print_table(const gt_cli_cmd_t *table);
 
