@@ -243,6 +243,19 @@ static void tx_hello(gt_wan_ep_t *ep, const void *payload, size_t len)
 
 /* Hands sealed frames to the transport in counter order (the receiver accepts nothing
  * else), as soon as the next one's seal is done. */
+/* Frame slot s now carries the next n bytes of send r (len in all): once every byte is framed,
+ * the queue moves on to the next send. */
+static void tx_claim(gt_wan_ep_t *ep, gt_wan_ch_tx_slot_t *s, gt_wan_req_t *r, size_t n, size_t len)
+{
+    s->owner = r;
+    r->off_ += n;
+    r->inflight_++;
+    if (r->off_ == len) {
+        r->flags_ |= GT_WAN_REQ_FRAMED;
+        ep->sq_frame = r->next_;
+    }
+}
+
 static void tx_launch_ready(gt_wan_ep_t *ep)
 {
     for (int found = 1; found && ep->state == GT_OK;) {
@@ -313,13 +326,7 @@ void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
                 return;
             }
             s->state = GT_WAN_SLOT_SEALING;
-            s->owner = r;
-            r->off_ += n;
-            r->inflight_++;
-            if (r->off_ == len) {
-                r->flags_ |= GT_WAN_REQ_FRAMED;
-                ep->sq_frame = r->next_;
-            }
+            tx_claim(ep, s, r, n, len);
             continue;
         }
         if (sealed(net)) {
@@ -346,13 +353,7 @@ void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
             s->iov[1].iov_len = n;
             s->iovcnt = n ? 2 : 1;
         }
-        s->owner = r;
-        r->off_ += n;
-        r->inflight_++;
-        if (r->off_ == len) {
-            r->flags_ |= GT_WAN_REQ_FRAMED;
-            ep->sq_frame = r->next_;
-        }
+        tx_claim(ep, s, r, n, len);
         tx_launch(ep, s);
         /* Sealing a frame takes a while; let the transport move what is already posted
          * (a rendezvous waits on both ends) before sealing the next. */
