@@ -117,6 +117,17 @@ static gt_status_t post(gt_wan_member_t *m, CURL *h, const char *path, json_t *b
     return st;
 }
 
+/* One request on the API connection (under its lock); consumes req (NULL: out of memory). */
+static gt_status_t api_call(gt_wan_member_t *m, const char *path, json_t *req, json_t **reply_p)
+{
+    if (!req) return GT_ERR_NOMEM;
+    pthread_mutex_lock(&m->api_lock);
+    gt_status_t st = post(m, m->api, path, req, reply_p);
+    pthread_mutex_unlock(&m->api_lock);
+    json_decref(req);
+    return st;
+}
+
 static json_t *b64(const char *s, size_t n)
 {
     size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
@@ -405,11 +416,7 @@ gt_status_t gt_wan_member_list(gt_wan_member_t *m, gt_wan_view_t *live_p)
     json_t *req = json_pack("{s:o,s:o}", "key", b64(m->members_prefix, strlen(m->members_prefix)),
                             "range_end", prefix_end(m->members_prefix));
     json_t *reply = NULL;
-    if (!req) return GT_ERR_NOMEM;
-    pthread_mutex_lock(&m->api_lock);
-    gt_status_t st = post(m, m->api, "/v3/kv/range", req, &reply);
-    pthread_mutex_unlock(&m->api_lock);
-    json_decref(req);
+    gt_status_t st = api_call(m, "/v3/kv/range", req, &reply);
     if (st != GT_OK) return st;
     gt_wan_view_t live;
     memset(&live, 0, sizeof live);
@@ -436,11 +443,7 @@ gt_status_t gt_wan_member_view(gt_wan_member_t *m, gt_wan_view_t *view_p)
 {
     json_t *req = json_pack("{s:o}", "key", b64(m->view_key, strlen(m->view_key)));
     json_t *reply = NULL;
-    if (!req) return GT_ERR_NOMEM;
-    pthread_mutex_lock(&m->api_lock);
-    gt_status_t st = post(m, m->api, "/v3/kv/range", req, &reply);
-    pthread_mutex_unlock(&m->api_lock);
-    json_decref(req);
+    gt_status_t st = api_call(m, "/v3/kv/range", req, &reply);
     if (st != GT_OK) return st;
     gt_wan_view_t view;
     memset(&view, 0, sizeof view);
@@ -501,12 +504,8 @@ gt_status_t gt_wan_member_propose(gt_wan_member_t *m, const gt_wan_view_t *next,
         json_pack("{s:[o],s:[{s:{s:o,s:o}}]}", "compare", cmp, "success", "request_put", "key",
                   b64(m->view_key, strlen(m->view_key)), "value", b64(text, strlen(text)));
     free(text);
-    if (!req) return GT_ERR_NOMEM;
     json_t *reply = NULL;
-    pthread_mutex_lock(&m->api_lock);
-    gt_status_t st = post(m, m->api, "/v3/kv/txn", req, &reply);
-    pthread_mutex_unlock(&m->api_lock);
-    json_decref(req);
+    gt_status_t st = api_call(m, "/v3/kv/txn", req, &reply);
     if (st != GT_OK) return st;
     int won = json_is_true(json_object_get(reply, "succeeded"));
     json_decref(reply);
@@ -555,11 +554,7 @@ gt_status_t gt_wan_member_mark_started(gt_wan_member_t *m)
     json_t *req = json_pack("{s:o,s:o}", "key", b64(m->started_key, strlen(m->started_key)),
                             "value", b64(m->site, strlen(m->site)));
     json_t *reply = NULL;
-    if (!req) return GT_ERR_NOMEM;
-    pthread_mutex_lock(&m->api_lock);
-    gt_status_t st = post(m, m->api, "/v3/kv/put", req, &reply);
-    pthread_mutex_unlock(&m->api_lock);
-    json_decref(req);
+    gt_status_t st = api_call(m, "/v3/kv/put", req, &reply);
     json_decref(reply);
     return st;
 }
@@ -568,11 +563,7 @@ gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p)
 {
     json_t *req = json_pack("{s:o}", "key", b64(m->started_key, strlen(m->started_key)));
     json_t *reply = NULL;
-    if (!req) return GT_ERR_NOMEM;
-    pthread_mutex_lock(&m->api_lock);
-    gt_status_t st = post(m, m->api, "/v3/kv/range", req, &reply);
-    pthread_mutex_unlock(&m->api_lock);
-    json_decref(req);
+    gt_status_t st = api_call(m, "/v3/kv/range", req, &reply);
     if (st == GT_OK) *started_p = json_array_size(json_object_get(reply, "kvs")) > 0;
     json_decref(reply);
     return st;
