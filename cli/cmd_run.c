@@ -202,15 +202,6 @@ static gt_status_t open_world(const gt_topo_config_t *cfg, uint32_t si, gt_local
     return GT_ERR_CONFIG;
 }
 
-/* Whether any rank was asked to stop (a signal reaches the ranks at different moments). */
-static gt_status_t agree_stop(gt_local_comm_t *world, int *stopping_p)
-{
-    uint64_t flag = stop_signal != 0;
-    gt_status_t s = gt_local_comm_allreduce(world, &flag, 1, GT_COMM_U64, GT_COMM_MAX);
-    if (s == GT_OK) *stopping_p = flag != 0;
-    return s;
-}
-
 int gt_cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
@@ -384,7 +375,11 @@ int gt_cmd_run(int argc, char **argv)
     while (gt_local_trainer_steps_done(tr) < total && !stopping) {
         if ((s = gt_local_trainer_step(tr, &st)) != GT_OK) goto fail;
         /* The ranks stop at the same step, whichever of them saw the signal. */
-        if ((s = agree_stop(world, &stopping)) != GT_OK) goto fail;
+        s = gt_local_comm_agree(world, stop_signal ? GT_ERR_CLOSED : GT_OK);
+        if (s == GT_ERR_CLOSED)
+            stopping = 1;
+        else if (s != GT_OK)
+            goto fail;
         win_steps++;
         win_loss += st.loss;
         uint64_t now = gt_time_ns();

@@ -180,7 +180,7 @@ gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root, unsi
     uint64_t *all = malloc((size_t)R * POS_WORDS * sizeof *all);
     if (!all) return GT_ERR_NOMEM;
     gt_status_t s = gather_positions(tr, all);
-    if (s == GT_OK) s = gather_io(tr);
+    if (s == GT_OK && tr->dp_rank == 0) s = gather_io(tr); /* replica 0 holds what rank 0 writes */
     if (s != GT_OK) {
         free(all);
         return s;

@@ -225,6 +225,14 @@ gt_status_t gt_local_comm_allreduce(gt_local_comm_t *c, void *buf, size_t n,
 #endif
 }
 
+gt_status_t gt_local_comm_agree(gt_local_comm_t *c, gt_status_t st)
+{
+    if (!c || c->size == 1) return st;
+    uint64_t v = (uint64_t)(-(int64_t)st); /* 0 for GT_OK, else the error's magnitude */
+    gt_status_t e = gt_local_comm_allreduce(c, &v, 1, GT_COMM_U64, GT_COMM_MAX);
+    return e != GT_OK ? e : (gt_status_t)(-(int64_t)v);
+}
+
 gt_status_t gt_local_comm_allreduce_uniform(gt_local_comm_t *c, float *buf, size_t n)
 {
     if (!c || (!buf && n)) return GT_ERR_INVALID;

@@ -243,6 +243,10 @@ GT_API int gt_local_comm_is_mpi(const gt_local_comm_t *c);
 GT_API gt_status_t gt_local_comm_allreduce(gt_local_comm_t *c, void *buf, size_t n,
                                            gt_local_comm_dtype_t dtype,
                                            gt_local_comm_op_t op) GT_MUST_USE;
+/* The worst status of all the ranks (the largest error code; GT_OK only if every rank has
+ * GT_OK): one collective that lets the ranks of a site leave a step, a round or a run together.
+ * An error of the all-reduce itself is returned instead. */
+GT_API gt_status_t gt_local_comm_agree(gt_local_comm_t *c, gt_status_t st) GT_MUST_USE;
 /* In-place float sum whose result is bit-identical on every rank (reduced at rank 0, then
  * broadcast): what tensor parallelism needs to keep replicated weights equal. */
 GT_API gt_status_t gt_local_comm_allreduce_uniform(gt_local_comm_t *c, float *buf,

@@ -203,17 +203,6 @@ static gt_status_t gather_lanes(site_t *s, const float *sub, float *full)
     return st;
 }
 
-/* The worst status of every rank (collective): the site acts as one. A rank with an error
- * makes every rank return it, so none is left waiting in a later collective. */
-static gt_status_t agree(site_t *s, gt_status_t st)
-{
-    if (s->ranks == 1) return st;
-    uint64_t v = (uint64_t)(-(int64_t)st); /* 0 for GT_OK, else the error's magnitude */
-    gt_status_t c = gt_local_comm_allreduce(s->comm, &v, 1, GT_COMM_U64, GT_COMM_MAX);
-    if (c != GT_OK) return c;
-    return (gt_status_t)(-(int64_t)v);
-}
-
 static void state_reply(site_t *s, const gt_wan_msg_t *req, uint32_t status, uint64_t off,
                         uint64_t hash, const void *data, size_t bytes, uint32_t part,
                         uint32_t parts, uint8_t *buf)
@@ -649,7 +638,7 @@ static gt_status_t wait_and_apply(site_t *s, uint64_t r, uint64_t step, uint64_t
         int verdict = r > 0 ? gt_wan_outer_hash_verdict(s->outer, r - 1) : 0;
         if (verdict < 0) st = refetch_anchor(s, r, step, total);
     }
-    if ((st = agree(s, st)) != GT_OK) return st;
+    if ((st = gt_local_comm_agree(s->comm, st)) != GT_OK) return st;
     if ((st = gather_lanes(s, s->anchor_sub, s->anchor)) != GT_OK) return st;
     if ((st = gt_local_trainer_gather(s->tr, GT_GPT_PARAMS, s->theta)) != GT_OK) return st;
     for (size_t i = 0; i < s->n; i++) s->theta[i] = s->anchor[i] + (s->theta[i] - s->snap[i]);
@@ -679,7 +668,7 @@ static gt_status_t sync_grad_hook(void *ctx, gt_gpt_t *gpt, uint64_t step)
     st = gt_wan_outer_submit(s->outer, step, s->delta, w, hash, gt_time_ns());
     pthread_mutex_unlock(&s->lock);
     if (st == GT_OK) st = wait_result(s, step, step, s->total);
-    if ((st = agree(s, st)) != GT_OK) return st;
+    if ((st = gt_local_comm_agree(s->comm, st)) != GT_OK) return st;
     s->rounds_applied++;
     if ((st = gather_lanes(s, s->delta, s->snap)) != GT_OK) return st;
     return gt_local_trainer_scatter(s->tr, GT_GPT_GRADS, s->snap);
@@ -1183,7 +1172,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     }
     const gt_topo_config_t *cfg = p->cfg;
     const uint64_t H = cfg->inner.steps, tau = cfg->outer.overlap_steps;
-    if ((st = agree(&s, setup(&s, p))) != GT_OK) goto out;
+    if ((st = gt_local_comm_agree(s.comm, setup(&s, p))) != GT_OK) goto out;
     /* A run already marked as started is joined, not started: this site comes late, or back. */
     int started = 0;
     if (s.rank == 0 && gt_wan_member_started(s.member, &started) != GT_OK) started = 0;
@@ -1193,14 +1182,14 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             goto out;
         started = v != 0;
     }
-    if ((st = agree(&s, open_files(&s, started))) != GT_OK) goto out;
+    if ((st = gt_local_comm_agree(s.comm, open_files(&s, started))) != GT_OK) goto out;
     if (started) {
         s.state = "joining";
-        if ((st = agree(&s, start_wan_thread(&s))) != GT_OK) goto out;
-        if ((st = agree(&s, join_run(&s, &step))) != GT_OK) goto out;
+        if ((st = gt_local_comm_agree(s.comm, start_wan_thread(&s))) != GT_OK) goto out;
+        if ((st = gt_local_comm_agree(s.comm, join_run(&s, &step))) != GT_OK) goto out;
     } else {
-        if ((st = agree(&s, await_sites(&s))) != GT_OK) goto out;
-        if ((st = agree(&s, start_wan_thread(&s))) != GT_OK) goto out;
+        if ((st = gt_local_comm_agree(s.comm, await_sites(&s))) != GT_OK) goto out;
+        if ((st = gt_local_comm_agree(s.comm, start_wan_thread(&s))) != GT_OK) goto out;
     }
     if (gt_wan_member_mark_started(s.member) != GT_OK)
         GT_WARN("site %s: cannot mark the run as started in etcd", cfg->sites[s.site].name);
@@ -1221,7 +1210,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     while (step < total) {
         /* A stop request or a lost lease on any rank is the whole site's (one collective). */
         st = s.wan_error ? (gt_status_t)s.wan_error : p->stop && *p->stop ? GT_ERR_CLOSED : GT_OK;
-        if ((st = agree(&s, st)) == GT_ERR_CLOSED) break;
+        if ((st = gt_local_comm_agree(s.comm, st)) == GT_ERR_CLOSED) break;
         if (st != GT_OK) goto out;
         uint64_t t0 = gt_time_ns();
         double wait0 = s.wait_s;
