@@ -17,13 +17,14 @@
 #define b     2  /* rows per replica */
 #define T     16 /* sequence length */
 #define STEPS 4
+#define LR    0.003
 
 static const char *yaml_fmt =
     "run: {name: ranks, seed: 11, rounds: 1}\n"
     "model: {preset: tiny, vocab_size: 64, d_model: 32, n_head: 4, n_layer: 2, seq_len: %d,"
     " batch_size: %d}\n"
     "data: {kind: synthetic, synthetic_branching: 4, synthetic_tokens: 20000}\n"
-    "inner: {steps: %d, lr: 0.003, warmup_steps: 1, grad_clip: 1.0}\n"
+    "inner: {steps: %d, lr: %g, warmup_steps: 1, grad_clip: 1.0}\n"
     "local: {tensor_parallel: %d, overlap_grad_reduce: %s}\n"
     "sites: [{name: solo, address: \"127.0.0.1:0\", ranks: %d}]\n";
 
@@ -32,7 +33,7 @@ static const char *g_overlap = "true";
 static gt_topo_config_t *load_cfg(int batch, int tp, int ranks)
 {
     char text[1024];
-    snprintf(text, sizeof text, yaml_fmt, T, batch, STEPS, tp, g_overlap, ranks);
+    snprintf(text, sizeof text, yaml_fmt, T, batch, STEPS, LR, tp, g_overlap, ranks);
     gt_topo_config_t *cfg = NULL;
     gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
     lp.use_env = 0;
@@ -133,9 +134,14 @@ int main(int argc, char **argv)
         size_t j = full_at[i];
         double dg = fabs(fg.grads[i] - ref_fg.grads[j]), dp = fabs(mine[i] - full[j]);
         if (dg > 1e-7 + 1e-4 * fabs(ref_fg.grads[j])) bad_g++;
-        /* AdamW normalises each update to about lr, so a gradient that differs in its last bits
-         * near zero moves a weight by up to 2·lr: the bound is a fraction of lr per step. */
-        if (dp > 1e-5 + 1e-5 * fabs(full[j])) bad_p++;
+        /* AdamW normalises each update to about lr, so how far a weight may drift depends on
+         * how well its gradient is determined: an error of dg_tol on a gradient of size |g|
+         * changes each update by about lr·dg_tol/(|g| + eps), at most 2·lr. A weight whose
+         * gradient sits at the reduction-order noise floor (|g| ~ 1e-7) may move by up to
+         * 2·lr per step; every other weight must agree to a small fraction of lr. */
+        double dg_tol = 1e-7 + 1e-4 * fabs(ref_fg.grads[j]);
+        double drift = fmin(2.0, dg_tol / (fabs(ref_fg.grads[j]) + 1e-8));
+        if (dp > 1e-5 + 1e-5 * fabs(full[j]) + STEPS * LR * drift) bad_p++;
         if (dg > worst_g) worst_g = dg;
         if (dp > worst_p) worst_p = dp;
     }
