@@ -17,7 +17,6 @@
 #include "gt_local.h"
 #include "gt_topology.h"
 #include "gt_wan.h"
-#include "gt_wan.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -28,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -236,9 +236,13 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     }
     argv[argc] = NULL;
     fflush(NULL); /* or the child's freopen would write our buffered output a second time */
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0); /* Ctrl-C reaches the launcher, which stops the sites in order */
+        /* A launcher killed outright (SIGKILL) takes its sites with it: each gets SIGTERM and
+         * leaves as on Ctrl-C, instead of training on alone. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(125);
         FILE *f = freopen(log, append_log ? "a" : "w", stdout);
         if (!f) _exit(126);
         dup2(1, 2);

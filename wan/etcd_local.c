@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -86,6 +87,7 @@ gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
     snprintf(log, sizeof log, "%s/etcd.log", dir);
     snprintf(peer, sizeof peer, "http://127.0.0.1:%d", e.peer_port);
     snprintf(cluster, sizeof cluster, "geotrain=%s", peer);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         GT_ERROR("etcd: fork failed: %s", strerror(errno));
@@ -93,6 +95,8 @@ gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
     }
     if (pid == 0) {
         setpgid(0, 0); /* a Ctrl-C at the terminal goes to geotrain, which stops us in order */
+        /* ... and if geotrain dies without stopping us (SIGKILL), etcd goes with it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(125);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
