@@ -5,6 +5,12 @@
  * hash). The folder is assembled as step-NNNNNNNN.tmp/ with every file fsynced, then renamed
  * and the parent fsynced. The rename is the commit point: a crash leaves at worst a stray .tmp
  * folder, which is ignored and cleaned up, and "latest" is simply the highest complete step.
+ *
+ * A rename protects against crashes, not against what happens to a file afterwards (a disk
+ * error, a truncating copy, a stray write). So state.json (format version 2) records the size
+ * and XXH3-128 checksum of each tensor file; resume checks them before loading anything, and
+ * every loaded tensor must be finite. A checkpoint that fails any check is named with the
+ * reason and skipped: resume falls back to the next older one (the newest `keep` are kept).
  */
 #include "local_internal.h"
 
@@ -13,13 +19,17 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define STATE_FORMAT  "geotrain-checkpoint"
-#define STATE_VERSION 1
+#define STATE_VERSION 2 /* 2: "files" holds each tensor file's size and XXH3-128 checksum */
+
+static const char *const TENSOR_FILES[2] = {"model.safetensors", "optimizer.safetensors"};
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -32,6 +42,91 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 static void rmtree(const char *path)
 {
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The size and XXH3-128 checksum (32 hex digits) of a file's bytes. */
+static gt_status_t file_digest(const char *path, char hex_p[33], uint64_t *bytes_p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        GT_ERROR("%s: %s", path, strerror(errno));
+        return errno == ENOENT ? GT_ERR_CORRUPT : GT_ERR_IO;
+    }
+    gt_status_t s = GT_OK;
+    XXH3_state_t *st = XXH3_createState();
+    enum { BUF = 1 << 20 };
+    unsigned char *buf = malloc(BUF);
+    uint64_t total = 0;
+    GT_REQUIRE_GOTO(st && buf, s, GT_ERR_NOMEM, out, "out of memory");
+    XXH3_128bits_reset(st);
+    size_t got;
+    while ((got = fread(buf, 1, BUF, f)) > 0) {
+        XXH3_128bits_update(st, buf, got);
+        total += got;
+    }
+    GT_REQUIRE_GOTO(!ferror(f), s, GT_ERR_IO, out, "%s: read error", path);
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    snprintf(hex_p, 33, "%016" PRIx64 "%016" PRIx64, (uint64_t)h.high64, (uint64_t)h.low64);
+    *bytes_p = total;
+out:
+    free(buf);
+    XXH3_freeState(st);
+    fclose(f);
+    return s;
+}
+
+/* {"model.safetensors": {"bytes": N, "xxh3_128": HEX}, ...} of the files in dir. */
+static gt_status_t files_json(const char *dir, json_t **files_p)
+{
+    json_t *files = json_object();
+    if (!files) return GT_ERR_NOMEM;
+    for (size_t i = 0; i < sizeof TENSOR_FILES / sizeof *TENSOR_FILES; i++) {
+        char path[4200], hex[33];
+        uint64_t bytes = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, TENSOR_FILES[i]);
+        gt_status_t s = file_digest(path, hex, &bytes);
+        if (s == GT_OK && json_object_set_new(files, TENSOR_FILES[i],
+                                              json_pack("{s:I, s:s}", "bytes", (json_int_t)bytes,
+                                                        "xxh3_128", hex)) != 0)
+            s = GT_ERR_NOMEM;
+        if (s != GT_OK) {
+            json_decref(files);
+            return s;
+        }
+    }
+    *files_p = files;
+    return GT_OK;
+}
+
+/* Checks each tensor file of dir against the size and checksum state.json recorded:
+ * GT_ERR_CORRUPT, with what differs, on any mismatch. */
+static gt_status_t verify_files(const char *dir, json_t *recorded)
+{
+    for (size_t i = 0; i < sizeof TENSOR_FILES / sizeof *TENSOR_FILES; i++) {
+        char path[4200], hex[33];
+        uint64_t bytes = 0;
+        json_int_t want_bytes = -1;
+        const char *want_hex = NULL;
+        snprintf(path, sizeof path, "%s/%s", dir, TENSOR_FILES[i]);
+        if (json_unpack(json_object_get(recorded, TENSOR_FILES[i]), "{s:I, s:s}", "bytes",
+                        &want_bytes, "xxh3_128", &want_hex) != 0) {
+            GT_ERROR("%s/state.json: no size and checksum recorded for %s", dir, TENSOR_FILES[i]);
+            return GT_ERR_CORRUPT;
+        }
+        gt_status_t s = file_digest(path, hex, &bytes);
+        if (s != GT_OK) return s;
+        if ((json_int_t)bytes != want_bytes) {
+            GT_ERROR("%s: %" PRIu64 " bytes, but %lld when written (truncated or overwritten)",
+                     path, bytes, (long long)want_bytes);
+            return GT_ERR_CORRUPT;
+        }
+        if (strcmp(hex, want_hex) != 0) {
+            GT_ERROR("%s: checksum %s, but %s when written (the file changed on disk)", path, hex,
+                     want_hex);
+            return GT_ERR_CORRUPT;
+        }
+    }
+    return GT_OK;
 }
 
 /* Parses "step-NNNNNNNN" (complete folders only). */
@@ -143,12 +238,13 @@ static json_t *state_json(const gt_local_trainer_t *tr, const uint64_t *rank_pos
         json_array_append_new(ranks, pos_json(&p));
     }
     json_t *o = json_pack(
-        "{s:s, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:i,"
+        "{s:s, s:i, s:I, s:I, s:I, s:I, s:f, s:o, s:s, s:i,"
         " s:{s:I, s:I, s:[s,s,s,s]}, s:s, s:o}",
         "format", STATE_FORMAT, "version", STATE_VERSION, "step", (json_int_t)tr->step, "round",
         (json_int_t)(tr->step / tr->cfg->inner.steps), "total_steps", (json_int_t)tr->total_steps,
-        "tokens", (json_int_t)tr->tokens, "elapsed_s", tr->elapsed_s, "loss", (double)tr->last_loss,
-        "site", tr->cfg->sites[tr->site].name, "rank", (int)tr->rank, "data", "epoch",
+        "tokens", (json_int_t)tr->tokens, "elapsed_s", tr->elapsed_s, "loss",
+        isfinite(tr->last_loss) ? json_real(tr->last_loss) : json_null(), "site",
+        tr->cfg->sites[tr->site].name, "rank", (int)tr->rank, "data", "epoch",
         (json_int_t)pos.epoch, "index", (json_int_t)pos.index, "rng", rng[0], rng[1], rng[2],
         rng[3], "config_hash", tr->hash, "config", cfg ? cfg : json_null());
     /* A multi-rank site: every rank's data position, by rank (the "data" above is rank 0's). */
@@ -225,6 +321,10 @@ static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned
     GT_CHECK_GOTO(gt_local_gpt_save(io, moments, 2, NULL, 0, file), s, out);
     state = state_json(tr, rank_pos);
     GT_REQUIRE_GOTO(state, s, GT_ERR_NOMEM, out, "out of memory");
+    json_t *files = NULL; /* read back from disk: what resume will find, not what we meant */
+    GT_CHECK_GOTO(files_json(tmp, &files), s, out);
+    GT_REQUIRE_GOTO(json_object_set_new(state, "files", files) == 0, s, GT_ERR_NOMEM, out,
+                    "out of memory");
     text = json_dumps(state, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     GT_REQUIRE_GOTO(text, s, GT_ERR_NOMEM, out, "out of memory");
     snprintf(file, plen + 32, "%s/state.json", tmp);
@@ -290,11 +390,12 @@ static gt_status_t parse_hex64(const char *s, uint64_t *v_p)
     return GT_OK;
 }
 
-gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
+/* Loads one checkpoint folder. GT_ERR_CONFIG: made under other settings; GT_ERR_CORRUPT: the
+ * folder fails a check (the reason is logged); anything else is this machine's trouble. */
+static gt_status_t resume_from(gt_local_trainer_t *tr, const char *dir)
 {
-    char dir[4096], file[4200];
-    gt_status_t s = gt_local_ckpt_latest(root, dir, sizeof dir);
-    if (s != GT_OK) return s;
+    char file[4200];
+    gt_status_t s = GT_OK;
     json_t *state = NULL, *now = NULL;
     gt_local_st_t *st = NULL;
     json_error_t jerr;
@@ -302,16 +403,18 @@ gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
     state = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
     GT_REQUIRE_GOTO(state, s, GT_ERR_CORRUPT, out, "%s: %s (line %d)", file, jerr.text, jerr.line);
     json_int_t step = 0, tokens = 0, epoch = 0, index = 0, version = 0;
-    double elapsed = 0, loss = 0;
+    double elapsed = 0;
+    json_t *loss = NULL; /* a number, or null when the loss was not finite */
     const char *hash = NULL, *fmt = NULL, *r[4] = {NULL, NULL, NULL, NULL};
     json_t *cfg = NULL;
     int bad = json_unpack_ex(
-        state, &jerr, 0, "{s:s, s:I, s:I, s:I, s:F, s:F, s:{s:I, s:I, s:[ssss]}, s:s, s:o}",
+        state, &jerr, 0, "{s:s, s:I, s:I, s:I, s:F, s:o, s:{s:I, s:I, s:[ssss]}, s:s, s:o}",
         "format", &fmt, "version", &version, "step", &step, "tokens", &tokens, "elapsed_s",
         &elapsed, "loss", &loss, "data", "epoch", &epoch, "index", &index, "rng", &r[0], &r[1],
         &r[2], &r[3], "config_hash", &hash, "config", &cfg);
-    GT_REQUIRE_GOTO(!bad && strcmp(fmt, STATE_FORMAT) == 0 && version == STATE_VERSION &&
-                        step >= 0 && tokens >= 0 && epoch >= 0 && index >= 0,
+    GT_REQUIRE_GOTO(!bad && strcmp(fmt, STATE_FORMAT) == 0 &&
+                        (version == 1 || version == STATE_VERSION) && step >= 0 && tokens >= 0 &&
+                        epoch >= 0 && index >= 0,
                     s, GT_ERR_CORRUPT, out, "%s: not a geotrain checkpoint state (%s)", file,
                     bad ? jerr.text : "wrong format, version or a negative counter");
     if (strcmp(hash, tr->hash) != 0) {
@@ -322,6 +425,10 @@ gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
         s = GT_ERR_CONFIG;
         goto out;
     }
+    if (version >= 2)
+        GT_CHECK_GOTO(verify_files(dir, json_object_get(state, "files")), s, out);
+    else
+        GT_WARN("%s: a version-1 checkpoint has no checksums; its files are loaded unchecked", dir);
     json_t *rank_data = json_object_get(state, "rank_data");
     int R = gt_local_comm_size(tr->comm);
     size_t saved_ranks = rank_data ? json_array_size(rank_data) : 1;
@@ -365,11 +472,39 @@ gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
     tr->step = (uint64_t)step;
     tr->tokens = (uint64_t)tokens;
     tr->elapsed_s = elapsed;
-    tr->last_loss = (float)loss;
+    tr->last_loss = json_is_number(loss) ? (float)json_number_value(loss) : NAN;
     GT_INFO("resumed from %s (step %llu)", dir, (unsigned long long)step);
 out:
     gt_local_st_close(st);
     json_decref(now);
     json_decref(state);
+    return s;
+}
+
+gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
+{
+    uint64_t *steps = NULL;
+    size_t count = 0;
+    gt_status_t s = list_steps(root, &steps, &count);
+    if (s != GT_OK) {
+        GT_ERROR("cannot list checkpoints in %s: %s", root, strerror(errno));
+        return s;
+    }
+    if (count == 0) s = GT_ERR_NOT_FOUND;
+    /* Newest first; a corrupt one is skipped. Every rank of a site reads the same folders and
+     * reaches the same verdicts, so the ranks resume from the same step. */
+    for (size_t i = 0; i < count; i++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/step-%08" PRIu64, root, steps[i]);
+        s = resume_from(tr, dir);
+        if (s != GT_ERR_CORRUPT) break;
+        if (i + 1 < count)
+            GT_WARN("checkpoint %s is unusable (above); falling back to the previous one, "
+                    "step %" PRIu64,
+                    dir, steps[i + 1]);
+        else
+            GT_ERROR("no intact checkpoint under %s (%zu tried)", root, count);
+    }
+    free(steps);
     return s;
 }

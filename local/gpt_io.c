@@ -8,6 +8,7 @@
  */
 #include "gt_local.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,18 +146,26 @@ gt_status_t gt_local_gpt_load(gt_gpt_t *gpt, gt_gpt_arena_t which, const gt_loca
     for (size_t k = 0; k < nt && s == GT_OK; k++) {
         gt_gpt_tensor_t t;
         GT_CHECK_GOTO(gt_gpt_tensor_get(cfg, k, &t), s, out);
-        if (arena) {
-            s = gt_local_st_read_f32(st, src[k], arena + t.offset, t.numel);
-        } else {
+        float *dst = arena ? arena + t.offset : NULL;
+        if (!dst) {
             float *nb = realloc(buf, t.numel * sizeof *buf);
             if (!nb) {
                 s = GT_ERR_NOMEM;
                 break;
             }
-            buf = nb;
-            s = gt_local_st_read_f32(st, src[k], buf, t.numel);
-            if (s == GT_OK) s = gt_gpt_arena_write(gpt, which, t.offset, t.numel, buf);
+            dst = buf = nb;
         }
+        s = gt_local_st_read_f32(st, src[k], dst, t.numel);
+        /* A NaN or Inf in a parameter or moment is never a state to train from. */
+        for (size_t i = 0; s == GT_OK && i < t.numel; i++)
+            if (!isfinite(dst[i])) {
+                gt_local_st_info_t info;
+                gt_local_st_info(st, src[k], &info);
+                GT_ERROR("safetensors tensor %s holds %g at element %zu: corrupt or diverged",
+                         info.name, (double)dst[i], i);
+                s = GT_ERR_CORRUPT;
+            }
+        if (s == GT_OK && !arena) s = gt_gpt_arena_write(gpt, which, t.offset, t.numel, buf);
     }
     if (s == GT_OK && arena && which == GT_GPT_PARAMS) s = gt_gpt_params_changed(gpt);
 out:

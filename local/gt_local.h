@@ -400,10 +400,12 @@ GT_API gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char
  * so the latest complete folder is always whole. The newest `keep` folders are kept. */
 GT_API gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *root,
                                          unsigned keep) GT_MUST_USE;
-/* Loads the newest checkpoint under `root` (GT_ERR_NOT_FOUND when there is none) after
+/* Loads the newest intact checkpoint under `root` (GT_ERR_NOT_FOUND when there is none) after
  * checking its config hash against this trainer's; a mismatch is GT_ERR_CONFIG and names
- * the settings that differ. After any other error the trainer may hold part of the
- * checkpoint: destroy it. */
+ * the settings that differ. A checkpoint whose files fail their recorded size or checksum,
+ * whose state.json does not parse, or that holds a non-finite value is logged and skipped for
+ * the next older one; GT_ERR_CORRUPT when none is intact. After an error the trainer may
+ * hold part of a checkpoint: destroy it. */
 GT_API gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root) GT_MUST_USE;
 /* The newest complete checkpoint folder under `root` into path_p[n]; GT_ERR_NOT_FOUND if
  * none. */

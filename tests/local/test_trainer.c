@@ -1,12 +1,15 @@
 /* test_trainer.c — the inner loop's reproducibility and checkpoints: same seed → the same
  * loss bits; N straight steps = N/2 + save + resume + N/2, bit for bit (losses, parameters,
  * AdamW moments); a checkpoint's model.safetensors holds exactly the parameters; a resume
- * under changed settings is refused; initialisation files are validated by name and shape,
- * and Hugging Face's extra buffers and "transformer." prefix are accepted. */
+ * under changed settings is refused; a damaged checkpoint (flipped byte, NaN, torn or
+ * truncated file) is caught and the previous one used; initialisation files are validated by name
+ * and shape, and Hugging Face's extra buffers and "transformer." prefix are accepted. */
 #include "gt_local.h"
 #include "gt_test.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static char dir[512];
@@ -58,6 +61,80 @@ static void run_steps(gt_local_trainer_t *tr, int n, float *losses)
         CHECK_EQ_INT(gt_local_trainer_step(tr, &st), GT_OK);
         if (losses) losses[i] = st.loss;
     }
+}
+
+/* Flips one byte of a file at `off` (negative: from the end), or truncates it to `keep`. */
+static void damage(const char *path, long off, long keep)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f) return;
+    if (keep >= 0) {
+        CHECK(ftruncate(fileno(f), keep) == 0);
+    } else {
+        CHECK(fseek(f, off, off < 0 ? SEEK_END : SEEK_SET) == 0);
+        int c = fgetc(f);
+        CHECK(fseek(f, -1, SEEK_CUR) == 0);
+        fputc(c ^ 0x10, f);
+    }
+    fclose(f);
+}
+
+/* What can happen to a checkpoint after it was written — a flipped byte in tensor data, a torn
+ * state.json, a truncated file — is caught before anything is loaded, and resume falls back to
+ * the previous checkpoint; with none intact it fails (GT_ERR_CORRUPT), never training on wrong
+ * weights. root holds step 10 (= `at10`'s state) and step 20. */
+static void test_corrupt_checkpoints(const gt_topo_config_t *cfg, const char *root,
+                                     gt_local_trainer_t *at10)
+{
+    char p[800];
+    /* A byte flipped well inside the newest model.safetensors' data (its last byte). */
+    snprintf(p, sizeof p, "%s/step-00000020/model.safetensors", root);
+    damage(p, -1, -1);
+    gt_local_trainer_t *e = make(cfg);
+    CHECK_EQ_INT(gt_local_trainer_resume(e, root), GT_OK);
+    CHECK_EQ_INT(gt_local_trainer_steps_done(e), 10);
+    CHECK(same_arena(at10, e, GT_GPT_PARAMS));
+    CHECK(same_arena(at10, e, GT_GPT_ADAM_V));
+    gt_local_trainer_destroy(e);
+
+    /* A NaN in a tensor file whose checksum was recomputed (a diverged or tampered state that
+     * passes the checksum) is still refused by name: copy step 10 as step 30 and write NaN. */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp -r %s/step-00000010 %s/step-00000030", root, root);
+    CHECK(system(cmd) == 0);
+    snprintf(p, sizeof p, "%s/step-00000030/model.safetensors", root);
+    gt_local_st_t *st = NULL;
+    CHECK_EQ_INT(gt_local_st_open(p, &st), GT_OK);
+    size_t n_tensors = st ? gt_local_st_count(st) : 0;
+    gt_local_st_close(st);
+    CHECK(n_tensors > 0);
+    FILE *f = fopen(p, "r+b");
+    CHECK(f != NULL);
+    if (f) {
+        const float nan = NAN;
+        CHECK(fseek(f, -4, SEEK_END) == 0); /* the last float of the last tensor */
+        fwrite(&nan, sizeof nan, 1, f);
+        fclose(f);
+    }
+    gt_local_trainer_t *g = make(cfg);
+    CHECK_EQ_INT(gt_local_trainer_init_from(g, p), GT_ERR_CORRUPT);
+    gt_local_trainer_destroy(g);
+
+    /* A torn state.json: skipped too. */
+    snprintf(p, sizeof p, "%s/step-00000030/state.json", root);
+    gt_test_write_file(p, "{\"format\": \"geotrain-checkpoint\", \"step\": ");
+    e = make(cfg);
+    CHECK_EQ_INT(gt_local_trainer_resume(e, root), GT_OK);
+    CHECK_EQ_INT(gt_local_trainer_steps_done(e), 10);
+    gt_local_trainer_destroy(e);
+
+    /* The older one truncated as well: nothing intact is left, and resume says so. */
+    snprintf(p, sizeof p, "%s/step-00000010/optimizer.safetensors", root);
+    damage(p, 0, 100);
+    e = make(cfg);
+    CHECK_EQ_INT(gt_local_trainer_resume(e, root), GT_ERR_CORRUPT);
+    gt_local_trainer_destroy(e);
 }
 
 static void test_determinism_and_resume(void)
@@ -137,12 +214,7 @@ static void test_determinism_and_resume(void)
     gt_local_trainer_destroy(d);
     gt_topo_destroy(cfg2);
 
-    /* A torn state.json in the newest folder is reported, not trusted. */
-    snprintf(p, sizeof p, "%s/state.json", latest);
-    gt_test_write_file(p, "{\"format\": \"geotrain-checkpoint\", \"step\": ");
-    gt_local_trainer_t *e = make(cfg);
-    CHECK_EQ_INT(gt_local_trainer_resume(e, root), GT_ERR_CORRUPT);
-    gt_local_trainer_destroy(e);
+    test_corrupt_checkpoints(cfg, root, b);
 
     gt_local_trainer_destroy(a);
     gt_local_trainer_destroy(b);
