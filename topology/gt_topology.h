@@ -6,6 +6,9 @@
  * is printed as `FILE:LINE:COLUMN: key 'a.b': <what is wrong>; allowed: <what is allowed>`
  * (environment and flag errors use `env:GT_X:` and `flag:--set a.b=...:` in place of the
  * file position), every error in the file is reported, and nothing partial is returned.
+ * Hostile files are bounded: at most GT_TOPO_FILE_MAX bytes and GT_TOPO_DEPTH_MAX levels, one
+ * YAML document, no tags or aliases, values cut to 64 bytes in messages; the work done is
+ * linear in the file's size.
  *
  * The layout cuts a flat parameter vector of N floats into L contiguous lanes, and each lane
  * into one chunk per live site; chunk ownership rotates so every site aggregates an equal
@@ -30,6 +33,10 @@ extern "C" {
 #define GT_TOPO_MAX_SITES     64
 #define GT_TOPO_MAX_ENDPOINTS 16
 #define GT_TOPO_MAX_CUTS      16
+/* Bounds on a config file, so a hostile one costs little (the loader is linear in its size):
+ * a sites.yaml of 64 sites and every one of their 2,016 links fits in a tenth of this. */
+#define GT_TOPO_FILE_MAX      (1u << 20) /* bytes of YAML text */
+#define GT_TOPO_DEPTH_MAX     32         /* nested mappings and lists (the schema needs 5) */
 
 typedef enum { GT_DATA_TEXT = 0, GT_DATA_SHARDS = 1, GT_DATA_SYNTHETIC = 2 } gt_topo_data_kind_t;
 typedef enum { GT_OUTER_DILOCO = 0, GT_OUTER_SYNC_DP = 1 } gt_topo_outer_mode_t;
@@ -212,7 +219,8 @@ typedef struct {
 GT_API gt_status_t gt_topo_load(const char *path, const gt_topo_load_params_t *params,
                                 gt_topo_config_t **cfg_p) GT_MUST_USE;
 
-/* Same, from a string in memory; `name` is used in messages in place of the file name. */
+/* Same, from a string in memory; `name` is used in messages in place of the file name. The
+ * same bounds apply (len at most GT_TOPO_FILE_MAX). */
 GT_API gt_status_t gt_topo_load_string(const char *text, size_t len, const char *name,
                                        const gt_topo_load_params_t *params,
                                        gt_topo_config_t **cfg_p) GT_MUST_USE;

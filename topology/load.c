@@ -5,6 +5,13 @@
  * the first error: it reports all of them, then fails as a whole, so a user fixes a file in
  * one pass. Order: schema defaults, then the file, then GT_* environment variables, then
  * `key=value` flags, then checks that involve several keys, then link inheritance.
+ *
+ * The file may be hostile (issue 15), so the work is linear in its size and bounded: at most
+ * GT_TOPO_FILE_MAX bytes; a first pass over libyaml's event stream rejects a second document,
+ * tags (`!!python/object`), aliases (a `*ref` repeated in a list would multiply the walk) and
+ * nesting beyond GT_TOPO_DEPTH_MAX before libyaml builds the document; repeated keys are found
+ * with a hash set per mapping (SipHash with a per-load random key, so chosen collisions cannot
+ * make it quadratic); and values are cut to 64 bytes in messages.
  */
 #include "topology_internal.h"
 
@@ -17,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #define MAX_REPORTED_ERRORS 50
+#define MSG_VALUE_MAX       64 /* bytes of a value or key shown in a message */
 
 typedef struct {
     const char *name; /* file name for messages */
@@ -27,8 +36,9 @@ typedef struct {
     int n_errors;
     gt_topo_full_t *full;
     yaml_document_t *doc;
-    gt_topo_link_params_t *link_raw; /* per-link values as written; < 0 = inherit */
-    uint32_t *site_name_line;        /* for "first defined at line N" */
+    gt_topo_link_params_t *link_raw;               /* per-link values as written; < 0 = inherit */
+    uint32_t *site_name_line;                      /* for "first defined at line N" */
+    unsigned char hkey[crypto_shorthash_KEYBYTES]; /* keyset hashing, random per load */
 } loader_t;
 
 /* ---- messages ---- */
@@ -44,6 +54,27 @@ static void report(loader_t *L, const char *where, const char *fmt, ...)
     vfprintf(L->err, fmt, ap);
     fputc('\n', L->err);
     va_end(ap);
+}
+
+/* A value or key as shown in messages: at most MSG_VALUE_MAX bytes, cut on a UTF-8 character
+ * boundary and followed by "…" when longer; control characters become '?', so a value cannot
+ * flood a log or drive a terminal. */
+typedef struct {
+    char s[MSG_VALUE_MAX + 8];
+} clip_t;
+
+static const char *clip(const char *v, clip_t *c)
+{
+    size_t n = 0;
+    for (; v[n] && n < MSG_VALUE_MAX; n++)
+        c->s[n] = ((unsigned char)v[n] < 0x20 || v[n] == 0x7f) ? '?' : v[n];
+    if (v[n]) {
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80) n--; /* not mid-character */
+        memcpy(c->s + n, "\xe2\x80\xa6", 4);                       /* … */
+    } else {
+        c->s[n] = '\0';
+    }
+    return c->s;
 }
 
 static void where_node(const loader_t *L, const yaml_node_t *n, char *buf, size_t len)
@@ -239,12 +270,13 @@ static int set_value(loader_t *L, const char *where, const char *keyname, const 
     char allowed[512], hint[128] = "";
     char *p = (char *)base + k->offset;
     char *end = NULL;
+    clip_t cv;
     gt_topo_key_allowed(k, allowed, sizeof allowed);
     int numeric = k->type == GT_KEY_U32 || k->type == GT_KEY_U64 || k->type == GT_KEY_INT ||
                   k->type == GT_KEY_F64 || k->type == GT_KEY_BOOL;
     if (numeric && quoted) {
-        report(L, where, "key '%s': value \"%s\" is a quoted string; allowed: %s", keyname, v,
-               allowed);
+        report(L, where, "key '%s': value \"%s\" is a quoted string; allowed: %s", keyname,
+               clip(v, &cv), allowed);
         return -1;
     }
     switch (k->type) {
@@ -334,7 +366,8 @@ static int set_value(loader_t *L, const char *where, const char *keyname, const 
     default: break;
     }
 bad:
-    report(L, where, "key '%s': invalid value '%s'%s; allowed: %s", keyname, v, hint, allowed);
+    report(L, where, "key '%s': invalid value '%s'%s; allowed: %s", keyname, clip(v, &cv), hint,
+           allowed);
     return -1;
 }
 
@@ -387,35 +420,81 @@ static const gt_key_t *find_row(const gt_key_t *rows, const char *path)
     return NULL;
 }
 
-/* Reports a repeated key in a mapping (libyaml accepts duplicates silently). */
-static int duplicate_key(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, const char *keyname)
+/* Reports a key given twice in a mapping (libyaml accepts duplicates silently). `first` is
+ * the earlier key node for_each_pair found, or NULL. */
+static int duplicate_key(loader_t *L, const yaml_node_t *first, const yaml_node_t *key,
+                         const char *keyname)
 {
-    for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < pair; q++) {
-        yaml_node_t *qk = yaml_document_get_node(L->doc, q->key);
-        yaml_node_t *pk = yaml_document_get_node(L->doc, pair->key);
-        if (qk && pk && qk->type == YAML_SCALAR_NODE &&
-            strcmp((char *)qk->data.scalar.value, (char *)pk->data.scalar.value) == 0) {
-            char where[GT_TOPO_PATH_MAX + 32];
-            where_node(L, pk, where, sizeof where);
-            report(L, where, "key '%s': given twice (first at line %lu); allowed: once", keyname,
-                   (unsigned long)qk->start_mark.line + 1);
-            return 1;
-        }
-    }
-    return 0;
+    if (!first) return 0;
+    char where[GT_TOPO_PATH_MAX + 32];
+    where_node(L, key, where, sizeof where);
+    report(L, where, "key '%s': given twice (first at line %lu); allowed: once", keyname,
+           (unsigned long)first->start_mark.line + 1);
+    return 1;
 }
 
-/* Iterates a mapping node: for each pair with a scalar key, calls fn(L, key, value, ctx). */
-typedef void (*pair_fn)(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
-                        yaml_node_t *val, void *ctx);
+/* For each pair of a mapping, the earlier pair with the same scalar key, if any: an open-
+ * addressing set of pair indices (twice as many slots as pairs, linear probing), hashed with
+ * SipHash-2-4 under the loader's random key. Linear in the mapping's size whatever the keys;
+ * the old pairwise comparison took minutes on a file of a few hundred thousand keys. Returns
+ * first_p[i] = index of the first equal key, or SIZE_MAX; NULL when out of memory. */
+static size_t *find_duplicates(loader_t *L, yaml_node_t *map, size_t n)
+{
+    size_t *first = malloc((n ? n : 1) * sizeof *first);
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    size_t *slots = malloc(cap * sizeof *slots); /* pair index + 1; 0 = empty */
+    if (!first || !slots) {
+        free(first);
+        free(slots);
+        return NULL;
+    }
+    memset(slots, 0, cap * sizeof *slots);
+    yaml_node_pair_t *pairs = map->data.mapping.pairs.start;
+    for (size_t i = 0; i < n; i++) {
+        first[i] = SIZE_MAX;
+        yaml_node_t *k = yaml_document_get_node(L->doc, pairs[i].key);
+        if (!k || k->type != YAML_SCALAR_NODE) continue;
+        unsigned char h[crypto_shorthash_BYTES];
+        crypto_shorthash(h, k->data.scalar.value, k->data.scalar.length, L->hkey);
+        uint64_t hv;
+        memcpy(&hv, h, sizeof hv);
+        for (size_t at = (size_t)hv & (cap - 1);; at = (at + 1) & (cap - 1)) {
+            if (!slots[at]) {
+                slots[at] = i + 1;
+                break;
+            }
+            yaml_node_t *o = yaml_document_get_node(L->doc, pairs[slots[at] - 1].key);
+            if (o->data.scalar.length == k->data.scalar.length &&
+                memcmp(o->data.scalar.value, k->data.scalar.value, k->data.scalar.length) == 0) {
+                first[i] = slots[at] - 1;
+                break;
+            }
+        }
+    }
+    free(slots);
+    return first;
+}
+
+/* Iterates a mapping node: for each pair with a scalar key, calls fn(L, key, value, first,
+ * ctx), where `first` is the key node of an earlier pair with the same key (or NULL). */
+typedef void (*pair_fn)(loader_t *L, yaml_node_t *key, yaml_node_t *val, const yaml_node_t *first,
+                        void *ctx);
 
 static void for_each_pair(loader_t *L, yaml_node_t *map, const char *what, pair_fn fn, void *ctx)
 {
     char where[GT_TOPO_PATH_MAX + 32];
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = yaml_document_get_node(L->doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(L->doc, p->value);
+    yaml_node_pair_t *pairs = map->data.mapping.pairs.start;
+    size_t n = (size_t)(map->data.mapping.pairs.top - pairs);
+    size_t *first = find_duplicates(L, map, n);
+    if (!first) {
+        where_node(L, map, where, sizeof where);
+        report(L, where, "out of memory checking %zu keys of '%s'", n, what);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *k = yaml_document_get_node(L->doc, pairs[i].key);
+        yaml_node_t *v = yaml_document_get_node(L->doc, pairs[i].value);
         if (!k || !v) continue;
         if (k->type != YAML_SCALAR_NODE) {
             where_node(L, k, where, sizeof where);
@@ -423,8 +502,10 @@ static void for_each_pair(loader_t *L, yaml_node_t *map, const char *what, pair_
                    what, node_kind(k), what);
             continue;
         }
-        fn(L, map, p, k, v, ctx);
+        fn(L, k, v,
+           first[i] == SIZE_MAX ? NULL : yaml_document_get_node(L->doc, pairs[first[i]].key), ctx);
     }
+    free(first);
 }
 
 static void walk_section(loader_t *L, yaml_node_t *map, const char *prefix);
@@ -460,9 +541,11 @@ static void walk_urls(loader_t *L, yaml_node_t *seq)
         where_node(L, n, where, sizeof where);
         if (n->type != YAML_SCALAR_NODE || !valid_url((char *)n->data.scalar.value) ||
             strlen((char *)n->data.scalar.value) >= GT_TOPO_ADDR_MAX) {
+            clip_t cv;
             report(L, where,
                    "key 'membership.endpoints': invalid value '%s'; allowed: http://host:port",
-                   n->type == YAML_SCALAR_NODE ? (char *)n->data.scalar.value : node_kind(n));
+                   n->type == YAML_SCALAR_NODE ? clip((char *)n->data.scalar.value, &cv)
+                                               : node_kind(n));
             continue;
         }
         if (m->n_endpoints == GT_TOPO_MAX_ENDPOINTS) {
@@ -483,6 +566,10 @@ static void report_unknown(loader_t *L, const yaml_node_t *key, const gt_key_t *
                            const char *parent, const char *name, const char *keyname)
 {
     char where[GT_TOPO_PATH_MAX + 32], hint[160], allowed[512];
+    if (L->n_errors >= MAX_REPORTED_ERRORS) { /* counted, not shown: skip the suggestion work */
+        L->n_errors++;
+        return;
+    }
     where_node(L, key, where, sizeof where);
     suggest(rows, parent, name, hint, sizeof hint);
     list_siblings(rows, parent, allowed, sizeof allowed);
@@ -497,14 +584,15 @@ typedef struct {
     int seen_name, seen_addr;
 } site_ctx_t;
 
-static void site_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
-                      yaml_node_t *val, void *vctx)
+static void site_pair(loader_t *L, yaml_node_t *key, yaml_node_t *val, const yaml_node_t *first,
+                      void *vctx)
 {
     site_ctx_t *c = vctx;
-    const char *name = (const char *)key->data.scalar.value;
+    clip_t cn; /* a name longer than MSG_VALUE_MAX is no key, so the clipped one serves */
+    const char *name = clip((const char *)key->data.scalar.value, &cn);
     char keyname[128];
     snprintf(keyname, sizeof keyname, "sites[%u].%s", c->index, name);
-    if (duplicate_key(L, map, pair, keyname)) return;
+    if (duplicate_key(L, first, key, keyname)) return;
     const gt_key_t *k = find_row(gt_topo_site_keys, name);
     if (!k) {
         report_unknown(L, key, gt_topo_site_keys, "", name, keyname);
@@ -594,7 +682,9 @@ static void walk_pair(loader_t *L, yaml_node_t *seq, const char *keyname, link_c
         where_node(L, nm, where, sizeof where);
         const char *v = nm->type == YAML_SCALAR_NODE ? (char *)nm->data.scalar.value : "";
         if (gt_topo_site_index(&L->full->cfg, v, &idx[i]) != GT_OK) {
-            report(L, where, "key '%s': unknown site '%s'; allowed: a name from sites", keyname, v);
+            clip_t cv;
+            report(L, where, "key '%s': unknown site '%s'; allowed: a name from sites", keyname,
+                   clip(v, &cv));
             return;
         }
     }
@@ -608,15 +698,39 @@ static void walk_pair(loader_t *L, yaml_node_t *seq, const char *keyname, link_c
     c->valid_between = 1;
 }
 
+static const gt_key_t cut_keys[] = {
+    {"start_s", GT_KEY_F64, offsetof(gt_topo_cut_t, start_s), 0, 0, 1e7, 0, 0, NULL, NULL, ""},
+    {"duration_s", GT_KEY_F64, offsetof(gt_topo_cut_t, duration_s), 0, 0, 1e7, 1, 0, NULL, NULL,
+     ""},
+    {NULL, GT_KEY_SECTION, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+};
+
+typedef struct {
+    const char *keyname; /* links[i].cuts */
+    gt_topo_cut_t *cut;
+} cut_ctx_t;
+
+static void cut_pair(loader_t *L, yaml_node_t *key, yaml_node_t *val, const yaml_node_t *first,
+                     void *vctx)
+{
+    cut_ctx_t *c = vctx;
+    char where[GT_TOPO_PATH_MAX + 32], kn[160];
+    clip_t cn;
+    const char *name = clip((char *)key->data.scalar.value, &cn);
+    snprintf(kn, sizeof kn, "%s.%s", c->keyname, name);
+    if (duplicate_key(L, first, key, kn)) return;
+    const gt_key_t *row = find_row(cut_keys, name);
+    if (!row) {
+        where_node(L, key, where, sizeof where);
+        report(L, where, "key '%s': unknown key; allowed: start_s, duration_s", kn);
+        return;
+    }
+    set_from_node(L, kn, row, c->cut, val);
+}
+
 static void walk_cuts(loader_t *L, yaml_node_t *seq, const char *keyname, link_ctx_t *c)
 {
-    static const gt_key_t cut_keys[] = {
-        {"start_s", GT_KEY_F64, offsetof(gt_topo_cut_t, start_s), 0, 0, 1e7, 0, 0, NULL, NULL, ""},
-        {"duration_s", GT_KEY_F64, offsetof(gt_topo_cut_t, duration_s), 0, 0, 1e7, 1, 0, NULL, NULL,
-         ""},
-        {NULL, GT_KEY_SECTION, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL},
-    };
-    char where[GT_TOPO_PATH_MAX + 32], kn[160];
+    char where[GT_TOPO_PATH_MAX + 32];
     if (!expect_sequence(L, seq, keyname, "a list of {start_s, duration_s} mappings")) return;
     c->raw->n_cuts = 0;
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
@@ -630,20 +744,8 @@ static void walk_cuts(loader_t *L, yaml_node_t *seq, const char *keyname, link_c
         }
         if (!expect_mapping(L, m, keyname, "a mapping {start_s: S, duration_s: D}")) continue;
         gt_topo_cut_t cut = {-1, -1};
-        for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
-             p++) {
-            yaml_node_t *k = yaml_document_get_node(L->doc, p->key);
-            yaml_node_t *v = yaml_document_get_node(L->doc, p->value);
-            const char *name = k->type == YAML_SCALAR_NODE ? (char *)k->data.scalar.value : "?";
-            const gt_key_t *row = find_row(cut_keys, name);
-            snprintf(kn, sizeof kn, "%s.%s", keyname, name);
-            if (!row) {
-                where_node(L, k, where, sizeof where);
-                report(L, where, "key '%s': unknown key; allowed: start_s, duration_s", kn);
-                continue;
-            }
-            set_from_node(L, kn, row, &cut, v);
-        }
+        cut_ctx_t cc = {keyname, &cut};
+        for_each_pair(L, m, "cut", cut_pair, &cc);
         if (cut.start_s < 0 || cut.duration_s < 0) {
             report(L, where,
                    "key '%s': a cut needs start_s and duration_s; allowed: "
@@ -655,14 +757,15 @@ static void walk_cuts(loader_t *L, yaml_node_t *seq, const char *keyname, link_c
     }
 }
 
-static void link_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
-                      yaml_node_t *val, void *vctx)
+static void link_pair(loader_t *L, yaml_node_t *key, yaml_node_t *val, const yaml_node_t *first,
+                      void *vctx)
 {
     link_ctx_t *c = vctx;
-    const char *name = (const char *)key->data.scalar.value;
+    clip_t cn;
+    const char *name = clip((const char *)key->data.scalar.value, &cn);
     char keyname[128];
     snprintf(keyname, sizeof keyname, "links[%u].%s", c->index, name);
-    if (duplicate_key(L, map, pair, keyname)) return;
+    if (duplicate_key(L, first, key, keyname)) return;
     const gt_key_t *k = find_row(gt_topo_link_keys, name);
     if (!k) {
         report_unknown(L, key, gt_topo_link_keys, "", name, keyname);
@@ -686,7 +789,11 @@ static void walk_links(loader_t *L, yaml_node_t *seq)
     if (n == 0) return;
     cfg->links = calloc(n, sizeof *cfg->links);
     L->link_raw = calloc(n, sizeof *L->link_raw);
-    if (!cfg->links || !L->link_raw) {
+    /* seen[a * MAX_SITES + b] = 1 + the link already configured for sites a < b: one look-up
+     * per entry, however many entries a file repeats. */
+    uint32_t *seen = calloc((size_t)GT_TOPO_MAX_SITES * GT_TOPO_MAX_SITES, sizeof *seen);
+    if (!cfg->links || !L->link_raw || !seen) {
+        free(seen);
         where_node(L, seq, where, sizeof where);
         report(L, where, "out of memory");
         return;
@@ -708,18 +815,17 @@ static void walk_links(loader_t *L, yaml_node_t *seq)
             continue;
         }
         if (!c.valid_between) continue;
-        for (uint32_t j = 0; j < cfg->n_links; j++) {
-            if (cfg->links[j].a == c.link->a && cfg->links[j].b == c.link->b) {
-                report(L, where,
-                       "key '%s.between': the link %s-%s is already configured (links[%u]); "
-                       "allowed: one entry per site pair",
-                       keyname, cfg->sites[c.link->a].name, cfg->sites[c.link->b].name, j);
-                goto next;
-            }
+        uint32_t *slot = &seen[(size_t)c.link->a * GT_TOPO_MAX_SITES + c.link->b];
+        if (*slot) {
+            report(L, where,
+                   "key '%s.between': the link %s-%s is already configured (links[%u]); "
+                   "allowed: one entry per site pair",
+                   keyname, cfg->sites[c.link->a].name, cfg->sites[c.link->b].name, *slot - 1);
+            continue;
         }
-        cfg->n_links++;
-    next:;
+        *slot = ++cfg->n_links;
     }
+    free(seen);
 }
 
 /* --- top-level sections --- */
@@ -728,14 +834,15 @@ typedef struct {
     const char *prefix;
 } section_ctx_t;
 
-static void section_pair(loader_t *L, yaml_node_t *map, yaml_node_pair_t *pair, yaml_node_t *key,
-                         yaml_node_t *val, void *vctx)
+static void section_pair(loader_t *L, yaml_node_t *key, yaml_node_t *val, const yaml_node_t *first,
+                         void *vctx)
 {
     const char *prefix = ((section_ctx_t *)vctx)->prefix;
-    const char *name = (const char *)key->data.scalar.value;
+    clip_t cn;
+    const char *name = clip((const char *)key->data.scalar.value, &cn);
     char path[160];
     snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
-    if (duplicate_key(L, map, pair, path)) return;
+    if (duplicate_key(L, first, key, path)) return;
     const gt_key_t *k = find_row(gt_topo_keys, path);
     if (!k) {
         report_unknown(L, key, gt_topo_keys, prefix, name, path);
@@ -803,10 +910,11 @@ static void set_url_list(loader_t *L, const char *where, const char *v)
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         while (*t == ' ') t++;
         if (!valid_url(t) || m->n_endpoints == GT_TOPO_MAX_ENDPOINTS) {
+            clip_t cv;
             report(L, where,
                    "key 'membership.endpoints': invalid value '%s'; allowed: a "
                    "comma-separated list of at most %d http://host:port URLs",
-                   t, GT_TOPO_MAX_ENDPOINTS);
+                   clip(t, &cv), GT_TOPO_MAX_ENDPOINTS);
             return;
         }
         snprintf(m->endpoints[m->n_endpoints++], GT_TOPO_ADDR_MAX, "%s", t);
@@ -834,7 +942,8 @@ static void apply_flag(loader_t *L, const char *set)
 {
     char key[200], where[300], hint[160], allowed[512];
     const char *eq = strchr(set, '=');
-    snprintf(where, sizeof where, "flag:--set %s", set);
+    clip_t cs;
+    snprintf(where, sizeof where, "flag:--set %s", clip(set, &cs));
     if (!eq || eq == set || (size_t)(eq - set) >= sizeof key) {
         report(L, where, "expected key=value; allowed: a config key such as outer.lr=0.5");
         return;
@@ -1062,7 +1171,100 @@ static void resolve_sites(loader_t *L)
     }
 }
 
+/* ---- the first pass: what the document may contain ---- */
+
+/* "!!python/object" for "tag:yaml.org,2002:python/object", as the user wrote it. */
+static const char *short_tag(const char *tag, clip_t *c)
+{
+    static const char core[] = "tag:yaml.org,2002:";
+    char buf[MSG_VALUE_MAX + 8];
+    if (strncmp(tag, core, sizeof core - 1) != 0) return clip(tag, c);
+    snprintf(buf, sizeof buf, "!!%s", tag + sizeof core - 1);
+    return clip(buf, c);
+}
+
+static void report_event(loader_t *L, const yaml_mark_t *m, const char *fmt, const char *arg)
+{
+    char where[GT_TOPO_PATH_MAX + 32];
+    snprintf(where, sizeof where, "%s:%lu:%lu", L->name, (unsigned long)m->line + 1,
+             (unsigned long)m->column + 1);
+    report(L, where, fmt, arg);
+}
+
+/* One pass over libyaml's event stream, in constant memory, before the document is built:
+ * one document only, no tags, no aliases, nesting at most GT_TOPO_DEPTH_MAX. A syntax error,
+ * a second document or too deep a nesting ends the pass at once (the rest of the file is never
+ * scanned); tags and aliases are each reported and the pass goes on. Returns 0 when the file
+ * may be loaded. */
+static int precheck(loader_t *L, const char *text, size_t len)
+{
+    yaml_parser_t p;
+    yaml_event_t ev;
+    int depth = 0, docs = 0, done = 0, errors_before = L->n_errors;
+    if (!yaml_parser_initialize(&p)) {
+        report(L, L->name, "out of memory starting the YAML parser");
+        return -1;
+    }
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    while (!done) {
+        if (!yaml_parser_parse(&p, &ev)) {
+            report_event(L, &p.problem_mark, "YAML syntax error: %s; allowed: valid YAML",
+                         p.problem ? p.problem : "unknown problem");
+            break;
+        }
+        const unsigned char *tag = NULL;
+        clip_t ct;
+        switch (ev.type) {
+        case YAML_DOCUMENT_START_EVENT:
+            if (++docs > 1) {
+                report_event(L, &ev.start_mark,
+                             "a second YAML document%s; allowed: one document per file",
+                             ev.data.document_start.implicit ? "" : " (after '---')");
+                done = 1;
+            }
+            break;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            tag = ev.type == YAML_MAPPING_START_EVENT ? ev.data.mapping_start.tag
+                                                      : ev.data.sequence_start.tag;
+            if (++depth > GT_TOPO_DEPTH_MAX) {
+                char lim[32];
+                snprintf(lim, sizeof lim, "%d", GT_TOPO_DEPTH_MAX);
+                report_event(L, &ev.start_mark,
+                             "lists and mappings nested too deep; allowed: at most %s levels", lim);
+                done = 1;
+            }
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        case YAML_SCALAR_EVENT: tag = ev.data.scalar.tag; break;
+        case YAML_ALIAS_EVENT:
+            report_event(L, &ev.start_mark,
+                         "alias '*%s': aliases are not supported; allowed: the value written out",
+                         clip((const char *)ev.data.alias.anchor, &ct));
+            break;
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        default: break;
+        }
+        if (tag && ev.type != YAML_DOCUMENT_START_EVENT)
+            report_event(L, &ev.start_mark,
+                         "tag '%s' is not supported; allowed: plain YAML values without tags",
+                         short_tag((const char *)tag, &ct));
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&p);
+    return L->n_errors == errors_before && done ? 0 : -1;
+}
+
 /* ---- entry points ---- */
+
+static void report_size(FILE *err, const char *name, unsigned long long size)
+{
+    fprintf(err,
+            "%s: %llu bytes, over the limit of %u bytes; allowed: a config file of at most "
+            "%u KiB\n",
+            name, size, GT_TOPO_FILE_MAX, GT_TOPO_FILE_MAX >> 10);
+}
 
 gt_status_t gt_topo_load_string(const char *text, size_t len, const char *name,
                                 const gt_topo_load_params_t *params, gt_topo_config_t **cfg_p)
@@ -1070,8 +1272,18 @@ gt_status_t gt_topo_load_string(const char *text, size_t len, const char *name,
     gt_topo_load_params_t dp = GT_TOPO_LOAD_PARAMS_INIT;
     if (!params) params = &dp;
     if (sodium_init() < 0) return GT_ERR_INTERNAL;
-    loader_t L = {
-        name ? name : "(config)", params->err ? params->err : stderr, 0, NULL, NULL, NULL, NULL};
+    loader_t L = {name ? name : "(config)",
+                  params->err ? params->err : stderr,
+                  0,
+                  NULL,
+                  NULL,
+                  NULL,
+                  NULL,
+                  {0}};
+    if (len > GT_TOPO_FILE_MAX) {
+        report_size(L.err, L.name, (unsigned long long)len);
+        return GT_ERR_CONFIG;
+    }
     yaml_parser_t parser;
     yaml_document_t doc;
     int have_doc = 0;
@@ -1084,7 +1296,9 @@ gt_status_t gt_topo_load_string(const char *text, size_t len, const char *name,
         return GT_ERR_NOMEM;
     }
     snprintf(L.full->cfg.source, sizeof L.full->cfg.source, "%s", L.name);
+    crypto_shorthash_keygen(L.hkey);
     apply_defaults(&L, gt_topo_keys, &L.full->cfg);
+    if (precheck(&L, text, len) != 0) goto out;
 
     if (!yaml_parser_initialize(&parser)) {
         st = GT_ERR_NOMEM;
@@ -1145,35 +1359,38 @@ gt_status_t gt_topo_load(const char *path, const gt_topo_load_params_t *params,
         fprintf(err, "%s:1:1: cannot open the config file: %s\n", path, strerror(errno));
         return errno == ENOENT ? GT_ERR_NOT_FOUND : GT_ERR_IO;
     }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 65536) {
-            if (cap > (64u << 20)) {
-                fprintf(err, "%s:1:1: the config file is larger than 64 MiB\n", path);
-                free(buf);
-                fclose(f);
-                return GT_ERR_CONFIG;
-            }
-            char *nb = realloc(buf, cap ? cap * 2 : 65536);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return GT_ERR_NOMEM;
-            }
-            buf = nb;
-            cap = cap ? cap * 2 : 65536;
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) break;
+    /* A regular file is refused by its size before anything is read; a pipe or a file that
+     * grows is read to one byte past the limit at most. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
+        (unsigned long long)sb.st_size > GT_TOPO_FILE_MAX) {
+        report_size(err, path, (unsigned long long)sb.st_size);
+        fclose(f);
+        return GT_ERR_CONFIG;
     }
+    char *buf = malloc((size_t)GT_TOPO_FILE_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        return GT_ERR_NOMEM;
+    }
+    size_t len = 0, n;
+    while (len <= GT_TOPO_FILE_MAX &&
+           (n = fread(buf + len, 1, (size_t)GT_TOPO_FILE_MAX + 1 - len, f)) > 0)
+        len += n;
     int rerr = ferror(f);
     fclose(f);
     if (rerr) {
         fprintf(err, "%s:1:1: cannot read the config file\n", path);
         free(buf);
         return GT_ERR_IO;
+    }
+    if (len > GT_TOPO_FILE_MAX) {
+        fprintf(err,
+                "%s: more than %u bytes, over the limit of %u bytes; allowed: a config "
+                "file of at most %u KiB\n",
+                path, GT_TOPO_FILE_MAX, GT_TOPO_FILE_MAX, GT_TOPO_FILE_MAX >> 10);
+        free(buf);
+        return GT_ERR_CONFIG;
     }
     gt_status_t st = gt_topo_load_string(buf, len, path, params, cfg_p);
     free(buf);
