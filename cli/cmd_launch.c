@@ -63,16 +63,21 @@ static void usage(FILE *out)
             "usage: geotrain launch [SITES.yaml] [--run-dir DIR] [--kill SITE@ROUND ...]\n"
             "                       [--restart SITE@ROUND ...] [--join SITE@ROUND ...]\n"
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
-            "                       [--set KEY=VALUE ...]\n\n"
+            "                       [--etcd-members N] [--kill-etcd M@ROUND ...]\n"
+            "                       [--restart-etcd M@ROUND ...] [--set KEY=VALUE ...]\n"
+            "\n"
             "Runs every site of SITES.yaml (default ./sites.yaml) on this machine, each as its\n"
             "own process, exchanging pseudo-gradients over the WAN layer (emulated when\n"
-            "wan.emulation.enabled). Starts a one-node etcd when membership.endpoints is empty,\n"
-            "and makes a key pair for every site that has no public_key in the file. A site\n"
-            "with ranks > 1 is started as an MPI job, `mpirun -np RANKS geotrain run ...`\n"
-            "(GT_MPIRUN names another launcher; --allow-run-as-root when root).\n\n"
+            "wan.emulation.enabled). Starts etcd when membership.endpoints is empty: a Raft\n"
+            "cluster of 3 members on loopback (--etcd-members), so membership survives the\n"
+            "loss of one. Makes a key pair for every site that has no public_key in the file.\n"
+            "A site with ranks > 1 is started as an MPI job, `mpirun -np RANKS geotrain run`\n"
+            "(GT_MPIRUN names another launcher; --allow-run-as-root when root).\n"
+            "\n"
             "Shows one line per site: round, step, loss, tokens/s, WAN MB/s, time waiting.\n"
             "Ctrl-C stops every site cleanly (each finishes its step and leaves), then etcd;\n"
-            "a launcher killed outright (SIGKILL) takes its sites and etcd with it.\n\n"
+            "a launcher killed outright (SIGKILL) takes its sites and etcd with it.\n"
+            "\n"
             "Run directory (--run-dir, default run.run_dir/run.name-YYYYmmdd-HHMMSS):\n"
             "  sites.yaml         the config, and (as comments) what launch added with --set\n"
             "  config.yaml        the resolved config\n"
@@ -81,7 +86,8 @@ static void usage(FILE *out)
             "  SITE/              metrics.jsonl, status.json, summary.json, checkpoints/\n"
             "  summary.json       per-site loss, tokens, utilization; WAN bytes; the bytes\n"
             "                     synchronous data parallelism would have sent; the saving;\n"
-            "                     contributions on time/late/dropped/rejected; hash checks\n\n"
+            "                     contributions on time/late/dropped/rejected; hash checks\n"
+            "\n"
             "Options:\n"
             "  --run-dir DIR        the run directory\n"
             "  --kill SITE@ROUND    SIGKILL SITE once it reaches ROUND (repeatable)\n"
@@ -94,6 +100,11 @@ static void usage(FILE *out)
             "  --corrupt-anchor SITE@ROUND\n"
             "                       chaos: flip one bit of SITE's anchor after ROUND; the\n"
             "                       anchor-hash check catches it and SITE re-fetches the anchor\n"
+            "  --etcd-members N     members of the etcd cluster it starts (1 to 7, default 3)\n"
+            "  --kill-etcd M@ROUND  chaos: SIGKILL etcd member M (0-based) once a site has\n"
+            "                       applied ROUND rounds (repeatable)\n"
+            "  --restart-etcd M@ROUND\n"
+            "                       start etcd member M again (same ports and data) then\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
             "  -h, --help           this text\n");
 }
@@ -369,10 +380,17 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"corrupt-anchor", required_argument, NULL, 'x'},
                                          {"join", required_argument, NULL, 'j'},
                                          {"restart", required_argument, NULL, 'R'},
+                                         {"etcd-members", required_argument, NULL, 'E'},
+                                         {"kill-etcd", required_argument, NULL, 'K'},
+                                         {"restart-etcd", required_argument, NULL, 'T'},
                                          {NULL, 0, NULL, 0}};
     const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
     const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
     size_t n_kills = 0, n_slows = 0, n_user = 0, n_corrupts = 0, n_joins = 0, n_restarts = 0;
+    /* etcd members killed / restarted at a round: member index and round, -1 when unused */
+    long etcd_members = 3, etcd_ev[2][MAX_EVENTS][2];
+    size_t n_etcd_ev[2] = {0, 0};
+    char *end = NULL;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -396,6 +414,28 @@ int gt_cmd_launch(int argc, char **argv)
         case 'R':
             if (n_restarts < MAX_EVENTS) restarts[n_restarts++] = optarg;
             break;
+        case 'E':
+            etcd_members = strtol(optarg, &end, 10);
+            if (*end || etcd_members < 1 || etcd_members > GT_WAN_ETCD_MAX_MEMBERS) {
+                fprintf(stderr, "geotrain launch: --etcd-members %s: expected 1 to %d\n", optarg,
+                        GT_WAN_ETCD_MAX_MEMBERS);
+                return 2;
+            }
+            break;
+        case 'K':
+        case 'T': {
+            int which = c == 'T';
+            long member = strtol(optarg, &end, 10), round = -1;
+            if (*end == '@') round = strtol(end + 1, &end, 10);
+            if (*end || member < 0 || round < 0 || n_etcd_ev[which] == MAX_EVENTS) {
+                fprintf(stderr, "geotrain launch: --%s %s: expected MEMBER@ROUND\n",
+                        which ? "restart-etcd" : "kill-etcd", optarg);
+                return 2;
+            }
+            etcd_ev[which][n_etcd_ev[which]][0] = member;
+            etcd_ev[which][n_etcd_ev[which]++][1] = round;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -417,7 +457,7 @@ int gt_cmd_launch(int argc, char **argv)
     site_proc_t *sp = calloc(cfg->n_sites, sizeof *sp);
     char **sets = NULL;
     size_t n_sets = 0;
-    gt_wan_etcd_local_t etcd;
+    gt_wan_etcd_cluster_t etcd;
     memset(&etcd, 0, sizeof etcd);
     uint64_t t0 = gt_time_ns();
     char run_dir[PATH_MAX], sub[PATH_MAX + 32], site_cfg[PATH_MAX + 32], self[PATH_MAX];
@@ -512,11 +552,24 @@ int gt_cmd_launch(int argc, char **argv)
 
     signal(SIGINT, on_interrupt);
     signal(SIGTERM, on_interrupt);
+    for (int which = 0; which < 2; which++)
+        for (size_t e = 0; e < n_etcd_ev[which]; e++)
+            if (etcd_ev[which][e][0] >= etcd_members || cfg->membership.n_endpoints) {
+                fprintf(stderr, "geotrain launch: --%s %ld: launch's etcd has members 0..%ld%s\n",
+                        which ? "restart-etcd" : "kill-etcd", etcd_ev[which][e][0],
+                        etcd_members - 1,
+                        cfg->membership.n_endpoints ? " (and none runs: the config names its "
+                                                      "own membership.endpoints)"
+                                                    : "");
+                rc = 2;
+                goto out;
+            }
     const char *endpoint = NULL;
     if (cfg->membership.n_endpoints == 0) {
+        /* A Raft cluster (3 members by default): membership survives the loss of one. */
         snprintf(sub, sizeof sub, "%s/etcd", run_dir);
-        if (gt_wan_etcd_local_start(sub, 30000, &etcd) != GT_OK) goto out;
-        endpoint = etcd.url;
+        if (gt_wan_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK) goto out;
+        endpoint = etcd.endpoints;
     }
     if (prepare_config(config, cfg, run_dir, endpoint, site_cfg, sizeof site_cfg) != 0) goto out;
     if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0) goto out;
@@ -598,6 +651,25 @@ int gt_cmd_launch(int argc, char **argv)
             }
             running++;
         }
+        /* --kill-etcd / --restart-etcd: once any site has applied that many rounds. */
+        double most_applied = 0;
+        for (uint32_t k = 0; k < cfg->n_sites; k++)
+            if (sp[k].started && jnum(sp[k].st, "rounds_applied") > most_applied)
+                most_applied = jnum(sp[k].st, "rounds_applied");
+        for (int which = 0; which < 2; which++)
+            for (size_t e = 0; e < n_etcd_ev[which]; e++) {
+                long *ev = etcd_ev[which][e];
+                if (ev[1] < 0 || most_applied < (double)ev[1]) continue;
+                if (which == 0) {
+                    gt_wan_etcd_cluster_kill(&etcd, (size_t)ev[0]);
+                } else if (gt_wan_etcd_cluster_restart(&etcd, (size_t)ev[0]) != GT_OK) {
+                    goto stop;
+                }
+                fprintf(tty ? stdout : stderr, "-- %s etcd member %ld at round %ld\n",
+                        which ? "restarted" : "killed", ev[0], ev[1]);
+                drawn = 0;
+                ev[1] = -1; /* done */
+            }
         uint64_t now = gt_time_ns();
         if (tty || now - last_print > 5000000000ull || running == 0) {
             show_lines(sp, cfg->n_sites, tty, drawn);
@@ -656,7 +728,7 @@ stop:
         }
     }
 out:
-    gt_wan_etcd_local_stop(&etcd);
+    gt_wan_etcd_cluster_stop(&etcd);
     for (size_t i = 0; sets && i < n_sets; i++) free(sets[i]);
     free(sets);
     for (uint32_t i = 0; sp && i < cfg->n_sites; i++) json_decref(sp[i].st);

@@ -1,6 +1,7 @@
-/* etcd_local.c — a one-node etcd on free loopback ports, for `geotrain launch` when
- * sites.yaml names no membership endpoints, and for tests. It is Debian's etcd-server,
- * started for real; the data folder is the caller's. */
+/* etcd_local.c — etcd on free loopback ports, for `geotrain launch` when sites.yaml names no
+ * membership endpoints, and for tests: one node, or a cluster of several members (Raft: with 3
+ * members, one can die and membership goes on). It is Debian's etcd-server, started for real;
+ * the data folders are the caller's. Members die with the process that started them. */
 #include "gt_wan.h"
 
 #include <arpa/inet.h>
@@ -66,27 +67,19 @@ static int etcd_healthy(int port)
     return strstr(buf, "\"health\":\"true\"") != NULL;
 }
 
-gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
-                                    gt_wan_etcd_local_t *etcd_p)
+/* Forks and execs one etcd member; the caller waits for health. */
+static gt_status_t spawn_member(const char *dir, const char *name, int client_port, int peer_port,
+                                const char *initial_cluster, pid_t *pid_p)
 {
-    gt_wan_etcd_local_t e;
-    memset(&e, 0, sizeof e);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         GT_ERROR("etcd: cannot create %s: %s", dir, strerror(errno));
         return GT_ERR_IO;
     }
-    e.client_port = gt_wan_free_port();
-    e.peer_port = gt_wan_free_port();
-    if (e.client_port <= 0 || e.peer_port <= 0 || e.client_port == e.peer_port) {
-        GT_ERROR("etcd: no free loopback port");
-        return GT_ERR_IO;
-    }
-    snprintf(e.url, sizeof e.url, "http://127.0.0.1:%d", e.client_port);
-    char data[1100], log[1100], peer[64], cluster[96];
+    char data[1100], log[1100], url[64], peer[64];
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(log, sizeof log, "%s/etcd.log", dir);
-    snprintf(peer, sizeof peer, "http://127.0.0.1:%d", e.peer_port);
-    snprintf(cluster, sizeof cluster, "geotrain=%s", peer);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", client_port);
+    snprintf(peer, sizeof peer, "http://127.0.0.1:%d", peer_port);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -97,37 +90,171 @@ gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
         setpgid(0, 0); /* a Ctrl-C at the terminal goes to geotrain, which stops us in order */
         /* ... and if geotrain dies without stopping us (SIGKILL), etcd goes with it. */
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(125);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644); /* a restart appends */
         if (fd >= 0) {
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execlp("etcd", "etcd", "--name", "geotrain", "--data-dir", data, "--listen-client-urls",
-               e.url, "--advertise-client-urls", e.url, "--listen-peer-urls", peer,
-               "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster, "--log-level",
-               "warn", (char *)NULL);
+        /* A restarted member finds its data folder and ignores the initial-cluster flags. */
+        execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls", url,
+               "--advertise-client-urls", url, "--listen-peer-urls", peer,
+               "--initial-advertise-peer-urls", peer, "--initial-cluster", initial_cluster,
+               "--initial-cluster-state", "new", "--log-level", "warn", (char *)NULL);
         _exit(127);
     }
-    e.pid = (int)pid;
+    *pid_p = pid;
+    return GT_OK;
+}
+
+/* Waits until every running member answers /health (which needs a leader: quorum). */
+static gt_status_t wait_healthy(gt_wan_etcd_local_t *const *members, size_t n, const char *dir,
+                                uint32_t timeout_ms)
+{
     uint64_t t0 = gt_time_ns();
     while ((gt_time_ns() - t0) / 1000000u < timeout_ms) {
-        if (etcd_healthy(e.client_port)) {
-            GT_INFO("etcd: started a one-node etcd at %s (data in %s)", e.url, data);
-            *etcd_p = e;
-            return GT_OK;
+        size_t healthy = 0;
+        for (size_t i = 0; i < n; i++) {
+            int status;
+            if (waitpid((pid_t)members[i]->pid, &status, WNOHANG) == (pid_t)members[i]->pid) {
+                members[i]->pid = 0;
+                GT_ERROR("etcd member %zu exited at start (status %d; is Debian's etcd-server "
+                         "installed?); see %s/*/etcd.log",
+                         i, WIFEXITED(status) ? WEXITSTATUS(status) : -1, dir);
+                return GT_ERR_IO;
+            }
+            healthy += etcd_healthy(members[i]->client_port);
         }
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            GT_ERROR("etcd exited at start (status %d; is Debian's etcd-server installed?); see %s",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1, log);
-            return GT_ERR_IO;
-        }
+        if (healthy == n) return GT_OK;
         struct timespec ts = {0, 50000000};
         nanosleep(&ts, NULL);
     }
-    GT_ERROR("etcd did not answer /health within %u ms; see %s", timeout_ms, log);
-    gt_wan_etcd_local_stop(&e);
+    GT_ERROR("etcd did not answer /health within %u ms; see %s", timeout_ms, dir);
     return GT_ERR_TIMEOUT;
+}
+
+gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
+                                    gt_wan_etcd_local_t *etcd_p)
+{
+    gt_wan_etcd_local_t e;
+    memset(&e, 0, sizeof e);
+    e.client_port = gt_wan_free_port();
+    e.peer_port = gt_wan_free_port();
+    if (e.client_port <= 0 || e.peer_port <= 0 || e.client_port == e.peer_port) {
+        GT_ERROR("etcd: no free loopback port");
+        return GT_ERR_IO;
+    }
+    snprintf(e.url, sizeof e.url, "http://127.0.0.1:%d", e.client_port);
+    char cluster[96];
+    snprintf(cluster, sizeof cluster, "geotrain=http://127.0.0.1:%d", e.peer_port);
+    pid_t pid = 0;
+    gt_status_t s = spawn_member(dir, "geotrain", e.client_port, e.peer_port, cluster, &pid);
+    if (s != GT_OK) return s;
+    e.pid = (int)pid;
+    gt_wan_etcd_local_t *one = &e;
+    if ((s = wait_healthy(&one, 1, dir, timeout_ms)) != GT_OK) {
+        gt_wan_etcd_local_stop(&e);
+        return s;
+    }
+    GT_INFO("etcd: started a one-node etcd at %s (data in %s/data)", e.url, dir);
+    *etcd_p = e;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
+                                      gt_wan_etcd_cluster_t *cl_p)
+{
+    gt_wan_etcd_cluster_t c;
+    memset(&c, 0, sizeof c);
+    if (n < 1 || n > GT_WAN_ETCD_MAX_MEMBERS) {
+        GT_ERROR("etcd: a local cluster has 1 to %d members, not %zu", GT_WAN_ETCD_MAX_MEMBERS, n);
+        return GT_ERR_INVALID;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        GT_ERROR("etcd: cannot create %s: %s", dir, strerror(errno));
+        return GT_ERR_IO;
+    }
+    snprintf(c.dir, sizeof c.dir, "%s", dir);
+    c.n_members = n;
+    /* Distinct free ports for every member's client and peer URLs. */
+    for (size_t i = 0; i < 2 * n; i++) {
+        int port = 0;
+        for (int tries = 0; tries < 20 && port <= 0; tries++) {
+            port = gt_wan_free_port();
+            for (size_t j = 0; port > 0 && j < i; j++)
+                if ((j % 2 ? c.members[j / 2].peer_port : c.members[j / 2].client_port) == port)
+                    port = 0;
+        }
+        if (port <= 0) {
+            GT_ERROR("etcd: no free loopback port");
+            return GT_ERR_IO;
+        }
+        if (i % 2)
+            c.members[i / 2].peer_port = port;
+        else
+            c.members[i / 2].client_port = port;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        gt_wan_etcd_local_t *m = &c.members[i];
+        snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->client_port);
+        off += (size_t)snprintf(c.initial_cluster + off, sizeof c.initial_cluster - off,
+                                "%sm%zu=http://127.0.0.1:%d", i ? "," : "", i, m->peer_port);
+        snprintf(c.endpoints + strlen(c.endpoints), sizeof c.endpoints - strlen(c.endpoints),
+                 "%s%s", i ? "," : "", m->url);
+    }
+    gt_wan_etcd_local_t *all[GT_WAN_ETCD_MAX_MEMBERS];
+    gt_status_t s = GT_OK;
+    for (size_t i = 0; i < n && s == GT_OK; i++) {
+        char sub[1100], name[16];
+        pid_t pid = 0;
+        snprintf(sub, sizeof sub, "%s/m%zu", dir, i);
+        snprintf(name, sizeof name, "m%zu", i);
+        s = spawn_member(sub, name, c.members[i].client_port, c.members[i].peer_port,
+                         c.initial_cluster, &pid);
+        c.members[i].pid = (int)pid;
+        all[i] = &c.members[i];
+    }
+    if (s == GT_OK) s = wait_healthy(all, n, dir, timeout_ms);
+    if (s != GT_OK) {
+        gt_wan_etcd_cluster_stop(&c);
+        return s;
+    }
+    GT_INFO("etcd: started a %zu-member etcd cluster at %s (data in %s/m*/data)", n, c.endpoints,
+            dir);
+    *cl_p = c;
+    return GT_OK;
+}
+
+void gt_wan_etcd_cluster_kill(gt_wan_etcd_cluster_t *c, size_t i)
+{
+    if (!c || i >= c->n_members || c->members[i].pid <= 0) return;
+    kill((pid_t)c->members[i].pid, SIGKILL);
+    waitpid((pid_t)c->members[i].pid, NULL, 0);
+    c->members[i].pid = 0;
+    GT_INFO("etcd: member m%zu (%s) killed", i, c->members[i].url);
+}
+
+gt_status_t gt_wan_etcd_cluster_restart(gt_wan_etcd_cluster_t *c, size_t i)
+{
+    if (!c || i >= c->n_members) return GT_ERR_INVALID;
+    if (c->members[i].pid > 0) return GT_OK;
+    char sub[1100], name[16];
+    pid_t pid = 0;
+    snprintf(sub, sizeof sub, "%s/m%zu", c->dir, i);
+    snprintf(name, sizeof name, "m%zu", i);
+    gt_status_t s = spawn_member(sub, name, c->members[i].client_port, c->members[i].peer_port,
+                                 c->initial_cluster, &pid);
+    if (s == GT_OK) {
+        c->members[i].pid = (int)pid;
+        GT_INFO("etcd: member m%zu restarted at %s", i, c->members[i].url);
+    }
+    return s;
+}
+
+void gt_wan_etcd_cluster_stop(gt_wan_etcd_cluster_t *c)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->n_members; i++) gt_wan_etcd_local_stop(&c->members[i]);
 }
 
 void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused)

@@ -329,6 +329,28 @@ GT_API void gt_wan_etcd_local_stop(gt_wan_etcd_local_t *e);
 /* A TCP port on 127.0.0.1 that was free a moment ago; -1 if none. */
 GT_API int gt_wan_free_port(void);
 
+/* A local etcd cluster of n members (Raft: it keeps working while a majority is up), each
+ * member on its own free loopback ports with data and log under DIR/mI/. `endpoints` lists
+ * every member's client URL, comma-separated, as membership.endpoints takes them. */
+#define GT_WAN_ETCD_MAX_MEMBERS 7
+typedef struct {
+    size_t n_members;
+    gt_wan_etcd_local_t members[GT_WAN_ETCD_MAX_MEMBERS]; /* pid 0: not running */
+    char endpoints[GT_WAN_ETCD_MAX_MEMBERS * 64];
+    char initial_cluster[GT_WAN_ETCD_MAX_MEMBERS * 64];
+    char dir[1024];
+} gt_wan_etcd_cluster_t;
+
+/* Starts n (1..GT_WAN_ETCD_MAX_MEMBERS) members and waits until every one answers /health. */
+GT_API gt_status_t gt_wan_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
+                                             gt_wan_etcd_cluster_t *cl_p) GT_MUST_USE;
+/* Chaos: SIGKILLs member i (no-op when it is not running). */
+GT_API void gt_wan_etcd_cluster_kill(gt_wan_etcd_cluster_t *c, size_t i);
+/* Starts member i again on its ports and data (it rejoins the cluster); GT_OK if running. */
+GT_API gt_status_t gt_wan_etcd_cluster_restart(gt_wan_etcd_cluster_t *c, size_t i) GT_MUST_USE;
+/* Stops every member. Accepts NULL. */
+GT_API void gt_wan_etcd_cluster_stop(gt_wan_etcd_cluster_t *c);
+
 /* ---- the outer-round protocol (DESIGN.md §1, §3): DELTA to chunk owners,
  * robust weighted aggregation, RESULT to every site.
  *
