@@ -68,6 +68,12 @@ GT_API void gt_log_set_tag(const char *tag);
 /* Writes one line to stderr: "[geotrain LEVEL tag] message". Thread safe. */
 GT_API void gt_log(gt_log_level_t level, const char *fmt, ...) GT_PRINTF(2, 3);
 GT_API void gt_vlog(gt_log_level_t level, const char *fmt, va_list ap);
+/* The first and the last error-level message this thread logged since it last called
+ * gt_log_errors_reset ("" if none; the text after the "[geotrain error] " prefix). For APIs
+ * that hand a failure to another language as a message (python/: exceptions). */
+GT_API void gt_log_errors_reset(void);
+GT_API const char *gt_log_first_error(void);
+GT_API const char *gt_log_last_error(void);
 
 #define GT_ERROR(...) gt_log(GT_LOG_ERROR, __VA_ARGS__)
 #define GT_WARN(...)  gt_log(GT_LOG_WARN, __VA_ARGS__)

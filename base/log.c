@@ -13,6 +13,8 @@
 #include <time.h>
 
 static int g_level = -1; /* -1: not yet read from GT_LOG_LEVEL */
+/* This thread's first and last error messages since gt_log_errors_reset. */
+static _Thread_local char t_first_error[512], t_last_error[512];
 static char g_tag[64];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -65,10 +67,29 @@ void gt_vlog(gt_log_level_t level, const char *fmt, va_list ap)
     pthread_mutex_unlock(&g_lock);
     if (n < 0) return;
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    if (level == GT_LOG_ERROR && m >= 0) {
+        snprintf(t_last_error, sizeof t_last_error, "%s", line + n);
+        if (!t_first_error[0]) snprintf(t_first_error, sizeof t_first_error, "%s", line + n);
+    }
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2) len = sizeof line - 2;
     line[len++] = '\n';
     fwrite(line, 1, len, stderr);
+}
+
+void gt_log_errors_reset(void)
+{
+    t_first_error[0] = t_last_error[0] = '\0';
+}
+
+const char *gt_log_first_error(void)
+{
+    return t_first_error;
+}
+
+const char *gt_log_last_error(void)
+{
+    return t_last_error;
 }
 
 void gt_log(gt_log_level_t level, const char *fmt, ...)

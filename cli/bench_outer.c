@@ -5,7 +5,9 @@
  * (outer.mode = sync-dp, bf16 gradients every step) — under the file's emulated WAN, and
  * prints one JSON object per mode: mean compute utilization over the training loop, WAN
  * bytes, the bandwidth saving against sync-dp measured in the same invocation, the final
- * anchor's held-out loss and the loss gap to sync-dp. Run directories are kept.
+ * anchor's held-out loss and the loss gap to sync-dp, and param_passes_per_round: the sweeps
+ * over the parameter vector the outer step made per round, as diloco/ counts them in each
+ * site's summary.json (sync-dp has no outer step: 0). Run directories are kept.
  */
 #include "cli.h"
 #include "gt_topology.h"
@@ -32,7 +34,9 @@ static void usage(FILE *out)
         "layer). Prints one line per mode with compute utilization (time in inner steps /\n"
         "training wall time, mean over sites), WAN bytes sent, the bandwidth saving against\n"
         "the sync-dp run of the same invocation, the final anchor's held-out loss and its gap\n"
-        "to sync-dp. --set overrides apply to all three runs (e.g. --set model.preset=tiny\n"
+        "to sync-dp, and param_passes_per_round: full sweeps over the parameter vector the\n"
+        "outer step made per round (counted by diloco/; the codec's encode and decode are not\n"
+        "included). --set overrides apply to all three runs (e.g. --set model.preset=tiny\n"
         "--set inner.steps=250 --set codec.name=int4); --dp-set ones only to the sync-dp run\n"
         "(its bytes and loss do not depend on the link speed, so a narrow emulated link can\n"
         "be widened for it: --dp-set wan.emulation.bandwidth_mbps=0). Run directories go\n"
@@ -160,19 +164,20 @@ int gt_bench_outer(int argc, char **argv)
         double sent = jnum(runs[i].sum, "wan_bytes_sent");
         double loss = jnum(runs[i].sum, "eval_loss");
         double est = jnum(runs[i].sum, "sync_dp_bytes");
+        double passes = site_mean(runs[i].sum, "param_passes_per_round");
         if (json) {
             printf("{\"mode\":\"%s\",\"compute_utilization\":%.4f,\"wan_bytes_sent\":%.0f,"
                    "\"sync_dp_bytes_measured\":%.0f,\"sync_dp_bytes_estimated\":%.0f,"
                    "\"bandwidth_saving\":%.1f,\"eval_loss\":%.4f,\"loss_gap_vs_sync_dp\":%.4f,"
-                   "\"wall_s\":%.1f,\"codec\":\"%s\"}\n",
+                   "\"wall_s\":%.1f,\"codec\":\"%s\",\"param_passes_per_round\":%.2f}\n",
                    runs[i].mode, util, sent, dp_bytes, est, dp_bytes / sent, loss,
                    (loss - dp_loss) / dp_loss, jnum(runs[i].sum, "wall_s"),
-                   json_string_value(json_object_get(runs[i].sum, "codec")));
+                   json_string_value(json_object_get(runs[i].sum, "codec")), passes);
         } else {
             printf("%-20s utilization %5.1f%%  WAN sent %10.3g B  saving %8.1fx  loss %.4f "
-                   "(%+.2f%% vs sync-dp)\n",
+                   "(%+.2f%% vs sync-dp)  param_passes_per_round %.2f\n",
                    runs[i].mode, 100 * util, sent, dp_bytes / sent, loss,
-                   100 * (loss - dp_loss) / dp_loss);
+                   100 * (loss - dp_loss) / dp_loss, passes);
         }
         json_decref(runs[i].sum);
     }

@@ -5,6 +5,10 @@
  * live site (sizes again within one unit) and chunk j of lane l is owned by live site
  * (l + j) mod S: the rotation gives every site exactly L chunks over all lanes when every
  * lane has S chunks, so aggregation work is balanced to within one chunk.
+ *
+ * This is the one place lanes and chunks are cut: diloco/ packs and unpacks a rank's lanes
+ * with the full layout, and the outer engine (wan/outer.c) works on the same rank's share
+ * (gt_topo_layout_rank), so both see the same boundaries.
  */
 #include "gt_topology.h"
 
@@ -75,4 +79,51 @@ void gt_topo_layout_destroy(gt_topo_layout_t *layout)
     free(layout->lanes);
     free(layout->chunks);
     free(layout);
+}
+
+gt_status_t gt_topo_layout_rank(const gt_topo_layout_t *full, uint32_t rank,
+                                gt_topo_layout_t **sub_p)
+{
+    if (!full || !sub_p) return GT_ERR_INVALID;
+    uint32_t nl = 0;
+    size_t nc = 0;
+    for (uint32_t l = 0; l < full->n_lanes; l++)
+        if (full->lanes[l].rank == rank) {
+            nl++;
+            nc += full->lanes[l].n_chunks;
+        }
+    if (nl == 0) {
+        GT_ERROR("layout: rank %u carries no lane of %u", rank, full->n_lanes);
+        return GT_ERR_INVALID;
+    }
+    gt_topo_layout_t *sub = calloc(1, sizeof *sub);
+    if (!sub) return GT_ERR_NOMEM;
+    sub->n_sites = full->n_sites;
+    sub->n_lanes = nl;
+    sub->lanes = calloc(nl, sizeof *sub->lanes);
+    sub->chunks = calloc(nc, sizeof *sub->chunks);
+    if (!sub->lanes || !sub->chunks) {
+        gt_topo_layout_destroy(sub);
+        return GT_ERR_NOMEM;
+    }
+    size_t pos = 0, c = 0;
+    uint32_t k = 0;
+    for (uint32_t l = 0; l < full->n_lanes; l++) {
+        const gt_topo_lane_t *fl = &full->lanes[l];
+        if (fl->rank != rank) continue;
+        gt_topo_lane_t *sl = &sub->lanes[k++];
+        *sl = *fl;
+        sl->offset = pos;
+        sl->first_chunk = c;
+        for (uint32_t j = 0; j < fl->n_chunks; j++) {
+            gt_topo_chunk_t ch = full->chunks[fl->first_chunk + j];
+            ch.offset = ch.offset - fl->offset + pos;
+            sub->chunks[c++] = ch;
+        }
+        pos += fl->count;
+    }
+    sub->n_elems = pos;
+    sub->n_chunks = nc;
+    *sub_p = sub;
+    return GT_OK;
 }

@@ -421,6 +421,10 @@ typedef struct {
 typedef struct {
     uint64_t deltas_sent, results_sent, resends, forwards; /* messages */
     uint64_t bytes_sent, bytes_received;                   /* payload bytes */
+    /* A site of several ranks (DESIGN §3): n_params and n_lanes describe the whole vector, cut
+     * by topology/layout.c, and this engine carries rank `rank`'s lanes of `ranks`, packed one
+     * after another (its vectors are gt_wan_outer_len floats). 0 or 1 ranks: every lane. */
+    uint32_t ranks, rank;
     /* As an owner, every contribution received ends in exactly one of these. */
     uint64_t on_time, late, dropped, rejected, clipped;
     uint64_t hash_checks, hash_mismatches; /* this site's anchor against the majority */
@@ -459,9 +463,11 @@ GT_API void gt_wan_outer_first_rounds(const gt_wan_outer_t *o, uint64_t *first);
 
 /* Submits this site's pseudo-gradient for `round` (rounds start at 0 — or at the round given to
  * gt_wan_outer_start_at — and increase by one):
- * delta[0, n_params), weighted by `weight` (tokens). `anchor_hash` is the hash of this site's
- * anchor after applying round-1 (ignored for round 0). Encodes with error feedback against the
- * engine's residual and sends every chunk to its owner. */
+ * delta[0, gt_wan_outer_len), weighted by `weight` (tokens). `anchor_hash` is the hash of this
+ * site's anchor after applying round-1 (ignored for round 0). Encodes every chunk with error
+ * feedback against the engine's residual, then sends each to its owner. A NaN or Inf anywhere
+ * is GT_ERR_INVALID and nothing is sent (the residual may have absorbed the chunks encoded
+ * before it: a site whose pseudo-gradient is not finite has diverged). */
 GT_API gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
                                        double weight, uint64_t anchor_hash,
                                        uint64_t now_ns) GT_MUST_USE;
@@ -474,14 +480,25 @@ GT_API gt_status_t gt_wan_outer_deliver(gt_wan_outer_t *o, const gt_wan_msg_t *m
 /* Closes the rounds that are due and sends their results. Call often. */
 GT_API gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns);
 
-/* GT_OK and g[0, n_params) when every chunk of `round` has arrived; GT_ERR_AGAIN before.
- * After it returns GT_OK the round counts as applied here. */
+/* GT_OK and g[0, gt_wan_outer_len) when every chunk of `round` has arrived; GT_ERR_AGAIN
+ * before. After it returns GT_OK the round counts as applied here. (A copy of the decoded
+ * result; gt_wan_outer_result_swap hands it over without one.) */
 GT_API gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g) GT_MUST_USE;
 
 /* The earliest time a pending close is due (for the caller's wait), or UINT64_MAX. */
 GT_API uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o);
 
 /* The hash verdict for this site's anchor after `round`: 1 agreed with the majority of the
+/* The same without a copy: every RESULT chunk is decoded once, on arrival, into a vector of
+ * gt_wan_outer_len floats; on GT_OK *g_io points to that vector for `round` and the engine
+ * keeps the buffer *g_io pointed to before (NULL, or a vector a previous swap returned: the
+ * engine reuses or frees it). The caller owns the returned vector until it swaps it back or
+ * frees it with free(). */
+GT_API gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round,
+                                            float **g_io) GT_MUST_USE;
+/* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
+ * the rank's share of the lanes. */
+GT_API size_t gt_wan_outer_len(const gt_wan_outer_t *o);
  * contributions seen by owners, -1 disagreed (re-fetch the anchor), 0 not known yet. */
 GT_API int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round);
 

@@ -10,6 +10,12 @@
  * sites taking part in it. That way a join never moves a round already in flight (which would
  * let two sites aggregate the same chunk of the same round), and every site, whatever view it
  * has installed, agrees on who aggregates what once it has heard the announcement.
+ *
+ * Passes over the vector: a submit encodes every chunk (the NaN/Inf check runs on each chunk
+ * just before its encode, while it is in cache) and only then sends, so a bad vector sends
+ * nothing; a RESULT chunk is decoded once, on arrival (which also validates it), straight into
+ * the round's result vector, which gt_wan_outer_result_swap hands to the caller without a
+ * copy. The outer optimizer and the rebase are not here: diloco/ applies them.
  */
 
 #include "gt_wan.h"
@@ -33,6 +39,7 @@
     1u                  /* DELTA preamble flags: a late contribution passed on to the owner of \
                             the round it folds into; never passed on again */
 #define RESULT_SLOTS 16 /* rounds of results kept (compressed): how far a slow site may lag */
+#define DECODED_MAX  4  /* rounds whose results are held decoded at once (normally 1-2) */
 
 /* ---- little-endian fields ---- */
 static void putf64(uint8_t *p, double d)
@@ -85,6 +92,9 @@ typedef struct {
     uint8_t **frame; /* per chunk: the RESULT payload as received (for forwarding) */
     size_t *len;
     size_t n_have;
+    float *g;     /* the decoded result (n_params), filled chunk by chunk on arrival; NULL when
+                     DECODED_MAX rounds already hold one: then decoded when asked for */
+    uint8_t *dec; /* per chunk: already decoded into g */
     int verdict;
     uint64_t own_hash; /* this site's anchor hash for round-1, to compare */
     int own_hash_known;
@@ -92,10 +102,13 @@ typedef struct {
 
 struct gt_wan_outer {
     gt_wan_outer_params_t p;
+    size_t n; /* floats in this engine's vector: n_params, or its rank's share of lanes */
     gt_topo_layout_t *layout;
+    float *spare[DECODED_MAX]; /* decoded-result buffers not in use (n floats each) */
+    uint32_t n_decoded;        /* result slots holding a decoded buffer */
     gt_cmp_ctx_t *codec;
-    float *residual;        /* error feedback of this site's deltas (n_params) */
-    float *result_residual; /* error feedback of results this site aggregated (n_params) */
+    float *residual;        /* error feedback of this site's deltas (n) */
+    float *result_residual; /* error feedback of results this site aggregated (n) */
     uint64_t epoch;
     uint8_t live[GT_WAN_OUTER_MAX_SITES];
     uint32_t n_live;
@@ -203,22 +216,35 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
         GT_ERROR("outer: invalid parameters");
         return GT_ERR_INVALID;
     }
+    uint32_t ranks = p->ranks ? p->ranks : 1;
+    if (p->rank >= ranks || ranks > p->n_lanes) {
+        GT_ERROR("outer: rank %u of %u ranks with %u lanes (every rank needs a lane)", p->rank,
+                 ranks, p->n_lanes);
+        return GT_ERR_INVALID;
+    }
     gt_wan_outer_t *o = calloc(1, sizeof *o);
     if (!o) return GT_ERR_NOMEM;
     o->p = *p;
+    /* The one lane/chunk layout (topology/layout.c) over the whole vector; this engine works
+     * on its rank's share, packed. */
+    gt_topo_layout_t *full = NULL;
     gt_topo_layout_params_t lp = GT_TOPO_LAYOUT_PARAMS_INIT;
     lp.n_elems = p->n_params;
     lp.n_lanes = p->n_lanes;
     lp.n_sites = p->n_sites;
-    lp.ranks = 1;
+    lp.ranks = ranks;
     lp.align = p->codec.block_size ? p->codec.block_size : 1;
-    GT_CHECK_GOTO(gt_topo_layout_create(&lp, &o->layout), st, fail);
+    GT_CHECK_GOTO(gt_topo_layout_create(&lp, &full), st, fail);
+    st = gt_topo_layout_rank(full, p->rank, &o->layout);
+    gt_topo_layout_destroy(full);
+    if (st != GT_OK) goto fail;
+    o->n = o->layout->n_elems;
     GT_CHECK_GOTO(gt_cmp_create(&p->codec, &o->codec), st, fail);
     size_t nc = o->layout->n_chunks;
     for (size_t c = 0; c < nc; c++)
         if (o->layout->chunks[c].count > o->max_chunk) o->max_chunk = o->layout->chunks[c].count;
-    o->residual = calloc(p->n_params, sizeof(float));
-    o->result_residual = calloc(p->n_params, sizeof(float));
+    o->residual = calloc(o->n, sizeof(float));
+    o->result_residual = calloc(o->n, sizeof(float));
     o->closed_upto = malloc(nc * sizeof *o->closed_upto);
     o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
@@ -239,7 +265,8 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
         r->have = calloc(nc, 1);
         r->frame = calloc(nc, sizeof *r->frame);
         r->len = calloc(nc, sizeof *r->len);
-        GT_REQUIRE_GOTO(r->have && r->frame && r->len, st, GT_ERR_NOMEM, fail,
+        r->dec = calloc(nc, 1);
+        GT_REQUIRE_GOTO(r->have && r->frame && r->len && r->dec, st, GT_ERR_NOMEM, fail,
                         "outer: out of memory");
     }
     /* Until the first view, every configured site counts as live. */
@@ -275,7 +302,10 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
         free(o->res[i].have);
         free(o->res[i].frame);
         free(o->res[i].len);
+        free(o->res[i].dec);
+        free(o->res[i].g);
     }
+    for (int i = 0; i < DECODED_MAX; i++) free(o->spare[i]);
     for (size_t i = 0; i < o->n_aggs; i++) free_agg(&o->aggs[i]);
     free(o->aggs);
     free(o->residual);
@@ -328,6 +358,37 @@ static send_slot_t *send_slot(gt_wan_outer_t *o, uint64_t round)
     return s->used && s->round == round ? s : NULL;
 }
 
+/* Gives a slot's decoded buffer back to the spares. */
+static void release_decoded(gt_wan_outer_t *o, result_slot_t *r)
+{
+    if (!r->g) return;
+    for (int i = 0; i < DECODED_MAX; i++)
+        if (!o->spare[i]) {
+            o->spare[i] = r->g;
+            r->g = NULL;
+            break;
+        }
+    free(r->g); /* NULL if it went to the spares */
+    r->g = NULL;
+    o->n_decoded--;
+    memset(r->dec, 0, o->layout->n_chunks);
+}
+
+/* A decoded buffer for slot r, while fewer than DECODED_MAX slots hold one (else NULL: its
+ * chunks are checked on arrival and decoded again when the round is asked for). */
+static float *take_decoded(gt_wan_outer_t *o, result_slot_t *r)
+{
+    if (r->g || o->n_decoded >= DECODED_MAX) return r->g;
+    for (int i = 0; i < DECODED_MAX && !r->g; i++)
+        if (o->spare[i]) {
+            r->g = o->spare[i];
+            o->spare[i] = NULL;
+        }
+    if (!r->g) r->g = malloc(o->n * sizeof(float));
+    if (r->g) o->n_decoded++;
+    return r->g;
+}
+
 static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
 {
     result_slot_t *r = &o->res[round % RESULT_SLOTS];
@@ -341,6 +402,7 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
         r->len[c] = 0;
     }
     memset(r->have, 0, nc);
+    release_decoded(o, r);
     r->used = 1;
     r->applied = 0;
     r->round = round;
@@ -364,14 +426,6 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
                  (unsigned long long)round, (unsigned long long)s->round);
         return GT_ERR_INVALID;
     }
-    for (size_t i = 0; i < o->p.n_params; i++) {
-        if (!isfinite(delta[i])) {
-            GT_ERROR("outer: round %llu: this site's pseudo-gradient has a NaN or Inf at %zu; "
-                     "not sending it",
-                     (unsigned long long)round, i);
-            return GT_ERR_INVALID;
-        }
-    }
     if (!(weight > 0) || !isfinite(weight)) {
         GT_ERROR("outer: round %llu has weight %g; it must be positive", (unsigned long long)round,
                  weight);
@@ -391,15 +445,26 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
         r->own_hash_known = round > 0;
     }
     int ef = o->p.codec.error_feedback;
+    /* Encode every chunk first (the NaN/Inf check just before each encode, on data in cache),
+     * then send: a bad vector sends nothing. */
     for (size_t c = 0; c < nc; c++) {
         const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+        const float *x = delta + ch->offset;
+        for (size_t i = 0; i < ch->count; i++) {
+            if (!isfinite(x[i])) {
+                s->used = 0;
+                GT_ERROR("outer: round %llu: this site's pseudo-gradient has a NaN or Inf at %zu; "
+                         "not sending it",
+                         (unsigned long long)round, ch->offset + i);
+                return GT_ERR_INVALID;
+            }
+        }
         size_t cap = DELTA_PRE + gt_cmp_bound(o->codec, ch->count), flen = 0;
         uint8_t *buf = realloc(s->frame[c], cap);
         if (!buf) return GT_ERR_NOMEM;
         s->frame[c] = buf;
-        gt_status_t st = gt_cmp_encode(o->codec, delta + ch->offset, ch->count,
-                                       ef ? o->residual + ch->offset : NULL, buf + DELTA_PRE,
-                                       cap - DELTA_PRE, &flen);
+        gt_status_t st = gt_cmp_encode(o->codec, x, ch->count, ef ? o->residual + ch->offset : NULL,
+                                       buf + DELTA_PRE, cap - DELTA_PRE, &flen);
         if (st != GT_OK) return st;
         gt_le_put32(buf, DELTA_MAGIC);
         gt_le_put32(buf + 4, PROTO_VERSION);
@@ -408,10 +473,12 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
         gt_le_put32(buf + 24, o->p.n_sites);
         gt_le_put32(buf + 28, 0);
         s->len[c] = DELTA_PRE + flen;
+    }
+    for (size_t c = 0; c < nc; c++) {
         s->sent_to[c] = owner_of(o, c, round);
         gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
         o->st.deltas_sent++;
-        send_to(o, s->sent_to[c], &m, buf, s->len[c], now_ns);
+        send_to(o, s->sent_to[c], &m, s->frame[c], s->len[c], now_ns);
     }
     return GT_OK;
 }
@@ -794,8 +861,12 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     }
     if (r->have[c]) return GT_OK; /* a forwarded copy of what we have */
     const gt_topo_chunk_t *ch = &o->layout->chunks[c];
-    gt_status_t st = gt_cmp_decode(o->codec, b + RESULT_PRE, len - RESULT_PRE, o->xbuf, ch->count);
+    /* Decoded once, here (which also validates it), into the round's result vector. */
+    float *g = take_decoded(o, r);
+    gt_status_t st = gt_cmp_decode(o->codec, b + RESULT_PRE, len - RESULT_PRE,
+                                   g ? g + ch->offset : o->xbuf, ch->count);
     if (st != GT_OK) return bad(o, m, "the result frame does not decode to this chunk");
+    r->dec[c] = g != NULL;
     uint8_t *keep = malloc(len);
     if (!keep) return GT_ERR_NOMEM;
     memcpy(keep, b, len);
@@ -997,20 +1068,67 @@ gt_status_t gt_wan_outer_deliver(gt_wan_outer_t *o, const gt_wan_msg_t *msg, con
     return deliver_local(o, msg, buf, len, now_ns);
 }
 
+/* Completes slot r's decoded vector: chunks that arrived while no buffer was free are decoded
+ * now (they decoded on arrival, so a failure here is memory corruption). */
+static gt_status_t finish_decoded(gt_wan_outer_t *o, result_slot_t *r)
+{
+    if (!take_decoded(o, r)) {
+        /* every buffer is held by rounds not applied yet: make one more */
+        r->g = malloc(o->n * sizeof(float));
+        if (!r->g) return GT_ERR_NOMEM;
+        o->n_decoded++;
+    }
+    for (size_t c = 0; c < o->layout->n_chunks; c++) {
+        if (r->dec[c]) continue;
+        const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+        gt_status_t st = gt_cmp_decode(o->codec, r->frame[c] + RESULT_PRE, r->len[c] - RESULT_PRE,
+                                       r->g + ch->offset, ch->count);
+        if (st != GT_OK) return st;
+        r->dec[c] = 1;
+    }
+    return GT_OK;
+}
+
+static void mark_applied(gt_wan_outer_t *o, result_slot_t *r, uint64_t round)
+{
+    r->applied = 1;
+    send_slot_t *s = send_slot(o, round);
+    if (s) s->applied = 1;
+}
+
 gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g)
 {
     result_slot_t *r = result_slot(o, round, 0);
     if (!r || r->n_have < o->layout->n_chunks) return GT_ERR_AGAIN;
-    for (size_t c = 0; c < o->layout->n_chunks; c++) {
-        const gt_topo_chunk_t *ch = &o->layout->chunks[c];
-        gt_status_t st = gt_cmp_decode(o->codec, r->frame[c] + RESULT_PRE, r->len[c] - RESULT_PRE,
-                                       g + ch->offset, ch->count);
-        if (st != GT_OK) return st; /* it decoded on arrival: memory corruption */
-    }
-    r->applied = 1;
-    send_slot_t *s = send_slot(o, round);
-    if (s) s->applied = 1;
+    gt_status_t st = finish_decoded(o, r);
+    if (st != GT_OK) return st;
+    memcpy(g, r->g, o->n * sizeof *g);
+    release_decoded(o, r);
+    mark_applied(o, r, round);
     return GT_OK;
+}
+
+gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round, float **g_io)
+{
+    result_slot_t *r = result_slot(o, round, 0);
+    if (!r || r->n_have < o->layout->n_chunks) return GT_ERR_AGAIN;
+    gt_status_t st = finish_decoded(o, r);
+    if (st != GT_OK) return st;
+    float *mine = *g_io;
+    *g_io = r->g;
+    r->g = mine; /* the caller's buffer becomes a spare */
+    if (r->g)
+        release_decoded(o, r);
+    else
+        o->n_decoded--;
+    memset(r->dec, 0, o->layout->n_chunks);
+    mark_applied(o, r, round);
+    return GT_OK;
+}
+
+size_t gt_wan_outer_len(const gt_wan_outer_t *o)
+{
+    return o->n;
 }
 
 int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# check_install.sh — `cmake --install` into a temporary prefix, then build and run a program
-# outside the tree against it with pkg-config (geotrain.pc, libgeotrain.so, the headers).
+# check_install.sh — `cmake --install` into a temporary prefix, then build and run programs
+# outside the tree against it with pkg-config (geotrain.pc, libgeotrain.so, the headers):
+# consumer.c (a codec round trip) and linreg.c (a linear regression of its own trained across
+# two sites, with a real etcd, through the C API of gt_diloco.h).
 # Usage: check_install.sh BINARY_DIR SOURCE_DIR CC
 set -euo pipefail
 bin=$1 src=$2 cc=$3
@@ -15,5 +17,8 @@ libdir=$(PKG_CONFIG_PATH="$pc" pkg-config --variable=libdir geotrain)
 "$cc" -std=c11 -Wall -Werror "$src/tests/install/consumer.c" $flags -Wl,-rpath,"$libdir" \
   -o "$tmp/consumer"
 "$tmp/consumer"
+"$cc" -std=c11 -Wall -Werror "$src/tests/install/linreg.c" $flags -Wl,-rpath,"$libdir" \
+  -o "$tmp/linreg"
+"$tmp/linreg"
 "$tmp/prefix/bin/geotrain" --version
 echo "install check passed"

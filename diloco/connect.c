@@ -1,0 +1,310 @@
+/* connect.c — a site's links to the run: the outer engine (wan/outer.c), the mesh of secure
+ * connections to the other sites, membership in etcd, and the background thread that drives
+ * them.
+ *
+ * The thread exists so that a site answers its peers promptly — closes the rounds of chunks it
+ * owns, serves state requests, renews its lease — however long the caller's steps take. It
+ * holds `lock` while it touches the mesh or the engine; the caller's thread takes the same lock
+ * to submit, to take a result, or to read counters. Rank k of every site forms one WAN group
+ * (its own engine over its lanes, its own mesh on the site's port + k, its own membership keys
+ * and secure-channel run id RUN.rankK), so a site of R ranks sends the bytes a site of one
+ * would, spread over its ranks.
+ */
+#include "diloco_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+gt_status_t dl_allreduce(gt_diloco_t *d, uint64_t *v, size_t n, gt_diloco_op_t op)
+{
+    if (d->ranks <= 1) return GT_OK;
+    return d->p.comm.allreduce_u64(d->p.comm.ctx, v, n, op);
+}
+
+gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st)
+{
+    if (d->ranks <= 1) return st;
+    uint64_t v = (uint64_t)(-(int64_t)st); /* 0 for GT_OK, else the error's magnitude */
+    gt_status_t e = dl_allreduce(d, &v, 1, GT_DILOCO_OP_MAX);
+    return e != GT_OK ? e : (gt_status_t)(-(int64_t)v);
+}
+
+static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
+{
+    gt_diloco_t *d = ctx;
+    if (msg->type == GT_WAN_MSG_STATE_REQ || msg->type == GT_WAN_MSG_STATE_CHUNK)
+        dl_on_state(d, msg, buf, len);
+    else
+        (void)gt_wan_outer_deliver(d->outer, msg, buf, len, gt_time_ns());
+}
+
+static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
+                           size_t len)
+{
+    gt_diloco_t *d = ctx;
+    return gt_wan_mesh_send(d->mesh, dst, msg, buf, len);
+}
+
+static gt_status_t codec_params(const gt_topo_config_t *cfg, int sync_dp, gt_cmp_params_t *cp)
+{
+    gt_cmp_params_t p = GT_CMP_PARAMS_INIT;
+    gt_status_t st;
+    if ((st = gt_cmp_codec_from_name(cfg->codec.name, &p.codec)) != GT_OK ||
+        (st = gt_cmp_codec_from_name(cfg->codec.topk_values, &p.topk_values)) != GT_OK)
+        return st;
+    p.block_size = cfg->codec.block_size;
+    p.topk_fraction = cfg->codec.topk_fraction;
+    p.error_feedback = cfg->codec.error_feedback;
+    p.zstd = cfg->codec.zstd == GT_ZSTD_ON    ? GT_CMP_ZSTD_ON
+             : cfg->codec.zstd == GT_ZSTD_OFF ? GT_CMP_ZSTD_OFF
+                                              : GT_CMP_ZSTD_AUTO;
+    p.zstd_level = cfg->codec.zstd_level;
+    if (sync_dp) { /* the baseline: bf16 gradients, as a bf16 all-reduce would send */
+        p.codec = GT_CMP_BF16;
+        p.error_feedback = 0;
+        p.zstd = GT_CMP_ZSTD_OFF;
+    }
+    *cp = p;
+    return GT_OK;
+}
+
+gt_status_t dl_connect(gt_diloco_t *d)
+{
+    const gt_topo_config_t *cfg = d->cfg;
+    gt_status_t st;
+    gt_wan_keypair_t kp;
+    int have_kp = 0;
+    if (cfg->membership.n_endpoints == 0) {
+        GT_ERROR("site %s: membership.endpoints is empty; multi-site runs need etcd (`geotrain "
+                 "launch` starts one and passes it on)",
+                 d->name);
+        return GT_ERR_CONFIG;
+    }
+    if (cfg->security.mode == GT_SECURITY_ENCRYPTED) {
+        if ((st = gt_wan_keypair_load(cfg->sites[d->site].secret_key, &kp)) != GT_OK) return st;
+        have_kp = 1;
+    }
+    gt_cmp_params_t cp;
+    if ((st = codec_params(cfg, d->sync_dp, &cp)) != GT_OK) goto out;
+
+    gt_wan_outer_params_t op;
+    memset(&op, 0, sizeof op);
+    op.site_id = d->site;
+    op.n_sites = cfg->n_sites;
+    op.n_params = d->n;
+    op.n_lanes = cfg->wan.lanes;
+    op.ranks = d->ranks;
+    op.rank = d->rank;
+    op.codec = cp;
+    op.quorum = cfg->outer.quorum;
+    op.deadline_min_ms = cfg->outer.deadline_min_ms;
+    op.deadline_max_ms = cfg->outer.deadline_max_ms;
+    op.deadline_mad_k = cfg->outer.deadline_mad_k;
+    op.clip_k = cfg->outer.clip_k;
+    op.late_fold = cfg->outer.late == GT_LATE_FOLD;
+    op.io.ctx = d;
+    op.io.send = io_send;
+    if ((st = gt_wan_outer_create(&op, &d->outer)) != GT_OK) goto out;
+    if (gt_wan_outer_len(d->outer) != d->n_sub) {
+        GT_ERROR("site %s: the outer engine's lanes (%zu floats) are not this rank's (%zu)",
+                 d->name, gt_wan_outer_len(d->outer), d->n_sub);
+        st = GT_ERR_INTERNAL;
+        goto out;
+    }
+
+    /* The largest message: a chunk's frame (every lane is cut into one chunk per site). */
+    gt_cmp_ctx_t *probe = NULL;
+    if ((st = gt_cmp_create(&cp, &probe)) != GT_OK) goto out;
+    size_t lanes_here = 0;
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++)
+        lanes_here += d->layout->lanes[l].rank == d->rank;
+    size_t max_msg =
+        64 + gt_cmp_bound(probe, d->n_sub / cfg->n_sites / lanes_here + 2 * cp.block_size + 1024);
+    gt_cmp_destroy(probe);
+    gt_wan_mesh_params_t mp;
+    memset(&mp, 0, sizeof mp);
+    mp.cfg = cfg;
+    mp.site = d->site;
+    mp.run_id = d->run_id;
+    mp.port_offset = d->rank;
+    mp.keypair = have_kp ? &kp : NULL;
+    mp.max_message = max_msg;
+    d->part_floats = (max_msg - STATE_HDR) / sizeof(float);
+    mp.start_ns = gt_time_ns();
+    mp.on_message = on_message;
+    mp.ctx = d;
+    if ((st = gt_wan_mesh_create(&mp, &d->mesh)) != GT_OK) goto out;
+
+    const char *eps[GT_TOPO_MAX_ENDPOINTS];
+    for (uint32_t i = 0; i < cfg->membership.n_endpoints; i++)
+        eps[i] = cfg->membership.endpoints[i];
+    gt_wan_member_params_t mbp = GT_WAN_MEMBER_PARAMS_INIT;
+    mbp.endpoints = eps;
+    mbp.n_endpoints = cfg->membership.n_endpoints;
+    mbp.prefix = cfg->membership.prefix;
+    mbp.run_id = d->run_id;
+    mbp.site = d->name;
+    mbp.address = gt_wan_mesh_address(d->mesh);
+    mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
+    mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
+    /* A site that comes back after a crash may find its old member key still held by the
+     * lease of the process that died: wait for that lease to run out. */
+    uint64_t t_reg = gt_time_ns(),
+             wait_ns = (2ull * cfg->membership.lease_ttl_s + 2) * 1000000000ull;
+    while ((st = gt_wan_member_create(&mbp, &d->member)) == GT_ERR_EXISTS &&
+           gt_time_ns() - t_reg < wait_ns && !(d->p.stop && *d->p.stop)) {
+        GT_WARN("site %s: its name is still registered (a previous run of it that died?); "
+                "retrying until that lease expires",
+                d->name);
+        struct timespec ts = {0, 500000000};
+        nanosleep(&ts, NULL);
+    }
+out:
+    if (have_kp) gt_wan_keypair_wipe(&kp);
+    return st;
+}
+
+void dl_disconnect(gt_diloco_t *d)
+{
+    gt_wan_member_destroy(d->member); /* deregisters: the others see us leave at once */
+    gt_wan_mesh_destroy(d->mesh);
+    gt_wan_outer_destroy(d->outer);
+    d->member = NULL;
+    d->mesh = NULL;
+    d->outer = NULL;
+}
+
+static gt_status_t apply_view(gt_diloco_t *d, const gt_wan_view_t *v)
+{
+    uint32_t live[GT_WAN_MAX_MEMBERS], n = 0;
+    for (uint32_t k = 0; k < v->n_members; k++) {
+        uint32_t i;
+        if (gt_topo_site_index(d->cfg, v->members[k].name, &i) == GT_OK) live[n++] = i;
+    }
+    gt_status_t st = gt_wan_mesh_set_view(d->mesh, v);
+    if (st == GT_OK) st = gt_wan_outer_set_view(d->outer, v->epoch, live, n, gt_time_ns());
+    if (st == GT_OK) {
+        if (d->view.epoch && v->epoch != d->view.epoch)
+            GT_INFO("site %s: view %llu -> %llu, %u live sites", d->name,
+                    (unsigned long long)d->view.epoch, (unsigned long long)v->epoch, n);
+        d->view = *v;
+    }
+    return st;
+}
+
+/* Re-reads the membership view when a heartbeat period has passed (or `force`). The etcd
+ * requests run without the lock; the new view is installed under it. */
+gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
+{
+    uint64_t now = gt_time_ns();
+    if (!force && now - d->last_view_ns < (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull)
+        return GT_OK;
+    d->last_view_ns = now;
+    if (gt_wan_member_health(d->member) != GT_OK) {
+        GT_ERROR("site %s: lost its membership lease; the others have removed it", d->name);
+        return GT_ERR_PEER_LOST;
+    }
+    gt_wan_view_t v;
+    int changed = 0;
+    gt_status_t st = gt_wan_member_sync_view(d->member, &v, &changed);
+    if (st != GT_OK) {
+        GT_WARN("site %s: cannot read the view (%s); retrying", d->name, gt_status_str(st));
+        return GT_OK; /* etcd hiccup: the lease tells us when it is serious */
+    }
+    if (v.epoch == d->view.epoch) return GT_OK;
+    pthread_mutex_lock(&d->lock);
+    st = apply_view(d, &v);
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static void *wan_main(void *arg)
+{
+    gt_diloco_t *d = arg;
+    while (!d->thread_stop) {
+        gt_status_t st = dl_refresh_view(d, 0);
+        if (st != GT_OK) d->wan_error = (int)st;
+        pthread_mutex_lock(&d->lock);
+        (void)gt_wan_mesh_progress(d->mesh);
+        (void)gt_wan_outer_progress(d->outer, gt_time_ns());
+        pthread_mutex_unlock(&d->lock);
+        struct timespec ts = {0, 200000}; /* 0.2 ms: the transports are polled */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+gt_status_t dl_start_thread(gt_diloco_t *d)
+{
+    if (pthread_create(&d->thread, NULL, wan_main, d) != 0) {
+        GT_ERROR("site %s: cannot start the WAN thread", d->name);
+        return GT_ERR_INTERNAL;
+    }
+    d->thread_running = 1;
+    return GT_OK;
+}
+
+void dl_stop_thread(gt_diloco_t *d)
+{
+    if (!d->thread_running) return;
+    d->thread_stop = 1;
+    pthread_join(d->thread, NULL);
+    d->thread_running = 0;
+}
+
+/* Waits until every expected site has registered (or the connect timeout passes), so that
+ * round 0 starts with everyone rather than with whoever came up first; then lets the
+ * connections come up. */
+gt_status_t dl_await_sites(gt_diloco_t *d)
+{
+    const gt_topo_config_t *cfg = d->cfg;
+    uint64_t t0 = gt_time_ns();
+    for (;;) {
+        gt_wan_view_t live;
+        gt_status_t st = gt_wan_member_list(d->member, &live);
+        uint32_t want = d->p.expect_sites ? d->p.expect_sites : cfg->n_sites;
+        if (st == GT_OK && live.n_members >= want) break;
+        if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
+        if ((gt_time_ns() - t0) / 1000000u > cfg->wan.connect_timeout_ms) {
+            GT_WARN("site %s: starting with %u of %u sites after %u ms", d->name,
+                    st == GT_OK ? live.n_members : 0, cfg->n_sites, cfg->wan.connect_timeout_ms);
+            break;
+        }
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    gt_status_t st = dl_refresh_view(d, 1);
+    uint64_t t1 = gt_time_ns();
+    while (st == GT_OK && (gt_time_ns() - t1) / 1000000u < cfg->wan.connect_timeout_ms) {
+        (void)gt_wan_mesh_progress(d->mesh);
+        uint32_t ready = 1;
+        for (uint32_t k = 0; k < d->view.n_members; k++) {
+            uint32_t i;
+            if (gt_topo_site_index(cfg, d->view.members[k].name, &i) == GT_OK && i != d->site)
+                ready += (uint32_t)gt_wan_mesh_peer_ready(d->mesh, i);
+        }
+        if (ready >= d->view.n_members) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return st;
+}
+
+/* The live peers of the current view (site indices), not us. */
+uint32_t dl_view_peers(gt_diloco_t *d, uint32_t *peers, int *self_in_p)
+{
+    uint32_t n = 0;
+    *self_in_p = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t k = 0; k < d->view.n_members; k++) {
+        uint32_t i;
+        if (gt_topo_site_index(d->cfg, d->view.members[k].name, &i) != GT_OK) continue;
+        if (i == d->site)
+            *self_in_p = 1;
+        else
+            peers[n++] = i;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return n;
+}

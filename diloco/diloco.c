@@ -1,0 +1,503 @@
+/* diloco.c — the context: configuration, create / close, and the schedule of a site's outer
+ * rounds (DESIGN.md §1).
+ *
+ * The caller calls gt_diloco_step after every inner step; the schedule is the library's: at
+ * step r·H it submits round r (applying first the round still pending, if τ reaches that far);
+ * at step r·H + H + τ it applies round r; at the run's last step it applies the last round at
+ * once and leaves the anchor in the caller's vector. Between steps nothing happens in the
+ * caller's thread: the WAN thread (connect.c) answers peers. A stop request or a lost lease is
+ * agreed across the site's ranks at every step, so they leave together.
+ *
+ * What a launcher passes to a trainer it did not write comes through the environment:
+ * GT_CONFIG, GT_SET, GT_SITE, GT_RUN_DIR, GT_RUN_ID, and the chaos knobs GT_SLOW,
+ * GT_KILL_AT_ROUND, GT_CORRUPT_ANCHOR, GT_EXPECT_SITES (`geotrain launch -- CMD`).
+ */
+#include "diloco_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+const char *gt_diloco_error_message(void)
+{
+    return gt_log_first_error();
+}
+
+static gt_status_t mkdirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        GT_ERROR("diloco: bad directory '%s'", path);
+        return GT_ERR_INVALID;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            GT_ERROR("cannot create directory %s: %s", buf, strerror(errno));
+            return GT_ERR_IO;
+        }
+        buf[i] = saved;
+    }
+    return GT_OK;
+}
+
+/* The config from params: borrowed, or loaded (from config_path or $GT_CONFIG, with sets or
+ * $GT_SET). The loader's messages are logged as errors, so a caller in another language gets
+ * them back with gt_diloco_error_message. */
+static gt_status_t load_config(gt_diloco_t *d)
+{
+    if (d->p.cfg) {
+        d->cfg = d->p.cfg;
+        return GT_OK;
+    }
+    const char *path = d->p.config_path;
+    const char *env_sets = NULL;
+    if (!path && d->p.env) {
+        path = getenv("GT_CONFIG");
+        env_sets = getenv("GT_SET");
+    }
+    if (!path || !*path) {
+        GT_ERROR("diloco: no configuration: give a config path (or a resolved config), or set "
+                 "GT_CONFIG (`geotrain launch CONFIG -- CMD` does)");
+        return GT_ERR_CONFIG;
+    }
+    const char **sets = NULL;
+    size_t n_sets = 0;
+    char *copy = NULL;
+    if (env_sets && !d->p.sets) { /* one KEY=VALUE per line */
+        copy = strdup(env_sets);
+        size_t lines = 1;
+        for (const char *c = env_sets; *c; c++) lines += *c == '\n';
+        sets = calloc(lines, sizeof *sets);
+        if (!copy || !sets) {
+            free(copy);
+            free(sets);
+            return GT_ERR_NOMEM;
+        }
+        for (char *save = NULL, *t = strtok_r(copy, "\n", &save); t;
+             t = strtok_r(NULL, "\n", &save))
+            if (*t) sets[n_sets++] = t;
+    }
+    char *msg = NULL;
+    size_t msg_len = 0;
+    FILE *err = open_memstream(&msg, &msg_len);
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.sets = sets ? sets : d->p.sets;
+    lp.n_sets = sets ? n_sets : d->p.n_sets;
+    lp.err = err;
+    gt_status_t st = gt_topo_load(path, &lp, &d->own_cfg);
+    if (err) fclose(err);
+    if (st != GT_OK) {
+        while (msg_len && (msg[msg_len - 1] == '\n')) msg[--msg_len] = '\0';
+        GT_ERROR("%s", msg && *msg ? msg : "cannot load the configuration");
+    }
+    free(msg);
+    free(sets);
+    free(copy);
+    d->cfg = d->own_cfg;
+    return st;
+}
+
+static double env_double(const char *name, double dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtod(v, NULL) : dflt;
+}
+
+/* Fills what params left to the environment. */
+static gt_status_t resolve(gt_diloco_t *d)
+{
+    gt_diloco_params_t *p = &d->p;
+    if (p->env) {
+        if (!p->site) p->site = getenv("GT_SITE");
+        if (!p->run_dir) p->run_dir = getenv("GT_RUN_DIR");
+        if (!p->run_id) p->run_id = getenv("GT_RUN_ID");
+        if (p->slow_factor == 1.0) p->slow_factor = env_double("GT_SLOW", 1.0);
+        if (p->kill_at_round < 0) p->kill_at_round = (int64_t)env_double("GT_KILL_AT_ROUND", -1);
+        if (p->corrupt_anchor_round < 0)
+            p->corrupt_anchor_round = (int64_t)env_double("GT_CORRUPT_ANCHOR", -1);
+        if (!p->expect_sites) p->expect_sites = (uint32_t)env_double("GT_EXPECT_SITES", 0);
+    }
+    if (!(p->slow_factor >= 1.0 && p->slow_factor <= 1000.0)) {
+        GT_ERROR("diloco: the slow factor must be in [1, 1000], not %g", p->slow_factor);
+        return GT_ERR_INVALID;
+    }
+    gt_status_t st = load_config(d);
+    if (st != GT_OK) return st;
+    const gt_topo_config_t *c = d->cfg;
+    if (!p->site || gt_topo_site_index(c, p->site, &d->site) != GT_OK) {
+        char names[1024] = "";
+        for (uint32_t i = 0; i < c->n_sites; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     c->sites[i].name);
+        GT_ERROR("diloco: '%s' is not a site of the config (its sites: %s)%s",
+                 p->site ? p->site : "", names,
+                 p->site ? "" : "; give the site name, or set GT_SITE");
+        return GT_ERR_CONFIG;
+    }
+    d->name = c->sites[d->site].name;
+    if (c->n_sites < 2) {
+        GT_ERROR("diloco: the config has one site (%s): there is nobody to exchange with", d->name);
+        return GT_ERR_CONFIG;
+    }
+    if (!p->params || p->n_params == 0) {
+        GT_ERROR("diloco: site %s: no parameter vector (params %p, %zu floats)", d->name,
+                 (void *)p->params, p->n_params);
+        return GT_ERR_INVALID;
+    }
+    d->ranks = p->comm.size ? p->comm.size : 1;
+    d->rank = p->comm.rank;
+    if (d->rank >= d->ranks || c->sites[d->site].ranks != d->ranks ||
+        (d->ranks > 1 && (!p->comm.allreduce_u64 || !p->comm.allgatherv))) {
+        GT_ERROR("diloco: site %s has %u ranks (sites.%s.ranks), but this process brings rank %u "
+                 "of %u%s",
+                 d->name, c->sites[d->site].ranks, d->name, d->rank, d->ranks,
+                 d->ranks > 1 && (!p->comm.allreduce_u64 || !p->comm.allgatherv)
+                     ? " without the in-site collectives"
+                     : "");
+        return GT_ERR_CONFIG;
+    }
+    d->n = p->n_params;
+    d->x = p->params;
+    d->H = c->inner.steps;
+    d->tau = c->outer.overlap_steps;
+    d->total = (uint64_t)c->run.rounds * c->inner.steps;
+    d->sync_dp = c->outer.mode == GT_OUTER_SYNC_DP;
+    if (p->run_dir && *p->run_dir)
+        snprintf(d->run_dir, sizeof d->run_dir, "%s", p->run_dir);
+    else
+        snprintf(d->run_dir, sizeof d->run_dir, "%s/%s", c->run.run_dir, c->run.name);
+    snprintf(d->site_dir, sizeof d->site_dir, "%s/%s", d->run_dir, d->name);
+    /* Rank k of every site forms one WAN group for lanes l mod R = k: its own membership
+     * keys, secure-channel run id and listening port (the site's port + k). */
+    const char *id = p->run_id && *p->run_id ? p->run_id : c->run.name;
+    if (d->ranks > 1)
+        snprintf(d->run_id, sizeof d->run_id, "%s.rank%u", id, d->rank);
+    else
+        snprintf(d->run_id, sizeof d->run_id, "%s", id);
+    return mkdirs(d->site_dir);
+}
+
+static gt_status_t alloc_vectors(gt_diloco_t *d)
+{
+    d->anchor = malloc(d->n * sizeof(float));
+    d->snap = malloc(d->n * sizeof(float));
+    d->mom = calloc(d->n_sub, sizeof(float));
+    d->delta = malloc(d->n_sub * sizeof(float));
+    if (!d->anchor || !d->snap || !d->mom || !d->delta) {
+        GT_ERROR("site %s: out of memory for %zu parameters", d->name, d->n);
+        return GT_ERR_NOMEM;
+    }
+    /* The anchor starts as the caller's parameters (every site agrees on them at start). */
+    gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
+    if (st != GT_OK) return st;
+    memcpy(d->anchor, d->x, d->n * sizeof(float));
+    d->own_hash = dl_own_hash(d);
+    return GT_OK;
+}
+
+static void destroy(gt_diloco_t *d)
+{
+    dl_stop_thread(d);
+    dl_close_files(d);
+    dl_disconnect(d);
+    gt_topo_layout_destroy(d->layout);
+    free(d->gcounts);
+    free(d->gdispls);
+    free(d->anchor);
+    free(d->snap);
+    free(d->mom);
+    free(d->delta);
+    free(d->g);
+    free(d->hist[0]);
+    free(d->hist[1]);
+    free(d->fetch);
+    gt_topo_destroy(d->own_cfg);
+    pthread_mutex_destroy(&d->lock);
+    d->magic = 0;
+    free(d);
+}
+
+/* Leaves: the last messages out, the thread stopped, the summary written, deregistered. */
+static void leave(gt_diloco_t *d, gt_status_t result)
+{
+    if (result == GT_OK && d->mesh) {
+        /* Let our last messages (results we own) reach the others before leaving. */
+        uint64_t t0 = gt_time_ns();
+        for (;;) {
+            pthread_mutex_lock(&d->lock);
+            size_t queued = gt_wan_mesh_pending(d->mesh);
+            pthread_mutex_unlock(&d->lock);
+            if (!queued || gt_time_ns() - t0 > 5000000000ull) break;
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    dl_stop_thread(d);
+    if (!d->t_train_end && d->t_train) d->t_train_end = gt_time_ns();
+    d->state = result == GT_OK           ? GT_DILOCO_DONE
+               : result == GT_ERR_CLOSED ? GT_DILOCO_STOPPED
+                                         : GT_DILOCO_FAILED;
+    /* The summary sums the ranks' WAN counters, a collective: a multi-rank site that failed
+     * skips it, since its ranks may have failed in different places. */
+    if (d->mesh && d->outer && (d->ranks == 1 || result == GT_OK || result == GT_ERR_CLOSED)) {
+        dl_write_status(d, 1);
+        if (dl_write_summary(d, result) != GT_OK)
+            GT_WARN("site %s: cannot write its summary", d->name);
+    }
+    destroy(d);
+}
+
+gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **diloco_p)
+{
+    gt_log_errors_reset();
+    if (!params || !diloco_p) return GT_ERR_INVALID;
+    gt_diloco_t *d = calloc(1, sizeof *d);
+    if (!d) return GT_ERR_NOMEM;
+    d->magic = GT_DILOCO_MAGIC;
+    d->p = *params;
+    d->pending = -1;
+    d->hist_round[0] = d->hist_round[1] = -1;
+    d->state = GT_DILOCO_STARTING;
+    d->t_start = gt_time_ns();
+    pthread_mutex_init(&d->lock, NULL);
+    gt_status_t st = resolve(d);
+    if (st == GT_OK) st = dl_layout(d);
+    if (st == GT_OK) st = alloc_vectors(d);
+    if ((st = dl_agree(d, st)) != GT_OK) goto fail;
+    if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;
+    /* A run already marked as started is joined, not started: this site comes late, or back. */
+    int started = 0;
+    if (d->rank == 0 && gt_wan_member_started(d->member, &started) != GT_OK) started = 0;
+    uint64_t v = (uint64_t)started;
+    if ((st = dl_allreduce(d, &v, 1, GT_DILOCO_OP_MAX)) != GT_OK) goto fail;
+    started = v != 0;
+    if ((st = dl_agree(d, dl_open_files(d, started))) != GT_OK) goto fail;
+    if (started) {
+        d->state = GT_DILOCO_JOINING;
+        dl_write_status(d, 1);
+        if ((st = dl_agree(d, dl_start_thread(d))) != GT_OK) goto fail;
+        if ((st = dl_agree(d, dl_join(d, &d->first_step))) != GT_OK) goto fail;
+    } else {
+        dl_keep_state(d, HIST_INITIAL); /* served to a site whose initial vector differs */
+        if ((st = dl_agree(d, dl_await_sites(d))) != GT_OK) goto fail;
+        if ((st = dl_agree(d, dl_start_thread(d))) != GT_OK) goto fail;
+        if ((st = dl_agree(d, dl_start_check(d))) != GT_OK) goto fail;
+    }
+    d->started_run = !started;
+    if (gt_wan_member_mark_started(d->member) != GT_OK)
+        GT_WARN("site %s: cannot mark the run as started in etcd", d->name);
+    d->step = d->first_step;
+    d->state = d->step >= d->total ? GT_DILOCO_DONE : GT_DILOCO_TRAINING;
+    d->t_train = d->t_last = d->metrics_t = gt_time_ns();
+    pthread_mutex_lock(&d->lock);
+    d->training = 1;
+    d->next_submit = d->step / d->H;
+    pthread_mutex_unlock(&d->lock);
+    d->passes = 0; /* per round: the start's sweeps are not a round's */
+    GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
+            d->name, (unsigned long long)(d->total - d->step),
+            (unsigned long long)((d->total - d->step) / d->H), (unsigned long long)d->H,
+            (unsigned long long)d->tau, d->view.n_members);
+    dl_write_status(d, 1);
+    *diloco_p = d;
+    return GT_OK;
+fail:
+    if (d->member && st != GT_ERR_CLOSED)
+        GT_ERROR("site %s: cannot take part in the run: %s", d->name, gt_status_str(st));
+    leave(d, st);
+    return st;
+}
+
+/* The round schedule of one step (the step counter already moved). */
+static gt_status_t schedule(gt_diloco_t *d)
+{
+    uint64_t step = d->step;
+    gt_status_t st = GT_OK;
+    if (d->sync_dp) {
+        /* every step was a round, in gt_diloco_sync_grads; the final parameters logged */
+        if (step == d->total) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n));
+    } else if (step % d->H == 0) {
+        uint64_t r = step / d->H - 1;
+        if (d->pending >= 0 && (st = dl_apply(d, (uint64_t)d->pending, 0)) != GT_OK) return st;
+        d->pending = -1;
+        if ((st = dl_submit(d, r)) != GT_OK) return st;
+        d->pending = (int64_t)r;
+        if (d->tau == 0 || step == d->total) {
+            if ((st = dl_apply(d, r, step == d->total)) != GT_OK) return st;
+            d->pending = -1;
+        }
+    } else if (d->pending >= 0 && step == ((uint64_t)d->pending + 1) * d->H + d->tau) {
+        if ((st = dl_apply(d, (uint64_t)d->pending, 0)) != GT_OK) return st;
+        d->pending = -1;
+    }
+    return st;
+}
+
+gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, double compute_s)
+{
+    gt_log_errors_reset();
+    if (!d || d->magic != GT_DILOCO_MAGIC) return GT_ERR_INVALID;
+    if (d->state == GT_DILOCO_FAILED || d->state == GT_DILOCO_STOPPED) return GT_ERR_CLOSED;
+    if (d->step >= d->total) {
+        GT_ERROR("site %s: a step after the run's last (%llu): nothing left to train", d->name,
+                 (unsigned long long)d->total);
+        return GT_ERR_INVALID;
+    }
+    uint64_t now = gt_time_ns();
+    if (compute_s < 0) compute_s = (now - d->t_last) * 1e-9;
+    if (d->p.slow_factor > 1.0) { /* an emulated slow site: its steps take longer */
+        double extra = compute_s * (d->p.slow_factor - 1.0);
+        struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+        nanosleep(&ts, NULL);
+        compute_s += extra;
+    }
+    d->compute_s += compute_s;
+    d->step++;
+    d->steps_trained++;
+    d->tokens += tokens;
+    d->round_tokens += tokens;
+    d->loss = loss;
+    uint32_t log_every = d->cfg->run.log_every ? d->cfg->run.log_every : 1;
+    if (d->step + log_every > d->total) {
+        d->loss_acc += loss;
+        d->loss_n++;
+    }
+    gt_status_t st = schedule(d);
+    if (st == GT_OK && d->step == d->total) {
+        d->state = GT_DILOCO_DONE;
+        d->t_train_end = gt_time_ns();
+    }
+    if (st == GT_OK && (d->step % log_every == 0 || d->step == d->total)) dl_metrics_line(d);
+    if (st == GT_OK && d->p.kill_at_round >= 0 && d->applied_upto >= (uint64_t)d->p.kill_at_round &&
+        d->rank == d->ranks - 1) { /* the last rank: its MPI job must go down with it */
+        /* Chaos (--kill): die abruptly, as a crashed machine would. */
+        dl_write_status(d, 1);
+        GT_WARN("site %s: chaos: SIGKILL after %llu rounds", d->name,
+                (unsigned long long)d->rounds_applied);
+        raise(SIGKILL);
+    }
+    dl_write_status(d, 0);
+    /* A stop request or a lost lease on any rank is the whole site's (one collective). */
+    if (st == GT_OK)
+        st = d->wan_error              ? (gt_status_t)d->wan_error
+             : d->p.stop && *d->p.stop ? GT_ERR_CLOSED
+                                       : GT_OK;
+    st = dl_agree(d, st);
+    if (st != GT_OK && d->state != GT_DILOCO_DONE)
+        d->state = st == GT_ERR_CLOSED ? GT_DILOCO_STOPPED : GT_DILOCO_FAILED;
+    if (st == GT_ERR_CLOSED && d->state == GT_DILOCO_DONE) st = GT_OK; /* finished anyway */
+    d->t_last = gt_time_ns();
+    return st;
+}
+
+gt_status_t gt_diloco_step(gt_diloco_t *d, uint64_t tokens, double loss)
+{
+    return gt_diloco_step_timed(d, tokens, loss, -1.0);
+}
+
+gt_status_t gt_diloco_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t tokens)
+{
+    gt_log_errors_reset();
+    if (!d || d->magic != GT_DILOCO_MAGIC || !grads) return GT_ERR_INVALID;
+    if (!d->sync_dp) {
+        GT_ERROR("site %s: gradients are averaged across sites only with outer.mode: sync-dp",
+                 d->name);
+        return GT_ERR_INVALID;
+    }
+    uint64_t t0 = gt_time_ns();
+    gt_status_t st = dl_sync_grads(d, step, grads, tokens ? tokens : 1);
+    /* sync-dp waits for the exchange inside the step: not compute time */
+    d->t_last += gt_time_ns() - t0;
+    return st;
+}
+
+void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!d || d->magic != GT_DILOCO_MAGIC) return;
+    gt_wan_mesh_stats_t ms;
+    gt_wan_outer_stats_t os;
+    memset(&ms, 0, sizeof ms);
+    memset(&os, 0, sizeof os);
+    pthread_mutex_lock(&d->lock);
+    if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
+    if (d->outer) gt_wan_outer_stats(d->outer, &os);
+    s->view_epoch = d->view.epoch;
+    s->live_sites = d->view.n_members;
+    pthread_mutex_unlock(&d->lock);
+    s->state = d->state;
+    s->step = d->step;
+    s->first_step = d->first_step;
+    s->total_steps = d->total;
+    s->inner_steps = d->H;
+    s->round = d->H ? d->step / d->H : 0;
+    s->rounds_applied = d->rounds_applied;
+    s->joined_round = d->joined_round;
+    s->steps_trained = d->steps_trained;
+    s->tokens = d->tokens;
+    s->loss = d->loss;
+    s->compute_s = d->compute_s;
+    s->wait_s = d->wait_s;
+    s->wan_bytes_sent = ms.bytes_sent;
+    s->wan_bytes_received = ms.bytes_received;
+    s->hash_checks = os.hash_checks;
+    s->hash_mismatches = os.hash_mismatches;
+    s->anchor_refetches = d->refetches;
+    s->param_passes = d->passes;
+}
+
+gt_status_t gt_diloco_summary(gt_diloco_t *d, char *buf, size_t cap, size_t *len_p)
+{
+    gt_log_errors_reset();
+    if (!d || d->magic != GT_DILOCO_MAGIC || !len_p || (cap && !buf)) return GT_ERR_INVALID;
+    char *text = NULL;
+    gt_status_t st = dl_summary_text(d, GT_OK, 0, &text);
+    if (st != GT_OK) return st;
+    size_t n = strlen(text);
+    *len_p = n;
+    if (n + 1 > cap)
+        st = GT_ERR_OVERFLOW;
+    else
+        memcpy(buf, text, n + 1);
+    free(text);
+    return st;
+}
+
+gt_status_t gt_diloco_set_result(gt_diloco_t *d, const char *key, double value)
+{
+    if (!d || d->magic != GT_DILOCO_MAGIC || !key || !*key || strlen(key) >= 48)
+        return GT_ERR_INVALID;
+    for (int i = 0; i < d->n_results; i++)
+        if (strcmp(d->result_key[i], key) == 0) {
+            d->result_val[i] = value;
+            return GT_OK;
+        }
+    if (d->n_results == 16) {
+        GT_ERROR("site %s: more than 16 results for the summary", d->name);
+        return GT_ERR_OVERFLOW;
+    }
+    snprintf(d->result_key[d->n_results], sizeof d->result_key[0], "%s", key);
+    d->result_val[d->n_results++] = value;
+    return GT_OK;
+}
+
+const gt_topo_config_t *gt_diloco_config(const gt_diloco_t *d)
+{
+    return d && d->magic == GT_DILOCO_MAGIC ? d->cfg : NULL;
+}
+
+void gt_diloco_close(gt_diloco_t *d, gt_status_t result)
+{
+    gt_log_errors_reset();
+    if (!d || d->magic != GT_DILOCO_MAGIC) return;
+    leave(d, result);
+}

@@ -1,0 +1,161 @@
+/* diloco_internal.h — the state of one site's DiLoCo context, shared by the files of diloco/.
+ *
+ *   diloco.c   create / close, configuration, the step schedule (submit at r·H, apply at
+ *              r·H + H + τ), status, sync-dp
+ *   outer.c    the outer step over the vectors: submit, wait, apply + rebase, the hash vote and
+ *              re-fetch, the in-site all-gather of the anchor; counts passes over the vector
+ *   state.c    the STATE protocol between sites: the start check (HELLO), probes, serving and
+ *              fetching (θ_a, m), joining a run in progress
+ *   connect.c  outer engine, mesh and membership; the background WAN thread; views
+ *   files.c    anchors.jsonl, status.json, metrics.jsonl, summary.json
+ *
+ * Vectors (n = the full parameter vector, n_sub = this rank's lanes; n_sub = n with one rank):
+ *   x       (n)      θ_s, the caller's
+ *   anchor  (n)      θ_a, full; this rank updates its own lanes, the all-gather the others'
+ *   snap    (n)      θ_s at the last submit, for the rebase
+ *   mom     (n_sub)  outer momentum, this rank's lanes
+ *   delta   (n_sub)  Δ of the round being submitted (the engine encodes it)
+ *   g       (n_sub)  the last applied result (swapped with the engine: decoded once)
+ *   hist[2] (2n_sub) (θ_a, m) of this rank's lanes after the last two rounds, served to peers
+ * Locking: `lock` guards the mesh, the outer engine, the view, the history and the fetch
+ * state, which the WAN thread touches; everything else belongs to the caller's thread.
+ */
+#ifndef GT_DILOCO_INTERNAL_H
+#define GT_DILOCO_INTERNAL_H
+
+#include "gt_diloco.h"
+#include "gt_wan.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#define GT_DILOCO_MAGIC 0x444C4F43u /* "DLOC" */
+#define DL_MAX_RESULTS  16
+
+/* STATE_REQ / STATE_CHUNK (between the same rank of two sites). A request names a round — or
+ * STATE_PROBE ("what round are you at"), STATE_HELLO (the start check) or STATE_INITIAL (the
+ * initial anchor) — and a stripe (lane = k of chunk = n servers; 0 of 0 = the whole state), and
+ * carries a fetch id in its view_epoch field, which every reply echoes. A reply: u32 status, u32
+ * reserved, u64 offset (in floats, into the 2 n_sub floats θ_a then m), u64 hash of the server's
+ * whole state, then the floats. A probe's answer (STATE_INFO): u64 the round the server submits
+ * next, u64 its n_params, u32 sites, then every site's first round as its outer engine knows it.
+ * A HELLO (a request with a payload, no answer): u64 n_params, u64 hash of the initial vector. */
+#define STATE_HDR     24u
+#define STATE_PROBE   UINT64_MAX
+#define STATE_HELLO   (UINT64_MAX - 1)
+#define STATE_INITIAL (UINT64_MAX - 2)
+#define HIST_INITIAL  (-2) /* hist_round of the initial state */
+enum { STATE_OK = 0, STATE_NOT_YET = 1, STATE_INFO = 2, STATE_GONE = 3, STATE_BUSY = 4 };
+
+struct gt_diloco {
+    uint32_t magic;
+    gt_diloco_params_t p;
+    gt_topo_config_t *own_cfg; /* loaded here (NULL: borrowed) */
+    const gt_topo_config_t *cfg;
+    uint32_t site;
+    const char *name;
+    char run_dir[2048], site_dir[2200], run_id[600];
+    uint64_t H, tau, total;
+    int sync_dp;
+    /* Ranks and lanes (DESIGN §3): rank k carries the lanes of the layout whose rank is k. */
+    uint32_t rank, ranks;
+    gt_topo_layout_t *layout; /* the full vector's, from topology/layout.c */
+    size_t n, n_sub;
+    size_t *gcounts, *gdispls; /* [ranks]: one all-gather's counts and displacements */
+    float *x, *anchor, *snap, *mom, *delta, *g;
+    float *hist[2];
+    int64_t hist_round[2];
+    uint64_t own_hash; /* hash of this rank's lanes of θ_a after the last applied round */
+    double passes;     /* full sweeps over the vector by the outer step (fractions for parts) */
+    /* WAN (connect.c) */
+    gt_wan_member_t *member;
+    gt_wan_mesh_t *mesh;
+    gt_wan_outer_t *outer;
+    gt_wan_view_t view;
+    uint64_t last_view_ns;
+    size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int thread_running;
+    volatile int thread_stop;
+    volatile int wan_error; /* gt_status_t: the lease was lost */
+    /* State transfer (state.c), under `lock`. */
+    float *fetch; /* 2 n_sub floats */
+    uint64_t fetch_round;
+    int fetching;
+    uint64_t fetch_id;
+    uint32_t fetch_n;
+    uint32_t fetch_peer[GT_WAN_MAX_MEMBERS];
+    size_t fetch_floats;
+    uint64_t fetch_hash;
+    int fetch_hash_set;
+    int fetch_status;
+    int probe_got;
+    uint64_t probe_next, probe_params;
+    uint64_t probe_first[GT_WAN_OUTER_MAX_SITES];
+    uint8_t hello_got[GT_WAN_OUTER_MAX_SITES];
+    uint64_t hello_params[GT_WAN_OUTER_MAX_SITES], hello_hash[GT_WAN_OUTER_MAX_SITES];
+    /* The schedule (diloco.c) */
+    uint64_t step, first_step, steps_trained;
+    int64_t pending; /* the submitted round whose result is still to apply (-1: none) */
+    uint64_t applied_upto, next_submit, joined_round, rounds_applied, refetches;
+    int training, started_run;
+    uint64_t round_tokens, tokens;
+    double loss, loss_acc;
+    uint32_t loss_n;
+    double compute_s, wait_s;
+    uint64_t t_start, t_train, t_train_end, t_last; /* t_last: the previous step call returned */
+    uint64_t metrics_t, metrics_tok;
+    gt_diloco_state_t state;
+    int closed;
+    /* Files (files.c); rank 0 only */
+    FILE *metrics, *anchors;
+    uint64_t status_ns, status_bytes;
+    double wan_mbps;
+    char result_key[16][48];
+    double result_val[16];
+    int n_results;
+};
+
+/* connect.c */
+gt_status_t dl_connect(gt_diloco_t *d);
+gt_status_t dl_start_thread(gt_diloco_t *d);
+void dl_stop_thread(gt_diloco_t *d);
+gt_status_t dl_refresh_view(gt_diloco_t *d, int force);
+gt_status_t dl_await_sites(gt_diloco_t *d);
+uint32_t dl_view_peers(gt_diloco_t *d, uint32_t *peers, int *self_in_p);
+void dl_disconnect(gt_diloco_t *d);
+/* The worst status of the site's ranks (collective); st itself with one rank. */
+gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st);
+gt_status_t dl_allreduce(gt_diloco_t *d, uint64_t *v, size_t n, gt_diloco_op_t op);
+
+/* outer.c */
+gt_status_t dl_layout(gt_diloco_t *d);
+gt_status_t dl_submit(gt_diloco_t *d, uint64_t r);
+gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r);
+gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final);
+gt_status_t dl_gather_anchor(gt_diloco_t *d);
+void dl_keep_state(gt_diloco_t *d, int64_t round);
+uint64_t dl_own_hash(const gt_diloco_t *d);
+void dl_own_to_packed(const gt_diloco_t *d, const float *full, float *packed);
+void dl_packed_to_own(const gt_diloco_t *d, const float *packed, float *full);
+gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t tokens);
+
+/* state.c */
+void dl_on_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const void *buf, size_t len);
+gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers, uint32_t n);
+gt_status_t dl_start_check(gt_diloco_t *d);
+gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
+gt_status_t dl_refetch(gt_diloco_t *d, uint64_t r);
+
+/* files.c */
+gt_status_t dl_open_files(gt_diloco_t *d, int append);
+void dl_close_files(gt_diloco_t *d);
+void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash);
+void dl_write_status(gt_diloco_t *d, int force);
+void dl_metrics_line(gt_diloco_t *d);
+gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char **text_p);
+gt_status_t dl_write_summary(gt_diloco_t *d, gt_status_t result);
+const char *dl_state_name(gt_diloco_state_t s);
+
+#endif /* GT_DILOCO_INTERNAL_H */

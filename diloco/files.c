@@ -1,0 +1,217 @@
+/* files.c — what a site writes under RUN_DIR/SITE/, whatever trains it: anchors.jsonl (the
+ * anchor's hash after every round: invariant I1 is checked across sites from these),
+ * status.json (the live line `geotrain launch` shows), metrics.jsonl (unless the caller keeps
+ * its own) and summary.json.
+ *
+ * status.json is rewritten at most twice a second, replaced by rename so a reader never sees
+ * half a file, but not fsynced (a crash loses nothing that matters, and an fsync per write
+ * would show up as lost compute time). summary.json is written once, fsynced, then renamed.
+ * Only rank 0 of a site writes.
+ */
+#include "diloco_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *dl_state_name(gt_diloco_state_t s)
+{
+    static const char *const names[] = {"starting", "joining", "training", "waiting",
+                                        "done",     "stopped", "failed"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+}
+
+gt_status_t dl_open_files(gt_diloco_t *d, int append)
+{
+    static const char *const files[2] = {"metrics.jsonl", "anchors.jsonl"};
+    char path[2300];
+    for (int f = 0; f < 2 && d->rank == 0; f++) {
+        if (f == 0 && !d->p.metrics) continue;
+        snprintf(path, sizeof path, "%s/%s", d->site_dir, files[f]);
+        FILE *fp = fopen(path, append ? "a" : "w");
+        if (!fp) {
+            GT_ERROR("site %s: cannot create %s: %s", d->name, path, strerror(errno));
+            return GT_ERR_IO;
+        }
+        *(f == 0 ? &d->metrics : &d->anchors) = fp;
+    }
+    return GT_OK;
+}
+
+void dl_close_files(gt_diloco_t *d)
+{
+    if (d->metrics) fclose(d->metrics);
+    if (d->anchors) fclose(d->anchors);
+    d->metrics = d->anchors = NULL;
+}
+
+void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash)
+{
+    if (!d->anchors) return;
+    fprintf(d->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\"}\n", (unsigned long long)r,
+            (unsigned long long)hash);
+    fflush(d->anchors);
+}
+
+static int replace_file(const char *path, const char *text, int durable)
+{
+    char tmp[2400];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    int ok = fputs(text, f) >= 0;
+    ok &= fflush(f) == 0;
+    if (durable) ok &= fsync(fileno(f)) == 0;
+    ok &= fclose(f) == 0;
+    return ok && rename(tmp, path) == 0 ? 0 : -1;
+}
+
+static void wan_bytes(gt_diloco_t *d, uint64_t *sent_p, uint64_t *recv_p)
+{
+    gt_wan_mesh_stats_t ms;
+    memset(&ms, 0, sizeof ms);
+    pthread_mutex_lock(&d->lock);
+    if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
+    pthread_mutex_unlock(&d->lock);
+    *sent_p = ms.bytes_sent;
+    *recv_p = ms.bytes_received;
+}
+
+void dl_write_status(gt_diloco_t *d, int force)
+{
+    uint64_t now = gt_time_ns();
+    if (d->rank != 0) return; /* the site's live line: rank 0's view of it */
+    if (!force && now - d->status_ns < 500000000ull) return;
+    uint64_t sent, recv;
+    wan_bytes(d, &sent, &recv);
+    uint64_t bytes = sent + recv;
+    if (d->status_ns)
+        d->wan_mbps = (double)(bytes - d->status_bytes) / ((now - d->status_ns) * 1e-3);
+    d->status_ns = now;
+    d->status_bytes = bytes;
+    double wall = (now - (d->t_train ? d->t_train : d->t_start)) * 1e-9;
+    json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:I,s:i}", "site", d->name,
+                          "state", dl_state_name(d->state), "round", (json_int_t)(d->step / d->H),
+                          "step", (json_int_t)d->step, "total_steps", (json_int_t)d->total,
+                          "rounds_applied", (json_int_t)d->rounds_applied, "loss", d->loss,
+                          "tokens_per_s", wall > 0 ? (double)d->tokens / wall : 0.0, "wan_mbps",
+                          d->wan_mbps, "wait_s", d->wait_s, "view_epoch", (json_int_t)d->view.epoch,
+                          "live_sites", (int)d->view.n_members);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char path[2300];
+    snprintf(path, sizeof path, "%s/status.json", d->site_dir);
+    if (text && replace_file(path, text, 0) != 0)
+        GT_WARN("site %s: cannot write %s", d->name, path);
+    free(text);
+    json_decref(o);
+}
+
+void dl_metrics_line(gt_diloco_t *d)
+{
+    if (!d->metrics) return;
+    uint64_t sent, recv, now = gt_time_ns();
+    wan_bytes(d, &sent, &recv);
+    double wall = (now - d->t_train) * 1e-9;
+    double tps = now > d->metrics_t
+                     ? (double)(d->tokens - d->metrics_tok) / ((now - d->metrics_t) * 1e-9)
+                     : 0.0;
+    d->metrics_t = now;
+    d->metrics_tok = d->tokens;
+    fprintf(d->metrics,
+            "{\"step\":%llu,\"round\":%llu,\"loss\":%.6f,\"tokens\":%llu,\"tokens_per_s\":%.1f,"
+            "\"time\":%.3f,\"wan_bytes_sent\":%llu,\"wan_bytes_received\":%llu,\"wait_s\":%.3f,"
+            "\"compute_utilization\":%.4f,\"view_epoch\":%llu}\n",
+            (unsigned long long)d->step, (unsigned long long)(d->step / d->H), d->loss,
+            (unsigned long long)d->tokens, tps, wall, (unsigned long long)sent,
+            (unsigned long long)recv, d->wait_s, wall > 0 ? d->compute_s / wall : 0.0,
+            (unsigned long long)d->view.epoch);
+    fflush(d->metrics);
+}
+
+/* The summary as JSON text (malloc'd). Collective over the site's ranks: the WAN counters are
+ * the sum of every rank's. */
+gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char **text_p)
+{
+    gt_wan_mesh_stats_t ms;
+    gt_wan_outer_stats_t os;
+    memset(&ms, 0, sizeof ms);
+    memset(&os, 0, sizeof os);
+    pthread_mutex_lock(&d->lock);
+    if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
+    if (d->outer) gt_wan_outer_stats(d->outer, &os);
+    pthread_mutex_unlock(&d->lock);
+    uint64_t refetches = d->refetches;
+    if (d->ranks > 1) { /* the site's WAN traffic is every rank's */
+        uint64_t *f[] = {
+            &ms.bytes_sent,  &ms.bytes_received, &ms.rejected, &os.on_time,     &os.late,
+            &os.dropped,     &os.rejected,       &os.clipped,  &os.hash_checks, &os.hash_mismatches,
+            &os.deltas_sent, &refetches,         &os.open,     &os.joins};
+        uint64_t v[sizeof f / sizeof f[0]];
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) v[i] = *f[i];
+        gt_status_t st = dl_allreduce(d, v, sizeof v / sizeof v[0], GT_DILOCO_OP_SUM);
+        if (st != GT_OK) return st;
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = v[i];
+    }
+    uint64_t now = gt_time_ns();
+    double wall = (now - d->t_start) * 1e-9;
+    uint64_t t_end = d->t_train_end ? d->t_train_end : now;
+    double train = d->t_train ? (t_end - d->t_train) * 1e-9 : 0.0;
+    double final_loss = d->loss_n ? d->loss_acc / d->loss_n : NAN;
+    double per_round = d->rounds_applied ? d->passes / (double)d->rounds_applied : 0.0;
+    const char *status = !final                    ? dl_state_name(d->state)
+                         : result == GT_OK         ? "finished"
+                         : result == GT_ERR_CLOSED ? "stopped"
+                                                   : "failed";
+    json_t *o = json_pack(
+        "{s:I,s:f,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:"
+        "I,s:I},s:I,s:I,s:I,s:I,s:s,s:i,s:I,s:I,s:I,s:f,s:f}",
+        "anchor_refetches", (json_int_t)refetches, "train_s", train, "site", d->name, "status",
+        status, "steps", (json_int_t)d->step, "rounds_applied", (json_int_t)d->rounds_applied,
+        "tokens", (json_int_t)d->tokens, "final_loss",
+        isfinite(final_loss) ? json_real(final_loss) : json_null(), "elapsed_s", wall, "compute_s",
+        d->compute_s, "wait_s", d->wait_s, "compute_utilization",
+        train > 0 ? d->compute_s / train : 0.0, "wan_bytes_sent", (json_int_t)ms.bytes_sent,
+        "wan_bytes_received", (json_int_t)ms.bytes_received, "params", (json_int_t)d->n,
+        "view_epoch", (json_int_t)d->view.epoch, "contributions", "on_time", (json_int_t)os.on_time,
+        "late", (json_int_t)os.late, "dropped", (json_int_t)os.dropped, "rejected",
+        (json_int_t)os.rejected, "clipped", (json_int_t)os.clipped, "open_at_end",
+        (json_int_t)os.open, "hash_checks", (json_int_t)os.hash_checks, "hash_mismatches",
+        (json_int_t)os.hash_mismatches, "frames_rejected", (json_int_t)ms.rejected, "deltas_sent",
+        (json_int_t)os.deltas_sent, "error",
+        result == GT_OK || result == GT_ERR_CLOSED ? "" : gt_status_str(result), "ranks",
+        (int)d->ranks, "joined_round", (json_int_t)d->joined_round, "steps_trained",
+        (json_int_t)d->steps_trained, "joins_seen", (json_int_t)os.joins, "param_passes", d->passes,
+        "param_passes_per_round", per_round);
+    if (!o) return GT_ERR_NOMEM;
+    json_object_set_new(o, "eval_loss", json_null());
+    for (int i = 0; i < d->n_results; i++)
+        json_object_set_new(o, d->result_key[i],
+                            isfinite(d->result_val[i]) ? json_real(d->result_val[i]) : json_null());
+    char *text = json_dumps(o, JSON_INDENT(2));
+    json_decref(o);
+    if (!text) return GT_ERR_NOMEM;
+    *text_p = text;
+    return GT_OK;
+}
+
+gt_status_t dl_write_summary(gt_diloco_t *d, gt_status_t result)
+{
+    char *text = NULL;
+    gt_status_t st = dl_summary_text(d, result, 1, &text);
+    if (st != GT_OK || d->rank != 0) {
+        free(text);
+        return st;
+    }
+    char path[2300];
+    snprintf(path, sizeof path, "%s/summary.json", d->site_dir);
+    if (replace_file(path, text, 1) != 0) {
+        GT_ERROR("site %s: cannot write %s: %s", d->name, path, strerror(errno));
+        st = GT_ERR_IO;
+    }
+    free(text);
+    return st;
+}

@@ -1,0 +1,393 @@
+/* outer_step.c — the outer step over the parameter vectors (DESIGN.md §1): submit, apply,
+ * rebase, the hash vote's re-fetch, and the in-site all-gather of the anchor.
+ *
+ * Shaped to touch the vector as few times as it can, and to count every time it does
+ * (`passes`, reported as param_passes_per_round: one pass = one sweep over the n floats of the
+ * vector, each array it touches read and/or written once; a sweep over part of it counts its
+ * fraction). A round costs, with one rank:
+ *   submit  1 pass   snap ← θ_s and Δ ← θ_a − θ_s in one sweep (the engine then encodes Δ)
+ *   apply   1 pass   blockwise: the outer step on θ_a and m, the copy of (θ_a, m) kept for
+ *                    peers, the hash of θ_a, and the rebase θ_s ← θ_a + (θ_s − snap), each
+ *                    block while it is in cache
+ * plus the codec's own encode of Δ and one decode of each RESULT chunk (wan/outer.c decodes on
+ * arrival into the vector this file applies: no copy). With R ranks the outer step runs on the
+ * rank's lanes (1/R), the all-gather fills the others' ((R-1)/R), and the rebase is one more
+ * pass: 3 in all. The arithmetic is the old one, element for element — gt_kern_nesterov_update
+ * (or θ_a − g) and θ_a + (θ_s − snap) — so the anchors are bit-identical to before; compiled
+ * without FMA contraction (diloco/CMakeLists.txt).
+ */
+#include "diloco_internal.h"
+
+#include "gt_kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#define BLOCK ((size_t)1 << 15) /* floats per fused block: the Nesterov kernel's chunk */
+
+gt_status_t dl_layout(gt_diloco_t *d)
+{
+    const gt_topo_config_t *c = d->cfg;
+    uint32_t L = c->wan.lanes, R = d->ranks;
+    if (L < R) {
+        GT_ERROR("site %s: wan.lanes (%u) must be at least the site's ranks (%u): every rank "
+                 "carries its own lanes",
+                 d->name, L, R);
+        return GT_ERR_CONFIG;
+    }
+    for (uint32_t i = 0; i < c->n_sites; i++)
+        if (c->sites[i].ranks != R) {
+            GT_ERROR("site %s has %u ranks but site %s has %u: every site of a run needs the same "
+                     "number of ranks (rank k of each site carries lanes l mod R = k)",
+                     d->name, R, c->sites[i].name, c->sites[i].ranks);
+            return GT_ERR_CONFIG;
+        }
+    gt_topo_layout_params_t lp = GT_TOPO_LAYOUT_PARAMS_INIT;
+    lp.n_elems = d->n;
+    lp.n_lanes = L;
+    lp.n_sites = c->n_sites;
+    lp.ranks = R;
+    lp.align = c->codec.block_size ? c->codec.block_size : 1;
+    gt_status_t st = gt_topo_layout_create(&lp, &d->layout);
+    if (st != GT_OK) {
+        GT_ERROR("site %s: %zu parameters cannot be cut into wan.lanes = %u lanes of codec "
+                 "blocks of %zu",
+                 d->name, d->n, L, lp.align);
+        return st;
+    }
+    d->n_sub = 0;
+    for (uint32_t l = 0; l < L; l++)
+        if (d->layout->lanes[l].rank == d->rank) d->n_sub += d->layout->lanes[l].count;
+    d->gcounts = calloc(R, sizeof *d->gcounts);
+    d->gdispls = calloc(R, sizeof *d->gdispls);
+    return d->gcounts && d->gdispls ? GT_OK : GT_ERR_NOMEM;
+}
+
+/* This rank's lanes of a full vector, packed one after another (and back). */
+void dl_own_to_packed(const gt_diloco_t *d, const float *full, float *packed)
+{
+    size_t o = 0;
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        if (ln->rank != d->rank) continue;
+        memcpy(packed + o, full + ln->offset, ln->count * sizeof(float));
+        o += ln->count;
+    }
+}
+
+void dl_packed_to_own(const gt_diloco_t *d, const float *packed, float *full)
+{
+    size_t o = 0;
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        if (ln->rank != d->rank) continue;
+        memcpy(full + ln->offset, packed + o, ln->count * sizeof(float));
+        o += ln->count;
+    }
+}
+
+/* The hash of this rank's lanes of θ_a, as if packed (what the vote compares). */
+uint64_t dl_own_hash(const gt_diloco_t *d)
+{
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        if (ln->rank == d->rank)
+            XXH3_64bits_update(&h, d->anchor + ln->offset, ln->count * sizeof(float));
+    }
+    return XXH3_64bits_digest(&h);
+}
+
+/* Keeps (θ_a, m) of our lanes after `round` for peers that may need them (the slot of round
+ * r is r mod 2), and the hash of our lanes for the next submit. */
+void dl_keep_state(gt_diloco_t *d, int64_t round)
+{
+    int k = (int)((uint64_t)round % 2);
+    pthread_mutex_lock(&d->lock);
+    if (!d->hist[k]) d->hist[k] = malloc(2 * d->n_sub * sizeof(float));
+    if (d->hist[k]) {
+        dl_own_to_packed(d, d->anchor, d->hist[k]);
+        memcpy(d->hist[k] + d->n_sub, d->mom, d->n_sub * sizeof(float));
+        d->hist_round[k] = round;
+    }
+    pthread_mutex_unlock(&d->lock);
+    d->own_hash = dl_own_hash(d);
+    d->passes += 2.0 * (double)d->n_sub / (double)d->n;
+}
+
+/* The full vector `full` on every rank from each rank's lanes of it (the in-site all-gather;
+ * lanes l·R .. l·R + R - 1 are contiguous and one per rank, so each group is one call). */
+static gt_status_t gather_full(gt_diloco_t *d, float *full)
+{
+    if (d->ranks <= 1) return GT_OK;
+    uint32_t L = d->layout->n_lanes, R = d->ranks;
+    gt_status_t st = GT_OK;
+    for (uint32_t l0 = 0; l0 < L && st == GT_OK; l0 += R) {
+        for (uint32_t k = 0; k < R; k++) {
+            const gt_topo_lane_t *ln = l0 + k < L ? &d->layout->lanes[l0 + k] : NULL;
+            d->gcounts[k] = ln ? ln->count : 0;
+            d->gdispls[k] = ln ? ln->offset : 0;
+        }
+        st = d->p.comm.allgatherv(d->p.comm.ctx, full, d->gcounts, d->gdispls);
+    }
+    d->passes += (double)(d->n - d->n_sub) / (double)d->n;
+    return st;
+}
+
+gt_status_t dl_gather_anchor(gt_diloco_t *d)
+{
+    return gather_full(d, d->anchor);
+}
+
+/* Δ = θ_a − θ_s on our lanes, submitted for round r; θ_s kept for the rebase. One sweep. */
+gt_status_t dl_submit(gt_diloco_t *d, uint64_t r)
+{
+    gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
+    if (st != GT_OK) return st;
+    const float *x = d->x, *a = d->anchor;
+    size_t o = 0;
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        size_t off = ln->offset, cnt = ln->count;
+        if (ln->rank != d->rank) {
+            memcpy(d->snap + off, x + off, cnt * sizeof(float));
+            continue;
+        }
+        float *restrict snap = d->snap + off, *restrict dl = d->delta + o;
+        for (size_t i = 0; i < cnt; i++) {
+            float xi = x[off + i];
+            snap[i] = xi;
+            dl[i] = a[off + i] - xi;
+        }
+        o += cnt;
+    }
+    d->passes += 1.0;
+    pthread_mutex_lock(&d->lock);
+    st = gt_wan_outer_submit(d->outer, r, d->delta, (double)d->round_tokens, d->own_hash,
+                             gt_time_ns());
+    d->next_submit = r + 1;
+    pthread_mutex_unlock(&d->lock);
+    d->round_tokens = 0;
+    return st;
+}
+
+/* Drives nothing itself (the WAN thread does): waits until round r's g is in d->g. Bounded: a
+ * result cannot be missing longer than the straggler deadline plus the time to notice a dead
+ * site. */
+gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r)
+{
+    const gt_topo_config_t *c = d->cfg;
+    uint64_t t0 = gt_time_ns();
+    uint64_t limit = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
+                     (uint64_t)c->membership.lease_ttl_s * 3000000000ull +
+                     (uint64_t)c->wan.peer_timeout_ms * 1000000ull + 10000000000ull;
+    gt_status_t st;
+    gt_diloco_state_t prev = d->state;
+    d->state = GT_DILOCO_WAITING;
+    for (;;) {
+        pthread_mutex_lock(&d->lock);
+        st = gt_wan_outer_result_swap(d->outer, r, &d->g);
+        pthread_mutex_unlock(&d->lock);
+        if (st != GT_ERR_AGAIN) break;
+        if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
+        if (d->wan_error) return (gt_status_t)d->wan_error;
+        dl_write_status(d, 0);
+        if (gt_time_ns() - t0 > limit) {
+            GT_ERROR("site %s: round %llu's result has not arrived in %.0f s; giving up", d->name,
+                     (unsigned long long)r, (gt_time_ns() - t0) * 1e-9);
+            return GT_ERR_TIMEOUT;
+        }
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    if (st != GT_OK) return st;
+    d->wait_s += (gt_time_ns() - t0) * 1e-9;
+    d->state = prev;
+    return GT_OK;
+}
+
+/* θ_a ← outer step(θ_a, m, g) on [a, a + n) of the anchor with [m, g) at the packed offset. */
+static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float *g, size_t n)
+{
+    const gt_topo_config_t *c = d->cfg;
+    if (c->outer.optimizer == GT_OUTER_NESTEROV)
+        return gt_kern_nesterov_update(a, m, g, n, (float)c->outer.lr, (float)c->outer.momentum);
+    for (size_t i = 0; i < n; i++) a[i] -= g[i];
+    return GT_OK;
+}
+
+/* The outer step on our lanes, with the kept state and our hash in the same sweep. */
+static gt_status_t update_own(gt_diloco_t *d, uint64_t r)
+{
+    int k = (int)(r % 2);
+    pthread_mutex_lock(&d->lock);
+    d->hist_round[k] = -1; /* being rewritten: served to nobody meanwhile */
+    if (!d->hist[k]) d->hist[k] = malloc(2 * d->n_sub * sizeof(float));
+    float *hist = d->hist[k];
+    pthread_mutex_unlock(&d->lock);
+    if (!hist) return GT_ERR_NOMEM;
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    size_t o = 0;
+    gt_status_t st = GT_OK;
+    for (uint32_t l = 0; l < d->layout->n_lanes && st == GT_OK; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        if (ln->rank != d->rank) continue;
+        float *a = d->anchor + ln->offset;
+        st = outer_update(d, a, d->mom + o, d->g + o, ln->count);
+        memcpy(hist + o, a, ln->count * sizeof(float));
+        memcpy(hist + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
+        XXH3_64bits_update(&h, a, ln->count * sizeof(float));
+        o += ln->count;
+    }
+    d->own_hash = XXH3_64bits_digest(&h);
+    d->passes += (double)d->n_sub / (double)d->n;
+    pthread_mutex_lock(&d->lock);
+    d->hist_round[k] = (int64_t)r;
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+/* θ_s ← θ_a + (θ_s − snap) over the whole vector (θ_s ← θ_a after the run's last round: the
+ * final model is the anchor), with the hash of θ_a in the same sweep. */
+static uint64_t rebase(gt_diloco_t *d, int final)
+{
+    float *x = d->x;
+    const float *a = d->anchor, *snap = d->snap;
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    for (size_t o = 0; o < d->n; o += BLOCK) {
+        size_t cnt = d->n - o < BLOCK ? d->n - o : BLOCK;
+        if (final)
+            memcpy(x + o, a + o, cnt * sizeof(float));
+        else
+            for (size_t i = o; i < o + cnt; i++) x[i] = a[i] + (x[i] - snap[i]);
+        XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
+    }
+    d->passes += 1.0;
+    return XXH3_64bits_digest(&h);
+}
+
+/* One rank: the outer step, the kept state, the hash and the rebase, block by block. */
+static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
+{
+    int k = (int)(r % 2);
+    pthread_mutex_lock(&d->lock);
+    d->hist_round[k] = -1;
+    if (!d->hist[k]) d->hist[k] = malloc(2 * d->n * sizeof(float));
+    float *hist = d->hist[k];
+    pthread_mutex_unlock(&d->lock);
+    if (!hist) return GT_ERR_NOMEM;
+    float *x = d->x, *a = d->anchor, *m = d->mom;
+    const float *snap = d->snap;
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    gt_status_t st = GT_OK;
+    size_t bl = BLOCK * (size_t)(gt_kern_get_threads() > 0 ? gt_kern_get_threads() : 1);
+    for (size_t o = 0; o < d->n && st == GT_OK; o += bl) {
+        size_t cnt = d->n - o < bl ? d->n - o : bl;
+        st = outer_update(d, a + o, m + o, d->g + o, cnt);
+        memcpy(hist + o, a + o, cnt * sizeof(float));
+        memcpy(hist + d->n + o, m + o, cnt * sizeof(float));
+        XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
+        if (final)
+            memcpy(x + o, a + o, cnt * sizeof(float));
+        else
+            for (size_t i = o; i < o + cnt; i++) x[i] = a[i] + (x[i] - snap[i]);
+    }
+    d->own_hash = XXH3_64bits_digest(&h);
+    d->passes += 1.0;
+    pthread_mutex_lock(&d->lock);
+    d->hist_round[k] = (int64_t)r;
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+/* Where the packed position p of our lanes lies in the full vector. */
+static size_t full_index(const gt_diloco_t *d, size_t p)
+{
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        if (ln->rank != d->rank) continue;
+        if (p < ln->count) return ln->offset + p;
+        p -= ln->count;
+    }
+    return 0;
+}
+
+/* Waits for round r's g on our lanes, applies the outer step to our part of the anchor,
+ * repairs it if the hash vote says so, rebuilds the full anchor from every rank's lanes and
+ * rebases θ_s onto it. Collective over the site's ranks. */
+gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
+{
+    gt_status_t st = dl_wait_result(d, r);
+    int verdict = 0;
+    if (st == GT_OK && r > 0) {
+        pthread_mutex_lock(&d->lock);
+        verdict = gt_wan_outer_hash_verdict(d->outer, r - 1);
+        pthread_mutex_unlock(&d->lock);
+    }
+    int chaos =
+        d->p.corrupt_anchor_round >= 0 && r == (uint64_t)d->p.corrupt_anchor_round && d->rank == 0;
+    uint64_t hash = 0;
+    int fused = st == GT_OK && d->ranks == 1 && verdict >= 0 && !chaos;
+    if (fused) {
+        st = apply_fused(d, r, final);
+        hash = d->own_hash;
+    } else {
+        if (st == GT_OK) st = update_own(d, r);
+        if (st == GT_OK && chaos) {
+            /* Chaos (--corrupt-anchor): silent data corruption of one bit of the anchor. */
+            size_t at = full_index(d, d->n_sub / 2);
+            uint32_t bits;
+            memcpy(&bits, &d->anchor[at], 4);
+            bits ^= 1u << 20;
+            memcpy(&d->anchor[at], &bits, 4);
+            dl_keep_state(d, (int64_t)r);
+            GT_WARN("site %s: chaos: flipped a bit of the anchor after round %llu", d->name,
+                    (unsigned long long)r);
+        }
+        if (st == GT_OK && verdict < 0) st = dl_refetch(d, r);
+        if ((st = dl_agree(d, st)) != GT_OK) return st;
+        if ((st = dl_gather_anchor(d)) != GT_OK) return st;
+        hash = rebase(d, final);
+    }
+    if (fused && (st = dl_agree(d, st)) != GT_OK) return st;
+    if (st != GT_OK) return st;
+    if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
+    d->rounds_applied++;
+    d->applied_upto = r + 1;
+    dl_log_anchor(d, r, hash);
+    return GT_OK;
+}
+
+/* sync-dp: the step's gradients averaged across the sites. Each rank carries its lanes of the
+ * gradient; the parameters' hash on our lanes goes with it for the anchor check. */
+gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t tokens)
+{
+    gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
+    if (st != GT_OK) return st;
+    dl_own_to_packed(d, grads, d->delta);
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        if (ln->rank == d->rank)
+            XXH3_64bits_update(&h, d->x + ln->offset, ln->count * sizeof(float));
+    }
+    uint64_t hash = XXH3_64bits_digest(&h);
+    if (step > 0) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n));
+    pthread_mutex_lock(&d->lock);
+    st = gt_wan_outer_submit(d->outer, step, d->delta, (double)tokens, hash, gt_time_ns());
+    pthread_mutex_unlock(&d->lock);
+    if (st == GT_OK) st = dl_wait_result(d, step);
+    if ((st = dl_agree(d, st)) != GT_OK) return st;
+    d->rounds_applied++;
+    dl_packed_to_own(d, d->g, grads);
+    return gather_full(d, grads);
+}

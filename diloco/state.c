@@ -1,0 +1,496 @@
+/* state.c — moving outer state between sites: the start check, probes, (θ_a, m) transfers, and
+ * joining a run in progress (DESIGN.md §4).
+ *
+ * Everything rides on two message types of the mesh, STATE_REQ and STATE_CHUNK (formats in
+ * diloco_internal.h), between the same rank of two sites:
+ * - HELLO at start: every site tells every peer its parameter count and the hash of its
+ *   initial vector. A count that differs is an error on both sides, at once, naming both
+ *   counts (a model that differs between sites would otherwise show up as frames that never
+ *   decode and rounds that never close). A differing initial vector is replaced by the one of
+ *   the first site in sites.yaml order (STATE_INITIAL), so every site starts from one θ_a.
+ * - a probe asks a peer which round it submits next, its parameter count and its table of
+ *   first rounds (a joiner plans with it);
+ * - a fetch asks for (θ_a, m) of our lanes after round r, striped across n peers, each stripe
+ *   in parts that fit every site's receive buffer, with the hash of the server's whole state;
+ *   peers keep the state after their last two rounds to serve it.
+ * Hostile or stale replies are checked before anything is written. The WAN thread serves and
+ * receives under the context's lock; a fetch waits outside it.
+ */
+#include "diloco_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void state_reply(gt_diloco_t *d, const gt_wan_msg_t *req, uint32_t status, uint64_t off,
+                        uint64_t hash, const void *data, size_t bytes, uint32_t part,
+                        uint32_t parts, uint8_t *buf)
+{
+    gt_wan_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = GT_WAN_MSG_STATE_CHUNK;
+    m.round = req->round;
+    m.view_epoch = req->view_epoch; /* the fetch id */
+    m.lane = part;
+    m.chunk = parts;
+    gt_le_put32(buf, status);
+    gt_le_put32(buf + 4, 0);
+    gt_le_put64(buf + 8, off);
+    gt_le_put64(buf + 16, hash);
+    if (bytes) memcpy(buf + STATE_HDR, data, bytes);
+    if (gt_wan_mesh_send(d->mesh, req->sender, &m, buf, STATE_HDR + bytes) != GT_OK)
+        GT_WARN("site %s: cannot answer site %u's state request", d->name, req->sender);
+}
+
+/* A peer asks where we are (a probe), says hello, or asks for (θ_a, m) of our lanes after
+ * req->round (or the initial state) — all of it, or stripe k of n: sent in parts that fit
+ * every site's receive buffer; or a status when we do not hold that round. */
+static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *in, size_t len)
+{
+    if (req->round == STATE_HELLO) {
+        if (len != 16 || req->sender >= d->cfg->n_sites || req->sender == d->site) {
+            GT_WARN("site %s: rejected a malformed hello from site %u", d->name, req->sender);
+            return;
+        }
+        d->hello_params[req->sender] = gt_le_get64(in);
+        d->hello_hash[req->sender] = gt_le_get64(in + 8);
+        d->hello_got[req->sender] = 1;
+        return;
+    }
+    size_t total = 2 * d->n_sub, pf = d->part_floats;
+    uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
+    if (!buf) return;
+    if (req->round == STATE_PROBE) {
+        uint64_t first[GT_WAN_OUTER_MAX_SITES];
+        uint8_t info[8 + 8 + 4 + 8 * GT_WAN_OUTER_MAX_SITES];
+        uint32_t n = d->cfg->n_sites;
+        gt_wan_outer_first_rounds(d->outer, first);
+        gt_le_put64(info, d->next_submit);
+        gt_le_put64(info + 8, d->n);
+        gt_le_put32(info + 16, n);
+        for (uint32_t i = 0; i < n; i++) gt_le_put64(info + 20 + 8 * i, first[i]);
+        state_reply(d, req, d->training ? STATE_INFO : STATE_BUSY, 0, 0, info, 20 + 8 * n, 0, 1,
+                    buf);
+        free(buf);
+        return;
+    }
+    const float *src = NULL;
+    int64_t newest = -1, want = req->round == STATE_INITIAL ? HIST_INITIAL : (int64_t)req->round;
+    for (int k = 0; k < 2; k++) {
+        if (d->hist_round[k] > newest) newest = d->hist_round[k];
+        if (d->hist[k] && d->hist_round[k] == want) src = d->hist[k];
+    }
+    uint32_t n = req->chunk ? req->chunk : 1, k = req->lane;
+    if (!src || k >= n) {
+        int gone = req->round != STATE_INITIAL && (int64_t)req->round <= newest;
+        state_reply(d, req, gone ? STATE_GONE : STATE_NOT_YET, 0, 0, NULL, 0, 0, 1, buf);
+        if (gone)
+            GT_WARN("site %s: site %u asked for the anchor after round %llu, which we no longer "
+                    "hold",
+                    d->name, req->sender, (unsigned long long)req->round);
+        free(buf);
+        return;
+    }
+    uint64_t hash = gt_wan_outer_hash(src, total);
+    size_t lo = total * k / n, hi = total * (k + 1) / n;
+    size_t parts = hi > lo ? (hi - lo + pf - 1) / pf : 1;
+    for (size_t p = 0; p < parts; p++) {
+        size_t off = lo + p * pf, cnt = hi - off < pf ? hi - off : pf;
+        if (hi == lo) cnt = 0;
+        state_reply(d, req, STATE_OK, off, hash, src + off, cnt * sizeof(float), (uint32_t)p,
+                    (uint32_t)parts, buf);
+    }
+    free(buf);
+}
+
+/* A reply to our probe or fetch. Hostile input is checked before anything is written. */
+static void take_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
+{
+    if (!d->fetching || msg->view_epoch != d->fetch_id || len < STATE_HDR) return;
+    uint32_t status = gt_le_get32(buf), k = 0;
+    while (k < d->fetch_n && d->fetch_peer[k] != msg->sender) k++;
+    if (k == d->fetch_n || d->fetch_round != msg->round) return;
+    if (msg->round == STATE_PROBE) {
+        uint32_t n = len >= STATE_HDR + 20 ? gt_le_get32(buf + STATE_HDR + 16) : 0;
+        if (status == STATE_BUSY) {
+            d->fetch_status = STATE_BUSY;
+        } else if (status != STATE_INFO || n != d->cfg->n_sites ||
+                   len != STATE_HDR + 20 + 8 * (size_t)n) {
+            GT_WARN("site %s: rejected a malformed probe answer from site %u", d->name,
+                    msg->sender);
+            d->fetch_status = STATE_GONE;
+        } else {
+            d->probe_next = gt_le_get64(buf + STATE_HDR);
+            d->probe_params = gt_le_get64(buf + STATE_HDR + 8);
+            for (uint32_t i = 0; i < n; i++)
+                d->probe_first[i] = gt_le_get64(buf + STATE_HDR + 20 + 8 * i);
+            d->probe_got = 1;
+        }
+        return;
+    }
+    if (status != STATE_OK) {
+        if ((int)status > d->fetch_status) d->fetch_status = (int)status;
+        return;
+    }
+    size_t total = 2 * d->n_sub, lo = total * k / d->fetch_n, hi = total * (k + 1) / d->fetch_n;
+    uint64_t off = gt_le_get64(buf + 8), cnt = (len - STATE_HDR) / sizeof(float);
+    uint64_t hash = gt_le_get64(buf + 16);
+    if ((len - STATE_HDR) % sizeof(float) || off < lo || off > hi || cnt > hi - off ||
+        (d->fetch_hash_set && hash != d->fetch_hash)) {
+        GT_WARN("site %s: rejected a malformed (or disagreeing) state part from site %u", d->name,
+                msg->sender);
+        d->fetch_status = STATE_GONE;
+        return;
+    }
+    d->fetch_hash = hash;
+    d->fetch_hash_set = 1;
+    memcpy(d->fetch + off, buf + STATE_HDR, cnt * sizeof(float));
+    d->fetch_floats += cnt;
+}
+
+void dl_on_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const void *buf, size_t len)
+{
+    if (msg->type == GT_WAN_MSG_STATE_REQ)
+        serve_state(d, msg, buf, len);
+    else
+        take_state(d, msg, buf, len);
+}
+
+/* Asks peers[0..n) for stripe k of n of our lanes' (θ_a, m) after `round` (or, with
+ * STATE_PROBE, the first of them where it is) and waits for the answer, at most
+ * wan.peer_timeout_ms. GT_OK: d->fetch holds the state, its hash checked against the one every
+ * server sent; GT_ERR_AGAIN: a server does not hold the round yet; GT_ERR_NOT_FOUND: a server
+ * no longer holds it; GT_ERR_TIMEOUT / GT_ERR_CORRUPT otherwise. Not under the lock. */
+gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers, uint32_t n)
+{
+    if (!d->fetch) d->fetch = malloc(2 * d->n_sub * sizeof(float));
+    if (!d->fetch || n == 0 || n > GT_WAN_MAX_MEMBERS)
+        return d->fetch ? GT_ERR_INVALID : GT_ERR_NOMEM;
+    pthread_mutex_lock(&d->lock);
+    d->fetch_round = round;
+    d->fetching = 1;
+    d->fetch_id++;
+    d->fetch_n = round == STATE_PROBE ? 1 : n;
+    memcpy(d->fetch_peer, peers, n * sizeof *peers);
+    d->fetch_floats = 0;
+    d->fetch_hash_set = 0;
+    d->fetch_status = 0;
+    d->probe_got = 0;
+    gt_status_t st = GT_OK;
+    for (uint32_t k = 0; k < d->fetch_n && st == GT_OK; k++) {
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_STATE_REQ;
+        m.round = round;
+        m.view_epoch = d->fetch_id;
+        m.lane = k;
+        m.chunk = d->fetch_n;
+        st = gt_wan_mesh_send(d->mesh, peers[k], &m, "", 0);
+    }
+    pthread_mutex_unlock(&d->lock);
+    uint64_t t0 = gt_time_ns();
+    int done = 0, status = 0;
+    while (st == GT_OK && !done && !status &&
+           gt_time_ns() - t0 < (uint64_t)d->cfg->wan.peer_timeout_ms * 1000000ull) {
+        struct timespec ts = {0, 500000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&d->lock);
+        done = round == STATE_PROBE ? d->probe_got : d->fetch_floats == 2 * d->n_sub;
+        status = d->fetch_status;
+        pthread_mutex_unlock(&d->lock);
+    }
+    pthread_mutex_lock(&d->lock);
+    d->fetching = 0;
+    pthread_mutex_unlock(&d->lock);
+    if (st != GT_OK) return st;
+    if (status == STATE_NOT_YET || status == STATE_BUSY) return GT_ERR_AGAIN;
+    if (status == STATE_GONE) return GT_ERR_NOT_FOUND;
+    if (!done) return GT_ERR_TIMEOUT;
+    if (round != STATE_PROBE && gt_wan_outer_hash(d->fetch, 2 * d->n_sub) != d->fetch_hash) {
+        GT_WARN("site %s: the state after round %llu does not match its hash", d->name,
+                (unsigned long long)round);
+        return GT_ERR_CORRUPT;
+    }
+    return GT_OK;
+}
+
+/* The fetched state becomes ours. */
+static void take_fetched(gt_diloco_t *d)
+{
+    dl_packed_to_own(d, d->fetch, d->anchor);
+    memcpy(d->mom, d->fetch + d->n_sub, d->n_sub * sizeof(float));
+}
+
+static gt_status_t params_mismatch(gt_diloco_t *d, uint32_t peer, uint64_t theirs)
+{
+    GT_ERROR("site %s has %zu parameters but site %s has %llu: every site must train the same "
+             "model (the same parameters, in the same order)",
+             d->name, d->n, d->cfg->sites[peer].name, (unsigned long long)theirs);
+    return GT_ERR_CONFIG;
+}
+
+/* The start of a run (collective over the site's ranks): tell every peer of the view our
+ * parameter count and initial hash, wait for theirs (at most wan.connect_timeout_ms), refuse a
+ * count that differs, and take the initial state of the first site in config order when ours
+ * differs from it. */
+gt_status_t dl_start_check(gt_diloco_t *d)
+{
+    const gt_topo_config_t *c = d->cfg;
+    uint64_t mine = gt_wan_outer_hash(d->x, d->n);
+    uint32_t peers[GT_WAN_MAX_MEMBERS];
+    int self_in = 0;
+    uint32_t n = dl_view_peers(d, peers, &self_in);
+    uint8_t hello[16];
+    gt_le_put64(hello, d->n);
+    gt_le_put64(hello + 8, mine);
+    gt_status_t st = GT_OK;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t k = 0; k < n && st == GT_OK; k++) {
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_STATE_REQ;
+        m.round = STATE_HELLO;
+        st = gt_wan_mesh_send(d->mesh, peers[k], &m, hello, sizeof hello);
+    }
+    pthread_mutex_unlock(&d->lock);
+    uint64_t t0 = gt_time_ns();
+    uint32_t got = 0;
+    /* Our hello out first: a peer must learn of a mismatch even if we fail at once. */
+    for (size_t queued = 1; st == GT_OK && queued && gt_time_ns() - t0 < 5000000000ull;) {
+        pthread_mutex_lock(&d->lock);
+        queued = gt_wan_mesh_pending(d->mesh);
+        pthread_mutex_unlock(&d->lock);
+        struct timespec ts = {0, 1000000};
+        if (queued) nanosleep(&ts, NULL);
+    }
+    while (st == GT_OK && gt_time_ns() - t0 < (uint64_t)c->wan.connect_timeout_ms * 1000000ull) {
+        got = 0;
+        pthread_mutex_lock(&d->lock);
+        for (uint32_t k = 0; k < n; k++) got += d->hello_got[peers[k]];
+        pthread_mutex_unlock(&d->lock);
+        if (got == n || (d->p.stop && *d->p.stop) || d->wan_error) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (st == GT_OK && got < n)
+        GT_WARN("site %s: %u of %u peers said hello in %u ms; starting without checking the others",
+                d->name, got, n, c->wan.connect_timeout_ms);
+    uint32_t src = d->site;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t k = 0; k < n && st == GT_OK; k++) {
+        uint32_t p = peers[k];
+        if (!d->hello_got[p]) continue;
+        if (d->hello_params[p] != d->n) st = params_mismatch(d, p, d->hello_params[p]);
+        if (p < src) src = p;
+    }
+    int fetch = st == GT_OK && src != d->site && d->hello_hash[src] != mine;
+    pthread_mutex_unlock(&d->lock);
+    if (st != GT_OK) { /* let the peers hear our hello before we leave */
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+    }
+    if (fetch) {
+        GT_INFO("site %s: its initial parameters differ from site %s's; starting from those",
+                d->name, c->sites[src].name);
+        uint64_t tf = gt_time_ns();
+        do {
+            st = dl_fetch_state(d, STATE_INITIAL, &src, 1);
+        } while (st == GT_ERR_AGAIN &&
+                 gt_time_ns() - tf < (uint64_t)c->wan.connect_timeout_ms * 1000000ull);
+        d->wait_s += (gt_time_ns() - tf) * 1e-9;
+        if (st == GT_OK)
+            take_fetched(d);
+        else
+            GT_ERROR("site %s: cannot fetch the initial parameters from site %s: %s", d->name,
+                     c->sites[src].name, gt_status_str(st));
+    }
+    uint64_t any = (uint64_t)fetch;
+    if ((st = dl_agree(d, st)) != GT_OK) return st;
+    if ((st = dl_allreduce(d, &any, 1, GT_DILOCO_OP_MAX)) != GT_OK || !any) return st;
+    if ((st = dl_gather_anchor(d)) != GT_OK) return st;
+    memcpy(d->x, d->anchor, d->n * sizeof(float));
+    dl_keep_state(d, HIST_INITIAL);
+    return d->p.after_write ? d->p.after_write(d->p.hook_ctx) : GT_OK;
+}
+
+/* Our anchor disagreed with the majority (invariant I1): fetch (θ_a, m) of our lanes after
+ * round r from a live peer and replace ours (θ_s is rebased onto it right after). Peers that
+ * do not hold round r any more are skipped; if none can serve it, the run goes on and the event
+ * stays logged. */
+gt_status_t dl_refetch(gt_diloco_t *d, uint64_t r)
+{
+    const gt_topo_config_t *c = d->cfg;
+    GT_ERROR("site %s: our anchor after round %llu differs from the majority's; re-fetching it",
+             d->name, (unsigned long long)r - 1);
+    pthread_mutex_lock(&d->lock);
+    gt_wan_view_t view = d->view;
+    pthread_mutex_unlock(&d->lock);
+    for (uint32_t k = 0; k < view.n_members; k++) {
+        uint32_t peer;
+        if (gt_topo_site_index(c, view.members[k].name, &peer) != GT_OK || peer == d->site)
+            continue;
+        uint64_t t0 = gt_time_ns();
+        gt_status_t st = dl_fetch_state(d, r, &peer, 1);
+        d->wait_s += (gt_time_ns() - t0) * 1e-9;
+        dl_write_status(d, 0);
+        if (st == GT_ERR_NOMEM) return st;
+        if (st != GT_OK) continue;
+        take_fetched(d);
+        dl_keep_state(d, (int64_t)r);
+        d->refetches++;
+        GT_WARN("site %s: re-fetched the anchor after round %llu from site %s", d->name,
+                (unsigned long long)r, c->sites[peer].name);
+        return GT_OK;
+    }
+    GT_ERROR("site %s: no peer could serve the anchor after round %llu; going on with ours",
+             d->name, (unsigned long long)r);
+    return GT_OK;
+}
+
+/* Joins the run in progress (collective over the site's ranks): waits to be in the view, asks
+ * every training peer which round it submits next (the one furthest ahead fixes N), announces
+ * that this site contributes from R = N + 1 on — a round no site has submitted yet, so no round
+ * in flight changes owner — then fetches (θ_a, m) after round R − 1, striped across every live
+ * peer and checked against the hash they all send, as soon as they have applied it. It starts
+ * from there as a site that has just applied round R − 1 would: θ_s = θ_a, step R·H + τ (the
+ * caller skips its data to it and starts its optimizer afresh). If the peers have moved past
+ * R − 1 meanwhile (they keep two rounds), it plans again with a later R. *start_p is the step
+ * it starts at; the run's total steps when the run ends before it could take part. */
+gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
+{
+    const gt_topo_config_t *c = d->cfg;
+    const char *name = d->name;
+    uint64_t t0 = gt_time_ns(), R = 0;
+    /* A peer needs up to two rounds to apply the round we wait for: bound the whole join by
+     * the time that generously takes, and the result timeout. */
+    uint64_t limit = (uint64_t)c->wan.connect_timeout_ms * 1000000ull +
+                     (uint64_t)c->outer.deadline_max_ms * 4000000ull + 600000000000ull;
+    uint32_t peers[GT_WAN_MAX_MEMBERS];
+    int have = 0, planned = 0;
+    *start_p = d->total;
+    if (d->sync_dp) {
+        GT_ERROR("site %s: a sync-dp run cannot take a joining site (every step is a round)", name);
+        return GT_ERR_INVALID;
+    }
+    uint64_t alone_since = 0;
+    for (;;) {
+        /* The ranks act on the worst of: 0 done, 1 retry, 2 plan again, 3 give up, 4 the
+         * models differ. */
+        int64_t fail = 0;
+        const char *why = NULL;
+        int self_in = 0;
+        uint32_t n = dl_view_peers(d, peers, &self_in);
+        uint64_t now = gt_time_ns();
+        if (self_in && n > 0)
+            alone_since = 0;
+        else if (!alone_since)
+            alone_since = now;
+        if (d->p.stop && *d->p.stop) why = "stopped";
+        if (d->wan_error) why = "lost its membership lease";
+        if (now - t0 > limit) why = "timed out";
+        if (alone_since && now - alone_since > (uint64_t)c->wan.connect_timeout_ms * 1000000ull)
+            why = "no running site to join (the run is over, or every site is down)";
+        if (why) fail = 3;
+        uint64_t fv = (uint64_t)fail;
+        gt_status_t st = dl_allreduce(d, &fv, 1, GT_DILOCO_OP_MAX);
+        if (st != GT_OK) return st;
+        if (fv) {
+            GT_ERROR("site %s: cannot join the run: %s (after %.0f s)", name,
+                     why ? why : "another rank failed", (now - t0) * 1e-9);
+            if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
+            return d->wan_error ? (gt_status_t)d->wan_error : GT_ERR_TIMEOUT;
+        }
+        int64_t code = 1;
+        if (!planned) { /* every rank comes here together (planned is agreed) */
+            uint64_t next = 0, first[GT_WAN_OUTER_MAX_SITES];
+            uint64_t differ = 0;
+            for (uint32_t k = 0; self_in && k < n; k++) {
+                st = dl_fetch_state(d, STATE_PROBE, &peers[k], 1);
+                if (st != GT_OK) continue;
+                if (d->probe_params != d->n) {
+                    (void)params_mismatch(d, peers[k], d->probe_params);
+                    differ = 1;
+                    break;
+                }
+                if (code != 0 || d->probe_next > next) {
+                    next = d->probe_next;
+                    memcpy(first, d->probe_first, sizeof first);
+                    code = 0;
+                }
+            }
+            if ((st = dl_allreduce(d, &differ, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
+            if (differ) return GT_ERR_CONFIG;
+            if (code == 0) memcpy(d->probe_first, first, sizeof first);
+            /* Every rank agrees on the latest R any of them found (collective). */
+            uint64_t v[2] = {code == 0 ? next + 1 : 0, code == 0 ? 0 : 1};
+            if ((st = dl_allreduce(d, v, 2, GT_DILOCO_OP_MAX)) != GT_OK) return st;
+            if (v[1] == 0) {
+                R = v[0] > R ? v[0] : R + 1; /* a re-plan always moves on */
+                if (R < 1) R = 1;
+                planned = 1;
+                have = 0;
+                if (R >= c->run.rounds) {
+                    GT_WARN("site %s: the run ends (round %llu of %u) before this site could take "
+                            "part",
+                            name, (unsigned long long)R, c->run.rounds);
+                    return GT_OK;
+                }
+                pthread_mutex_lock(&d->lock);
+                st = gt_wan_outer_start_at(d->outer, R, d->probe_first, gt_time_ns());
+                pthread_mutex_unlock(&d->lock);
+                if (st != GT_OK) return st;
+                GT_INFO("site %s: joining the run: first contribution to round %llu, from the "
+                        "anchor after round %llu (%u peers)",
+                        name, (unsigned long long)R, (unsigned long long)R - 1, n);
+            }
+            code = 1;
+        }
+        if (planned) {
+            code = 0;
+            if (!have) {
+                st = n ? dl_fetch_state(d, R - 1, peers, n) : GT_ERR_AGAIN;
+                if (st != GT_OK && st != GT_ERR_NOMEM && n > 1) {
+                    /* Striped failed (a peer does not hold R - 1: it lags, or is ahead by two
+                     * rounds): the whole from one peer after another. Plan again only when
+                     * every peer is past it. */
+                    uint32_t gone = 0;
+                    for (uint32_t k = 0; k < n && st != GT_OK; k++) {
+                        gt_status_t one = dl_fetch_state(d, R - 1, &peers[k], 1);
+                        if (one == GT_OK) st = GT_OK;
+                        gone += one == GT_ERR_NOT_FOUND;
+                    }
+                    if (st != GT_OK) st = gone == n ? GT_ERR_NOT_FOUND : GT_ERR_AGAIN;
+                }
+                if (st == GT_OK) {
+                    have = 1;
+                    take_fetched(d);
+                }
+                code = st == GT_OK ? 0 : st == GT_ERR_NOT_FOUND ? 2 : 1;
+            }
+        }
+        uint64_t worst = (uint64_t)code;
+        if ((st = dl_allreduce(d, &worst, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
+        if (planned && worst == 0) break;
+        if (worst == 2) {
+            GT_WARN("site %s: the peers no longer hold the anchor after round %llu; planning again",
+                    name, (unsigned long long)R - 1);
+            planned = 0;
+        }
+        dl_write_status(d, 0);
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    /* Start as a site that has just applied round R - 1. */
+    dl_keep_state(d, (int64_t)R - 1);
+    gt_status_t st = dl_gather_anchor(d);
+    if (st != GT_OK) return st;
+    memcpy(d->x, d->anchor, d->n * sizeof(float));
+    if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
+    d->joined_round = R;
+    d->applied_upto = R;
+    dl_log_anchor(d, R - 1, gt_wan_outer_hash(d->anchor, d->n));
+    *start_p = R * d->H + d->tau;
+    GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)", name,
+            (unsigned long long)*start_p, (unsigned long long)R - 1, (gt_time_ns() - t0) * 1e-9);
+    return GT_OK;
+}

@@ -1,0 +1,352 @@
+/* test_diloco.c — the C API of diloco/ against an independent reference, with real processes,
+ * a real etcd and the real WAN stack on loopback.
+ *
+ * Each site is this program run as `test_diloco site ...`: a linear regression of its own
+ * (N weights, plain SGD on synthetic data drawn from the site's and the step's seed) handed to
+ * gt_diloco as a flat vector, with gt_diloco_step after every step. The parent starts etcd,
+ * runs the sites and then recomputes the whole run in memory, with no library code: every
+ * site's inner steps, Δ = θ_a − θ_s, the weighted mean as the owners compute it (in double, in
+ * site order), the outer Nesterov step written out from its formula, the overlap (apply at
+ * r·H + H + τ) and the rebase θ_s ← θ_a + (θ_s − θ_s at send). With the lossless fp32 codec
+ * the anchor each site logged after every round must equal the reference bit for bit — the
+ * outer step's bytes are pinned down, not just their agreement across sites. Site b starts
+ * from different initial weights, so the reference also checks that every site adopts the
+ * first site's initial vector. Then: a site whose vector has one float more makes both sites
+ * fail at start with a message naming both counts (not a hang), and an unknown site name is
+ * refused with the list of sites.
+ */
+#include "gt_test.h"
+#include "gt_diloco.h"
+#include "gt_wan.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N      129 /* weights: 128 features and a bias */
+#define BATCH  8
+#define H      8
+#define TAU    2
+#define ROUNDS 8
+#define LR     0.03f
+
+/* ---- the model: y = w·x + b, squared loss, SGD ---- */
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static float unit(uint64_t *s) /* in [-1, 1) */
+{
+    *s = mix(*s);
+    return (float)((double)(*s >> 40) / (double)(1ull << 23) - 1.0);
+}
+
+/* The true weights every site's data comes from. */
+static float w_true(size_t i)
+{
+    uint64_t s = 1000 + i;
+    return unit(&s);
+}
+
+/* One SGD step of site `site` at step `step` (its batch depends on both only). Returns the
+ * batch's mean squared error before the step. */
+static float sgd_step(float *w, uint32_t site, uint64_t step)
+{
+    static float g[N];
+    memset(g, 0, sizeof g);
+    double loss = 0;
+    uint64_t seed = mix(((uint64_t)site << 40) ^ step);
+    for (int b = 0; b < BATCH; b++) {
+        float x[N], y = w_true(N - 1), p = w[N - 1];
+        x[N - 1] = 1.0f;
+        for (size_t i = 0; i + 1 < N; i++) {
+            x[i] = unit(&seed);
+            y += w_true(i) * x[i];
+            p += w[i] * x[i];
+        }
+        y += 0.01f * unit(&seed);
+        float e = p - y;
+        loss += (double)e * e;
+        for (size_t i = 0; i < N; i++) g[i] += 2.0f * e * x[i] / BATCH;
+    }
+    for (size_t i = 0; i < N; i++) w[i] -= LR * g[i];
+    return (float)(loss / BATCH);
+}
+
+static void init_weights(float *w, uint32_t site)
+{
+    uint64_t s = 77 + site; /* differs per site: the library must make them agree */
+    for (size_t i = 0; i < N; i++) w[i] = 0.1f * unit(&s);
+}
+
+/* ---- a site: this program as a child ---- */
+
+static int run_site(const char *config, const char *site, const char *run_dir, size_t n)
+{
+    float *w = calloc(n, sizeof *w);
+    uint32_t index = site[0] == 'a' ? 0 : 1;
+    init_weights(w, index);
+    gt_diloco_params_t p = GT_DILOCO_PARAMS_INIT;
+    p.config_path = config;
+    p.site = site;
+    p.run_dir = run_dir;
+    const char *base = strrchr(run_dir, '/');
+    p.run_id = base ? base + 1 : run_dir; /* each run of the test its own name in etcd */
+    p.params = w;
+    p.n_params = n;
+    p.env = 0;
+    gt_diloco_t *d = NULL;
+    gt_status_t st = gt_diloco_create(&p, &d);
+    if (st != GT_OK) {
+        fprintf(stderr, "site %s: create failed: %s: %s\n", site, gt_status_str(st),
+                gt_diloco_error_message());
+        free(w);
+        return 3;
+    }
+    gt_diloco_status_t s;
+    gt_diloco_status(d, &s);
+    for (uint64_t k = s.first_step; k < s.total_steps && st == GT_OK; k++) {
+        float loss = sgd_step(w, index, k);
+        st = gt_diloco_step(d, BATCH, loss);
+    }
+    gt_diloco_status(d, &s);
+    fprintf(stderr, "site %s: %llu steps, %llu rounds, %.2f passes per round\n", site,
+            (unsigned long long)s.step, (unsigned long long)s.rounds_applied,
+            s.rounds_applied ? s.param_passes / (double)s.rounds_applied : 0.0);
+    gt_diloco_close(d, st);
+    free(w);
+    return st == GT_OK ? 0 : 4;
+}
+
+/* ---- the reference: the same run, in memory ---- */
+
+static void reference(uint64_t hashes[ROUNDS])
+{
+    static float th[2][N], snap[2][N], a[N], m[N], g[N];
+    init_weights(th[0], 0);
+    memcpy(th[1], th[0], sizeof th[0]); /* every site starts from site a's vector */
+    memcpy(a, th[0], sizeof a);
+    memset(m, 0, sizeof m);
+    const float lr = 0.7f, mu = 0.9f; /* outer.lr, outer.momentum */
+    int64_t pending = -1;
+    for (uint64_t step = 1; step <= (uint64_t)ROUNDS * H; step++) {
+        for (int s = 0; s < 2; s++) (void)sgd_step(th[s], (uint32_t)s, step - 1);
+        int apply = 0, final = step == (uint64_t)ROUNDS * H;
+        if (step % H == 0) {
+            /* submit round r: Δ_s = θ_a − θ_s; the owners' weighted mean, site by site */
+            for (int s = 0; s < 2; s++) memcpy(snap[s], th[s], sizeof th[s]);
+            for (size_t i = 0; i < N; i++) {
+                double acc = 0, w = (double)(H * BATCH);
+                for (int s = 0; s < 2; s++) acc += w * 1.0 * (double)(a[i] - th[s][i]);
+                g[i] = (float)(acc / (2 * w));
+            }
+            pending = (int64_t)(step / H - 1);
+            apply = TAU == 0 || final;
+        } else if (pending >= 0 && step == ((uint64_t)pending + 1) * H + TAU) {
+            apply = 1;
+        }
+        if (!apply) continue;
+        for (size_t i = 0; i < N; i++) { /* m ← μm + g ; θ_a ← θ_a − η(g + μm) */
+            float mi = mu * m[i] + g[i];
+            m[i] = mi;
+            float upd = g[i] + mu * mi;
+            a[i] = a[i] - lr * upd;
+        }
+        for (int s = 0; s < 2; s++)
+            for (size_t i = 0; i < N; i++) th[s][i] = final ? a[i] : a[i] + (th[s][i] - snap[s][i]);
+        hashes[pending] = gt_wan_outer_hash(a, N);
+        pending = -1;
+    }
+}
+
+/* ---- the parent ---- */
+
+static const char *g_self;
+
+static pid_t spawn(const char *config, const char *site, const char *run_dir, size_t n,
+                   const char *log)
+{
+    char nbuf[32];
+    snprintf(nbuf, sizeof nbuf, "%zu", n);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(log, "w", stderr)) _exit(126);
+        execl(g_self, g_self, "site", config, site, run_dir, nbuf, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *slurp(const char *path)
+{
+    char *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return strdup("");
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    out = calloc((size_t)len + 1, 1);
+    if (fread(out, 1, (size_t)len, f) != (size_t)len) out[0] = '\0';
+    fclose(f);
+    return out;
+}
+
+static void write_config(const char *path, const char *endpoint)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {name: test-diloco, rounds: %d, log_every: 3}\n"
+             "inner: {steps: %d}\n"
+             "outer: {overlap_steps: %d, lr: 0.7, momentum: 0.9, clip_k: 0, deadline_min_ms: 5000,"
+             " deadline_max_ms: 20000}\n"
+             "codec: {name: fp32, error_feedback: false, block_size: 16}\n"
+             "wan: {transport: ucx, lanes: 2, connect_timeout_ms: 20000, peer_timeout_ms: 5000}\n"
+             "membership: {endpoints: [\"%s\"], lease_ttl_s: 3, heartbeat_ms: 500}\n"
+             "security: {mode: none}\n"
+             "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
+             "  - {name: b, address: \"127.0.0.1:0\"}\n",
+             ROUNDS, H, TAU, endpoint);
+    CHECK_EQ_INT(gt_test_write_file(path, text), 0);
+}
+
+static void test_against_reference(const char *tmp, const char *config)
+{
+    char run[1024], log[2][1100];
+    snprintf(run, sizeof run, "%s/run", tmp);
+    pid_t pid[2];
+    for (int s = 0; s < 2; s++) {
+        snprintf(log[s], sizeof log[s], "%s/%c.log", tmp, 'a' + s);
+        pid[s] = spawn(config, s ? "b" : "a", run, N, log[s]);
+    }
+    for (int s = 0; s < 2; s++) {
+        int rc = wait_exit(pid[s]);
+        char *text = slurp(log[s]);
+        CHECK_MSG(rc == 0, "site %c exited %d:\n%s", 'a' + s, rc, text);
+        free(text);
+    }
+    uint64_t want[ROUNDS];
+    reference(want);
+    for (int s = 0; s < 2; s++) {
+        char path[1200], line[256];
+        snprintf(path, sizeof path, "%s/%c/anchors.jsonl", run, 'a' + s);
+        FILE *f = fopen(path, "r");
+        CHECK_MSG(f != NULL, "no %s", path);
+        int r = 0;
+        while (f && fgets(line, sizeof line, f) && r < ROUNDS) {
+            char hex[24];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)want[r]);
+            CHECK_MSG(strstr(line, hex) != NULL, "site %c round %d: %s (reference %s)", 'a' + s, r,
+                      line, hex);
+            r++;
+        }
+        if (f) fclose(f);
+        CHECK_EQ_INT(r, ROUNDS);
+        snprintf(path, sizeof path, "%s/%c/summary.json", run, 'a' + s);
+        json_t *sum = json_load_file(path, 0, NULL);
+        CHECK_MSG(sum != NULL, "no %s", path);
+        if (!sum) continue;
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(sum, "status")), "finished");
+        CHECK_EQ_INT(json_integer_value(json_object_get(sum, "rounds_applied")), ROUNDS);
+        CHECK_EQ_INT(json_integer_value(json_object_get(sum, "tokens")), ROUNDS * H * BATCH);
+        json_t *c = json_object_get(sum, "contributions");
+        /* each site owns one of the two chunks of each of 2 lanes: 2 x 2 contributions a round */
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "on_time")), ROUNDS * 2 * 2);
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "late")), 0);
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "dropped")), 0);
+        CHECK(json_integer_value(json_object_get(sum, "hash_checks")) >= ROUNDS - 1);
+        CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 0);
+        double passes = json_real_value(json_object_get(sum, "param_passes_per_round"));
+        fprintf(stderr, "site %c: param_passes_per_round %.2f\n", 'a' + s, passes);
+        CHECK_MSG(passes > 0 && passes <= 3.0, "%.2f passes per round", passes);
+        double first = 0, last = json_real_value(json_object_get(sum, "final_loss"));
+        snprintf(path, sizeof path, "%s/%c/metrics.jsonl", run, 'a' + s);
+        FILE *mf = fopen(path, "r");
+        if (mf && fgets(line, sizeof line, mf)) {
+            json_t *j = json_loads(line, 0, NULL);
+            first = json_real_value(json_object_get(j, "loss"));
+            json_decref(j);
+        }
+        if (mf) fclose(mf);
+        fprintf(stderr, "site %c: loss %.4f -> %.4f\n", 'a' + s, first, last);
+        CHECK_MSG(last < 0.5 * first, "loss %.4f -> %.4f", first, last);
+        json_decref(sum);
+    }
+}
+
+/* A site whose model has one parameter more: both fail at start, saying so. */
+static void test_count_mismatch(const char *tmp, const char *config)
+{
+    char run[1024], log[2][1100];
+    snprintf(run, sizeof run, "%s/mismatch", tmp);
+    pid_t pid[2];
+    uint64_t t0 = gt_time_ns();
+    for (int s = 0; s < 2; s++) {
+        snprintf(log[s], sizeof log[s], "%s/mismatch-%c.log", tmp, 'a' + s);
+        pid[s] = spawn(config, s ? "b" : "a", run, N + (size_t)s, log[s]);
+    }
+    for (int s = 0; s < 2; s++) {
+        int rc = wait_exit(pid[s]);
+        char *text = slurp(log[s]);
+        CHECK_MSG(rc == 3, "site %c exited %d (want a failed create):\n%s", 'a' + s, rc, text);
+        CHECK_STR_CONTAINS(text, "parameters but site");
+        CHECK_STR_CONTAINS(text, "130");
+        free(text);
+    }
+    double took = (gt_time_ns() - t0) * 1e-9;
+    fprintf(stderr, "parameter-count mismatch refused in %.1f s\n", took);
+    CHECK_MSG(took < 15.0, "refusing a mismatch took %.1f s", took);
+}
+
+static void test_unknown_site(const char *tmp, const char *config)
+{
+    char log[1100], run[1024];
+    snprintf(log, sizeof log, "%s/unknown.log", tmp);
+    snprintf(run, sizeof run, "%s/unknown", tmp);
+    int rc = wait_exit(spawn(config, "nowhere", run, N, log));
+    char *text = slurp(log);
+    CHECK_EQ_INT(rc, 3);
+    CHECK_STR_CONTAINS(text, "'nowhere' is not a site of the config (its sites: a, b)");
+    free(text);
+}
+
+int main(int argc, char **argv)
+{
+    g_self = argv[0];
+    if (argc == 6 && strcmp(argv[1], "site") == 0)
+        return run_site(argv[2], argv[3], argv[4], (size_t)strtoull(argv[5], NULL, 10));
+    char *tmp = gt_test_tmpdir();
+    char dir[1100], config[1100];
+    snprintf(dir, sizeof dir, "%s/etcd", tmp);
+    gt_wan_etcd_local_t etcd;
+    memset(&etcd, 0, sizeof etcd);
+    if (gt_wan_etcd_local_start(dir, 30000, &etcd) != GT_OK) {
+        fprintf(stderr, "cannot start etcd\n");
+        return 1;
+    }
+    snprintf(config, sizeof config, "%s/sites.yaml", tmp);
+    write_config(config, etcd.url);
+    test_against_reference(tmp, config);
+    test_count_mismatch(tmp, config);
+    test_unknown_site(tmp, config);
+    gt_wan_etcd_local_stop(&etcd);
+    if (gt_test_failures == 0)
+        gt_test_rmtree(tmp);
+    else
+        fprintf(stderr, "kept %s\n", tmp);
+    free(tmp);
+    return GT_TEST_DONE();
+}
