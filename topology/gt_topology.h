@@ -289,15 +289,15 @@ typedef struct {
 GT_API gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *params,
                                          gt_topo_layout_t **layout_p) GT_MUST_USE;
 GT_API void gt_topo_layout_destroy(gt_topo_layout_t *layout);
-
-#ifdef __cplusplus
-}
-#endif
-
-#endif /* GT_TOPOLOGY_H */
 /* Rank k's share of a layout: the lanes whose rank is k, packed one after another into a
  * sub-vector (what rank k of every site exchanges over the WAN, DESIGN §3). Offsets are into
  * that sub-vector and n_elems is its length; lanes keep their chunks and chunk owners. With
  * one rank the share is the whole layout. Free with gt_topo_layout_destroy. */
 GT_API gt_status_t gt_topo_layout_rank(const gt_topo_layout_t *full, uint32_t rank,
                                        gt_topo_layout_t **sub_p) GT_MUST_USE;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GT_TOPOLOGY_H */

@@ -416,15 +416,15 @@ typedef struct {
     double clip_k;            /* outer.clip_k; 0 = no clipping */
     int late_fold;            /* outer.late: 1 fold, 0 drop */
     gt_wan_outer_io_t io;
+    /* A site of several ranks (DESIGN §3): n_params and n_lanes describe the whole vector, cut
+     * by topology/layout.c, and this engine carries rank `rank`'s lanes of `ranks`, packed one
+     * after another (its vectors are gt_wan_outer_len floats). 0 or 1 ranks: every lane. */
+    uint32_t ranks, rank;
 } gt_wan_outer_params_t;
 
 typedef struct {
     uint64_t deltas_sent, results_sent, resends, forwards; /* messages */
     uint64_t bytes_sent, bytes_received;                   /* payload bytes */
-    /* A site of several ranks (DESIGN §3): n_params and n_lanes describe the whole vector, cut
-     * by topology/layout.c, and this engine carries rank `rank`'s lanes of `ranks`, packed one
-     * after another (its vectors are gt_wan_outer_len floats). 0 or 1 ranks: every lane. */
-    uint32_t ranks, rank;
     /* As an owner, every contribution received ends in exactly one of these. */
     uint64_t on_time, late, dropped, rejected, clipped;
     uint64_t hash_checks, hash_mismatches; /* this site's anchor against the majority */
@@ -484,11 +484,6 @@ GT_API gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns);
  * before. After it returns GT_OK the round counts as applied here. (A copy of the decoded
  * result; gt_wan_outer_result_swap hands it over without one.) */
 GT_API gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g) GT_MUST_USE;
-
-/* The earliest time a pending close is due (for the caller's wait), or UINT64_MAX. */
-GT_API uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o);
-
-/* The hash verdict for this site's anchor after `round`: 1 agreed with the majority of the
 /* The same without a copy: every RESULT chunk is decoded once, on arrival, into a vector of
  * gt_wan_outer_len floats; on GT_OK *g_io points to that vector for `round` and the engine
  * keeps the buffer *g_io pointed to before (NULL, or a vector a previous swap returned: the
@@ -499,6 +494,11 @@ GT_API gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round,
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
  * the rank's share of the lanes. */
 GT_API size_t gt_wan_outer_len(const gt_wan_outer_t *o);
+
+/* The earliest time a pending close is due (for the caller's wait), or UINT64_MAX. */
+GT_API uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o);
+
+/* The hash verdict for this site's anchor after `round`: 1 agreed with the majority of the
  * contributions seen by owners, -1 disagreed (re-fetch the anchor), 0 not known yet. */
 GT_API int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round);
 
