@@ -277,9 +277,14 @@ GT_API void gt_wan_member_destroy(gt_wan_member_t *m);
  * tests and chaos runs). The member must still be destroyed. */
 GT_API void gt_wan_member_abandon(gt_wan_member_t *m);
 
-/* GT_OK while the lease is held; GT_ERR_PEER_LOST once it expired or could not be renewed
- * within its TTL (this site has been removed by the others and must rejoin). */
+/* GT_OK while the lease is held; GT_ERR_PEER_LOST once etcd said it expired (this site has
+ * been removed by the others and must rejoin). When no etcd member answers for a TTL (no
+ * quorum), the lease is neither renewed nor expired, so health stays GT_OK and the member is
+ * "frozen" (below) until etcd answers again. */
 GT_API gt_status_t gt_wan_member_health(const gt_wan_member_t *m);
+/* 1 while etcd has not answered this site's heartbeats for a TTL: the view cannot change, so
+ * the last agreed one holds; joins and removals wait. Accepts NULL (0). */
+GT_API int gt_wan_member_frozen(const gt_wan_member_t *m);
 
 /* The sites whose member keys exist now (sorted by name). */
 GT_API gt_status_t gt_wan_member_list(gt_wan_member_t *m, gt_wan_view_t *live_p) GT_MUST_USE;

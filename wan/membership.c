@@ -39,7 +39,12 @@ struct gt_wan_member {
     pthread_mutex_t hb_lock;
     pthread_cond_t hb_cond;
     int hb_stop;
-    volatile int lost; /* lease expired or unrenewable */
+    volatile int lost;   /* etcd said the lease is gone: the others have removed this site */
+    volatile int frozen; /* etcd has not answered for a TTL: no view can change meanwhile */
+    /* After a request no etcd member answered in time, API calls fail at once until then (or
+     * until a heartbeat gets through): the caller's thread (the site's WAN thread) must not
+     * block for a request timeout on every call while etcd is away. */
+    volatile uint64_t api_quiet_until_ns;
 };
 
 typedef struct {
@@ -121,10 +126,16 @@ static gt_status_t post(gt_wan_member_t *m, CURL *h, const char *path, json_t *b
 static gt_status_t api_call(gt_wan_member_t *m, const char *path, json_t *req, json_t **reply_p)
 {
     if (!req) return GT_ERR_NOMEM;
+    if (m->frozen || gt_time_ns() < m->api_quiet_until_ns) {
+        json_decref(req);
+        return GT_ERR_TIMEOUT; /* etcd is away; the heartbeat thread notices its return */
+    }
     pthread_mutex_lock(&m->api_lock);
     gt_status_t st = post(m, m->api, path, req, reply_p);
     pthread_mutex_unlock(&m->api_lock);
     json_decref(req);
+    if (st == GT_ERR_TIMEOUT && m->hb_started)
+        m->api_quiet_until_ns = gt_time_ns() + (uint64_t)m->ttl_s * 1000000000ull;
     return st;
 }
 
@@ -215,17 +226,28 @@ static void *heartbeat_main(void *arg)
         pthread_mutex_unlock(&m->hb_lock);
         int alive = 0;
         gt_status_t st = keepalive(m, h, &alive);
+        uint64_t now = gt_time_ns();
         if (st == GT_OK && alive) {
-            last_ok = gt_time_ns();
+            if (m->frozen)
+                GT_WARN("membership: etcd answers again after %.1f s; site %s's lease held, "
+                        "membership changes resume",
+                        (double)(now - last_ok) * 1e-9, m->site);
+            m->frozen = 0;
+            m->api_quiet_until_ns = 0;
+            last_ok = now;
         } else if (st == GT_OK) {
             if (!m->lost) GT_ERROR("membership: site %s lost its lease (expired)", m->site);
             m->lost = 1;
-        } else if (gt_time_ns() - last_ok > (uint64_t)m->ttl_s * 1000000000ull) {
-            if (!m->lost)
-                GT_ERROR("membership: site %s could not renew its lease for %u s; it is out of "
-                         "the view",
-                         m->site, m->ttl_s);
-            m->lost = 1;
+        } else if (!m->frozen && now - last_ok > (uint64_t)m->ttl_s * 1000000000ull) {
+            /* No answer is not an answer: without a quorum etcd can neither renew nor expire
+             * a lease (a new leader extends every lease), nor change the view. So the last
+             * agreed view still holds for every site that can reach the others: training goes
+             * on, and only joins and removals wait. If etcd (with a quorum) did drop this site,
+             * it says so when it answers again, and the site is out then. */
+            GT_WARN("membership: site %s cannot reach etcd for %u s (%s): membership is frozen; "
+                    "training goes on with the last agreed view, joins and removals wait",
+                    m->site, m->ttl_s, gt_status_str(st));
+            m->frozen = 1;
         }
         pthread_mutex_lock(&m->hb_lock);
     }
@@ -386,6 +408,11 @@ void gt_wan_member_destroy(gt_wan_member_t *m)
 gt_status_t gt_wan_member_health(const gt_wan_member_t *m)
 {
     return m->lost ? GT_ERR_PEER_LOST : GT_OK;
+}
+
+int gt_wan_member_frozen(const gt_wan_member_t *m)
+{
+    return m && m->frozen && !m->lost;
 }
 
 /* ---- members and views ---- */

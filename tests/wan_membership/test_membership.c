@@ -1,7 +1,8 @@
 /* test_membership.c — membership through a real etcd: registration, views agreed by
  * compare-and-swap, a site killed with SIGKILL leaving the view within two lease TTLs, a
- * graceful leave, duplicate names refused, and an unreachable or frozen etcd giving errors
- * within the request timeout instead of hanging. */
+ * graceful leave, duplicate names refused, an unreachable or frozen etcd giving errors within
+ * the request timeout instead of hanging, and a 3-member cluster losing one member (nothing
+ * changes) and then its quorum (membership frozen, the lease kept, back when quorum is). */
 #include "gt_test.h"
 #include "gt_wan.h"
 
@@ -53,6 +54,59 @@ static void *sync_thread(void *arg)
     sync_arg_t *s = arg;
     s->st = gt_wan_member_sync_view(s->m, &s->view, NULL);
     return NULL;
+}
+
+/* A 3-member cluster: one member down changes nothing; two down (no quorum) freeze the member
+ * — health stays GT_OK, calls fail at once — and when they are back, a new leader extends the
+ * lease: the member is unfrozen with its lease, and calls work again. */
+static void test_quorum_loss(void)
+{
+    char *dir = gt_test_tmpdir();
+    gt_wan_etcd_cluster_t cl;
+    if (!dir || gt_wan_etcd_cluster_start(dir, 3, 30000, &cl) != GT_OK) {
+        CHECK_MSG(0, "cannot start a 3-member etcd cluster");
+        free(dir);
+        return;
+    }
+    const char *eps[3] = {cl.members[0].url, cl.members[1].url, cl.members[2].url};
+    gt_wan_member_params_t p = params("q", "127.0.0.1:7100");
+    p.endpoints = eps;
+    p.n_endpoints = 3;
+    gt_wan_member_t *m = NULL;
+    gt_wan_view_t live;
+    CHECK_EQ_INT(gt_wan_member_create(&p, &m), GT_OK);
+    if (!m) goto out;
+    gt_wan_etcd_cluster_kill(&cl, 0); /* the member it talks to */
+    sleep_ms(3 * TTL_S * 1000 / 2);
+    CHECK_EQ_INT(gt_wan_member_list(m, &live), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_frozen(m), 0);
+    CHECK_EQ_INT(gt_wan_member_health(m), GT_OK);
+
+    gt_wan_etcd_cluster_kill(&cl, 1); /* quorum lost */
+    uint64_t t0 = gt_time_ns();
+    while (!gt_wan_member_frozen(m) && (gt_time_ns() - t0) / 1e9 < 4.0 * TTL_S) sleep_ms(100);
+    CHECK_EQ_INT(gt_wan_member_frozen(m), 1);
+    sleep_ms(2 * TTL_S * 1000); /* well past the TTL */
+    CHECK_EQ_INT(gt_wan_member_health(m), GT_OK);
+    uint64_t t1 = gt_time_ns();
+    CHECK_EQ_INT(gt_wan_member_list(m, &live), GT_ERR_TIMEOUT);
+    CHECK((gt_time_ns() - t1) / 1e9 < 0.1);
+
+    CHECK_EQ_INT(gt_wan_etcd_cluster_restart(&cl, 0), GT_OK);
+    CHECK_EQ_INT(gt_wan_etcd_cluster_restart(&cl, 1), GT_OK);
+    uint64_t t2 = gt_time_ns();
+    while (gt_wan_member_frozen(m) && (gt_time_ns() - t2) / 1e9 < 20.0) sleep_ms(100);
+    fprintf(stderr, "quorum back: member unfrozen after %.2f s\n", (gt_time_ns() - t2) / 1e9);
+    CHECK_EQ_INT(gt_wan_member_frozen(m), 0);
+    CHECK_EQ_INT(gt_wan_member_health(m), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_list(m, &live), GT_OK);
+    CHECK_EQ_INT(live.n_members, 1);
+    CHECK(has(&live, "q"));
+out:
+    gt_wan_member_destroy(m);
+    gt_wan_etcd_cluster_stop(&cl);
+    gt_test_rmtree(dir);
+    free(dir);
 }
 
 int main(void)
@@ -178,16 +232,30 @@ int main(void)
     CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_OK);
     CHECK_EQ_INT(live.n_members, 1);
 
-    /* A frozen etcd: calls time out (never hang) and the lease is reported lost. */
+    /* A frozen etcd (what a lost quorum looks like): calls time out, never hang; after a TTL
+     * without an answer the member is "frozen", not lost — etcd can neither renew nor expire
+     * the lease, so the last view holds — and calls fail at once instead of blocking the
+     * caller for a timeout each. When etcd answers again the lease is still there. */
+    CHECK_EQ_INT(gt_wan_member_frozen(a), 0);
     gt_wan_etcd_local_pause(&etcd, 1);
     uint64_t t1 = gt_time_ns();
     CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_ERR_TIMEOUT);
     double waited = (gt_time_ns() - t1) / 1e9;
     CHECK_MSG(waited < 3.0, "a call against a frozen etcd took %.2f s", waited);
-    while (gt_wan_member_health(a) == GT_OK && (gt_time_ns() - t1) / 1e9 < 3.0 * TTL_S)
-        sleep_ms(100);
-    CHECK_EQ_INT(gt_wan_member_health(a), GT_ERR_PEER_LOST);
+    while (!gt_wan_member_frozen(a) && (gt_time_ns() - t1) / 1e9 < 3.0 * TTL_S) sleep_ms(100);
+    CHECK_EQ_INT(gt_wan_member_frozen(a), 1);
+    CHECK_EQ_INT(gt_wan_member_health(a), GT_OK);
+    uint64_t t3 = gt_time_ns();
+    CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_ERR_TIMEOUT);
+    CHECK_MSG((gt_time_ns() - t3) / 1e9 < 0.1, "a call while frozen blocked for %.2f s",
+              (gt_time_ns() - t3) / 1e9);
+    /* Thawed, this one node is still the leader and its clock ran on, so it answers that the
+     * lease expired: the member is out (a real answer), no longer frozen. */
     gt_wan_etcd_local_pause(&etcd, 0);
+    uint64_t t4 = gt_time_ns();
+    while (gt_wan_member_frozen(a) && (gt_time_ns() - t4) / 1e9 < 3.0 * TTL_S) sleep_ms(100);
+    CHECK_EQ_INT(gt_wan_member_frozen(a), 0);
+    CHECK_EQ_INT(gt_wan_member_health(a), GT_ERR_PEER_LOST);
 
 out:
     gt_wan_member_destroy(a);
@@ -199,6 +267,8 @@ out:
     gt_wan_etcd_local_stop(&etcd);
     gt_test_rmtree(dir);
     free(dir);
+
+    test_quorum_loss();
 
     /* No etcd at all: an error, quickly. */
     static const char *nowhere[] = {"http://127.0.0.1:1"};
