@@ -9,9 +9,17 @@
  * --join SITE@ROUND (SITE is started only once another site has applied ROUND rounds; the
  * others start round 0 without waiting for it) and --restart SITE@ROUND (after its --kill,
  * SITE is started again once another site has applied ROUND rounds); a site started late
- * joins the run by itself (local/site.c). Ctrl-C stops every site cleanly (SIGTERM: each
+ * joins the run by itself (diloco/). Ctrl-C stops every site cleanly (SIGTERM: each
  * finishes its step, deregisters and exits), then etcd. At the end it writes
  * RUN_DIR/summary.json.
+ *
+ * `launch CONFIG -- CMD ARGS...` runs a trainer of the user's own instead of `geotrain run`:
+ * CMD once per site, told where it stands through the environment (GT_CONFIG and GT_SET: the
+ * config and the overrides every site gets, one KEY=VALUE a line; GT_SITE, GT_RUN_DIR,
+ * GT_RUN_ID; the chaos events as GT_SLOW, GT_KILL_AT_ROUND, GT_CORRUPT_ANCHOR,
+ * GT_EXPECT_SITES), which gt_diloco_create (C) or geotrain.DiLoCo (Python) reads. Everything
+ * else is the same: the library writes the status.json, anchors.jsonl and summary.json the
+ * live lines, the events and the run summary are made of.
  */
 #include "cli.h"
 #include "gt_local.h"
@@ -35,6 +43,9 @@
 
 #define MAX_EVENTS 64
 #define MAX_SETS   256
+
+/* `-- CMD ARGS...`: the user's trainer, run once per site instead of `geotrain run`. */
+static char **g_cmd;
 
 static volatile sig_atomic_t g_interrupted = 0;
 static void on_interrupt(int sig)
@@ -65,6 +76,7 @@ static void usage(FILE *out)
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
             "                       [--etcd-members N] [--kill-etcd M@ROUND ...]\n"
             "                       [--restart-etcd M@ROUND ...] [--set KEY=VALUE ...]\n"
+            "                       [-- CMD ARGS...]\n"
             "\n"
             "Runs every site of SITES.yaml (default ./sites.yaml) on this machine, each as its\n"
             "own process, exchanging pseudo-gradients over the WAN layer (emulated when\n"
@@ -73,6 +85,17 @@ static void usage(FILE *out)
             "loss of one. Makes a key pair for every site that has no public_key in the file.\n"
             "A site with ranks > 1 is started as an MPI job, `mpirun -np RANKS geotrain run`\n"
             "(GT_MPIRUN names another launcher; --allow-run-as-root when root).\n"
+            "\n"
+            "With -- CMD ARGS..., runs CMD once per site instead of the built-in trainer: a\n"
+            "trainer of your own that uses the C API (gt_diloco.h) or the Python package\n"
+            "(geotrain.DiLoCo), e.g. `geotrain launch sites.yaml -- python3 train.py`. CMD\n"
+            "gets GT_CONFIG (the config file), GT_SET (the overrides every site gets: --set,\n"
+            "the etcd endpoints, generated keys; one KEY=VALUE a line), GT_SITE, GT_RUN_DIR\n"
+            "and GT_RUN_ID, and for the events below GT_SLOW, GT_KILL_AT_ROUND,\n"
+            "GT_CORRUPT_ANCHOR and GT_EXPECT_SITES; the library reads them all. A site of\n"
+            "several ranks runs `mpirun -np RANKS CMD` (GT_RANKS set; the ranks' in-site\n"
+            "collectives are CMD's to provide). Live lines, events and summary.json are the\n"
+            "same: the library writes what they are made of.\n"
             "\n"
             "Shows one line per site: round, step, loss, tokens/s, WAN MB/s, time waiting.\n"
             "Ctrl-C stops every site cleanly (each finishes its step and leaves), then etcd;\n"
@@ -191,6 +214,38 @@ static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const ch
     return 0;
 }
 
+/* The environment a user's CMD reads (gt_diloco.h), set in the child before exec; whatever
+ * launch's own environment held for these names is replaced or removed. */
+static int cmd_env(const char *config, const char *site, const char *run_dir, const char *run_id,
+                   double slow, int64_t corrupt, int64_t kill_at, uint32_t expect, char **sets,
+                   size_t n_sets, uint32_t ranks)
+{
+    char num[32];
+    size_t len = 1;
+    for (size_t i = 0; i < n_sets; i++) len += strlen(sets[i]) + 1;
+    char *joined = calloc(len, 1);
+    if (!joined) return -1;
+    for (size_t i = 0; i < n_sets; i++) {
+        strcat(joined, sets[i]);
+        strcat(joined, "\n");
+    }
+    int rc = setenv("GT_CONFIG", config, 1) | setenv("GT_SET", joined, 1) |
+             setenv("GT_SITE", site, 1) | setenv("GT_RUN_DIR", run_dir, 1) |
+             setenv("GT_RUN_ID", run_id, 1);
+    free(joined);
+    snprintf(num, sizeof num, "%g", slow);
+    rc |= slow > 1.0 ? setenv("GT_SLOW", num, 1) : unsetenv("GT_SLOW");
+    snprintf(num, sizeof num, "%lld", (long long)corrupt);
+    rc |= corrupt >= 0 ? setenv("GT_CORRUPT_ANCHOR", num, 1) : unsetenv("GT_CORRUPT_ANCHOR");
+    snprintf(num, sizeof num, "%lld", (long long)kill_at);
+    rc |= kill_at >= 0 ? setenv("GT_KILL_AT_ROUND", num, 1) : unsetenv("GT_KILL_AT_ROUND");
+    snprintf(num, sizeof num, "%u", expect);
+    rc |= expect > 0 ? setenv("GT_EXPECT_SITES", num, 1) : unsetenv("GT_EXPECT_SITES");
+    snprintf(num, sizeof num, "%u", ranks);
+    rc |= setenv("GT_RANKS", num, 1);
+    return rc ? -1 : 0;
+}
+
 static pid_t spawn_site(const char *self, const char *config, const char *site, const char *run_dir,
                         const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
                         uint32_t expect, int append_log, char **sets, size_t n_sets, uint32_t ranks)
@@ -212,6 +267,20 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         argv[argc++] = "--oversubscribe"; /* several sites share this machine's cores */
         argv[argc++] = "-np";
         argv[argc++] = np_s;
+    }
+    if (g_cmd) { /* the user's trainer: told everything through the environment */
+        if (!(ranks > 1)) exe = g_cmd[0];
+        size_t n_cmd = 0;
+        while (g_cmd[n_cmd]) n_cmd++;
+        char **full = realloc(argv, (argc + n_cmd + 1) * sizeof *argv);
+        if (!full) {
+            free(argv);
+            return -1;
+        }
+        argv = full;
+        for (size_t i = 0; i < n_cmd; i++) argv[argc++] = g_cmd[i];
+        argv[argc] = NULL;
+        goto start;
     }
     argv[argc++] = (char *)self;
     argv[argc++] = "run";
@@ -247,6 +316,7 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         argv[argc++] = sets[i];
     }
     argv[argc] = NULL;
+start:
     fflush(NULL); /* or the child's freopen would write our buffered output a second time */
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -258,6 +328,9 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         FILE *f = freopen(log, append_log ? "a" : "w", stdout);
         if (!f) _exit(126);
         dup2(1, 2);
+        if (g_cmd && cmd_env(config, site, run_dir, run_id, slow, corrupt, kill_at, expect, sets,
+                             n_sets, ranks) != 0)
+            _exit(126);
         execvp(exe, argv);
         fprintf(stderr, "cannot execute %s: %s\n", exe, strerror(errno));
         _exit(127);
@@ -392,6 +465,19 @@ int gt_cmd_launch(int argc, char **argv)
     size_t n_etcd_ev[2] = {0, 0};
     char *end = NULL;
     int c;
+    /* `-- CMD ARGS...`: everything after the first "--" is the user's trainer. */
+    g_cmd = NULL;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "geotrain launch: nothing after --: give the command to run per "
+                                "site (-- CMD ARGS...)\n");
+                return 2;
+            }
+            g_cmd = &argv[i + 1];
+            argc = i;
+            break;
+        }
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -573,6 +659,21 @@ int gt_cmd_launch(int argc, char **argv)
     }
     if (prepare_config(config, cfg, run_dir, endpoint, site_cfg, sizeof site_cfg) != 0) goto out;
     if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0) goto out;
+    if (g_cmd) {
+        /* `geotrain run` writes RUN_DIR/config.yaml; for the user's CMD, launch does: the
+         * config as every site resolves it (with the etcd endpoints and the keys). */
+        gt_topo_load_params_t rp = GT_TOPO_LOAD_PARAMS_INIT;
+        rp.sets = (const char *const *)sets;
+        rp.n_sets = n_sets;
+        gt_topo_config_t *resolved = NULL;
+        snprintf(sub, sizeof sub, "%s/config.yaml", run_dir);
+        FILE *f = NULL;
+        if (gt_topo_load(config, &rp, &resolved) != GT_OK || !(f = fopen(sub, "w")) ||
+            gt_topo_print(resolved, f) != GT_OK)
+            fprintf(stderr, "geotrain launch: cannot write %s\n", sub);
+        if (f) fclose(f);
+        gt_topo_destroy(resolved);
+    }
     char run_id[PATH_MAX];
     const char *base = strrchr(run_dir, '/');
     snprintf(run_id, sizeof run_id, "%s", base ? base + 1 : run_dir);
@@ -583,6 +684,10 @@ int gt_cmd_launch(int argc, char **argv)
            cfg->security.mode == GT_SECURITY_NONE ? "NOT encrypted" : "encrypted",
            cfg->wan.emulation.enabled ? "on" : "off", cfg->codec.name, cfg->inner.steps,
            cfg->outer.overlap_steps, cfg->run.rounds);
+    if (g_cmd) {
+        printf("  trainer:");
+        for (char **a = g_cmd; *a; a++) printf("%s%s", *a, a[1] ? " " : "\n");
+    }
     uint32_t expect = n_late ? cfg->n_sites - n_late : 0;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         if (sp[i].join_round >= 0) continue; /* started later, in the loop below */

@@ -20,5 +20,32 @@ libdir=$(PKG_CONFIG_PATH="$pc" pkg-config --variable=libdir geotrain)
 "$cc" -std=c11 -Wall -Werror "$src/tests/install/linreg.c" $flags -Wl,-rpath,"$libdir" \
   -o "$tmp/linreg"
 "$tmp/linreg"
+# The same program as the trainer of `geotrain launch CONFIG -- CMD`: two sites, encrypted,
+# etcd and keys made by launch, the program told its site through GT_* variables.
+cat > "$tmp/two.yaml" <<'YAML'
+run: {name: linreg-launch, rounds: 6, log_every: 10}
+inner: {steps: 20}
+outer: {overlap_steps: 4}
+codec: {name: int8, block_size: 16}
+wan: {lanes: 1}
+membership: {lease_ttl_s: 3, heartbeat_ms: 500}
+sites:
+  - {name: east, address: "127.0.0.1:0"}
+  - {name: west, address: "127.0.0.1:0"}
+YAML
+"$tmp/prefix/bin/geotrain" launch "$tmp/two.yaml" --run-dir "$tmp/run" --etcd-members 1 \
+  -- "$tmp/linreg" > "$tmp/launch.log" 2>&1 || { cat "$tmp/launch.log"; exit 1; }
+python3 - "$tmp/run/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for name, site in s["sites"].items():
+    assert site["status"] == "finished" and site["rounds_applied"] == 6, (name, site)
+    assert site["final_loss"] < 0.1, (name, site["final_loss"])
+c = s["contributions"]
+assert c["on_time"] == 6 * 2 * 2 and c["dropped"] == 0, c
+assert s["hash_checks"] >= 2 * 5 and s["hash_mismatches"] == 0, s
+print("launch -- linreg: both sites finished, %d contributions on time, %d hash checks"
+      % (c["on_time"], s["hash_checks"]))
+PY
 "$tmp/prefix/bin/geotrain" --version
 echo "install check passed"
