@@ -209,7 +209,9 @@ gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
     int changed = 0;
     gt_status_t st = gt_wan_member_sync_view(d->member, &v, &changed);
     if (st != GT_OK) {
-        GT_WARN("site %s: cannot read the view (%s); retrying", d->name, gt_status_str(st));
+        /* While membership is frozen (etcd without quorum) the member has said so once. */
+        if (!gt_wan_member_frozen(d->member))
+            GT_WARN("site %s: cannot read the view (%s); retrying", d->name, gt_status_str(st));
         return GT_OK; /* etcd hiccup: the lease tells us when it is serious */
     }
     if (v.epoch == d->view.epoch) return GT_OK;
