@@ -92,7 +92,8 @@ static void usage(FILE *out)
             "gets GT_CONFIG (the config file), GT_SET (the overrides every site gets: --set,\n"
             "the etcd endpoints, generated keys; one KEY=VALUE a line), GT_SITE, GT_RUN_DIR\n"
             "and GT_RUN_ID, and for the events below GT_SLOW, GT_KILL_AT_ROUND,\n"
-            "GT_CORRUPT_ANCHOR and GT_EXPECT_SITES; the library reads them all. A site of\n"
+            "GT_CORRUPT_ANCHOR and GT_EXPECT_SITES; the library reads them all (and\n"
+            "GT_LIBRARY, the libgeotrain.so beside this binary, for python/). A site of\n"
             "several ranks runs `mpirun -np RANKS CMD` (GT_RANKS set; the ranks' in-site\n"
             "collectives are CMD's to provide). Live lines, events and summary.json are the\n"
             "same: the library writes what they are made of.\n"
@@ -216,11 +217,22 @@ static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const ch
 
 /* The environment a user's CMD reads (gt_diloco.h), set in the child before exec; whatever
  * launch's own environment held for these names is replaced or removed. */
-static int cmd_env(const char *config, const char *site, const char *run_dir, const char *run_id,
-                   double slow, int64_t corrupt, int64_t kill_at, uint32_t expect, char **sets,
-                   size_t n_sets, uint32_t ranks)
+static int cmd_env(const char *self, const char *config, const char *site, const char *run_dir,
+                   const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
+                   uint32_t expect, char **sets, size_t n_sets, uint32_t ranks)
 {
-    char num[32];
+    char num[32], lib[PATH_MAX + 64];
+    /* The library beside this binary (build tree: build/cli/geotrain and build/libgeotrain.so;
+     * install tree: PREFIX/bin/geotrain and PREFIX/lib*), for a CMD that loads it (python/). */
+    const char *const rel[] = {"/../libgeotrain.so", "/../lib/libgeotrain.so",
+                               "/../lib64/libgeotrain.so",
+                               "/../lib/x86_64-linux-gnu/libgeotrain.so"};
+    const char *slash = strrchr(self, '/');
+    for (size_t i = 0; slash && !getenv("GT_LIBRARY") && i < sizeof rel / sizeof rel[0]; i++) {
+        snprintf(lib, sizeof lib, "%.*s%s", (int)(slash - self), self, rel[i]);
+        char real[PATH_MAX];
+        if (realpath(lib, real) && access(real, R_OK) == 0) setenv("GT_LIBRARY", real, 1);
+    }
     size_t len = 1;
     for (size_t i = 0; i < n_sets; i++) len += strlen(sets[i]) + 1;
     char *joined = calloc(len, 1);
@@ -328,8 +340,8 @@ start:
         FILE *f = freopen(log, append_log ? "a" : "w", stdout);
         if (!f) _exit(126);
         dup2(1, 2);
-        if (g_cmd && cmd_env(config, site, run_dir, run_id, slow, corrupt, kill_at, expect, sets,
-                             n_sets, ranks) != 0)
+        if (g_cmd && cmd_env(self, config, site, run_dir, run_id, slow, corrupt, kill_at, expect,
+                             sets, n_sets, ranks) != 0)
             _exit(126);
         execvp(exe, argv);
         fprintf(stderr, "cannot execute %s: %s\n", exe, strerror(errno));

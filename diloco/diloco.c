@@ -27,6 +27,22 @@ const char *gt_diloco_error_message(void)
     return gt_log_first_error();
 }
 
+void gt_diloco_params_init(gt_diloco_params_t *params)
+{
+    gt_diloco_params_t p = GT_DILOCO_PARAMS_INIT;
+    if (params) *params = p;
+}
+
+size_t gt_diloco_params_size(void)
+{
+    return sizeof(gt_diloco_params_t);
+}
+
+size_t gt_diloco_status_size(void)
+{
+    return sizeof(gt_diloco_status_t);
+}
+
 static gt_status_t mkdirs(const char *path)
 {
     char buf[4096];
@@ -435,6 +451,8 @@ void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *s)
     s->live_sites = d->view.n_members;
     pthread_mutex_unlock(&d->lock);
     s->state = d->state;
+    s->site_index = d->site;
+    s->n_sites = d->cfg->n_sites;
     s->step = d->step;
     s->first_step = d->first_step;
     s->total_steps = d->total;

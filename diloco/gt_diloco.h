@@ -120,6 +120,12 @@ typedef struct {
             NULL, NULL, 1, 1, 1.0, -1, -1, 0                                                  \
     }
 
+/* The same defaults for callers that cannot use the macro (language bindings), and the
+ * sizes of the structs they lay out themselves, to check that they match this build. */
+GT_API void gt_diloco_params_init(gt_diloco_params_t *params);
+GT_API size_t gt_diloco_params_size(void);
+GT_API size_t gt_diloco_status_size(void);
+
 typedef enum {
     GT_DILOCO_STARTING = 0,
     GT_DILOCO_JOINING = 1, /* fetching the anchor of a run in progress */
@@ -132,6 +138,8 @@ typedef enum {
 
 typedef struct {
     gt_diloco_state_t state;
+    uint32_t site_index;     /* this site's index in the config's sites (its data share) */
+    uint32_t n_sites;        /* sites in the config */
     uint64_t step;           /* steps of the run done (the run's step counter) */
     uint64_t first_step;     /* where this site began: 0, or R·H + τ for a site that joined */
     uint64_t total_steps;    /* run.rounds × inner.steps */

@@ -47,5 +47,10 @@ assert s["hash_checks"] >= 2 * 5 and s["hash_mismatches"] == 0, s
 print("launch -- linreg: both sites finished, %d contributions on time, %d hash checks"
       % (c["on_time"], s["hash_checks"]))
 PY
+# The Python package installed beside the library finds it by itself (no GT_LIBRARY).
+pyd=$(dirname "$(find "$tmp/prefix" -path '*dist-packages/geotrain/__init__.py' | head -1)")
+[ -f "$pyd/_paths.py" ] || { echo "no Python package installed"; exit 1; }
+env -u GT_LIBRARY PYTHONPATH="$(dirname "$pyd")" python3 -c \
+  'import geotrain.diloco as d; print("python: geotrain", __import__("geotrain").__version__, "loads", d._library()._name)'
 "$tmp/prefix/bin/geotrain" --version
 echo "install check passed"

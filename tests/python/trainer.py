@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""trainer.py — the PyTorch trainer the Python tests run under `geotrain launch -- CMD`: a small
+MLP regression on synthetic data (each site its own stream), wrapped in geotrain.DiLoCo exactly
+as the package documents. Everything about the run comes from the environment launch sets.
+
+    --extra-param-site NAME   that site's model has one parameter more (an error at start)
+    --config/--site           passed to DiLoCo instead of the environment
+
+Exit status: 0 done, 3 a geotrain.GeotrainError (its message on stderr, prefixed
+"GeotrainError:"), 4 stopped (geotrain.Stopped).
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+import geotrain
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--extra-param-site")
+    ap.add_argument("--config")
+    ap.add_argument("--site")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    site = args.site or os.environ.get("GT_SITE", "")
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1))
+    if args.extra_param_site and site == args.extra_param_site:
+        model.register_parameter("extra", nn.Parameter(torch.zeros(1)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    w_true = torch.linspace(-1, 1, 16)
+    try:
+        with geotrain.DiLoCo(model, opt, config=args.config, site=args.site) as diloco:
+            first = None
+            for k in range(diloco.total_steps):
+                step = diloco.first_step + k
+                g = torch.Generator().manual_seed(7919 * diloco.site_index + step)
+                x = torch.randn(32, 16, generator=g)
+                y = torch.tanh(0.3 * (x @ w_true)).unsqueeze(1)
+                loss = nn.functional.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                diloco.step(tokens=x.shape[0], loss=loss.item())
+                first = loss.item() if first is None else first
+            s = diloco.summary()
+            st = diloco.status()
+            print("trainer: site %s steps %d round %d rounds_applied %d first_loss %s "
+                  "state %s hash_checks %d" % (site, st["step"], diloco.round, s["rounds_applied"],
+                                               first, st["state"], s["hash_checks"]), flush=True)
+    except geotrain.Stopped as e:
+        print("Stopped: %s" % e, file=sys.stderr, flush=True)
+        return 4
+    except geotrain.GeotrainError as e:
+        print("GeotrainError: %s" % e, file=sys.stderr, flush=True)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
