@@ -131,7 +131,11 @@ class DiLoCo:
         p.env = 1
         handle = ctypes.c_void_p()
         self._install_sigterm()
-        _check("geotrain.DiLoCo", lib.gt_diloco_create(ctypes.byref(p), ctypes.byref(handle)))
+        try:
+            _check("geotrain.DiLoCo", lib.gt_diloco_create(ctypes.byref(p), ctypes.byref(handle)))
+        except BaseException:
+            self._restore_sigterm()
+            raise
         self._handle = handle
         self._started = self._status()
         self._done = False
@@ -168,6 +172,7 @@ class DiLoCo:
             code = error.code if isinstance(error, GeotrainError) else -15
         self._lib.gt_diloco_close(self._handle, code)
         self._handle = None
+        self._restore_sigterm()
 
     def __enter__(self):
         return self
@@ -267,9 +272,11 @@ class DiLoCo:
     def _install_sigterm(self):
         """SIGTERM (launch's Ctrl-C, or an orderly stop) makes the next step raise Stopped, so
         the site leaves cleanly, unless the program handles SIGTERM itself."""
+        self._sigterm = None
         if threading.current_thread() is not threading.main_thread():
             return
-        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous not in (signal.SIG_DFL, None):
             return
         stop = self._stop
 
@@ -277,3 +284,11 @@ class DiLoCo:
             stop.value = 1
 
         signal.signal(signal.SIGTERM, on_term)
+        self._sigterm = previous
+
+    def _restore_sigterm(self):
+        """Gives SIGTERM back its default once the site has left."""
+        if getattr(self, "_sigterm", None) is not None and \
+                threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None

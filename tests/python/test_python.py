@@ -14,7 +14,6 @@ real site processes and the encrypted WAN stack on loopback.
 Needs Debian's python3-torch (skipped, exit 77, without it). Environment (set by CTest):
 GT_CLI (the geotrain binary), GT_LIBRARY (its libgeotrain.so), PYTHONPATH (python/).
 """
-import glob
 import json
 import os
 import shutil
