@@ -45,7 +45,8 @@ static void usage(FILE *out)
             "  --n N                elements per vector (default 8388608: 32 MiB of fp32)\n"
             "  --repeats R          timed runs per row, median reported (default 5)\n"
             "  --codecs LIST        comma list of fp32 bf16 int8 int4 fp4 topk topk:VALUES zstd\n"
-            "                       (default fp32,bf16,int8,int4,fp4,topk:int8,topk:int4,zstd)\n"
+            "                       (VALUES: fp32 bf16 int8 int4 fp4 int2; default fp32,bf16,\n"
+            "                       int8,int4,fp4,topk:int8,topk:int4,topk:int2,zstd)\n"
             "  --data LIST          gaussian,heavy,pseudograd: N(0, 1e-3^2), Student-t with 3\n"
             "                       degrees of freedom at the same scale, and a real pseudo-\n"
             "                       gradient (default: the first two, all three with --anchor)\n"
@@ -341,7 +342,7 @@ int gt_bench_codec(int argc, char **argv)
                       .repeats = 5,
                       .json = 0,
                       .p = GT_CMP_PARAMS_INIT,
-                      .codecs = "fp32,bf16,int8,int4,fp4,topk:int8,topk:int4,zstd",
+                      .codecs = "fp32,bf16,int8,int4,fp4,topk:int8,topk:int4,topk:int2,zstd",
                       .data = "gaussian,heavy"};
     int c, data_given = 0;
     size_t v;
@@ -435,7 +436,7 @@ int gt_bench_codec(int argc, char **argv)
             gt_cmp_params_t p = o.p;
             char *colon = strchr(name, ':');
             if (colon) *colon = '\0';
-            if (gt_cmp_codec_from_name(name, &p.codec) != GT_OK ||
+            if (gt_cmp_codec_from_name(name, &p.codec) != GT_OK || p.codec == GT_CMP_INT2 ||
                 (colon && (p.codec != GT_CMP_TOPK ||
                            gt_cmp_codec_from_name(colon + 1, &p.topk_values) != GT_OK ||
                            p.topk_values == GT_CMP_TOPK))) {

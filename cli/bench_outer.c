@@ -41,7 +41,16 @@ static void usage(FILE *out)
         "(its bytes and loss do not depend on the link speed, so a narrow emulated link can\n"
         "be widened for it: --dp-set wan.emulation.bandwidth_mbps=0). Run directories go\n"
         "under DIR\n"
-        "(default runs/bench-outer-TIME) and are kept.\n");
+        "(default runs/bench-outer-TIME) and are kept. Every mode also reports exchange_s: the\n"
+        "median time from a site's submit of a round to holding all of its result (per site,\n"
+        "then the mean over sites).\n\n"
+        "--slow SITE=FACTOR (repeatable) is passed to every launch: SITE's steps take FACTOR\n"
+        "times as long (a straggler); each line then also gives other_sites_utilization, the\n"
+        "mean utilization of the sites not slowed (how long they waited for the straggler).\n\n"
+        "--split instead runs overlapped DiLoCo twice, with outer.chunk_split = bandwidth\n"
+        "(chunk ownership follows the sites' link capacity) and = equal (the same share for\n"
+        "every site), and prints both exchange times and their ratio (try\n"
+        "--config bench/thin_site.yaml, where one site's links are 10x thinner).\n");
 }
 
 static double jnum(json_t *o, const char *k)
@@ -74,11 +83,14 @@ int gt_bench_outer(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},  {"run-dir", required_argument, NULL, 'd'},
         {"overlap", required_argument, NULL, 'o'}, {"set", required_argument, NULL, 's'},
         {"dp-set", required_argument, NULL, 'p'},  {"json", no_argument, NULL, 'j'},
+        {"split", no_argument, NULL, 'S'},         {"slow", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *config = "sites.yaml", *dir_opt = NULL, *overlap = NULL, *set_list[128];
     size_t n_sets = 0;
-    char sets[8192] = "", dp_sets[4096] = "";
-    int c, json = 0;
+    char sets[8192] = "", dp_sets[4096] = "", slows[2048] = "";
+    const char *slow_names[32];
+    size_t n_slow = 0;
+    int c, json = 0, split = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -105,6 +117,17 @@ int gt_bench_outer(int argc, char **argv)
             strncat(dp_sets, "'", sizeof dp_sets - strlen(dp_sets) - 1);
             break;
         case 'j': json = 1; break;
+        case 'S': split = 1; break;
+        case 'w':
+            if (strchr(optarg, '\'') || !strchr(optarg, '=') || n_slow == 32) {
+                fprintf(stderr, "geotrain bench outer: --slow takes SITE=FACTOR (no quotes)\n");
+                return 2;
+            }
+            slow_names[n_slow++] = optarg;
+            strncat(slows, " --slow '", sizeof slows - strlen(slows) - 1);
+            strncat(slows, optarg, sizeof slows - strlen(slows) - 1);
+            strncat(slows, "'", sizeof slows - strlen(slows) - 1);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -127,6 +150,14 @@ int gt_bench_outer(int argc, char **argv)
     } runs[3] = {{"diloco-overlapped", NULL, NULL},
                  {"diloco-synchronous", "--set outer.overlap_steps=0", NULL},
                  {"sync-dp", "--set outer.mode=sync-dp --set outer.overlap_steps=0", NULL}};
+    int n_runs = 3;
+    if (split) { /* the same overlapped run with each chunk ownership rule */
+        runs[0].mode = "split-bandwidth";
+        runs[0].extra = "--set outer.chunk_split=bandwidth";
+        runs[1].mode = "split-equal";
+        runs[1].extra = "--set outer.chunk_split=equal";
+        n_runs = 2;
+    }
     /* Overlapped: TAU if given, else half a round. */
     gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
     lp.sets = set_list;
@@ -138,12 +169,12 @@ int gt_bench_outer(int argc, char **argv)
     if (!overlap) snprintf(tau, sizeof tau, "--set outer.overlap_steps=%u", cfg->inner.steps / 2);
     gt_topo_destroy(cfg);
     int rc = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < n_runs; i++) {
         char cmd[16384], run[PATH_MAX + 64], path[PATH_MAX + 96];
         snprintf(run, sizeof run, "%s/%s", dir, runs[i].mode);
-        snprintf(cmd, sizeof cmd, "'%s' launch '%s' --run-dir '%s' %s %s %s %s > '%s.log' 2>&1",
-                 self, config, run, sets, i == 0 ? tau : "", runs[i].extra ? runs[i].extra : "",
-                 i == 2 ? dp_sets : "", run);
+        snprintf(cmd, sizeof cmd, "'%s' launch '%s' --run-dir '%s'%s %s %s %s %s > '%s.log' 2>&1",
+                 self, config, run, slows, sets, i == 0 || split ? tau : "",
+                 runs[i].extra ? runs[i].extra : "", i == 2 ? dp_sets : "", run);
         char mk[PATH_MAX + 16];
         snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
         if (system(mk) != 0) return 1;
@@ -156,30 +187,66 @@ int gt_bench_outer(int argc, char **argv)
             rc = 1;
         }
     }
-    double dp_bytes = runs[2].sum ? jnum(runs[2].sum, "wan_bytes_sent") : NAN;
-    double dp_loss = runs[2].sum ? jnum(runs[2].sum, "eval_loss") : NAN;
-    for (int i = 0; i < 3; i++) {
+    double dp_bytes = !split && runs[2].sum ? jnum(runs[2].sum, "wan_bytes_sent") : NAN;
+    double dp_loss = !split && runs[2].sum ? jnum(runs[2].sum, "eval_loss") : NAN;
+    double exch[3] = {NAN, NAN, NAN};
+    for (int i = 0; i < n_runs; i++) {
         if (!runs[i].sum) continue;
         double util = site_mean(runs[i].sum, "compute_utilization");
         double sent = jnum(runs[i].sum, "wan_bytes_sent");
         double loss = jnum(runs[i].sum, "eval_loss");
         double est = jnum(runs[i].sum, "sync_dp_bytes");
         double passes = site_mean(runs[i].sum, "param_passes_per_round");
+        exch[i] = site_mean(runs[i].sum, "exchange_s_median");
+        /* The sites not slowed: how much the stragglers cost them. */
+        double others = NAN;
+        if (n_slow) {
+            json_t *sites = json_object_get(runs[i].sum, "sites"), *so;
+            const char *name;
+            double acc = 0;
+            int n = 0;
+            json_object_foreach(sites, name, so)
+            {
+                int slowed = 0;
+                for (size_t k = 0; k < n_slow; k++)
+                    if (strncmp(slow_names[k], name, strlen(name)) == 0 &&
+                        slow_names[k][strlen(name)] == '=')
+                        slowed = 1;
+                if (!slowed && isfinite(jnum(so, "compute_utilization"))) {
+                    acc += jnum(so, "compute_utilization");
+                    n++;
+                }
+            }
+            others = n ? acc / n : NAN;
+        }
         if (json) {
             printf("{\"mode\":\"%s\",\"compute_utilization\":%.4f,\"wan_bytes_sent\":%.0f,"
                    "\"sync_dp_bytes_measured\":%.0f,\"sync_dp_bytes_estimated\":%.0f,"
                    "\"bandwidth_saving\":%.1f,\"eval_loss\":%.4f,\"loss_gap_vs_sync_dp\":%.4f,"
-                   "\"wall_s\":%.1f,\"codec\":\"%s\",\"param_passes_per_round\":%.2f}\n",
+                   "\"wall_s\":%.1f,\"codec\":\"%s\",\"param_passes_per_round\":%.2f,"
+                   "\"exchange_s\":%.4f,\"other_sites_utilization\":%.4f}\n",
                    runs[i].mode, util, sent, dp_bytes, est, dp_bytes / sent, loss,
                    (loss - dp_loss) / dp_loss, jnum(runs[i].sum, "wall_s"),
-                   json_string_value(json_object_get(runs[i].sum, "codec")), passes);
+                   json_string_value(json_object_get(runs[i].sum, "codec")), passes, exch[i],
+                   others);
         } else {
             printf("%-20s utilization %5.1f%%  WAN sent %10.3g B  saving %8.1fx  loss %.4f "
-                   "(%+.2f%% vs sync-dp)  param_passes_per_round %.2f\n",
+                   "(%+.2f%% vs sync-dp)  param_passes_per_round %.2f  exchange_s %.3f\n",
                    runs[i].mode, 100 * util, sent, dp_bytes / sent, loss,
-                   100 * (loss - dp_loss) / dp_loss, passes);
+                   100 * (loss - dp_loss) / dp_loss, passes, exch[i]);
+            if (n_slow)
+                printf("%-20s utilization of the sites not slowed %5.1f%%\n", "", 100 * others);
         }
         json_decref(runs[i].sum);
+    }
+    if (split) {
+        if (json)
+            printf("{\"mode\":\"split-ratio\",\"exchange_s_equal_over_bandwidth\":%.3f}\n",
+                   exch[1] / exch[0]);
+        else
+            printf("exchange time per round (median): bandwidth-aware %.3f s, equal split %.3f s: "
+                   "%.2fx shorter\n",
+                   exch[0], exch[1], exch[1] / exch[0]);
     }
     fprintf(stderr, "bench outer: run directories in %s\n", dir);
     return rc;

@@ -28,9 +28,11 @@ int gt_cmd_launch(int argc, char **argv);
 int gt_cmd_report(int argc, char **argv);
 int gt_cmd_run(int argc, char **argv);
 int gt_cmd_grad(int argc, char **argv);
+int gt_cmd_plan(int argc, char **argv);
 
 /* Benchmarks, `geotrain bench <target>` (one file each: bench_<target>.c). */
 int gt_bench_outer(int argc, char **argv);
+int gt_bench_chaos(int argc, char **argv);
 int gt_bench_wan(int argc, char **argv);
 int gt_bench_kernels(int argc, char **argv);
 int gt_bench_codec(int argc, char **argv);

@@ -8,6 +8,8 @@
 const gt_cli_cmd_t gt_cli_bench_targets[] = {
     {"outer", "overlapped vs synchronous DiLoCo vs sync-dp over the emulated WAN (JSON)",
      gt_bench_outer},
+    {"chaos", "goodput of DiLoCo and sync-dp under one seeded fault schedule (JSON lines)",
+     gt_bench_chaos},
     {"wan",
      "WAN transport throughput, plain and encrypted, vs ucx_perftest/fi_pingpong/iperf3 (JSON "
      "lines)",

@@ -9,8 +9,9 @@
  * --join SITE@ROUND (SITE is started only once another site has applied ROUND rounds; the
  * others start round 0 without waiting for it) and --restart SITE@ROUND (after its --kill,
  * SITE is started again once another site has applied ROUND rounds); a site started late
- * joins the run by itself (diloco/). Ctrl-C stops every site cleanly (SIGTERM: each
- * finishes its step, deregisters and exits), then etcd. At the end it writes
+ * joins the run by itself (diloco/). --chaos SEED draws a fault schedule over the rounds
+ * (launch_chaos.c) and fires it from the same polling loop. Ctrl-C stops every site cleanly
+ * (SIGTERM: each finishes its step, deregisters and exits), then etcd. At the end it writes
  * RUN_DIR/summary.json.
  *
  * `launch CONFIG -- CMD ARGS...` runs a trainer of the user's own instead of `geotrain run`:
@@ -22,11 +23,13 @@
  * live lines, the events and the run summary are made of.
  */
 #include "cli.h"
+#include "launch_chaos.h"
 #include "gt_local.h"
 #include "gt_topology.h"
 #include "gt_wan.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -47,6 +50,12 @@
 /* `-- CMD ARGS...`: the user's trainer, run once per site instead of `geotrain run`. */
 static char **g_cmd;
 
+/* --chaos: the schedule, and each site's slowdown windows (GT_SLOW_WINDOWS in its env). */
+static gt_chaos_ev_t g_chaos[GT_CHAOS_MAX_EVENTS];
+static size_t g_n_chaos;
+static const char *const *g_site_names;
+static uint32_t g_n_site_names;
+
 static volatile sig_atomic_t g_interrupted = 0;
 static void on_interrupt(int sig)
 {
@@ -65,6 +74,10 @@ typedef struct {
     int64_t restart_round; /* --restart: start again after the kill, likewise; -1 */
     int started;           /* a process was started for it */
     int restarted;         /* it was killed and started again */
+    int rejoins;           /* started again after it was removed from the run (exit 3) */
+    int chaos_down;        /* --chaos: SIGKILLed, waiting for its restart round */
+    int chaos_stopped;     /* --chaos: SIGSTOPped */
+    int ended_joining;     /* --chaos: stopped while still joining, after the run had ended */
     json_t *st;            /* last status.json */
 } site_proc_t;
 
@@ -76,7 +89,8 @@ static void usage(FILE *out)
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
             "                       [--etcd-members N] [--kill-etcd M@ROUND ...]\n"
             "                       [--restart-etcd M@ROUND ...] [--set KEY=VALUE ...]\n"
-            "                       [-- CMD ARGS...]\n"
+            "                       [--resume RUN_DIR] [--chaos SEED [--mtbf-rounds M]]\n"
+            "                       [--dry-run] [-- CMD ARGS...]\n"
             "\n"
             "Runs every site of SITES.yaml (default ./sites.yaml) on this machine, each as its\n"
             "own process, exchanging pseudo-gradients over the WAN layer (emulated when\n"
@@ -110,7 +124,10 @@ static void usage(FILE *out)
             "  SITE/              metrics.jsonl, status.json, summary.json, checkpoints/\n"
             "  summary.json       per-site loss, tokens, utilization; WAN bytes; the bytes\n"
             "                     synchronous data parallelism would have sent; the saving;\n"
-            "                     contributions on time/late/dropped/rejected; hash checks\n"
+            "                     contributions on time/late/dropped/rejected; hash checks;\n"
+            "                     goodput: tokens whose gradients reached the final anchor\n"
+            "                     over what every site could have trained at its measured\n"
+            "                     speed in the run's wall time (docs/diloco.md#goodput)\n"
             "\n"
             "Options:\n"
             "  --run-dir DIR        the run directory\n"
@@ -129,8 +146,58 @@ static void usage(FILE *out)
             "                       applied ROUND rounds (repeatable)\n"
             "  --restart-etcd M@ROUND\n"
             "                       start etcd member M again (same ports and data) then\n"
+            "  --resume RUN_DIR     continue a stopped run in RUN_DIR (with its config and --set\n"
+            "                       list from RUN_DIR/launch.json, unless CONFIG is given):\n"
+            "                       every site restarts from the newest checkpoint step that\n"
+            "                       all of them have intact (run.checkpoint_every), with a\n"
+            "                       fresh etcd; a damaged newest checkpoint falls back to the\n"
+            "                       previous one. A -- CMD trainer gets GT_RESUME=1\n"
+            "  --chaos SEED         a seeded fault schedule over the run's rounds, printed at\n"
+            "                       the start and written to RUN_DIR/chaos.json (same SEED, same\n"
+            "                       schedule): kill -9 a site and start it again (a joiner)\n"
+            "                       1-3 rounds later; SIGSTOP it for 0.5-2 leases, then SIGCONT\n"
+            "                       (past its lease it is a zombie: exit 3, rejoins); its steps\n"
+            "                       3-10x slower for 1-3 rounds; kill -9 an etcd member and\n"
+            "                       start it again. Faults fire when the run (its furthest site)\n"
+            "                       reaches their round; a kill or stop that would leave fewer\n"
+            "                       than a majority training is skipped (chaos_skipped). With\n"
+            "                       --set outer.mode=sync-dp, a site failing stops every site\n"
+            "                       and the run restarts from its last checkpoint\n"
+            "                       (run.checkpoint_every) after the fault's delay\n"
+            "  --mtbf-rounds M      mean rounds between faults of one site (and of etcd),\n"
+            "                       default 20\n"
+            "  --dry-run            print the --chaos schedule as JSON and start nothing\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
             "  -h, --help           this text\n");
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rmtree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* RUN_DIR/launch.json: the config (absolute path) and the --set list of the launch, which
+ * `launch --resume RUN_DIR` starts the sites with again. */
+static int record_launch(const char *run_dir, const char *config, const char **sets, size_t n)
+{
+    char path[PATH_MAX + 32], real[PATH_MAX];
+    if (!realpath(config, real)) snprintf(real, sizeof real, "%s", config);
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_string(sets[i]));
+    json_t *o = arr ? json_pack("{s:s, s:o}", "config", real, "sets", arr) : NULL;
+    snprintf(path, sizeof path, "%s/launch.json", run_dir);
+    int rc = o && json_dump_file(o, path, JSON_INDENT(2)) == 0 ? 0 : -1;
+    json_decref(o);
+    if (rc) fprintf(stderr, "geotrain launch: cannot write %s\n", path);
+    return rc;
 }
 
 /* Prepares RUN_DIR/sites.yaml: the user's file with every site's key pinned (generating the
@@ -258,6 +325,8 @@ static int cmd_env(const char *self, const char *config, const char *site, const
     return rc ? -1 : 0;
 }
 
+/* append_log: 0 a new log; 1 appended to (a restart); 2 appended to, and the site resumes the
+ * run from its checkpoints (`run --resume`; a user's CMD gets GT_RESUME=1). */
 static pid_t spawn_site(const char *self, const char *config, const char *site, const char *run_dir,
                         const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
                         uint32_t expect, int append_log, char **sets, size_t n_sets, uint32_t ranks)
@@ -327,6 +396,7 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         argv[argc++] = "--set";
         argv[argc++] = sets[i];
     }
+    if (append_log == 2) argv[argc++] = "--resume";
     argv[argc] = NULL;
 start:
     fflush(NULL); /* or the child's freopen would write our buffered output a second time */
@@ -340,8 +410,15 @@ start:
         FILE *f = freopen(log, append_log ? "a" : "w", stdout);
         if (!f) _exit(126);
         dup2(1, 2);
-        if (g_cmd && cmd_env(self, config, site, run_dir, run_id, slow, corrupt, kill_at, expect,
-                             sets, n_sets, ranks) != 0)
+        char win[1024] = "";
+        for (uint32_t i = 0; i < g_n_site_names; i++)
+            if (strcmp(g_site_names[i], site) == 0)
+                gt_chaos_slow_windows(g_chaos, g_n_chaos, i, win, sizeof win);
+        if ((win[0] ? setenv("GT_SLOW_WINDOWS", win, 1) : unsetenv("GT_SLOW_WINDOWS")) != 0)
+            _exit(126);
+        if (g_cmd && (cmd_env(self, config, site, run_dir, run_id, slow, corrupt, kill_at, expect,
+                              sets, n_sets, ranks) != 0 ||
+                      (append_log == 2 ? setenv("GT_RESUME", "1", 1) : unsetenv("GT_RESUME")) != 0))
             _exit(126);
         execvp(exe, argv);
         fprintf(stderr, "cannot execute %s: %s\n", exe, strerror(errno));
@@ -390,12 +467,19 @@ static double sync_dp_bytes(double params, double steps, uint32_t S)
 }
 
 static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, site_proc_t *sp,
-                             double wall_s)
+                             double wall_s, double t_first_unix, uint32_t whole_restarts,
+                             uint32_t chaos_skipped)
 {
     json_t *sites = json_object(), *out = NULL;
     double sent = 0, recv = 0, params = 0, max_steps = 0, eval_sum = 0;
     int eval_n = 0;
     json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0, open = 0;
+    /* The sites' WAN security counters (wan/ctl.c, wan/mesh.c), summed. */
+    static const char *const wan_keys[] = {"frames_rejected",      "handshakes_refused",
+                                           "handshakes_timed_out", "connections_capped",
+                                           "reconnects",           "resent",
+                                           "duplicates",           "peers_cut"};
+    json_int_t wan_sum[sizeof wan_keys / sizeof wan_keys[0]] = {0};
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         char path[PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/%s/summary.json", run_dir, sp[i].name);
@@ -425,6 +509,8 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         open += (json_int_t)jnum(c, "open_at_end");
         checks += (json_int_t)jnum(s, "hash_checks");
         mism += (json_int_t)jnum(s, "hash_mismatches");
+        for (size_t k = 0; k < sizeof wan_keys / sizeof wan_keys[0]; k++)
+            wan_sum[k] += (json_int_t)jnum(json_object_get(s, "wan"), wan_keys[k]);
         json_object_set_new(sites, sp[i].name, s);
     }
     double dp = sync_dp_bytes(params, max_steps, cfg->n_sites);
@@ -436,9 +522,21 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         late, "dropped", dropped, "rejected", rejected, "open_at_end", open, "hash_checks", checks,
         "hash_mismatches", mism, "wall_s", wall_s, "n_sites", (int)cfg->n_sites, "codec",
         cfg->codec.name, "mode", cfg->outer.mode == GT_OUTER_SYNC_DP ? "sync-dp" : "diloco");
+    for (size_t k = 0; k < sizeof wan_keys / sizeof wan_keys[0] && out; k++)
+        json_object_set_new(out, wan_keys[k], json_integer(wan_sum[k]));
+    const char *names[GT_WAN_OUTER_MAX_SITES];
+    for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
+    int sync = cfg->outer.mode == GT_OUTER_SYNC_DP;
+    if (out) {
+        gt_chaos_goodput(run_dir, names, cfg->n_sites,
+                         (uint64_t)cfg->run.rounds * (sync ? cfg->inner.steps : 1), t_first_unix,
+                         out);
+        json_object_set_new(out, "whole_run_restarts", json_integer(whole_restarts));
+        json_object_set_new(out, "chaos_skipped", json_integer(chaos_skipped));
+    }
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
-    int rc = json_dump_file(out, path, JSON_INDENT(2)) == 0 ? 0 : -1;
+    int rc = out && json_dump_file(out, path, JSON_INDENT(2)) == 0 ? 0 : -1;
     if (rc == 0) {
         printf("\nsummary: %s\n", path);
         if (eval_n)
@@ -450,6 +548,16 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                "open at the end; hash checks %lld, mismatches %lld\n",
                (long long)on_time, (long long)late, (long long)dropped, (long long)rejected,
                (long long)open, (long long)checks, (long long)mism);
+        printf("  WAN: %lld frames rejected, %lld handshakes refused, %lld timed out; %lld "
+               "reconnects, %lld messages re-sent\n",
+               (long long)wan_sum[0], (long long)wan_sum[1], (long long)wan_sum[2],
+               (long long)wan_sum[4], (long long)wan_sum[5]);
+        json_t *g = json_object_get(out, "goodput");
+        if (json_is_number(g))
+            printf("  goodput %.4f: %.4g tokens reached the final anchor of %.4g the sites could "
+                   "have trained in %.1f s\n",
+                   json_number_value(g), jnum(out, "tokens_in_anchor"),
+                   jnum(out, "tokens_possible"), jnum(out, "goodput_wall_s"));
     }
     json_decref(out);
     return rc;
@@ -468,6 +576,10 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"etcd-members", required_argument, NULL, 'E'},
                                          {"kill-etcd", required_argument, NULL, 'K'},
                                          {"restart-etcd", required_argument, NULL, 'T'},
+                                         {"resume", required_argument, NULL, 'U'},
+                                         {"chaos", required_argument, NULL, 'C'},
+                                         {"mtbf-rounds", required_argument, NULL, 'M'},
+                                         {"dry-run", no_argument, NULL, 'N'},
                                          {NULL, 0, NULL, 0}};
     const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
     const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
@@ -476,7 +588,10 @@ int gt_cmd_launch(int argc, char **argv)
     long etcd_members = 3, etcd_ev[2][MAX_EVENTS][2];
     size_t n_etcd_ev[2] = {0, 0};
     char *end = NULL;
-    int c;
+    int c, resume = 0, chaos = 0, dry_run = 0;
+    unsigned long long chaos_seed = 0;
+    double mtbf = 20.0;
+    json_t *launch_rec = NULL; /* RUN_DIR/launch.json of the run being resumed */
     /* `-- CMD ARGS...`: everything after the first "--" is the user's trainer. */
     g_cmd = NULL;
     for (int i = 1; i < argc; i++)
@@ -494,6 +609,10 @@ int gt_cmd_launch(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': run_dir_opt = optarg; break;
+        case 'U':
+            run_dir_opt = optarg;
+            resume = 1;
+            break;
         case 'k':
             if (n_kills < MAX_EVENTS) kills[n_kills++] = optarg;
             break;
@@ -534,6 +653,25 @@ int gt_cmd_launch(int argc, char **argv)
             etcd_ev[which][n_etcd_ev[which]++][1] = round;
             break;
         }
+        case 'C':
+            errno = 0;
+            chaos_seed = strtoull(optarg, &end, 10);
+            if (*end || errno || optarg[0] == '-') {
+                fprintf(stderr, "geotrain launch: --chaos %s: expected a seed (an integer >= 0)\n",
+                        optarg);
+                return 2;
+            }
+            chaos = 1;
+            break;
+        case 'M':
+            mtbf = strtod(optarg, &end);
+            if (*end || !(mtbf >= 1.0 && mtbf <= 1e6)) {
+                fprintf(stderr, "geotrain launch: --mtbf-rounds %s: expected rounds in [1, 1e6]\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'N': dry_run = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -543,15 +681,47 @@ int gt_cmd_launch(int argc, char **argv)
         return 2;
     }
     const char *config = optind < argc ? argv[optind] : "sites.yaml";
+    if (resume && optind >= argc) {
+        /* The config and --set list the run was launched with (launch.json), then ours. */
+        char rec[PATH_MAX + 32];
+        snprintf(rec, sizeof rec, "%s/launch.json", run_dir_opt);
+        json_error_t je;
+        launch_rec = json_load_file(rec, 0, &je);
+        json_t *prev = json_object_get(launch_rec, "sets");
+        if (!json_is_string(json_object_get(launch_rec, "config")) || !json_is_array(prev)) {
+            fprintf(stderr,
+                    "geotrain launch: --resume %s: cannot read %s (%s); give the config "
+                    "as well: geotrain launch CONFIG --resume RUN_DIR\n",
+                    run_dir_opt, rec, launch_rec ? "no config or sets in it" : je.text);
+            json_decref(launch_rec);
+            return 2;
+        }
+        config = json_string_value(json_object_get(launch_rec, "config"));
+        size_t np = json_array_size(prev);
+        if (np + n_user > MAX_SETS) np = MAX_SETS - n_user;
+        memmove(user_sets + np, user_sets, n_user * sizeof *user_sets);
+        for (size_t i = 0; i < np; i++) {
+            const char *v = json_string_value(json_array_get(prev, i));
+            user_sets[i] = v ? v : "";
+        }
+        n_user += np;
+    }
     gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
     lp.sets = user_sets;
     lp.n_sets = n_user;
     gt_topo_config_t *cfg = NULL;
     if (gt_topo_load(config, &lp, &cfg) != GT_OK) {
         fprintf(stderr, "geotrain launch: %s is not valid\n", config);
+        json_decref(launch_rec);
         return 2;
     }
     int rc = 1;
+    /* --chaos: the run's furthest round, when training began, and (sync-dp) the whole run's
+     * stop and restart from its checkpoints */
+    int sync_chaos = 0, whole_down = 0;
+    double progress = 0, t_first_unix = 0, down_rounds = 1, down_s = -1;
+    uint64_t whole_restart_ns = 0, t_first_done = 0;
+    uint32_t whole_restarts = 0, chaos_skipped = 0;
     site_proc_t *sp = calloc(cfg->n_sites, sizeof *sp);
     char **sets = NULL;
     size_t n_sets = 0;
@@ -633,6 +803,40 @@ int gt_cmd_launch(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    const char *names[GT_WAN_OUTER_MAX_SITES];
+    for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
+    g_site_names = names;
+    g_n_site_names = cfg->n_sites;
+    g_n_chaos = 0;
+    gt_chaos_params_t chp = {chaos_seed,
+                             mtbf,
+                             cfg->n_sites,
+                             cfg->run.rounds,
+                             cfg->membership.n_endpoints ? 0u : (uint32_t)etcd_members,
+                             (double)cfg->membership.lease_ttl_s};
+    if (chaos) {
+        if (resume || n_kills || n_joins || n_restarts) {
+            fprintf(stderr, "geotrain launch: --chaos draws its own faults: it does not go with "
+                            "--resume, --kill, --join or --restart\n");
+            rc = 2;
+            goto out;
+        }
+        g_n_chaos = gt_chaos_draw(&chp, g_chaos, GT_CHAOS_MAX_EVENTS);
+    }
+    if (dry_run) { /* the schedule only: nothing is started or written */
+        if (chaos) {
+            json_t *cj = gt_chaos_json(&chp, g_chaos, g_n_chaos, names);
+            char *text = cj ? json_dumps(cj, JSON_INDENT(2)) : NULL;
+            printf("%s\n", text ? text : "{}");
+            free(text);
+            json_decref(cj);
+        } else {
+            printf("geotrain launch: %u sites of %s; nothing to show without --chaos\n",
+                   cfg->n_sites, config);
+        }
+        rc = 0;
+        goto out;
+    }
     /* The run directory. */
     if (run_dir_opt) {
         snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
@@ -663,11 +867,19 @@ int gt_cmd_launch(int argc, char **argv)
                 goto out;
             }
     const char *endpoint = NULL;
+    if (record_launch(run_dir, config, user_sets, n_user) != 0) goto out;
     if (cfg->membership.n_endpoints == 0) {
         /* A Raft cluster (3 members by default): membership survives the loss of one. */
         snprintf(sub, sizeof sub, "%s/etcd", run_dir);
+        /* A resumed run starts from its checkpoints with a fresh control plane: the old
+         * members' leases and view belong to processes that are gone. */
+        if (resume) rmtree(sub);
         if (gt_wan_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK) goto out;
         endpoint = etcd.endpoints;
+    }
+    if (resume) { /* new key pairs for the restarted sites (every one of them restarts) */
+        snprintf(sub, sizeof sub, "%s/keys", run_dir);
+        rmtree(sub);
     }
     if (prepare_config(config, cfg, run_dir, endpoint, site_cfg, sizeof site_cfg) != 0) goto out;
     if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0) goto out;
@@ -696,6 +908,17 @@ int gt_cmd_launch(int argc, char **argv)
            cfg->security.mode == GT_SECURITY_NONE ? "NOT encrypted" : "encrypted",
            cfg->wan.emulation.enabled ? "on" : "off", cfg->codec.name, cfg->inner.steps,
            cfg->outer.overlap_steps, cfg->run.rounds);
+    if (chaos) {
+        printf("  chaos: seed %llu, one fault per site per %g rounds (written to "
+               "%s/chaos.json)\n",
+               chaos_seed, mtbf, run_dir);
+        gt_chaos_print(stdout, g_chaos, g_n_chaos, names);
+        json_t *cj = gt_chaos_json(&chp, g_chaos, g_n_chaos, names);
+        snprintf(sub, sizeof sub, "%s/chaos.json", run_dir);
+        if (!cj || json_dump_file(cj, sub, JSON_INDENT(2)) != 0)
+            fprintf(stderr, "geotrain launch: cannot write %s\n", sub);
+        json_decref(cj);
+    }
     if (g_cmd) {
         printf("  trainer:");
         for (char **a = g_cmd; *a; a++) printf("%s%s", *a, a[1] ? " " : "\n");
@@ -705,12 +928,13 @@ int gt_cmd_launch(int argc, char **argv)
         if (sp[i].join_round >= 0) continue; /* started later, in the loop below */
         sp[i].pid =
             spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, sp[i].corrupt_round,
-                       sp[i].kill_round, expect, 0, sets, n_sets, cfg->sites[i].ranks);
+                       sp[i].kill_round, expect, resume ? 2 : 0, sets, n_sets, cfg->sites[i].ranks);
         if (sp[i].pid < 0) goto stop;
         sp[i].started = 1;
     }
     int tty = isatty(STDOUT_FILENO), drawn = 0;
     uint64_t last_print = 0;
+    sync_chaos = chaos && cfg->outer.mode == GT_OUTER_SYNC_DP;
     for (;;) {
         uint32_t running = 0;
         for (uint32_t i = 0; i < cfg->n_sites; i++) {
@@ -720,11 +944,76 @@ int gt_cmd_launch(int argc, char **argv)
                 if (r == sp[i].pid) {
                     sp[i].exited = 1;
                     sp[i].status = status;
+                    /* A site restarted by --chaos or after exit 3 (a zombie, a partition's
+                     * minority) that fails after the run ended found nobody to rejoin (its lost
+                     * tokens are in goodput): reported, not a failure of the run */
+                    if (!sync_chaos && (chaos || sp[i].rejoins) && sp[i].restarted &&
+                        t_first_done && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+                        sp[i].ended_joining = 1;
+                        fprintf(tty ? stdout : stderr,
+                                "-- %s (restarted) ended without rejoining: the run was over\n",
+                                sp[i].name);
+                        drawn = 0;
+                    }
                     /* Killed: SIGKILL itself, or (a multi-rank site) mpirun reporting that its
                      * rank died of it. */
                     int sigkill = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
                     if (cfg->sites[i].ranks > 1 && WIFEXITED(status) && WEXITSTATUS(status) != 0)
                         sigkill = 1;
+                    if (sp[i].chaos_down) sp[i].killed = 1;
+                    int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+                    if (sync_chaos && failed && !g_interrupted && !whole_down &&
+                        whole_restarts >= 20) {
+                        fprintf(stderr,
+                                "geotrain launch: sync-dp: %s failed after 20 restarts of "
+                                "the whole run; giving up\n",
+                                sp[i].name);
+                        g_interrupted = SIGTERM; /* stops every site below */
+                    } else if (sync_chaos && failed && !g_interrupted && !whole_down) {
+                        /* sync-dp cannot go on without a site: the whole job stops and restarts
+                         * from its last checkpoint, as a synchronous job does */
+                        whole_down = 1;
+                        for (uint32_t k = 0; k < cfg->n_sites; k++) {
+                            if (k == i || !sp[k].started || sp[k].exited || sp[k].pid <= 0)
+                                continue;
+                            kill(sp[k].pid, SIGKILL);
+                            waitpid(sp[k].pid, &sp[k].status, 0);
+                            sp[k].exited = 1;
+                            sp[k].chaos_stopped = 0;
+                        }
+                        /* the run's mean round so far (training time, not start-up) */
+                        struct timespec rt;
+                        clock_gettime(CLOCK_REALTIME, &rt);
+                        double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
+                        double per_round = progress > 0 && t_first_unix > 0
+                                               ? (now_unix - t_first_unix) / progress
+                                               : 1.0;
+                        double down = down_s >= 0 ? down_s : down_rounds * per_round;
+                        down_s = -1;
+                        whole_restart_ns = gt_time_ns() + (uint64_t)(down * 1e9);
+                        fprintf(tty ? stdout : stderr,
+                                "-- sync-dp: %s failed; every site stopped, restarting from the "
+                                "last checkpoint in %.1f s\n",
+                                sp[i].name, down);
+                        drawn = 0;
+                    }
+                    if (!sync_chaos && WIFEXITED(status) && WEXITSTATUS(status) == 3 &&
+                        !g_interrupted && sp[i].rejoins < (chaos ? 50 : 5) && !t_first_done) {
+                        /* Removed from the run (a zombie, a partition past its lease): it
+                         * comes back as a joiner, fetching the current anchor. */
+                        sp[i].rejoins++;
+                        fprintf(tty ? stdout : stderr,
+                                "-- %s was removed from the run (exit 3): started again, it "
+                                "rejoins\n",
+                                sp[i].name);
+                        drawn = 0;
+                        sp[i].pid =
+                            spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, -1,
+                                       -1, 0, 1, sets, n_sets, cfg->sites[i].ranks);
+                        if (sp[i].pid < 0) goto stop;
+                        sp[i].exited = 0;
+                        sp[i].restarted = 1;
+                    }
                     if (sp[i].kill_round >= 0 && sigkill) {
                         sp[i].killed = 1;
                         fprintf(tty ? stdout : stderr, "-- killed %s (SIGKILL) at round %lld\n",
@@ -787,13 +1076,183 @@ int gt_cmd_launch(int argc, char **argv)
                 drawn = 0;
                 ev[1] = -1; /* done */
             }
+        /* --chaos: fire the faults whose round the run has reached. */
+        for (uint32_t k = 0; k < cfg->n_sites; k++) {
+            if (sp[k].started && jnum(sp[k].st, "round") > progress)
+                progress = jnum(sp[k].st, "round");
+            double ts = jnum(sp[k].st, "train_start_unix");
+            if (ts > 0 && (t_first_unix <= 0 || ts < t_first_unix)) t_first_unix = ts;
+        }
+        for (size_t e = 0; e < g_n_chaos && !whole_down; e++) {
+            gt_chaos_ev_t *ev = &g_chaos[e];
+            site_proc_t *v = ev->kind == GT_CHAOS_ETCD ? NULL : &sp[ev->target];
+            int alive = v && v->started && !v->exited && v->pid > 0;
+            uint64_t tnow = gt_time_ns();
+            const char *did = NULL;
+            if (ev->state == 0 && progress >= ev->at && !sync_chaos &&
+                (ev->kind == GT_CHAOS_KILL || ev->kind == GT_CHAOS_STOP)) {
+                /* A majority keeps training: a fault that would leave fewer is skipped (a
+                 * site away at run time for longer than the schedule guessed, e.g. a zombie
+                 * still rejoining). */
+                uint32_t up = 0;
+                for (uint32_t k = 0; k < cfg->n_sites; k++) {
+                    const char *stt = json_string_value(json_object_get(sp[k].st, "state"));
+                    up += k != ev->target && sp[k].started && !sp[k].exited &&
+                          !sp[k].chaos_stopped && stt &&
+                          (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
+                }
+                if (up < cfg->n_sites / 2 + 1) {
+                    ev->state = 3;
+                    chaos_skipped++;
+                    fprintf(tty ? stdout : stderr,
+                            "-- chaos: skipped the %s of %s at round %.0f: only %u other sites "
+                            "are training\n",
+                            ev->kind == GT_CHAOS_KILL ? "kill" : "stop", v->name, progress, up);
+                    drawn = 0;
+                    continue;
+                }
+            }
+            if (ev->state == 0 && progress >= ev->at) {
+                ev->state = 2;
+                if (ev->kind == GT_CHAOS_KILL && alive) {
+                    if (v->chaos_stopped) kill(v->pid, SIGCONT);
+                    kill(v->pid, SIGKILL);
+                    v->chaos_down = 1;
+                    v->chaos_stopped = 0;
+                    ev->state = 1;
+                    down_rounds = ev->until - ev->at;
+                    did = "kill -9";
+                } else if (ev->kind == GT_CHAOS_STOP && alive && sync_chaos &&
+                           ev->stop_s >= cfg->membership.lease_ttl_s) {
+                    /* sync-dp: a worker away past its lease is a lost worker; the job fails
+                     * (rather than going on elastically without it) and restarts after the
+                     * outage */
+                    kill(v->pid, SIGKILL);
+                    v->chaos_down = 1;
+                    ev->state = 1;
+                    down_s = ev->stop_s;
+                    did = "SIGSTOP past the lease (sync-dp: lost)";
+                } else if (ev->kind == GT_CHAOS_STOP && alive && !v->chaos_stopped) {
+                    kill(v->pid, SIGSTOP);
+                    v->chaos_stopped = 1;
+                    ev->state = 1;
+                    did = "SIGSTOP";
+                } else if (ev->kind == GT_CHAOS_SLOW) {
+                    did = "slowed down";
+                } else if (ev->kind == GT_CHAOS_ETCD && etcd.n_members > 0) {
+                    gt_wan_etcd_cluster_kill(&etcd, ev->target);
+                    ev->state = 1;
+                    did = "kill -9 etcd member";
+                }
+                ev->begun_ns = tnow;
+            } else if (ev->state == 1 && ev->kind == GT_CHAOS_STOP &&
+                       tnow - ev->begun_ns >= (uint64_t)(ev->stop_s * 1e9)) {
+                ev->state = 2;
+                if (alive && v->chaos_stopped) kill(v->pid, SIGCONT);
+                v->chaos_stopped = 0;
+                did = "SIGCONT";
+            } else if (ev->state == 1 && ev->kind == GT_CHAOS_ETCD && progress >= ev->until) {
+                ev->state = 2;
+                if (gt_wan_etcd_cluster_restart(&etcd, ev->target) != GT_OK) goto stop;
+                did = "restarted etcd member";
+            } else if (ev->state == 1 && ev->kind == GT_CHAOS_KILL && progress >= ev->until &&
+                       !sync_chaos && v->exited && v->chaos_down) {
+                ev->state = 2;
+                v->pid = spawn_site(self, config, v->name, run_dir, run_id, v->slow, -1, -1, 0, 1,
+                                    sets, n_sets, cfg->sites[ev->target].ranks);
+                if (v->pid < 0) goto stop;
+                v->exited = 0;
+                v->status = 0;
+                v->killed = 0;
+                v->chaos_down = 0;
+                v->restarted = 1;
+                did = "restarted";
+            } else if (ev->state == 1 && ev->kind == GT_CHAOS_KILL && sync_chaos) {
+                ev->state = 2; /* the whole run restarts instead */
+            }
+            if (did) {
+                if (ev->kind == GT_CHAOS_ETCD)
+                    fprintf(tty ? stdout : stderr, "-- chaos: %s %u at round %.0f\n", did,
+                            ev->target, progress);
+                else
+                    fprintf(tty ? stdout : stderr, "-- chaos: %s %s at round %.0f\n", did, v->name,
+                            progress);
+                drawn = 0;
+            }
+        }
+        for (uint32_t k = 0; k < cfg->n_sites && !t_first_done; k++)
+            if (sp[k].exited && WIFEXITED(sp[k].status) && !WEXITSTATUS(sp[k].status))
+                t_first_done = gt_time_ns();
+        if (chaos && !sync_chaos) {
+            /* A site the chaos restarted that is still joining when the others have finished
+             * the run has nobody left to join from: once the first site finished, the restarted
+             * ones get 20 s and two leases to finish too; then they are stopped, and that is
+             * not counted a failure (their lost tokens are in goodput). */
+            uint32_t done = 0, other = 0;
+            for (uint32_t k = 0; k < cfg->n_sites; k++) {
+                int ok = sp[k].exited && WIFEXITED(sp[k].status) && !WEXITSTATUS(sp[k].status);
+                done += ok;
+                other += sp[k].started && !sp[k].exited && !sp[k].restarted;
+            }
+            if (done && !t_first_done) t_first_done = gt_time_ns();
+            double grace = 20.0 + 2.0 * cfg->membership.lease_ttl_s;
+            if (done && !other && (gt_time_ns() - t_first_done) * 1e-9 > grace)
+                for (uint32_t k = 0; k < cfg->n_sites; k++)
+                    if (sp[k].started && !sp[k].exited && !sp[k].ended_joining) {
+                        sp[k].ended_joining = 1;
+                        kill(sp[k].pid, SIGTERM);
+                        fprintf(tty ? stdout : stderr,
+                                "-- chaos: %s (restarted) had not finished %.0f s after the run "
+                                "ended: stopped\n",
+                                sp[k].name, grace);
+                        drawn = 0;
+                    }
+        }
+        if (whole_down && gt_time_ns() >= whole_restart_ns && !g_interrupted) {
+            /* sync-dp: a fresh control plane (the old leases are the dead processes'), every
+             * site resumed from the newest checkpoint all of them hold */
+            if (cfg->membership.n_endpoints == 0) {
+                gt_wan_etcd_cluster_stop(&etcd);
+                snprintf(sub, sizeof sub, "%s/etcd", run_dir);
+                rmtree(sub);
+                if (gt_wan_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK)
+                    goto stop;
+                for (size_t k = 0; k < n_sets; k++) free(sets[k]);
+                free(sets);
+                sets = NULL;
+                if (build_sets(cfg, run_dir, etcd.endpoints, user_sets, n_user, &sets, &n_sets) !=
+                    0)
+                    goto stop;
+            }
+            for (uint32_t k = 0; k < cfg->n_sites; k++) {
+                sp[k].pid = spawn_site(self, config, sp[k].name, run_dir, run_id, sp[k].slow, -1,
+                                       -1, 0, 2, sets, n_sets, cfg->sites[k].ranks);
+                if (sp[k].pid < 0) goto stop;
+                sp[k].started = 1;
+                sp[k].exited = 0;
+                sp[k].status = 0;
+                sp[k].killed = 0;
+                sp[k].chaos_down = 0;
+                sp[k].restarted = 1;
+            }
+            for (size_t e = 0; e < g_n_chaos; e++) /* the fresh cluster has every member */
+                if (g_chaos[e].kind == GT_CHAOS_ETCD && g_chaos[e].state == 1) g_chaos[e].state = 2;
+            whole_down = 0;
+            whole_restarts++;
+            down_rounds = 1;
+            fprintf(tty ? stdout : stderr,
+                    "-- sync-dp: every site restarted from its last checkpoint (restart %u)\n",
+                    whole_restarts);
+            drawn = 0;
+            running = cfg->n_sites;
+        }
         uint64_t now = gt_time_ns();
         if (tty || now - last_print > 5000000000ull || running == 0) {
             show_lines(sp, cfg->n_sites, tty, drawn);
             drawn = tty;
             last_print = now;
         }
-        if (running == 0) break;
+        if (running == 0 && !whole_down) break;
         if (g_interrupted) {
             printf("\ngeotrain launch: stopping every site (signal %d)\n", (int)g_interrupted);
             break;
@@ -804,7 +1263,10 @@ int gt_cmd_launch(int argc, char **argv)
 stop:
     /* Orderly stop of whatever still runs: SIGTERM, then SIGKILL after 30 s. */
     for (uint32_t i = 0; i < cfg->n_sites; i++)
-        if (sp[i].pid > 0 && !sp[i].exited) kill(sp[i].pid, SIGTERM);
+        if (sp[i].pid > 0 && !sp[i].exited) {
+            if (sp[i].chaos_stopped) kill(sp[i].pid, SIGCONT);
+            kill(sp[i].pid, SIGTERM);
+        }
     for (int w = 0; w < 300; w++) {
         uint32_t running = 0;
         for (uint32_t i = 0; i < cfg->n_sites; i++) {
@@ -827,9 +1289,12 @@ stop:
             waitpid(sp[i].pid, &sp[i].status, 0);
             sp[i].exited = 1;
         }
-    write_run_summary(run_dir, cfg, sp, (gt_time_ns() - t0) * 1e-9);
+    write_run_summary(run_dir, cfg, sp, (gt_time_ns() - t0) * 1e-9, t_first_unix, whole_restarts,
+                      chaos_skipped);
     rc = g_interrupted ? 130 : 0;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        /* --chaos killed it and the run ended before its restart, or before it rejoined */
+        if (sp[i].chaos_down || sp[i].ended_joining) continue;
         if (!sp[i].started || (sp[i].killed && sp[i].restart_round >= 0)) {
             fprintf(stderr,
                     "geotrain launch: site %s was never started again: the others ended first\n",
@@ -851,5 +1316,6 @@ out:
     for (uint32_t i = 0; sp && i < cfg->n_sites; i++) json_decref(sp[i].st);
     free(sp);
     gt_topo_destroy(cfg);
+    json_decref(launch_rec);
     return rc;
 }

@@ -61,6 +61,16 @@ static void usage(FILE *out)
             "complete checkpoint stays valid. A checkpoint damaged later (its files' size or\n"
             "checksum differ from state.json's, or a tensor holds NaN/Inf) is named and\n"
             "skipped: --resume falls back to the previous one.\n\n"
+            "Exit status of a site of several: 0 done, 3 removed from the run (stopped or cut\n"
+            "off past its lease: start it again and it rejoins as a joiner; launch does),\n"
+            "128 + N stopped by signal N, 1 failed.\n\n"
+            "Several sites: every run.checkpoint_every rounds, right after a round is applied\n"
+            "(step r*H + outer.overlap_steps), each site saves its trainer checkpoint and the\n"
+            "outer state (anchor, outer momentum, error-feedback residuals, round, counters) in\n"
+            "SITE/checkpoints/outer/ (the newest 2). With --resume, the sites that start the\n"
+            "run agree through etcd on the newest step all of them have intact, and continue\n"
+            "from it (`geotrain launch --resume RUN_DIR` restarts every site this way); none in\n"
+            "common: the run starts over. If the run is still going, the site joins it.\n\n"
             "Options:\n"
             "  --config FILE     the sites.yaml\n"
             "  --site NAME       which site this process is\n"
@@ -131,7 +141,7 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
 /* A site of a multi-site run: DiLoCo over the WAN (local/site.c). */
 static int run_site(const gt_topo_config_t *cfg, const char *site, const char *run_dir_opt,
                     const char *run_id, double slow, long long corrupt, long long kill_at,
-                    long long expect, gt_local_comm_t *world)
+                    long long expect, int resume, gt_local_comm_t *world)
 {
     char run_dir[GT_TOPO_PATH_MAX * 2 + 8], path[sizeof run_dir + 32];
     if (run_dir_opt)
@@ -156,11 +166,19 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
     sp.kill_at_round = kill_at;
     sp.expect_sites = expect > 0 ? (uint32_t)expect : 0;
     sp.comm = world;
+    sp.resume = resume;
     gt_status_t s = gt_local_site_run(&sp);
     if (s == GT_ERR_CLOSED) {
         fprintf(stderr, "geotrain run: site %s stopped by signal %d; it left the run\n", site,
                 (int)stop_signal);
         return 128 + (int)stop_signal;
+    }
+    if (s == GT_ERR_PEER_LOST) {
+        fprintf(stderr,
+                "geotrain run: site %s was removed from the run (it was stopped or cut "
+                "off past its lease); start it again to rejoin as a joiner (exit 3)\n",
+                site);
+        return 3;
     }
     if (s != GT_OK) {
         fprintf(stderr, "geotrain run: site %s failed: %s\n", site, gt_status_str(s));
@@ -301,7 +319,8 @@ int gt_cmd_run(int argc, char **argv)
     }
     const int lead = gt_local_comm_rank(world) == 0; /* writes the site's files */
     if (cfg->n_sites != 1) {
-        rc = run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at, expect, world);
+        rc =
+            run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at, expect, resume, world);
         goto out;
     }
     if (lead) {

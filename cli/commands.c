@@ -10,6 +10,8 @@ const gt_cli_cmd_t gt_cli_commands[] = {
     {"config", "validate a sites.yaml and print the resolved configuration", gt_cmd_config},
     {"keygen", "make a site's X25519 key pair for the secure WAN channel", gt_cmd_keygen},
     {"bench", "benchmarks (see `geotrain bench --help`)", gt_cmd_bench},
+    {"plan", "size a multi-site run: H, codec, utilization and WAN bytes on the links it has",
+     gt_cmd_plan},
     {"run", "train one site (one rank) from a sites.yaml; --resume continues a run", gt_cmd_run},
     {"grad", "one forward+backward of a safetensors GPT-2 on a token file (for checking the math)",
      gt_cmd_grad},

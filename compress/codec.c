@@ -30,8 +30,8 @@ struct gt_cmp_ctx {
     gt_cmp_topk_scratch_t topk;
 };
 
-static const char *const codec_names[GT_CMP_N_CODECS] = {"fp32", "bf16", "int8",
-                                                         "int4", "fp4",  "topk"};
+static const char *const codec_names[GT_CMP_N_CODECS] = {"fp32", "bf16", "int8", "int4",
+                                                         "fp4",  "topk", "int2"};
 static const char *const zstd_names[3] = {"auto", "on", "off"};
 
 gt_status_t gt_cmp_codec_from_name(const char *name, gt_cmp_codec_t *codec_p)
@@ -72,6 +72,9 @@ gt_status_t gt_cmp_params_check(const gt_cmp_params_t *p, char *why, size_t why_
         msg = "no parameters";
     else if ((unsigned)p->codec >= GT_CMP_N_CODECS)
         msg = "codec.name must be one of fp32, bf16, int8, int4, fp4, topk";
+    else if (p->codec == GT_CMP_INT2)
+        msg = "codec.name int2 is a format for top-k values only: use codec.name topk with "
+              "codec.topk_values int2";
     else if (p->block_size < GT_CMP_BLOCK_MIN || p->block_size > GT_CMP_BLOCK_MAX ||
              p->block_size % 16 != 0) {
         snprintf(buf, sizeof(buf), "codec.block_size must be a multiple of 16 in [%u, %u] (got %u)",
@@ -79,8 +82,8 @@ gt_status_t gt_cmp_params_check(const gt_cmp_params_t *p, char *why, size_t why_
         msg = buf;
     } else if (!(p->topk_fraction > 0.0 && p->topk_fraction <= 1.0))
         msg = "codec.topk_fraction must be in (0, 1]";
-    else if ((unsigned)p->topk_values >= GT_CMP_TOPK)
-        msg = "codec.topk_values must be one of fp32, bf16, int8, int4, fp4";
+    else if ((unsigned)p->topk_values >= GT_CMP_N_CODECS || p->topk_values == GT_CMP_TOPK)
+        msg = "codec.topk_values must be one of fp32, bf16, int8, int4, fp4, int2";
     else if (p->error_feedback != 0 && p->error_feedback != 1)
         msg = "codec.error_feedback must be true or false";
     else if ((unsigned)p->zstd > GT_CMP_ZSTD_OFF)
@@ -300,8 +303,9 @@ gt_status_t gt_cmp_frame_info(const void *frame, size_t frame_len, gt_cmp_frame_
     gt_cmp_frame_info_t in;
     in.codec = (gt_cmp_codec_t)f[5];
     in.values = (gt_cmp_codec_t)f[6];
-    if (f[5] >= GT_CMP_N_CODECS) BAD("codec %u", f[5]);
-    if (in.codec == GT_CMP_TOPK ? f[6] >= GT_CMP_TOPK : f[6] != f[5]) BAD("value codec %u", f[6]);
+    if (f[5] >= GT_CMP_N_CODECS || f[5] == GT_CMP_INT2) BAD("codec %u", f[5]);
+    if (in.codec == GT_CMP_TOPK ? f[6] >= GT_CMP_N_CODECS || f[6] == GT_CMP_TOPK : f[6] != f[5])
+        BAD("value codec %u", f[6]);
     if (f[7] & ~GT_CMP_FLAGS_KNOWN) BAD("flags 0x%x", f[7]);
     in.zstd = (f[7] & GT_CMP_FLAG_ZSTD) != 0;
     in.error_feedback = (f[7] & GT_CMP_FLAG_EF) != 0;

@@ -8,7 +8,10 @@
  *   int4  block-scaled integers in [-7, 7]      } elements (an 8-bit float relative to
  *   fp4   block-scaled e2m1 (OCP FP4)           } a shared exponent per 32 blocks)
  *   topk  the k = ceil(fraction * n) largest magnitudes (ties: the lower index wins), their
- *         indices delta-coded, their values in one of the five formats above
+ *         indices delta-coded, their values in one of the five formats above or in
+ *   int2  (topk values only) 2 bits a value: sign and one of two magnitudes {1, 3} x the
+ *         block's scale, the scale being half the block's mean magnitude (SparseLoCo-style:
+ *         the kept values of a top-k are never near zero, so no code is spent on zero)
  * Any codec can run with error feedback (DESIGN.md §1): the caller owns a residual vector e
  * of n floats, zeroed before the first round; encode quantizes v = x + e and leaves
  * e = v - decode(frame) behind. An optional zstd stage follows (`auto` uses it for topk only,
@@ -46,9 +49,10 @@ typedef enum {
     GT_CMP_INT8 = 2,
     GT_CMP_INT4 = 3,
     GT_CMP_FP4 = 4,
-    GT_CMP_TOPK = 5
+    GT_CMP_TOPK = 5,
+    GT_CMP_INT2 = 6 /* a value format of topk only: 2 bits a value, see below */
 } gt_cmp_codec_t;
-#define GT_CMP_N_CODECS 6
+#define GT_CMP_N_CODECS 7
 
 typedef enum {
     GT_CMP_ZSTD_AUTO = 0, /* zstd on the topk payload (indices compress well), not on dense */
@@ -61,7 +65,7 @@ typedef struct {
     gt_cmp_codec_t codec;       /* codec.name */
     uint32_t block_size;        /* codec.block_size: multiple of 16 in [16, 4096] */
     double topk_fraction;       /* codec.topk_fraction: in (0, 1] */
-    gt_cmp_codec_t topk_values; /* codec.topk_values: any codec but topk */
+    gt_cmp_codec_t topk_values; /* codec.topk_values: any codec but topk (int2 only here) */
     int error_feedback;         /* codec.error_feedback: encode needs a residual when set */
     gt_cmp_zstd_t zstd;         /* codec.zstd */
     int zstd_level;             /* codec.zstd_level: 1..19 */
@@ -91,7 +95,8 @@ typedef struct {
     int error_feedback;    /* 1 when the encoder used error feedback (informational) */
 } gt_cmp_frame_info_t;
 
-/* "fp32" ... "topk" <-> gt_cmp_codec_t. from_name returns GT_ERR_INVALID for other names. */
+/* "fp32" ... "topk", "int2" <-> gt_cmp_codec_t. from_name returns GT_ERR_INVALID for other names.
+ */
 GT_API GT_MUST_USE gt_status_t gt_cmp_codec_from_name(const char *name, gt_cmp_codec_t *codec_p);
 GT_API const char *gt_cmp_codec_name(gt_cmp_codec_t codec); /* "?" when out of range */
 /* "auto" | "on" | "off" <-> gt_cmp_zstd_t. */

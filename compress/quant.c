@@ -151,6 +151,11 @@ size_t gt_cmp_dense_size(gt_cmp_codec_t codec, uint32_t block, size_t n)
                ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
         return ng + nb + (codec == GT_CMP_INT8 ? n : (n + 1) / 2);
     }
+    case GT_CMP_INT2: {
+        size_t nb = (n + block - 1) / block,
+               ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+        return ng + nb + (n + 3) / 4;
+    }
     case GT_CMP_TOPK: break;
     }
     return 0;
@@ -229,11 +234,96 @@ static gt_status_t encode_blocks(gt_cmp_codec_t codec, uint32_t block, const flo
     return GT_OK;
 }
 
+/* int2 (the values of a top-k): per block the target scale is half the mean magnitude, so the
+ * two magnitudes s and 3s sit where the block's values are, not where its largest one is (a
+ * top-k keeps values from its threshold up, with a long tail); values above 3s are clipped
+ * and error feedback carries the rest. The target is rounded up to a representable scale
+ * (the same group exponent and 4.4 block code as int8/int4/fp4). Code of element i: 2 bits at
+ * bit 2(i mod 4) of byte i/4; bit 1 the sign, bit 0 the magnitude (0: s, 1: 3s); |v| >= 2s
+ * (exact: 2s is a float) takes 3s. Zero has no code: it becomes +s. Scalar only: the kept
+ * values are a few percent of a vector, and one implementation is its own reference. */
+static gt_status_t encode_int2(uint32_t block, const float *x, float *e, size_t n, uint8_t *payload)
+{
+    const size_t nb = (n + block - 1) / block;
+    const size_t ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+    uint8_t *gexp = payload, *bcode = payload + ng, *codes = payload + ng + nb;
+    float target[GT_CMP_GROUP_BLOCKS];
+    memset(codes, 0, (n + 3) / 4);
+    for (size_t g = 0; g < ng; g++) {
+        size_t j0 = g * GT_CMP_GROUP_BLOCKS;
+        size_t j1 = j0 + GT_CMP_GROUP_BLOCKS < nb ? j0 + GT_CMP_GROUP_BLOCKS : nb;
+        float smax = 0.0f;
+        for (size_t j = j0; j < j1; j++) {
+            size_t off = j * block, len = n - off < block ? n - off : block;
+            const float *v = e ? e + off : x + off;
+            uint32_t amax = 0;
+            double sum = 0.0;
+            for (size_t i = 0; i < len; i++) {
+                float vi = e ? (e[off + i] += x[off + i]) : v[i];
+                uint32_t b = gt_cmp_f2u(vi) & 0x7fffffffu;
+                amax = b > amax ? b : amax;
+                sum += fabs((double)vi);
+            }
+            if (amax >= GT_CMP_ABS_LIMIT) {
+                GT_ERROR("compress: int2 input has a %s value near element %zu",
+                         amax >= GT_CMP_ABS_INF ? "NaN/Inf" : ">= 2^100", off);
+                return GT_ERR_INVALID;
+            }
+            target[j - j0] = (float)(sum / (double)len * 0.5);
+            smax = target[j - j0] > smax ? target[j - j0] : smax;
+        }
+        if (smax == 0.0f) { /* every value of the group is zero: sent as zeros, nothing lost */
+            gexp[g] = 0;
+            for (size_t j = j0; j < j1; j++) bcode[j] = 0;
+            continue;
+        }
+        unsigned gc = (unsigned)(group_exponent(smax, 1) + 128);
+        gexp[g] = (uint8_t)gc;
+        for (size_t j = j0; j < j1; j++) {
+            size_t off = j * block, len = n - off < block ? n - off : block;
+            unsigned c = block_code(gc, target[j - j0], 1);
+            float s = gt_cmp_scale(gc, c), s2 = 2.0f * s, s3 = 3.0f * s;
+            bcode[j] = (uint8_t)c;
+            const float *v = e ? e + off : x + off;
+            for (size_t i = 0; i < len; i++) {
+                float vi = v[i];
+                unsigned mag = fabsf(vi) >= s2, neg = vi < 0.0f;
+                size_t at = off + i;
+                codes[at / 4] = (uint8_t)(codes[at / 4] | ((neg << 1 | mag) << (2 * (at % 4))));
+                if (e) {
+                    float y = mag ? s3 : s;
+                    e[at] = vi - (neg ? -y : y);
+                }
+            }
+        }
+    }
+    return GT_OK;
+}
+
+static void decode_int2(uint32_t block, const uint8_t *payload, size_t n, float *out)
+{
+    const size_t nb = (n + block - 1) / block;
+    const size_t ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+    const uint8_t *gexp = payload, *bcode = payload + ng, *codes = payload + ng + nb;
+    for (size_t j = 0; j < nb; j++) {
+        size_t off = j * block, len = n - off < block ? n - off : block;
+        unsigned g = gexp[j / GT_CMP_GROUP_BLOCKS];
+        if (g == 0) {
+            memset(out + off, 0, len * sizeof(float));
+            continue;
+        }
+        float s = gt_cmp_scale(g, bcode[j]);
+        const float lv[4] = {s, 3.0f * s, -s, -3.0f * s};
+        for (size_t i = off; i < off + len; i++) out[i] = lv[(codes[i / 4] >> (2 * (i % 4))) & 3u];
+    }
+}
+
 gt_status_t gt_cmp_dense_encode(gt_cmp_codec_t codec, uint32_t block, const float *x, float *e,
                                 size_t n, uint8_t *payload)
 {
     if (n == 0) return GT_OK;
     if (gt_cmp_is_block(codec)) return encode_blocks(codec, block, x, e, n, payload);
+    if (codec == GT_CMP_INT2) return encode_int2(block, x, e, n, payload);
     uint32_t bad = 0;
     if (codec == GT_CMP_FP32) { /* v = x (+ e), sent as is: the residual becomes 0 */
         bad = gt_cmp_kernels()->absmax(x, e, n) >= GT_CMP_ABS_INF;
@@ -311,6 +401,10 @@ void gt_cmp_dense_decode(gt_cmp_codec_t codec, uint32_t block, const uint8_t *pa
             memcpy(&h, payload + 2 * i, 2);
             out[i] = gt_cmp_u2f((uint32_t)h << 16);
         }
+        return;
+    }
+    if (codec == GT_CMP_INT2) {
+        decode_int2(block, payload, n, out);
         return;
     }
     const gt_cmp_kernels_t *K = gt_cmp_kernels();

@@ -105,7 +105,14 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.late_fold = cfg->outer.late == GT_LATE_FOLD;
     op.io.ctx = d;
     op.io.send = io_send;
+    double shares[GT_WAN_OUTER_MAX_SITES];
+    if (cfg->n_sites <= GT_WAN_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
+        op.shares = shares;
     if ((st = gt_wan_outer_create(&op, &d->outer)) != GT_OK) goto out;
+    /* The run's last round waits longer for every site. sync-dp is synchronous: every round
+     * does (every site waits for the slowest, as an all-reduce does; a site left behind by
+     * deadline closes would fall out of the kept results and time out). */
+    gt_wan_outer_set_last_round(d->outer, d->sync_dp ? 0 : (uint64_t)cfg->run.rounds - 1);
     if (gt_wan_outer_len(d->outer) != d->n_sub) {
         GT_ERROR("site %s: the outer engine's lanes (%zu floats) are not this rank's (%zu)",
                  d->name, gt_wan_outer_len(d->outer), d->n_sub);
@@ -113,14 +120,16 @@ gt_status_t dl_connect(gt_diloco_t *d)
         goto out;
     }
 
-    /* The largest message: a chunk's frame (every lane is cut into one chunk per site). */
+    /* The largest message: a chunk's frame (every lane is cut into one chunk per site; with
+     * bandwidth-aware shares the largest chunk is bigger than an equal one). */
     gt_cmp_ctx_t *probe = NULL;
     if ((st = gt_cmp_create(&cp, &probe)) != GT_OK) goto out;
     size_t lanes_here = 0;
     for (uint32_t l = 0; l < d->layout->n_lanes; l++)
         lanes_here += d->layout->lanes[l].rank == d->rank;
-    size_t max_msg =
-        64 + gt_cmp_bound(probe, d->n_sub / cfg->n_sites / lanes_here + 2 * cp.block_size + 1024);
+    size_t chunk_max = d->n_sub / cfg->n_sites / lanes_here;
+    if (gt_wan_outer_max_chunk(d->outer) > chunk_max) chunk_max = gt_wan_outer_max_chunk(d->outer);
+    size_t max_msg = 64 + gt_cmp_bound(probe, chunk_max + 2 * cp.block_size + 1024);
     gt_cmp_destroy(probe);
     gt_wan_mesh_params_t mp;
     memset(&mp, 0, sizeof mp);
@@ -148,6 +157,7 @@ gt_status_t dl_connect(gt_diloco_t *d)
     mbp.address = gt_wan_mesh_address(d->mesh);
     mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
     mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
+    mbp.note = d->resume_note; /* the checkpoints it can resume from (checkpoint.c) */
     /* A site that comes back after a crash may find its old member key still held by the
      * lease of the process that died: wait for that lease to run out. */
     uint64_t t_reg = gt_time_ns(),
@@ -202,7 +212,10 @@ gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
         return GT_OK;
     d->last_view_ns = now;
     if (gt_wan_member_health(d->member) != GT_OK) {
-        GT_ERROR("site %s: lost its membership lease; the others have removed it", d->name);
+        GT_ERROR("site %s: lost its membership lease; the others have removed it (it leaves "
+                 "without sending or applying anything more, and rejoins as a joiner when "
+                 "started again)",
+                 d->name);
         return GT_ERR_PEER_LOST;
     }
     gt_wan_view_t v;
@@ -215,6 +228,17 @@ gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
         return GT_OK; /* etcd hiccup: the lease tells us when it is serious */
     }
     if (v.epoch == d->view.epoch) return GT_OK;
+    int self_in = 0;
+    for (uint32_t k = 0; k < v.n_members; k++) self_in |= strcmp(v.members[k].name, d->name) == 0;
+    if (!self_in) {
+        /* The others moved on without us: we were stopped or cut off past our lease. Nothing
+         * we hold is current: leave, and come back as a joiner. */
+        GT_ERROR("site %s: view %llu no longer includes it: it was removed from the run (frozen "
+                 "or cut off for longer than its lease); it leaves without sending or applying "
+                 "anything more, and rejoins as a joiner when started again",
+                 d->name, (unsigned long long)v.epoch);
+        return GT_ERR_PEER_LOST;
+    }
     pthread_mutex_lock(&d->lock);
     st = apply_view(d, &v);
     pthread_mutex_unlock(&d->lock);
@@ -230,6 +254,8 @@ static void *wan_main(void *arg)
         pthread_mutex_lock(&d->lock);
         (void)gt_wan_mesh_progress(d->mesh);
         (void)gt_wan_outer_progress(d->outer, gt_time_ns());
+        if (!d->wan_error && gt_wan_mesh_health(d->mesh) != GT_OK) /* no peer accepts us */
+            d->wan_error = (int)GT_ERR_AUTH;
         pthread_mutex_unlock(&d->lock);
         struct timespec ts = {0, 200000}; /* 0.2 ms: the transports are polled */
         nanosleep(&ts, NULL);
@@ -280,6 +306,7 @@ gt_status_t dl_await_sites(gt_diloco_t *d)
     uint64_t t1 = gt_time_ns();
     while (st == GT_OK && (gt_time_ns() - t1) / 1000000u < cfg->wan.connect_timeout_ms) {
         (void)gt_wan_mesh_progress(d->mesh);
+        if (gt_wan_mesh_health(d->mesh) != GT_OK) return GT_ERR_AUTH; /* no peer accepts us */
         uint32_t ready = 1;
         for (uint32_t k = 0; k < d->view.n_members; k++) {
             uint32_t i;
@@ -291,6 +318,26 @@ gt_status_t dl_await_sites(gt_diloco_t *d)
         nanosleep(&ts, NULL);
     }
     return st;
+}
+
+gt_status_t dl_confirm_member(gt_diloco_t *d)
+{
+    const gt_topo_config_t *c = d->cfg;
+    uint64_t h0 = gt_wan_member_heartbeats(d->member), t0 = gt_time_ns();
+    uint64_t limit = (2ull * c->membership.heartbeat_ms + 3000ull) * 1000000ull;
+    while (gt_wan_member_heartbeats(d->member) < h0 + 2 && gt_time_ns() - t0 < limit) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    if (d->wan_error) return (gt_status_t)d->wan_error;
+    if (gt_wan_member_health(d->member) != GT_OK) {
+        GT_ERROR("site %s: was away longer than its lease and lost it: the others have removed "
+                 "it; it leaves without sending or applying anything more, and rejoins as a "
+                 "joiner when started again",
+                 d->name);
+        return GT_ERR_PEER_LOST;
+    }
+    return GT_OK;
 }
 
 /* The live peers of the current view (site indices), not us. */

@@ -10,7 +10,10 @@
  *
  * What a launcher passes to a trainer it did not write comes through the environment:
  * GT_CONFIG, GT_SET, GT_SITE, GT_RUN_DIR, GT_RUN_ID, and the chaos knobs GT_SLOW,
- * GT_KILL_AT_ROUND, GT_CORRUPT_ANCHOR, GT_EXPECT_SITES (`geotrain launch -- CMD`).
+ * GT_KILL_AT_ROUND, GT_CORRUPT_ANCHOR, GT_EXPECT_SITES (`geotrain launch -- CMD`). One knob
+ * is read whatever params.env says, because launch sets it for its own trainer too:
+ * GT_SLOW_WINDOWS, the slowdowns of a chaos schedule (`launch --chaos`), as
+ * "FACTOR@FROM-TO,..." (steps FACTOR times slower while step / H is in [FROM, TO)).
  */
 #include "diloco_internal.h"
 
@@ -43,7 +46,7 @@ size_t gt_diloco_status_size(void)
     return sizeof(gt_diloco_status_t);
 }
 
-static gt_status_t mkdirs(const char *path)
+gt_status_t dl_mkdirs(const char *path)
 {
     char buf[4096];
     size_t n = strlen(path);
@@ -122,6 +125,32 @@ static gt_status_t load_config(gt_diloco_t *d)
     return st;
 }
 
+/* GT_SLOW_WINDOWS="FACTOR@FROM-TO,...": chaos slowdowns for a window of rounds. */
+static gt_status_t parse_slow_windows(gt_diloco_t *d)
+{
+    const char *v = getenv("GT_SLOW_WINDOWS");
+    d->n_slow_win = 0;
+    while (v && *v) {
+        double f;
+        unsigned long long from, to;
+        int used = 0;
+        if (sscanf(v, "%lf@%llu-%llu%n", &f, &from, &to, &used) != 3 || !(f >= 1.0 && f <= 1000) ||
+            to <= from || d->n_slow_win >= (int)(sizeof d->slow_win / sizeof d->slow_win[0])) {
+            GT_ERROR("diloco: GT_SLOW_WINDOWS='%s': expected FACTOR@FROM-TO[,...] with FACTOR in "
+                     "[1, 1000], FROM < TO, at most 16 windows",
+                     getenv("GT_SLOW_WINDOWS"));
+            return GT_ERR_INVALID;
+        }
+        d->slow_win[d->n_slow_win].factor = f;
+        d->slow_win[d->n_slow_win].from = from;
+        d->slow_win[d->n_slow_win].to = to;
+        d->n_slow_win++;
+        v += used;
+        if (*v == ',') v++;
+    }
+    return GT_OK;
+}
+
 static double env_double(const char *name, double dflt)
 {
     const char *v = getenv(name);
@@ -146,7 +175,9 @@ static gt_status_t resolve(gt_diloco_t *d)
         GT_ERROR("diloco: the slow factor must be in [1, 1000], not %g", p->slow_factor);
         return GT_ERR_INVALID;
     }
-    gt_status_t st = load_config(d);
+    gt_status_t st = parse_slow_windows(d);
+    if (st != GT_OK) return st;
+    st = load_config(d);
     if (st != GT_OK) return st;
     const gt_topo_config_t *c = d->cfg;
     if (!p->site || gt_topo_site_index(c, p->site, &d->site) != GT_OK) {
@@ -199,7 +230,7 @@ static gt_status_t resolve(gt_diloco_t *d)
         snprintf(d->run_id, sizeof d->run_id, "%s.rank%u", id, d->rank);
     else
         snprintf(d->run_id, sizeof d->run_id, "%s", id);
-    return mkdirs(d->site_dir);
+    return dl_mkdirs(d->site_dir);
 }
 
 static gt_status_t alloc_vectors(gt_diloco_t *d)
@@ -230,12 +261,14 @@ static void destroy(gt_diloco_t *d)
     free(d->gdispls);
     free(d->anchor);
     free(d->snap);
+    free(d->exch);
     free(d->mom);
     free(d->delta);
     free(d->g);
     free(d->hist[0]);
     free(d->hist[1]);
     free(d->fetch);
+    free(d->resume_note);
     gt_topo_destroy(d->own_cfg);
     pthread_mutex_destroy(&d->lock);
     d->magic = 0;
@@ -282,12 +315,14 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->p = *params;
     d->pending = -1;
     d->hist_round[0] = d->hist_round[1] = -1;
+    d->resumed_step = -1;
     d->state = GT_DILOCO_STARTING;
     d->t_start = gt_time_ns();
     pthread_mutex_init(&d->lock, NULL);
     gt_status_t st = resolve(d);
     if (st == GT_OK) st = dl_layout(d);
     if (st == GT_OK) st = alloc_vectors(d);
+    if (st == GT_OK) st = dl_resume_prepare(d);
     if ((st = dl_agree(d, st)) != GT_OK) goto fail;
     if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;
     /* A run already marked as started is joined, not started: this site comes late, or back. */
@@ -296,7 +331,12 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     uint64_t v = (uint64_t)started;
     if ((st = dl_allreduce(d, &v, 1, GT_DILOCO_OP_MAX)) != GT_OK) goto fail;
     started = v != 0;
-    if ((st = dl_agree(d, dl_open_files(d, started))) != GT_OK) goto fail;
+    if (started && d->p.resume_dir)
+        GT_INFO("site %s: the run is in progress: joining it rather than resuming from a "
+                "checkpoint",
+                d->name);
+    int resume = !started && d->p.resume_dir;
+    if ((st = dl_agree(d, dl_open_files(d, started || resume))) != GT_OK) goto fail;
     if (started) {
         d->state = GT_DILOCO_JOINING;
         dl_write_status(d, 1);
@@ -305,8 +345,11 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     } else {
         dl_keep_state(d, HIST_INITIAL); /* served to a site whose initial vector differs */
         if ((st = dl_agree(d, dl_await_sites(d))) != GT_OK) goto fail;
+        if (resume && (st = dl_resume(d)) != GT_OK) goto fail;
         if ((st = dl_agree(d, dl_start_thread(d))) != GT_OK) goto fail;
-        if ((st = dl_agree(d, dl_start_check(d))) != GT_OK) goto fail;
+        /* Resumed sites hold the anchor of the same round: the first round's hash vote checks
+         * it (invariant I1), and the caller restores its own parameters. */
+        if (d->resumed_step < 0 && (st = dl_agree(d, dl_start_check(d))) != GT_OK) goto fail;
     }
     d->started_run = !started;
     if (gt_wan_member_mark_started(d->member) != GT_OK)
@@ -314,6 +357,9 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->step = d->first_step;
     d->state = d->step >= d->total ? GT_DILOCO_DONE : GT_DILOCO_TRAINING;
     d->t_train = d->t_last = d->metrics_t = gt_time_ns();
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    d->train_start_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
     pthread_mutex_lock(&d->lock);
     d->training = 1;
     d->next_submit = d->step / d->H;
@@ -340,7 +386,12 @@ static gt_status_t schedule(gt_diloco_t *d)
     gt_status_t st = GT_OK;
     if (d->sync_dp) {
         /* every step was a round, in gt_diloco_sync_grads; the final parameters logged */
-        if (step == d->total) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n));
+        if (step == d->total) {
+            pthread_mutex_lock(&d->lock);
+            double tok = gt_wan_outer_result_tokens(d->outer, step - 1);
+            pthread_mutex_unlock(&d->lock);
+            dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n), tok);
+        }
     } else if (step % d->H == 0) {
         uint64_t r = step / d->H - 1;
         if (d->pending >= 0 && (st = dl_apply(d, (uint64_t)d->pending, 0)) != GT_OK) return st;
@@ -369,17 +420,52 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
         return GT_ERR_INVALID;
     }
     uint64_t now = gt_time_ns();
+    if (!d->sync_dp && now - d->t_last > (uint64_t)d->cfg->membership.lease_ttl_s * 1000000000ull) {
+        /* This process (or thread) was away longer than its lease (SIGSTOP, a long pause): the
+         * others may have removed it. Before it submits or applies anything, a heartbeat made
+         * after the pause says whether its lease is still held (or the view left it out). */
+        gt_status_t live = dl_confirm_member(d);
+        if (live != GT_OK) {
+            d->state = GT_DILOCO_FAILED;
+            d->wan_error = (int)live;
+            return dl_agree(d, live);
+        }
+        now = gt_time_ns();
+    }
+    if (d->wan_error == GT_ERR_PEER_LOST) { /* removed: nothing more goes out or gets applied */
+        d->state = GT_DILOCO_FAILED;
+        return dl_agree(d, GT_ERR_PEER_LOST);
+    }
     if (compute_s < 0) compute_s = (now - d->t_last) * 1e-9;
     if (d->p.slow_factor > 1.0) { /* an emulated slow site: its steps take longer */
         double extra = compute_s * (d->p.slow_factor - 1.0);
         struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+        uint64_t s0 = gt_time_ns();
         nanosleep(&ts, NULL);
-        compute_s += extra;
+        /* the time the step really took: on a busy machine a sleep overruns, and that overrun
+         * is neither compute nor a wait for the WAN if it is not counted here */
+        compute_s += (gt_time_ns() - s0) * 1e-9;
     }
+    double slow0 = d->chaos_slow_s;
+    for (int w = 0; w < d->n_slow_win; w++) { /* a chaos slowdown for a window of rounds */
+        uint64_t round = d->step / d->H;      /* the round this step trains for */
+        if (round >= d->slow_win[w].from && round < d->slow_win[w].to) {
+            double extra = compute_s * (d->slow_win[w].factor - 1.0);
+            struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+            uint64_t s0 = gt_time_ns();
+            nanosleep(&ts, NULL);
+            extra = (gt_time_ns() - s0) * 1e-9; /* as slept, overrun included */
+            compute_s += extra;
+            d->chaos_slow_s += extra;
+            break;
+        }
+    }
+    d->life_compute_s += compute_s - (d->chaos_slow_s - slow0);
     d->compute_s += compute_s;
     d->step++;
     d->steps_trained++;
     d->tokens += tokens;
+    d->life_tokens += tokens;
     d->round_tokens += tokens;
     d->loss = loss;
     uint32_t log_every = d->cfg->run.log_every ? d->cfg->run.log_every : 1;
@@ -471,6 +557,7 @@ void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *s)
     s->hash_mismatches = os.hash_mismatches;
     s->anchor_refetches = d->refetches;
     s->param_passes = d->passes;
+    s->resumed_step = d->resumed_step;
 }
 
 gt_status_t gt_diloco_summary(gt_diloco_t *d, char *buf, size_t cap, size_t *len_p)

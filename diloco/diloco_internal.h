@@ -8,6 +8,7 @@
  *              fetching (θ_a, m), joining a run in progress
  *   connect.c  outer engine, mesh and membership; the background WAN thread; views
  *   files.c    anchors.jsonl, status.json, metrics.jsonl, summary.json
+ *   checkpoint.c  the outer state saved at a round boundary, and a whole run resumed from it
  *
  * Vectors (n = the full parameter vector, n_sub = this rank's lanes; n_sub = n with one rank):
  *   x       (n)      θ_s, the caller's
@@ -104,17 +105,35 @@ struct gt_diloco {
     double loss, loss_acc;
     uint32_t loss_n;
     double compute_s, wait_s;
+    double *exch; /* per applied round: submit to the last result chunk (s), for the median */
+    size_t exch_n, exch_cap;
+    /* Chaos (launch --chaos, GT_SLOW_WINDOWS): steps slowed while applied_upto is in
+     * [from, to); the time that added, kept apart so goodput can use the site's own speed. */
+    struct {
+        double factor;
+        uint64_t from, to;
+    } slow_win[16];
+    int n_slow_win;
+    double chaos_slow_s;
+    /* tokens trained by this process, and its compute time without chaos slowdowns: the
+     * site's speed for goodput (tokens and compute_s are restored on resume) */
+    uint64_t life_tokens;
+    double life_compute_s;
+    double train_start_unix; /* CLOCK_REALTIME when this process started training */
     uint64_t t_start, t_train, t_train_end, t_last; /* t_last: the previous step call returned */
     uint64_t metrics_t, metrics_tok;
     gt_diloco_state_t state;
     int closed;
     /* Files (files.c); rank 0 only */
-    FILE *metrics, *anchors;
+    FILE *metrics, *anchors, *submits;
     uint64_t status_ns, status_bytes;
     double wan_mbps;
     char result_key[16][48];
     double result_val[16];
     int n_results;
+    /* Resume (checkpoint.c) */
+    char *resume_note;    /* {"resume_steps": [...]}: this site's offer, in its member value */
+    int64_t resumed_step; /* the step the run resumed at (-1: none) */
 };
 
 /* connect.c */
@@ -122,6 +141,9 @@ gt_status_t dl_connect(gt_diloco_t *d);
 gt_status_t dl_start_thread(gt_diloco_t *d);
 void dl_stop_thread(gt_diloco_t *d);
 gt_status_t dl_refresh_view(gt_diloco_t *d, int force);
+/* After a pause longer than the lease: waits for a fresh heartbeat; GT_ERR_PEER_LOST when the
+ * lease is gone (the site was removed). */
+gt_status_t dl_confirm_member(gt_diloco_t *d);
 gt_status_t dl_await_sites(gt_diloco_t *d);
 uint32_t dl_view_peers(gt_diloco_t *d, uint32_t *peers, int *self_in_p);
 void dl_disconnect(gt_diloco_t *d);
@@ -148,10 +170,20 @@ gt_status_t dl_start_check(gt_diloco_t *d);
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
 gt_status_t dl_refetch(gt_diloco_t *d, uint64_t r);
 
+/* checkpoint.c: the steps this site can resume at, into resume_note (before dl_connect); then,
+ * once every site registered, the common step agreed and the outer state loaded. */
+gt_status_t dl_resume_prepare(gt_diloco_t *d);
+gt_status_t dl_resume(gt_diloco_t *d);
+gt_status_t dl_mkdirs(const char *path);
+
 /* files.c */
 gt_status_t dl_open_files(gt_diloco_t *d, int append);
 void dl_close_files(gt_diloco_t *d);
-void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash);
+/* One line of anchors.jsonl; tokens >= 0: the tokens whose gradients round r's result carried
+ * (goodput), < 0: not known here (a joiner's fetched anchor). */
+void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash, double tokens);
+/* One line of submits.jsonl: this site submitted round r's delta, weighted by `tokens`. */
+void dl_log_submit(gt_diloco_t *d, uint64_t r, uint64_t tokens);
 void dl_write_status(gt_diloco_t *d, int force);
 void dl_metrics_line(gt_diloco_t *d);
 gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char **text_p);

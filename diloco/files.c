@@ -1,7 +1,8 @@
 /* files.c — what a site writes under RUN_DIR/SITE/, whatever trains it: anchors.jsonl (the
  * anchor's hash after every round: invariant I1 is checked across sites from these),
  * status.json (the live line `geotrain launch` shows), metrics.jsonl (unless the caller keeps
- * its own) and summary.json.
+ * its own), submits.jsonl (the round and tokens of every delta it submitted: with anchors.jsonl's
+ * per-round result tokens, the ledger that shows no token counted twice) and summary.json.
  *
  * status.json is rewritten at most twice a second, replaced by rename so a reader never sees
  * half a file, but not fsynced (a crash loses nothing that matters, and an fsync per write
@@ -16,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *dl_state_name(gt_diloco_state_t s)
@@ -27,9 +29,10 @@ const char *dl_state_name(gt_diloco_state_t s)
 
 gt_status_t dl_open_files(gt_diloco_t *d, int append)
 {
-    static const char *const files[2] = {"metrics.jsonl", "anchors.jsonl"};
+    static const char *const files[3] = {"metrics.jsonl", "anchors.jsonl", "submits.jsonl"};
+    FILE **fps[3] = {&d->metrics, &d->anchors, &d->submits};
     char path[2300];
-    for (int f = 0; f < 2 && d->rank == 0; f++) {
+    for (int f = 0; f < 3 && d->rank == 0; f++) {
         if (f == 0 && !d->p.metrics) continue;
         snprintf(path, sizeof path, "%s/%s", d->site_dir, files[f]);
         FILE *fp = fopen(path, append ? "a" : "w");
@@ -37,7 +40,7 @@ gt_status_t dl_open_files(gt_diloco_t *d, int append)
             GT_ERROR("site %s: cannot create %s: %s", d->name, path, strerror(errno));
             return GT_ERR_IO;
         }
-        *(f == 0 ? &d->metrics : &d->anchors) = fp;
+        *fps[f] = fp;
     }
     return GT_OK;
 }
@@ -46,15 +49,34 @@ void dl_close_files(gt_diloco_t *d)
 {
     if (d->metrics) fclose(d->metrics);
     if (d->anchors) fclose(d->anchors);
-    d->metrics = d->anchors = NULL;
+    if (d->submits) fclose(d->submits);
+    d->metrics = d->anchors = d->submits = NULL;
 }
 
-void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash)
+void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash, double tokens)
 {
     if (!d->anchors) return;
-    fprintf(d->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\"}\n", (unsigned long long)r,
-            (unsigned long long)hash);
+    if (tokens >= 0) /* to 3 decimals: the sum's rounding depends on the chunks' arrival order */
+        fprintf(d->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\",\"tokens\":%.3f}\n",
+                (unsigned long long)r, (unsigned long long)hash, tokens);
+    else
+        fprintf(d->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\"}\n", (unsigned long long)r,
+                (unsigned long long)hash);
     fflush(d->anchors);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void dl_log_submit(gt_diloco_t *d, uint64_t r, uint64_t tokens)
+{
+    if (!d->submits) return;
+    fprintf(d->submits, "{\"round\":%llu,\"tokens\":%llu}\n", (unsigned long long)r,
+            (unsigned long long)tokens);
+    fflush(d->submits);
 }
 
 static int replace_file(const char *path, const char *text, int durable)
@@ -101,6 +123,8 @@ void dl_write_status(gt_diloco_t *d, int force)
                           "tokens_per_s", wall > 0 ? (double)d->tokens / wall : 0.0, "wan_mbps",
                           d->wan_mbps, "wait_s", d->wait_s, "view_epoch", (json_int_t)d->view.epoch,
                           "live_sites", (int)d->view.n_members);
+    if (o && d->train_start_unix > 0)
+        json_object_set_new(o, "train_start_unix", json_real(d->train_start_unix));
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     char path[2300];
     snprintf(path, sizeof path, "%s/status.json", d->site_dir);
@@ -146,10 +170,13 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     pthread_mutex_unlock(&d->lock);
     uint64_t refetches = d->refetches;
     if (d->ranks > 1) { /* the site's WAN traffic is every rank's */
-        uint64_t *f[] = {
-            &ms.bytes_sent,  &ms.bytes_received, &ms.rejected, &os.on_time,     &os.late,
-            &os.dropped,     &os.rejected,       &os.clipped,  &os.hash_checks, &os.hash_mismatches,
-            &os.deltas_sent, &refetches,         &os.open,     &os.joins};
+        uint64_t *f[] = {&ms.bytes_sent, &ms.bytes_received, &ms.rejected, &os.on_time, &os.late,
+                         &os.dropped, &os.rejected, &os.clipped, &os.hash_checks,
+                         &os.hash_mismatches, &os.deltas_sent, &refetches, &os.open, &os.joins,
+                         /* the WAN's listening socket and re-sends (wan/ctl.c, wan/mesh.c) */
+                         &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out,
+                         &ms.gate.connections_capped, &ms.reconnects, &ms.resent, &ms.duplicates,
+                         &ms.peers_cut, &ms.gate.data_stray};
         uint64_t v[sizeof f / sizeof f[0]];
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) v[i] = *f[i];
         gt_status_t st = dl_allreduce(d, v, sizeof v / sizeof v[0], GT_DILOCO_OP_SUM);
@@ -187,7 +214,45 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         (json_int_t)d->steps_trained, "joins_seen", (json_int_t)os.joins, "param_passes", d->passes,
         "param_passes_per_round", per_round);
     if (!o) return GT_ERR_NOMEM;
+    /* goodput (launch): this life's speed without chaos slowdowns, and when it trained */
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
+    double end_unix = now_unix - (d->t_train_end ? (now - d->t_train_end) * 1e-9 : 0.0);
+    json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
+    json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
+    json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));
+    json_object_set_new(o, "train_start_unix",
+                        d->train_start_unix > 0 ? json_real(d->train_start_unix) : json_null());
+    json_object_set_new(o, "train_end_unix",
+                        d->train_start_unix > 0 ? json_real(end_unix) : json_null());
+    json_object_set_new(o, "resumed_step",
+                        d->resumed_step >= 0 ? json_integer((json_int_t)d->resumed_step)
+                                             : json_null());
+    json_object_set_new(o, "handshakes_refused",
+                        json_integer((json_int_t)ms.gate.handshakes_refused));
+    json_object_set_new(
+        o, "wan",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "handshakes_refused",
+                  (json_int_t)ms.gate.handshakes_refused, "handshakes_timed_out",
+                  (json_int_t)ms.gate.handshakes_timed_out, "connections_capped",
+                  (json_int_t)ms.gate.connections_capped, "reconnects", (json_int_t)ms.reconnects,
+                  "resent", (json_int_t)ms.resent, "duplicates", (json_int_t)ms.duplicates,
+                  "peers_cut", (json_int_t)ms.peers_cut, "data_stray",
+                  (json_int_t)ms.gate.data_stray, "frames_rejected", (json_int_t)ms.rejected));
     json_object_set_new(o, "eval_loss", json_null());
+    /* Median seconds from submitting a round to holding all of its result (bench outer). */
+    double *ex = d->exch_n ? malloc(d->exch_n * sizeof *ex) : NULL;
+    if (ex) {
+        memcpy(ex, d->exch, d->exch_n * sizeof *ex);
+        qsort(ex, d->exch_n, sizeof *ex, cmp_double);
+        size_t h = d->exch_n / 2;
+        double med = d->exch_n % 2 ? ex[h] : 0.5 * (ex[h - 1] + ex[h]);
+        free(ex);
+        json_object_set_new(o, "exchange_s_median", json_real(med));
+    } else {
+        json_object_set_new(o, "exchange_s_median", json_null());
+    }
     for (int i = 0; i < d->n_results; i++)
         json_object_set_new(o, d->result_key[i],
                             isfinite(d->result_val[i]) ? json_real(d->result_val[i]) : json_null());

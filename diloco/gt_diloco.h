@@ -112,12 +112,23 @@ typedef struct {
     int64_t corrupt_anchor_round; /* chaos: flip one bit of the anchor after this round (-1:
                                      never); the hash vote must catch it and re-fetch */
     uint32_t expect_sites;        /* round 0 starts once this many sites registered (0: all) */
+    /* Resume a stopped run (gt_diloco_save wrote the outer state into this directory; NULL:
+     * start or join). Every site that registers before round 0 offers the steps it can resume
+     * at; the run continues from the newest step every one of them offers (none in common:
+     * from the beginning). status.resumed_step says which; the caller then restores its own
+     * state (parameters, optimizer, data position) saved at that step. A run already in
+     * progress is joined instead. */
+    const char *resume_dir;
+    /* The steps at which the caller can restore its own state (its intact checkpoints); NULL:
+     * any step the library has an intact outer state for. */
+    const uint64_t *resume_steps;
+    size_t n_resume_steps;
 } gt_diloco_params_t;
 
 #define GT_DILOCO_PARAMS_INIT                                                                 \
     {                                                                                         \
         NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, {NULL, 0, 1, NULL, NULL}, NULL, NULL, \
-            NULL, NULL, 1, 1, 1.0, -1, -1, 0                                                  \
+            NULL, NULL, 1, 1, 1.0, -1, -1, 0, NULL, NULL, 0                                   \
     }
 
 /* The same defaults for callers that cannot use the macro (language bindings), and the
@@ -156,7 +167,8 @@ typedef struct {
     uint64_t view_epoch;
     uint32_t live_sites;
     uint64_t hash_checks, hash_mismatches, anchor_refetches;
-    double param_passes; /* full sweeps over the parameter vector by the outer step */
+    double param_passes;  /* full sweeps over the parameter vector by the outer step */
+    int64_t resumed_step; /* the step this site resumed the run at (params.resume_dir); -1 none */
 } gt_diloco_status_t;
 
 /* Joins the run as the site params->site: loads the config, connects to the other sites,
@@ -198,6 +210,16 @@ GT_API void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *status_p);
  * cap is too small. Collective over the site's ranks (it sums their WAN counters). */
 GT_API gt_status_t gt_diloco_summary(gt_diloco_t *d, char *buf, size_t cap,
                                      size_t *len_p) GT_MUST_USE;
+
+/* Saves the outer state — θ_a, the outer momentum, the error-feedback residuals, the round, the
+ * view epoch, the contribution counters, the site's token and step counts — as
+ * DIR/outer-SSSSSSSS.gtos (S = the step; "-rankK" for rank K of a multi-rank site), crash-safe
+ * (temporary file, fsync, rename, fsync of DIR) with an XXH3-128 checksum, and keeps the newest
+ * `keep` (0: 1). Only at a round boundary: right after gt_diloco_step applied a round, i.e. when
+ * the step is r·H + τ (r >= 1); sync-dp: after any step. Save the caller's own state (its
+ * parameters, optimizer and data position) at the same step. Collective over the site's ranks.
+ * To resume, pass DIR as params.resume_dir (see there). */
+GT_API gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep) GT_MUST_USE;
 
 /* Adds a number to summary.json (e.g. "eval_loss" of the final anchor); at most 16 keys. */
 GT_API gt_status_t gt_diloco_set_result(gt_diloco_t *d, const char *key, double value) GT_MUST_USE;

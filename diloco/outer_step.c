@@ -168,12 +168,38 @@ gt_status_t dl_submit(gt_diloco_t *d, uint64_t r)
     }
     d->passes += 1.0;
     pthread_mutex_lock(&d->lock);
+    /* logged before the frames can leave: a site killed in between is then in the ledger with
+     * a contribution that may not have gone out (counted lost), never the other way round */
+    dl_log_submit(d, r, d->round_tokens);
     st = gt_wan_outer_submit(d->outer, r, d->delta, (double)d->round_tokens, d->own_hash,
                              gt_time_ns());
     d->next_submit = r + 1;
     pthread_mutex_unlock(&d->lock);
     d->round_tokens = 0;
     return st;
+}
+
+/* The minority-partition rule (docs/diloco.md#zombies-and-partitions). A site that has waited
+ * long for a result and whose WAN reaches fewer than half of its view (itself included; at
+ * exactly half, the side without the view's first site) is the cut-off side: it leaves, so the
+ * majority moves to a view without it and takes over its chunks, rather than every site
+ * waiting on it until the cut heals or the wait gives up. Under d->lock. */
+static int cut_off(const gt_diloco_t *d)
+{
+    const gt_wan_view_t *v = &d->view;
+    uint32_t n = 0, reach = 0, first = UINT32_MAX, first_reached = 0;
+    for (uint32_t k = 0; k < v->n_members; k++) {
+        uint32_t i;
+        if (gt_topo_site_index(d->cfg, v->members[k].name, &i) != GT_OK) continue;
+        int r = i == d->site || gt_wan_mesh_peer_ready(d->mesh, i);
+        n++;
+        reach += (uint32_t)r;
+        if (i < first) {
+            first = i;
+            first_reached = r;
+        }
+    }
+    return n > 1 && (2 * reach < n || (2 * reach == n && !first_reached));
 }
 
 /* Drives nothing itself (the WAN thread does): waits until round r's g is in d->g. Bounded: a
@@ -187,6 +213,9 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r)
                      (uint64_t)c->membership.lease_ttl_s * 3000000000ull +
                      (uint64_t)c->wan.peer_timeout_ms * 1000000ull + 10000000000ull;
     gt_status_t st;
+    /* past the straggler deadline and a lease: not a slow round any more */
+    uint64_t partition_ns = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
+                            (uint64_t)c->membership.lease_ttl_s * 1000000000ull;
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     for (;;) {
@@ -196,6 +225,20 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r)
         if (st != GT_ERR_AGAIN) break;
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
         if (d->wan_error) return (gt_status_t)d->wan_error;
+        uint64_t waited = gt_time_ns() - t0;
+        if (waited > partition_ns) {
+            pthread_mutex_lock(&d->lock);
+            int cut = cut_off(d);
+            pthread_mutex_unlock(&d->lock);
+            if (cut) {
+                GT_ERROR("site %s: round %llu's result has not arrived in %.0f s and its WAN "
+                         "reaches less than a majority of the view (a partition): it leaves, so "
+                         "the others go on without it, and rejoins as a joiner when started "
+                         "again",
+                         d->name, (unsigned long long)r, waited * 1e-9);
+                return GT_ERR_PEER_LOST;
+            }
+        }
         dl_write_status(d, 0);
         if (gt_time_ns() - t0 > limit) {
             GT_ERROR("site %s: round %llu's result has not arrived in %.0f s; giving up", d->name,
@@ -326,7 +369,25 @@ static size_t full_index(const gt_diloco_t *d, size_t p)
 gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
 {
     gt_status_t st = dl_wait_result(d, r);
+    double tokens = 0;
     int verdict = 0;
+    if (st == GT_OK) { /* the exchange time, for exchange_s_median in the summary */
+        pthread_mutex_lock(&d->lock);
+        double ex = gt_wan_outer_exchange_s(d->outer, r);
+        pthread_mutex_unlock(&d->lock);
+        if (d->exch_n == d->exch_cap) {
+            size_t cap = d->exch_cap ? 2 * d->exch_cap : 64;
+            double *q = realloc(d->exch, cap * sizeof *q);
+            if (q) {
+                d->exch = q;
+                d->exch_cap = cap;
+            }
+        }
+        if (isfinite(ex) && d->exch_n < d->exch_cap) d->exch[d->exch_n++] = ex;
+        pthread_mutex_lock(&d->lock);
+        tokens = gt_wan_outer_result_tokens(d->outer, r);
+        pthread_mutex_unlock(&d->lock);
+    }
     if (st == GT_OK && r > 0) {
         pthread_mutex_lock(&d->lock);
         verdict = gt_wan_outer_hash_verdict(d->outer, r - 1);
@@ -362,7 +423,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
     d->rounds_applied++;
     d->applied_upto = r + 1;
-    dl_log_anchor(d, r, hash);
+    dl_log_anchor(d, r, hash, tokens);
     return GT_OK;
 }
 
@@ -381,8 +442,12 @@ gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t 
             XXH3_64bits_update(&h, d->x + ln->offset, ln->count * sizeof(float));
     }
     uint64_t hash = XXH3_64bits_digest(&h);
-    if (step > 0) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n));
     pthread_mutex_lock(&d->lock);
+    double prev_tokens = step > 0 ? gt_wan_outer_result_tokens(d->outer, step - 1) : 0.0;
+    pthread_mutex_unlock(&d->lock);
+    if (step > 0) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n), prev_tokens);
+    pthread_mutex_lock(&d->lock);
+    dl_log_submit(d, step, tokens); /* before the frames can leave, as in dl_submit */
     st = gt_wan_outer_submit(d->outer, step, d->delta, (double)tokens, hash, gt_time_ns());
     pthread_mutex_unlock(&d->lock);
     if (st == GT_OK) st = dl_wait_result(d, step);

@@ -488,7 +488,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
     d->joined_round = R;
     d->applied_upto = R;
-    dl_log_anchor(d, R - 1, gt_wan_outer_hash(d->anchor, d->n));
+    dl_log_anchor(d, R - 1, gt_wan_outer_hash(d->anchor, d->n), -1.0);
     *start_p = R * d->H + d->tau;
     GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)", name,
             (unsigned long long)*start_p, (unsigned long long)R - 1, (gt_time_ns() - t0) * 1e-9);

@@ -392,7 +392,7 @@ static gt_status_t parse_hex64(const char *s, uint64_t *v_p)
 
 /* Loads one checkpoint folder. GT_ERR_CONFIG: made under other settings; GT_ERR_CORRUPT: the
  * folder fails a check (the reason is logged); anything else is this machine's trouble. */
-static gt_status_t resume_from(gt_local_trainer_t *tr, const char *dir)
+static gt_status_t resume_from(gt_local_trainer_t *tr, const char *dir, int load)
 {
     char file[4200];
     gt_status_t s = GT_OK;
@@ -429,6 +429,7 @@ static gt_status_t resume_from(gt_local_trainer_t *tr, const char *dir)
         GT_CHECK_GOTO(verify_files(dir, json_object_get(state, "files")), s, out);
     else
         GT_WARN("%s: a version-1 checkpoint has no checksums; its files are loaded unchecked", dir);
+    if (!load) goto out; /* checked only */
     json_t *rank_data = json_object_get(state, "rank_data");
     int R = gt_local_comm_size(tr->comm);
     size_t saved_ranks = rank_data ? json_array_size(rank_data) : 1;
@@ -496,7 +497,7 @@ gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
     for (size_t i = 0; i < count; i++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/step-%08" PRIu64, root, steps[i]);
-        s = resume_from(tr, dir);
+        s = resume_from(tr, dir, 1);
         if (s != GT_ERR_CORRUPT) break;
         if (i + 1 < count)
             GT_WARN("checkpoint %s is unusable (above); falling back to the previous one, "
@@ -507,4 +508,39 @@ gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root)
     }
     free(steps);
     return s;
+}
+
+gt_status_t gt_local_trainer_resume_step(gt_local_trainer_t *tr, const char *root, uint64_t step)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/step-%08" PRIu64, root, step);
+    return resume_from(tr, dir, 1);
+}
+
+gt_status_t gt_local_trainer_ckpt_steps(gt_local_trainer_t *tr, const char *root, uint64_t *steps_p,
+                                        size_t cap, size_t *n_p)
+{
+    uint64_t *steps = NULL;
+    size_t count = 0, n = 0;
+    gt_status_t s = list_steps(root, &steps, &count);
+    if (s != GT_OK) {
+        GT_ERROR("cannot list checkpoints in %s: %s", root, strerror(errno));
+        return s;
+    }
+    for (size_t i = 0; i < count && n < cap; i++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/step-%08" PRIu64, root, steps[i]);
+        s = resume_from(tr, dir, 0);
+        if (s == GT_OK)
+            steps_p[n++] = steps[i];
+        else if (s == GT_ERR_CORRUPT || s == GT_ERR_CONFIG)
+            GT_WARN("checkpoint %s is unusable (above)%s", dir,
+                    i + 1 < count ? "; the previous one is tried" : "");
+        else
+            break;
+    }
+    free(steps);
+    if (s != GT_OK && s != GT_ERR_CORRUPT && s != GT_ERR_CONFIG) return s;
+    *n_p = n;
+    return GT_OK;
 }

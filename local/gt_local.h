@@ -407,6 +407,16 @@ GT_API gt_status_t gt_local_trainer_save(gt_local_trainer_t *tr, const char *roo
  * the next older one; GT_ERR_CORRUPT when none is intact. After an error the trainer may
  * hold part of a checkpoint: destroy it. */
 GT_API gt_status_t gt_local_trainer_resume(gt_local_trainer_t *tr, const char *root) GT_MUST_USE;
+/* Loads the checkpoint of exactly `step` under `root` (the step a whole run resumes at), with
+ * the same checks; GT_ERR_CORRUPT or GT_ERR_CONFIG when it fails one. */
+GT_API gt_status_t gt_local_trainer_resume_step(gt_local_trainer_t *tr, const char *root,
+                                                uint64_t step) GT_MUST_USE;
+/* The steps of the checkpoints under `root` that pass every check but the finiteness of the
+ * values (config hash, sizes, checksums), newest first, at most `cap`; nothing is loaded. A
+ * checkpoint that fails is logged and left out. */
+GT_API gt_status_t gt_local_trainer_ckpt_steps(gt_local_trainer_t *tr, const char *root,
+                                               uint64_t *steps_p, size_t cap,
+                                               size_t *n_p) GT_MUST_USE;
 /* The newest complete checkpoint folder under `root` into path_p[n]; GT_ERR_NOT_FOUND if
  * none. */
 GT_API gt_status_t gt_local_ckpt_latest(const char *root, char *path_p, size_t n) GT_MUST_USE;
@@ -455,11 +465,15 @@ typedef struct {
     /* How many sites (this one included) must have registered before round 0 starts; 0 = all
      * configured sites. Fewer when some are to join later (`geotrain launch --join`). */
     uint32_t expect_sites;
+    /* 1: resume the run from the site's checkpoints (SITE/checkpoints/: the trainer's and the
+     * outer state's in outer/), at the newest step every site that starts the run has; a run
+     * in progress is joined instead. */
+    int resume;
 } gt_local_site_params_t;
 
-#define GT_LOCAL_SITE_PARAMS_INIT                               \
-    {                                                           \
-        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1, NULL, 0 \
+#define GT_LOCAL_SITE_PARAMS_INIT                                  \
+    {                                                              \
+        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1, NULL, 0, 0 \
     }
 
 GT_API gt_status_t gt_local_site_run(const gt_local_site_params_t *params) GT_MUST_USE;

@@ -160,8 +160,11 @@ static gt_status_t setup(site_t *s, uint32_t site, float **params_p)
     return GT_OK;
 }
 
-/* The library: collective over the site's ranks. */
-static gt_status_t join_run(site_t *s, float *params)
+#define MAX_RESUME 16
+
+/* The library: collective over the site's ranks. `steps`: the trainer checkpoints a resume
+ * may use (n_steps of them), or NULL. */
+static gt_status_t join_run(site_t *s, float *params, const uint64_t *steps, size_t n_steps)
 {
     const gt_local_site_params_t *p = s->p;
     int ranks = s->comm ? gt_local_comm_size(s->comm) : 1;
@@ -192,6 +195,13 @@ static gt_status_t join_run(site_t *s, float *params)
     dp.kill_at_round = p->kill_at_round;
     dp.corrupt_anchor_round = p->corrupt_anchor_round ? (int64_t)p->corrupt_anchor_round - 1 : -1;
     dp.expect_sites = p->expect_sites;
+    char outer_dir[2200];
+    snprintf(outer_dir, sizeof outer_dir, "%s/checkpoints/outer", s->site_dir);
+    if (p->resume) {
+        dp.resume_dir = outer_dir;
+        dp.resume_steps = steps;
+        dp.n_resume_steps = n_steps;
+    }
     return gt_diloco_create(&dp, &s->dl);
 }
 
@@ -212,16 +222,36 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     snprintf(s.site_dir, sizeof s.site_dir, "%s/%s", p->run_dir, s.name);
     int lead = !s.comm || gt_local_comm_rank(s.comm) == 0; /* writes the site's files */
     float *params = NULL;
+    char root[2100], outer_root[2200];
+    snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
+    snprintf(outer_root, sizeof outer_root, "%s/outer", root);
+    uint64_t ck_steps[MAX_RESUME];
+    size_t n_ck = 0;
     gt_status_t st = gt_local_comm_agree(s.comm, setup(&s, site, &params));
-    if (st == GT_OK) st = join_run(&s, params); /* the library agrees across ranks itself */
+    /* Resume: the trainer checkpoints that pass their checks are what this site can offer. */
+    if (st == GT_OK && p->resume)
+        st = gt_local_comm_agree(
+            s.comm, gt_local_trainer_ckpt_steps(s.tr, root, ck_steps, MAX_RESUME, &n_ck));
+    if (st == GT_OK) st = join_run(&s, params, ck_steps, n_ck); /* agrees across ranks itself */
     if (st != GT_OK) goto out;
     gt_diloco_status_t ds;
     gt_diloco_status(s.dl, &ds);
     const uint64_t total = ds.total_steps, H = cfg->inner.steps;
     uint64_t step = ds.first_step;
     int took_part = step < total; /* a joiner can come too late to take part */
-    /* A site that joins starts at R·H + τ: its data skipped to match, fresh AdamW moments. */
-    if (step > 0 && took_part && (st = gt_local_trainer_skip_to(s.tr, step)) != GT_OK) goto out;
+    if (ds.resumed_step >= 0) {
+        /* The whole run resumed at this step: the trainer's own state from the same step. */
+        st = gt_local_comm_agree(
+            s.comm, gt_local_trainer_resume_step(s.tr, root, (uint64_t)ds.resumed_step));
+        if (st != GT_OK) {
+            GT_ERROR("site %s: cannot load its checkpoint of step %lld, which the run resumes at",
+                     s.name, (long long)ds.resumed_step);
+            goto out;
+        }
+    } else if (step > 0 && took_part && (st = gt_local_trainer_skip_to(s.tr, step)) != GT_OK) {
+        /* A site that joins starts at R·H + τ: its data skipped to match, fresh AdamW moments. */
+        goto out;
+    }
     if (lead) {
         char path[2100];
         snprintf(path, sizeof path, "%s/metrics.jsonl", s.site_dir);
@@ -246,19 +276,19 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         if (st != GT_OK) goto out;
         step = ss.step;
         if (step % cfg->run.log_every == 0 || step == total) metrics_line(&s, &ss);
-        if (cfg->run.checkpoint_every && step % (H * cfg->run.checkpoint_every) == 0 &&
-            step < total) {
-            char root[2100];
-            snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
+        /* At a round boundary (right after a round was applied, step r·H + τ; sync-dp: every
+         * step is one): the trainer's state, then the library's outer state of the same step. */
+        uint64_t tau = cfg->outer.mode == GT_OUTER_SYNC_DP ? 0 : cfg->outer.overlap_steps;
+        if (cfg->run.checkpoint_every && step > tau &&
+            (step - tau) % (H * cfg->run.checkpoint_every) == 0 && step < total) {
             if ((st = gt_local_trainer_save(s.tr, root, 3)) != GT_OK) goto out;
+            if ((st = gt_diloco_save(s.dl, outer_root, 2)) != GT_OK) goto out;
         }
         gt_diloco_status(s.dl, &ds);
     }
     if (st == GT_OK && took_part) {
         /* The library left the final anchor (sync-dp: the common parameters) in the model. */
         double eval = NAN;
-        char root[2100];
-        snprintf(root, sizeof root, "%s/checkpoints", s.site_dir);
         st = eval_anchor(&s, &eval);
         if (st == GT_OK) st = gt_diloco_set_result(s.dl, "eval_loss", eval);
         if (st == GT_OK) st = gt_local_trainer_save(s.tr, root, 3);

@@ -42,6 +42,7 @@ typedef enum { GT_DATA_TEXT = 0, GT_DATA_SHARDS = 1, GT_DATA_SYNTHETIC = 2 } gt_
 typedef enum { GT_OUTER_DILOCO = 0, GT_OUTER_SYNC_DP = 1 } gt_topo_outer_mode_t;
 typedef enum { GT_OUTER_NESTEROV = 0, GT_OUTER_AVERAGE = 1 } gt_topo_outer_opt_t;
 typedef enum { GT_LATE_FOLD = 0, GT_LATE_DROP = 1 } gt_topo_late_t;
+typedef enum { GT_SPLIT_BANDWIDTH = 0, GT_SPLIT_EQUAL = 1 } gt_topo_chunk_split_t;
 typedef enum { GT_TRANSPORT_UCX = 0, GT_TRANSPORT_LIBFABRIC = 1 } gt_topo_transport_t;
 typedef enum { GT_SECURITY_ENCRYPTED = 0, GT_SECURITY_NONE = 1 } gt_topo_security_t;
 typedef enum {
@@ -93,18 +94,19 @@ typedef struct {
 } gt_topo_inner_t;
 
 typedef struct {
-    gt_topo_outer_mode_t mode;     /* outer.mode: diloco | sync-dp */
-    gt_topo_outer_opt_t optimizer; /* outer.optimizer: nesterov | average */
-    double lr;                     /* outer.lr: η */
-    double momentum;               /* outer.momentum: μ */
-    uint32_t overlap_steps;        /* outer.overlap_steps: τ; 0 = synchronous DiLoCo */
-    gt_topo_late_t late;           /* outer.late: fold | drop */
-    double quorum;                 /* outer.quorum: fraction of live sites to close early */
-    uint32_t deadline_min_ms;      /* outer.deadline_min_ms */
-    uint32_t deadline_max_ms;      /* outer.deadline_max_ms */
-    double deadline_mad_k;         /* outer.deadline_mad_k: deadline = median + k·MAD */
-    double clip_k;                 /* outer.clip_k: clip norms to k × median; 0 = off */
-    uint32_t fragments;            /* outer.fragments: streaming fragments (1 = whole) */
+    gt_topo_outer_mode_t mode;         /* outer.mode: diloco | sync-dp */
+    gt_topo_outer_opt_t optimizer;     /* outer.optimizer: nesterov | average */
+    double lr;                         /* outer.lr: η */
+    double momentum;                   /* outer.momentum: μ */
+    uint32_t overlap_steps;            /* outer.overlap_steps: τ; 0 = synchronous DiLoCo */
+    gt_topo_late_t late;               /* outer.late: fold | drop */
+    double quorum;                     /* outer.quorum: fraction of live sites to close early */
+    uint32_t deadline_min_ms;          /* outer.deadline_min_ms */
+    uint32_t deadline_max_ms;          /* outer.deadline_max_ms */
+    double deadline_mad_k;             /* outer.deadline_mad_k: deadline = median + k·MAD */
+    double clip_k;                     /* outer.clip_k: clip norms to k × median; 0 = off */
+    uint32_t fragments;                /* outer.fragments: streaming fragments (1 = whole) */
+    gt_topo_chunk_split_t chunk_split; /* outer.chunk_split: bandwidth | equal */
 } gt_topo_outer_t;
 
 typedef struct {
@@ -139,11 +141,15 @@ typedef struct {
 } gt_topo_emulation_t;
 
 typedef struct {
-    gt_topo_transport_t transport; /* wan.transport: ucx | libfabric */
-    uint32_t lanes;                /* wan.lanes: L */
-    uint32_t connect_timeout_ms;   /* wan.connect_timeout_ms */
-    uint32_t peer_timeout_ms;      /* wan.peer_timeout_ms: silence before a peer is lost */
-    gt_topo_emulation_t emulation; /* wan.emulation.* */
+    gt_topo_transport_t transport;   /* wan.transport: ucx | libfabric */
+    uint32_t lanes;                  /* wan.lanes: L */
+    uint32_t connect_timeout_ms;     /* wan.connect_timeout_ms */
+    uint32_t peer_timeout_ms;        /* wan.peer_timeout_ms: silence before a peer is lost */
+    uint32_t preauth_timeout_ms;     /* wan.preauth_timeout_ms: handshake deadline, incoming */
+    uint32_t preauth_max;            /* wan.preauth_max: incoming connections handshaking */
+    uint32_t preauth_max_per_source; /* wan.preauth_max_per_source */
+    uint32_t max_link_failures;      /* wan.max_link_failures: per peer per minute */
+    gt_topo_emulation_t emulation;   /* wan.emulation.* */
 } gt_topo_wan_t;
 
 typedef struct {
@@ -167,6 +173,24 @@ typedef struct {
     int overlap_grad_reduce;      /* local.overlap_grad_reduce */
 } gt_topo_local_t;
 
+/* `geotrain plan` (docs/plan.md): what a run needs; every field 0 = derive it as documented. */
+typedef struct {
+    uint64_t params;     /* plan.params: N; 0 = the model of model.* */
+    double tokens;       /* plan.tokens: whole run, all sites; 0 = run.rounds x H x batch */
+    double batch_tokens; /* plan.batch_tokens: tokens per inner step per site; 0 = B x T x ranks */
+    double flops_per_token;    /* plan.flops_per_token: training FLOPs per token; 0 = 6 N */
+    double accelerator_flops;  /* plan.accelerator_flops: peak FLOP/s of one accelerator */
+    double mfu;                /* plan.mfu: model FLOPs utilization of the inner steps */
+    uint32_t accelerators;     /* plan.accelerators: per site; 0 = the site's ranks */
+    double tokens_per_s;       /* plan.tokens_per_s: per site, measured; 0 = from FLOP/s x MFU */
+    double encode_gbps;        /* plan.encode_gbps: codec encode, GB/s of fp32 per encoder */
+    double decode_gbps;        /* plan.decode_gbps: codec decode, GB/s of fp32 per encoder */
+    double apply_gbps;         /* plan.apply_gbps: the rest of a round's local work, GB/s */
+    uint32_t encoders;         /* plan.encoders: parallel encoders per site; 0 = min(ranks, L) */
+    double hop_ms;             /* plan.hop_ms: delay each WAN message adds beside its link */
+    double target_utilization; /* plan.target_utilization: what the recommendation aims for */
+} gt_topo_plan_t;
+
 typedef struct {
     char name[GT_TOPO_NAME_MAX];       /* sites[].name: unique */
     char address[GT_TOPO_ADDR_MAX];    /* sites[].address: host:port of rank 0's listener */
@@ -176,6 +200,8 @@ typedef struct {
     uint8_t public_key[32];            /* sites[].public_key: base64 X25519 key */
     char secret_key[GT_TOPO_PATH_MAX]; /* sites[].secret_key: default key_dir/NAME.key */
     uint32_t line;                     /* where the site entry starts in the file */
+    double tokens_per_s;               /* sites[].tokens_per_s: plan input; 0 = plan.* */
+    uint32_t accelerators;             /* sites[].accelerators: plan input; 0 = plan.* */
 } gt_topo_site_t;
 
 typedef struct {
@@ -195,6 +221,7 @@ typedef struct gt_topo_config {
     gt_topo_membership_t membership;
     gt_topo_security_cfg_t security;
     gt_topo_local_t local;
+    gt_topo_plan_t plan;
     uint32_t n_sites;
     gt_topo_site_t *sites; /* n_sites entries */
     uint32_t n_links;
@@ -276,19 +303,33 @@ typedef struct {
     uint32_t n_sites; /* S: live sites (> 0) */
     uint32_t ranks;   /* R: ranks per site (> 0) */
     size_t align;     /* lane and chunk boundaries are multiples of this (>= 1) */
+    /* Each site's share of the aggregation (n_sites entries, >= 0, not all 0; e.g. from
+     * gt_topo_chunk_shares), or NULL: equal shares. Read by create only. */
+    const double *shares;
 } gt_topo_layout_params_t;
 
 #define GT_TOPO_LAYOUT_PARAMS_INIT \
     {                              \
-        0, 1, 1, 1, 1              \
+        0, 1, 1, 1, 1, NULL        \
     }
 
 /* Cuts the vector: lanes are as equal as the alignment allows and cover [0, N) exactly once;
  * lane l's chunk j is owned by live site (l + j) mod S, so over all lanes every site owns the
- * same number of chunks (within one). Deterministic: the same params give the same layout. */
+ * same number of chunks (within one). With equal (or no) shares the chunks of a lane are equal
+ * within one alignment unit; otherwise chunk j gets one unit and the rest of the lane in
+ * proportion to its owner's share (integer arithmetic on shares quantized to 2^-20, so every
+ * site cuts the same). Deterministic: the same params give the same layout. */
 GT_API gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *params,
                                          gt_topo_layout_t **layout_p) GT_MUST_USE;
 GT_API void gt_topo_layout_destroy(gt_topo_layout_t *layout);
+/* Each site's share of the aggregation for outer.chunk_split (shares_p: cfg->n_sites entries,
+ * summing to 1). `equal`, fewer than 3 sites, or no finite link bandwidth: 1/S each. Else
+ * `bandwidth`: a site's capacity c_s is the sum of its links' bandwidth_mbps (links: or
+ * wan.emulation; an unlimited link counts as 10x the fastest finite one); a round moves
+ * 1 + (S - 2) f_s vectors through site s each way when it owns a share f_s, so the shares that
+ * make the busiest site finish first solve 1 + (S - 2) f_s = t c_s (water-filling: a site too
+ * thin for any share owns none). Returns GT_ERR_INVALID on NULL arguments. */
+GT_API gt_status_t gt_topo_chunk_shares(const gt_topo_config_t *cfg, double *shares_p) GT_MUST_USE;
 /* Rank k's share of a layout: the lanes whose rank is k, packed one after another into a
  * sub-vector (what rank k of every site exchanges over the WAN, DESIGN §3). Offsets are into
  * that sub-vector and n_elems is its length; lanes keep their chunks and chunk owners. With

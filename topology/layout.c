@@ -6,13 +6,22 @@
  * (l + j) mod S: the rotation gives every site exactly L chunks over all lanes when every
  * lane has S chunks, so aggregation work is balanced to within one chunk.
  *
+ * Bandwidth-aware ownership (outer.chunk_split: bandwidth): a site behind thin links should
+ * aggregate less, since every byte of a chunk it owns crosses its links twice more (in from
+ * each peer, out to each peer). gt_topo_chunk_shares turns the links into a share per site;
+ * each lane's chunk j then gets one unit plus the rest of the lane in proportion to the share
+ * of its preferred owner (l + j) mod S. The rotation and the chunk count stay as they were, so
+ * a lost owner's chunks move exactly as before; only the sizes follow the links.
+ *
  * This is the one place lanes and chunks are cut: diloco/ packs and unpacks a rank's lanes
  * with the full layout, and the outer engine (wan/outer.c) works on the same rank's share
  * (gt_topo_layout_rank), so both see the same boundaries.
  */
 #include "gt_topology.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Splits `units` alignment units into `parts` contiguous pieces; piece i gets units*i/parts
  * boundaries, so sizes differ by at most one unit. */
@@ -20,6 +29,22 @@ static size_t split_at(size_t units, size_t parts, size_t i)
 {
     /* units * i / parts without overflow for any realistic vector (units < 2^48). */
     return (size_t)(((unsigned __int128)units * i) / parts);
+}
+
+/* Shares quantized to integers (2^-20 units), so the cut is integer arithmetic that every site
+ * does the same way; returns 0 when they are absent or all equal (the equal split then). */
+static int quantize_shares(const double *shares, uint32_t n, uint64_t *q)
+{
+    if (!shares) return 0;
+    int equal = 1;
+    uint64_t tot = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double x = shares[i] > 0 && isfinite(shares[i]) ? shares[i] : 0.0;
+        q[i] = (uint64_t)llround(x * 1048576.0);
+        tot += q[i];
+        if (i && q[i] != q[0]) equal = 0;
+    }
+    return !equal && tot > 0;
 }
 
 gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layout_t **layout_p)
@@ -46,6 +71,12 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
         gt_topo_layout_destroy(lay);
         return GT_ERR_NOMEM;
     }
+    uint64_t *q = calloc(p->n_sites, sizeof *q);
+    if (!q) {
+        gt_topo_layout_destroy(lay);
+        return GT_ERR_NOMEM;
+    }
+    int weighted = quantize_shares(p->shares, p->n_sites, q);
     size_t nc = 0;
     for (uint32_t l = 0; l < p->n_lanes; l++) {
         size_t u0 = split_at(units, p->n_lanes, l), u1 = split_at(units, p->n_lanes, l + 1);
@@ -58,9 +89,23 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
         size_t lane_units = u1 - u0;
         uint32_t n_chunks = lane_units < p->n_sites ? (uint32_t)lane_units : p->n_sites;
         lane->n_chunks = n_chunks;
+        /* Weighted: chunk j spans one unit plus its owner's part of the rest, cut at the
+         * cumulative weights (so the chunks tile the lane exactly). */
+        unsigned __int128 wtot = 0;
+        for (uint32_t j = 0; j < n_chunks; j++) wtot += q[(l + j) % p->n_sites];
+        int wl = weighted && wtot > 0;
+        unsigned __int128 wcum = 0;
+        size_t rest = lane_units - n_chunks;
         for (uint32_t j = 0; j < n_chunks; j++) {
-            size_t c0 = u0 + split_at(lane_units, n_chunks, j);
-            size_t c1 = u0 + split_at(lane_units, n_chunks, j + 1);
+            size_t c0, c1;
+            if (wl) {
+                c0 = u0 + j + (size_t)(rest * wcum / wtot);
+                wcum += q[(l + j) % p->n_sites];
+                c1 = u0 + j + 1 + (size_t)(rest * wcum / wtot);
+            } else {
+                c0 = u0 + split_at(lane_units, n_chunks, j);
+                c1 = u0 + split_at(lane_units, n_chunks, j + 1);
+            }
             gt_topo_chunk_t *ch = &lay->chunks[nc++];
             ch->offset = c0 * p->align;
             size_t cend = c1 * p->align < p->n_elems ? c1 * p->align : p->n_elems;
@@ -68,6 +113,7 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
             ch->owner = (uint32_t)((l + j) % p->n_sites);
         }
     }
+    free(q);
     lay->n_chunks = nc;
     *layout_p = lay;
     return GT_OK;
@@ -125,5 +171,58 @@ gt_status_t gt_topo_layout_rank(const gt_topo_layout_t *full, uint32_t rank,
     sub->n_elems = pos;
     sub->n_chunks = nc;
     *sub_p = sub;
+    return GT_OK;
+}
+
+gt_status_t gt_topo_chunk_shares(const gt_topo_config_t *cfg, double *shares_p)
+{
+    if (!cfg || !shares_p || cfg->n_sites == 0) return GT_ERR_INVALID;
+    uint32_t S = cfg->n_sites;
+    for (uint32_t s = 0; s < S; s++) shares_p[s] = 1.0 / S;
+    if (cfg->outer.chunk_split == GT_SPLIT_EQUAL || S < 3) return GT_OK;
+    /* Capacities: the sum of each site's links; unlimited ones count as 10x the fastest. */
+    double fastest = 0.0;
+    for (uint32_t a = 0; a < S; a++)
+        for (uint32_t b = a + 1; b < S; b++) {
+            gt_topo_link_params_t lp;
+            gt_topo_link_params(cfg, a, b, &lp);
+            if (lp.bandwidth_mbps > fastest) fastest = lp.bandwidth_mbps;
+        }
+    if (fastest <= 0.0) return GT_OK;
+    double *c = calloc(S, sizeof *c);
+    uint8_t *on = calloc(S, 1);
+    if (!c || !on) {
+        free(c);
+        free(on);
+        return GT_ERR_NOMEM;
+    }
+    for (uint32_t a = 0; a < S; a++)
+        for (uint32_t b = 0; b < S; b++) {
+            if (a == b) continue;
+            gt_topo_link_params_t lp;
+            gt_topo_link_params(cfg, a, b, &lp);
+            c[a] += lp.bandwidth_mbps > 0.0 ? lp.bandwidth_mbps : 10.0 * fastest;
+        }
+    /* Water-filling: with the sites still in, 1 + (S - 2) f_s = t c_s and sum f_s = 1 give
+     * t = (n_in + S - 2) / sum c. While the thinnest site still in would get f_s < 0, it owns
+     * nothing and leaves (f_s grows with c_s, so those that stay are the fastest). */
+    memset(on, 1, S);
+    double t = 0.0;
+    for (;;) {
+        double csum = 0.0;
+        uint32_t n_in = 0, thin = UINT32_MAX;
+        for (uint32_t s = 0; s < S; s++)
+            if (on[s]) {
+                csum += c[s];
+                n_in++;
+                if (thin == UINT32_MAX || c[s] <= c[thin]) thin = s;
+            }
+        t = ((double)n_in + (double)(S - 2)) / csum;
+        if (n_in == 1 || t * c[thin] - 1.0 >= 0.0) break;
+        on[thin] = 0;
+    }
+    for (uint32_t s = 0; s < S; s++) shares_p[s] = on[s] ? (t * c[s] - 1.0) / (double)(S - 2) : 0.0;
+    free(c);
+    free(on);
     return GT_OK;
 }

@@ -1075,6 +1075,15 @@ static void check_cross(loader_t *L)
                "0 to inner.steps - 1",
                c->outer.overlap_steps, c->inner.steps);
     }
+    if (c->outer.fragments > 1) {
+        /* Streaming DiLoCo is not built: accepting F > 1 and training the whole vector each
+         * round anyway would be a key that silently does nothing. */
+        blame(L, "outer.fragments", NULL, where, sizeof where);
+        report(L, where,
+               "key 'outer.fragments': %u streaming fragments are not built yet (every round "
+               "sends the whole vector); allowed: 1",
+               c->outer.fragments);
+    }
     if ((uint64_t)c->membership.heartbeat_ms * 2 > (uint64_t)c->membership.lease_ttl_s * 1000) {
         blame(L, "membership.heartbeat_ms", "membership.lease_ttl_s", where, sizeof where);
         report(L, where,

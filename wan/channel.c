@@ -18,11 +18,13 @@
  * inline. Plaintext over a transport with peek (UCX) posts each receive after looking at the
  * frame's header, with the payload going straight into the caller's buffer (rx_post_ahead).
  *
- * Handshake: HELLO frames carry the secure core's three handshake messages (secure.c); the
- * connecting side must name the site it calls (the responder's pinned key). With
- * `security: none` HELLO carries only the site ids, and each side refuses the other mode.
- * Nothing here sleeps: progress() does a bounded amount of work and returns. The public API
- * (create, connect, accept, progress, waits) is in net.c.
+ * Handshake: on the control connection, before any transport state exists (ctl.c). A frame
+ * that fails a check here ends the connection at once (its counter sequence is broken, so
+ * nothing after it could open): the frame is counted and dropped, and the layer above (the
+ * mesh) reconnects with a fresh handshake and re-sends what was not acknowledged. Only a replay
+ * of a frame already accepted (an older counter) is dropped without ending the connection, up
+ * to max_rejects of them. Nothing here sleeps: progress() does a bounded amount of work and
+ * returns. The public API (create, connect, accept, progress, waits) is in net.c.
  */
 #include "channel_internal.h"
 
@@ -30,8 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PLAIN_HELLO "GTPLAIN1"
+#include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -92,8 +93,9 @@ void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
     if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
     ep->net->activity++;
     char who[96];
-    if (st == GT_ERR_CLOSED)
-        GT_DEBUG("wan: connection to %s closed", gt_wan_ch_peer_label(ep, who, sizeof who));
+    if (st == GT_ERR_CLOSED || (ep->incoming && ep->phase <= GT_WAN_PH_HELLO))
+        GT_DEBUG("wan: connection to %s ended: %s", gt_wan_ch_peer_label(ep, who, sizeof who),
+                 gt_status_str(st)); /* pre-authentication: the gate counts and warns */
     else
         GT_WARN("wan: connection to %s ended: %s", gt_wan_ch_peer_label(ep, who, sizeof who),
                 gt_status_str(st));
@@ -101,7 +103,7 @@ void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
     /* No worker may touch our buffers or the caller's once the requests complete: wait
      * for (or unqueue) every seal and open, and wipe the plaintext of opens that were never
      * committed (authentic, but not delivered). */
-    for (size_t i = 0; i < ep->nslots; i++) {
+    for (size_t i = 0; ep->tx && ep->rx && i < ep->nslots; i++) {
         if (ep->tx[i].state == GT_WAN_SLOT_SEALING)
             gt_wan_cpool_cancel(ep->net->pool, &ep->tx[i].job);
         if (ep->rx[i].dispatched) rx_job_drop(ep, &ep->rx[i]);
@@ -109,7 +111,8 @@ void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
     memset(&ep->d, 0, sizeof ep->d);
     if (ep->tp) ep->net->ops->close(ep->tp, st != GT_ERR_CLOSED);
     ep->tp = NULL;
-    for (size_t i = 0; i < ep->nslots; i++) {
+    gt_wan_ctl_close(ep);
+    for (size_t i = 0; ep->tx && ep->rx && i < ep->nslots; i++) {
         ep->tx[i].state = GT_WAN_SLOT_FREE;
         ep->rx[i].posted = 0;
         ep->rx[i].split = NULL;
@@ -133,7 +136,11 @@ void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
 
 typedef enum { REJ_AUTH, REJ_REPLAY, REJ_TRUNCATED, REJ_OVERSIZED, REJ_MALFORMED } rej_t;
 
-static void reject(gt_wan_ep_t *ep, rej_t kind, const char *why)
+/* Counts a rejected frame. A replay of a frame already accepted (`stale`) is only dropped, up
+ * to max_rejects of them; anything else ends the connection now: the frame's counter value is
+ * lost, so no later frame could open, and a fresh handshake (the mesh redials and re-sends)
+ * costs one frame's re-send instead of the link. */
+static void reject(gt_wan_ep_t *ep, rej_t kind, const char *why, int stale)
 {
     static const char *names[] = {"bad tag", "replay", "truncated", "oversized", "malformed"};
     switch (kind) {
@@ -143,16 +150,17 @@ static void reject(gt_wan_ep_t *ep, rej_t kind, const char *why)
     case REJ_OVERSIZED: ep->stats.rejected_oversized++; break;
     case REJ_MALFORMED: ep->stats.rejected_malformed++; break;
     }
-    ep->rejects++;
     char who[96];
-    GT_WARN("wan: rejected a frame from %s (%s%s%s); %u of %u allowed",
-            gt_wan_ch_peer_label(ep, who, sizeof who), names[kind], why ? ": " : "", why ? why : "",
-            ep->rejects, ep->net->p.max_rejects);
-    if (ep->rejects >= ep->net->p.max_rejects) {
-        GT_ERROR("wan: disconnecting %s after %u rejected frames", who, ep->rejects);
-        gt_wan_ch_ep_fail(ep, kind == REJ_MALFORMED || kind == REJ_TRUNCATED ? GT_ERR_CORRUPT
-                                                                             : GT_ERR_AUTH);
+    gt_wan_ch_peer_label(ep, who, sizeof who);
+    if (stale && ++ep->rejects < ep->net->p.max_rejects) {
+        GT_WARN("wan: dropped a replayed frame from %s; %u of %u allowed", who, ep->rejects,
+                ep->net->p.max_rejects);
+        return;
     }
+    GT_WARN("wan: rejected a frame from %s (%s%s%s); dropping the connection", who, names[kind],
+            why ? ": " : "", why ? why : "");
+    gt_wan_ch_ep_fail(ep, kind == REJ_MALFORMED || kind == REJ_TRUNCATED ? GT_ERR_CORRUPT
+                                                                         : GT_ERR_AUTH);
 }
 
 /* ---- transmit ----------------------------------------------------------------------- */
@@ -213,32 +221,6 @@ static void tx_launch(gt_wan_ep_t *ep, gt_wan_ch_tx_slot_t *s)
         return;
     }
     s->state = GT_WAN_SLOT_DELAYED;
-}
-
-static void tx_hello(gt_wan_ep_t *ep, const void *payload, size_t len)
-{
-    gt_wan_net_t *net = ep->net;
-    gt_wan_ch_tx_slot_t *s = tx_free_slot(ep);
-    if (!s || GT_WAN_FRAME_HDR_LEN + len > s->buf_cap) {
-        gt_wan_ch_ep_fail(ep, GT_ERR_INTERNAL);
-        return;
-    }
-    gt_wan_frame_hdr_t h = {.type = GT_WAN_MSG_HELLO,
-                            .flags = GT_WAN_FRAME_FLAG_PLAIN,
-                            .sender = net->p.site_id,
-                            .run_id = net->run_hash,
-                            .payload_len = (uint32_t)len,
-                            .seq = ep->hello_tx++,
-                            .msg_len = len};
-    gt_wan_frame_encode(&h, s->buf);
-    memcpy(s->buf + GT_WAN_FRAME_HDR_LEN, payload, len);
-    s->owner = NULL;
-    s->iov[0].iov_base = s->buf;
-    s->iov[0].iov_len = GT_WAN_FRAME_HDR_LEN + len;
-    s->iovcnt = 1;
-    /* Handshake frames bypass the emulator's bandwidth but not its latency: they go through
-     * the same path so a handshake over an emulated 50 ms link takes 1.5 RTT as it would. */
-    tx_launch(ep, s);
 }
 
 /* Hands sealed frames to the transport in counter order (the receiver accepts nothing
@@ -420,94 +402,29 @@ void gt_wan_ch_tx_progress(gt_wan_ep_t *ep)
     }
 }
 
-/* ---- handshake ---------------------------------------------------------------------- */
+static gt_status_t rx_post(gt_wan_ep_t *ep, gt_wan_ch_rx_slot_t *s);
+static int rx_splits(const gt_wan_net_t *net);
 
-static void ep_ready(gt_wan_ep_t *ep)
+/* ---- readiness ---------------------------------------------------------------------- */
+
+void gt_wan_ch_ep_ready(gt_wan_ep_t *ep)
 {
     ep->state = GT_OK;
+    ep->phase = GT_WAN_PH_READY;
     ep->net->activity++;
+    /* The address frames took the session's counter 0 each way; data frames follow. */
+    if (ep->sess) ep->tx_launch_seq = gt_wan_session_send_seq(ep->sess);
+    /* Receives are posted in slot order once, so the transport fills them in ring order (a
+     * plaintext channel over a transport with peek posts them as frames come instead). */
+    for (size_t i = 0; i < ep->nslots && !rx_splits(ep->net); i++)
+        if (rx_post(ep, &ep->rx[i]) != GT_OK) {
+            gt_wan_ch_ep_fail(ep, GT_ERR_IO);
+            return;
+        }
     char who[96];
     GT_DEBUG("wan: connection to %s ready (%s)", gt_wan_ch_peer_label(ep, who, sizeof who),
              ep->sess ? gt_wan_cipher_name(gt_wan_session_cipher(ep->sess)) : "plaintext");
-}
-
-static void hs_fail(gt_wan_ep_t *ep, gt_status_t st)
-{
-    if (st == GT_ERR_AUTH)
-        ep->stats.rejected_auth++;
-    else
-        ep->stats.rejected_malformed++;
-    gt_wan_ch_ep_fail(ep, st);
-}
-
-static void plain_hello_bytes(const gt_wan_net_t *net, uint8_t out[12])
-{
-    memcpy(out, PLAIN_HELLO, 8);
-    for (int i = 0; i < 4; i++) out[8 + i] = (uint8_t)(net->p.site_id >> (8 * i));
-}
-
-static void hs_on_hello(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, const uint8_t *msg,
-                        size_t len)
-{
-    gt_wan_net_t *net = ep->net;
-    if (h->seq != ep->hello_rx++ || len != h->payload_len) {
-        hs_fail(ep, GT_ERR_CORRUPT);
-        return;
-    }
-    int plain_msg = len == 12 && memcmp(msg, PLAIN_HELLO, 8) == 0;
-    if (!sealed(net)) {
-        if (!plain_msg) {
-            GT_ERROR("wan: the peer wants an encrypted channel and we run with security: "
-                     "none; refusing");
-            hs_fail(ep, GT_ERR_AUTH);
-            return;
-        }
-        ep->peer = (uint32_t)msg[8] | (uint32_t)msg[9] << 8 | (uint32_t)msg[10] << 16 |
-                   (uint32_t)msg[11] << 24;
-        if (ep->incoming) {
-            uint8_t out[12];
-            plain_hello_bytes(net, out);
-            tx_hello(ep, out, sizeof out);
-        }
-        if (ep->state == GT_ERR_AGAIN) ep_ready(ep);
-        return;
-    }
-    if (plain_msg) {
-        GT_ERROR("wan: the peer runs with security: none; refusing a plaintext channel");
-        hs_fail(ep, GT_ERR_AUTH);
-        return;
-    }
-    uint8_t out[GT_WAN_HS_MSG_MAX];
-    size_t out_len = 0;
-    gt_status_t st;
-    gt_wan_hs_info_t info;
-    if (ep->incoming && ep->hs_step == 0) {
-        st = gt_wan_hs_responder_read(ep->hs, msg, len, out, sizeof out, &out_len);
-        if (st != GT_OK) goto fail;
-        gt_wan_hs_info(ep->hs, &info);
-        ep->peer = info.peer_site_id;
-        ep->hs_step = 1;
-        tx_hello(ep, out, out_len);
-        return;
-    }
-    if (ep->incoming) {
-        st = gt_wan_hs_responder_confirm(ep->hs, msg, len);
-        if (st != GT_OK) goto fail;
-    } else {
-        st = gt_wan_hs_initiator_read(ep->hs, msg, len, out, sizeof out, &out_len);
-        if (st != GT_OK) goto fail;
-        tx_hello(ep, out, out_len);
-        if (ep->state != GT_ERR_AGAIN) return;
-    }
-    st = gt_wan_hs_finish(ep->hs, &ep->sess);
-    gt_wan_hs_destroy(ep->hs);
-    ep->hs = NULL;
-    if (st != GT_OK) goto fail;
-    ep->peer = gt_wan_session_peer_id(ep->sess);
-    ep_ready(ep);
-    return;
-fail:
-    hs_fail(ep, st);
+    gt_wan_ch_tx_pump(ep);
 }
 
 /* ---- receive ------------------------------------------------------------------------ */
@@ -540,41 +457,48 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch
     gt_wan_frame_hdr_t h;
     gt_status_t st = gt_wan_frame_decode(buf, len, &h);
     if (st != GT_OK) {
-        reject(ep, st == GT_ERR_OVERFLOW ? REJ_OVERSIZED : REJ_MALFORMED, "frame header");
+        reject(ep, st == GT_ERR_OVERFLOW ? REJ_OVERSIZED : REJ_MALFORMED, "frame header", 0);
         return GT_OK;
     }
     if (h.run_id != net->run_hash) {
-        reject(ep, REJ_MALFORMED, "another run id");
+        reject(ep, REJ_MALFORMED, "another run id", 0);
         return GT_OK;
     }
     const uint8_t *payload = buf + GT_WAN_FRAME_HDR_LEN;
     size_t wire = len - GT_WAN_FRAME_HDR_LEN;
     if (h.type == GT_WAN_MSG_HELLO) {
-        if (ep->state != GT_ERR_AGAIN)
-            reject(ep, REJ_MALFORMED, "handshake frame on an open channel");
-        else
-            hs_on_hello(ep, &h, payload, wire);
+        reject(ep, REJ_MALFORMED, "handshake frame on the data path", 0);
         return GT_OK;
     }
     if (ep->state != GT_OK) {
-        reject(ep, REJ_MALFORMED, "data before the handshake");
+        reject(ep, REJ_MALFORMED, "data before the connection is ready", 0);
         return GT_OK;
     }
     if (!!(h.flags & GT_WAN_FRAME_FLAG_PLAIN) != !sealed(net)) {
-        reject(ep, REJ_MALFORMED, "security mode flag");
+        reject(ep, REJ_MALFORMED, "security mode flag", 0);
+        return GT_OK;
+    }
+    /* A frame whose counter was already accepted: a duplicate or a replay, harmless to drop. */
+    uint64_t expect = sealed(net) ? gt_wan_session_recv_seq(ep->sess) : ep->plain_rx;
+    if (h.seq < expect) {
+        if (js) {
+            rx_job_drop(ep, js);
+            ep->d.poisoned = 1;
+        }
+        reject(ep, REJ_REPLAY, NULL, 1);
         return GT_OK;
     }
     if (!sealed(net)) {
         if (wire != h.payload_len) {
-            reject(ep, REJ_TRUNCATED, NULL);
+            reject(ep, REJ_TRUNCATED, NULL, 0);
             return GT_OK;
         }
         if (h.payload_len > net->p.frame_bytes) {
-            reject(ep, REJ_OVERSIZED, NULL);
+            reject(ep, REJ_OVERSIZED, NULL, 0);
             return GT_OK;
         }
         if (h.seq != ep->plain_rx) {
-            reject(ep, REJ_REPLAY, NULL);
+            reject(ep, REJ_REPLAY, "a frame is missing", 0);
             return GT_OK;
         }
     }
@@ -582,12 +506,12 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch
     int starting = !ep->asm_active;
     if (starting) {
         if (h.msg_off != 0) {
-            reject(ep, REJ_MALFORMED, "frame out of place");
+            reject(ep, REJ_MALFORMED, "frame out of place", 0);
             return GT_OK;
         }
         if (!r) return GT_ERR_AGAIN;
     } else if (!same_message(&h, &ep->asm_hdr) || h.msg_off != ep->asm_got) {
-        reject(ep, REJ_MALFORMED, "frame out of place");
+        reject(ep, REJ_MALFORMED, "frame out of place", 0);
         return GT_OK;
     }
     int discard = starting ? h.msg_len > r->cap_ : ep->asm_discard;
@@ -619,7 +543,7 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch
                       : why == GT_WAN_REJECT_TRUNCATED ? REJ_TRUNCATED
                       : why == GT_WAN_REJECT_OVERSIZED ? REJ_OVERSIZED
                                                        : REJ_AUTH;
-            reject(ep, k, NULL);
+            reject(ep, k, k == REJ_REPLAY ? "a frame is missing" : NULL, 0);
             return GT_OK;
         }
     } else if (ss && ss->split) { /* the payload is already in place */
@@ -931,6 +855,12 @@ void gt_wan_ch_ep_free(gt_wan_ep_t *ep)
             break;
         }
     gt_wan_ch_stats_add(&net->closed_stats, &ep->stats);
+    gt_wan_ctl_close(ep);
+    if (ep->preauth) {
+        ep->preauth = 0;
+        net->n_preauth--;
+        net->gate.preauth_now = net->n_preauth;
+    }
     for (size_t i = 0; ep->tx && ep->rx && i < ep->nslots; i++) { /* normally done by fail */
         if (ep->tx[i].state == GT_WAN_SLOT_SEALING) gt_wan_cpool_cancel(net->pool, &ep->tx[i].job);
         if (ep->rx[i].dispatched) rx_job_drop(ep, &ep->rx[i]);
@@ -948,67 +878,44 @@ void gt_wan_ch_ep_free(gt_wan_ep_t *ep)
     free(ep);
 }
 
-gt_status_t gt_wan_ch_ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t peer,
-                             gt_wan_ep_t **ep_p)
+gt_status_t gt_wan_ch_ep_alloc(gt_wan_net_t *net, int fd, int incoming, uint32_t peer,
+                               gt_wan_ep_t **ep_p)
 {
-    gt_status_t st = GT_ERR_NOMEM;
     gt_wan_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) {
-        net->ops->close(tp, 1);
+        close(fd);
         return GT_ERR_NOMEM;
     }
     ep->magic = GT_WAN_EP_MAGIC;
     ep->net = net;
-    ep->tp = tp;
+    ep->fd = fd;
     ep->incoming = incoming;
     ep->peer = peer;
     ep->state = GT_ERR_AGAIN;
     ep->nslots = net->p.window;
-    ep->hs_deadline_ns = gt_time_ns() + (uint64_t)net->p.connect_timeout_ms * 1000000ull;
     ep->next = net->eps;
     net->eps = ep;
+    *ep_p = ep;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_ch_ep_activate(gt_wan_ep_t *ep)
+{
+    gt_wan_net_t *net = ep->net;
+    gt_status_t st;
     ep->tx = calloc(ep->nslots, sizeof *ep->tx);
     ep->rx = calloc(ep->nslots, sizeof *ep->rx);
-    if (!ep->tx || !ep->rx) goto fail;
+    if (!ep->tx || !ep->rx) return GT_ERR_NOMEM;
     size_t rx_cap = GT_WAN_FRAME_HDR_LEN + GT_WAN_SEAL_BOUND(net->p.frame_bytes);
-    size_t tx_cap = sealed(net) ? rx_cap : GT_WAN_FRAME_HDR_LEN + GT_WAN_HS_MSG_MAX;
+    size_t tx_cap = sealed(net) ? rx_cap : GT_WAN_FRAME_HDR_LEN;
     for (size_t i = 0; i < ep->nslots; i++) {
         ep->tx[i].ep = ep;
         ep->tx[i].buf_cap = tx_cap;
-        if (!(ep->tx[i].buf = malloc(tx_cap))) goto fail;
-        if (!(ep->rx[i].buf = malloc(rx_cap))) goto fail;
+        if (!(ep->tx[i].buf = malloc(tx_cap))) return GT_ERR_NOMEM;
+        if (!(ep->rx[i].buf = malloc(rx_cap))) return GT_ERR_NOMEM;
     }
-    if ((st = gt_wan_emu_queue_create(&ep->delay)) != GT_OK) goto fail;
-    if (sealed(net)) {
-        st = gt_wan_hs_create(net->sec, incoming ? GT_WAN_HS_RESPONDER : GT_WAN_HS_INITIATOR,
-                              incoming ? GT_WAN_HS_ANY_PEER : peer, &ep->hs);
-        if (st != GT_OK) goto fail;
-    }
-    for (size_t i = 0; i < ep->nslots && !rx_splits(net); i++) /* else posted as they come */
-        if ((st = rx_post(ep, &ep->rx[i])) != GT_OK) goto fail;
-    if (!incoming) {
-        if (sealed(net)) {
-            uint8_t msg[GT_WAN_HS_MSG_MAX];
-            size_t len = 0;
-            if ((st = gt_wan_hs_initiator_start(ep->hs, msg, sizeof msg, &len)) != GT_OK) goto fail;
-            tx_hello(ep, msg, len);
-        } else {
-            uint8_t msg[12];
-            plain_hello_bytes(net, msg);
-            tx_hello(ep, msg, sizeof msg);
-        }
-        if (ep->state != GT_ERR_AGAIN) {
-            st = ep->state;
-            goto fail;
-        }
-    }
-    *ep_p = ep;
+    if ((st = gt_wan_emu_queue_create(&ep->delay)) != GT_OK) return st;
     return GT_OK;
-fail:
-    if (ep->tp) net->ops->close(ep->tp, 1);
-    ep->tp = NULL;
-    gt_wan_ch_ep_free(ep);
-    return st;
 }
 
 void gt_wan_ep_set_tamper(gt_wan_ep_t *ep, gt_wan_tamper_fn fn, void *arg)

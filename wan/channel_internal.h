@@ -1,9 +1,12 @@
-/* channel_internal.h — the secure channel's internals, shared by channel.c (the endpoint
- * engine: slots, sealing, handshake, frame checks) and net.c (the public gt_wan_net_* /
- * gt_wan_ep_* API: create, connect, accept, progress, waits), plus test hooks. */
+/* channel_internal.h — the secure channel's internals, shared by ctl.c (the control
+ * connection: the site's one listening socket, the handshake before anything else, the
+ * exchange of data-path addresses), channel.c (the data path: slots, sealing, frame checks)
+ * and net.c (the public gt_wan_net_* / gt_wan_ep_* API: create, connect, accept, progress,
+ * waits), plus test hooks. */
 #ifndef GT_WAN_CHANNEL_INTERNAL_H
 #define GT_WAN_CHANNEL_INTERNAL_H
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "crypto_pool_internal.h"
@@ -16,6 +19,21 @@
 #define GT_WAN_NET_MAGIC  0x6774776eu
 #define GT_WAN_EP_MAGIC   0x67747765u
 #define GT_WAN_REQ_FRAMED 0x1u /* gt_wan_req_t.flags_: every frame of the send is made */
+
+/* Control connection frames: a frame header and at most this much payload on the wire (the
+ * largest is the sealed data-path address). */
+#define GT_WAN_ADDR_MSG_MAX (8u + GT_WAN_TP_ADDR_MAX)
+#define GT_WAN_CTL_MAX      (GT_WAN_FRAME_HDR_LEN + GT_WAN_SEAL_BOUND(GT_WAN_ADDR_MSG_MAX))
+
+/* An endpoint's life. An incoming one is "pre-authentication" (counted against the gate's
+ * caps, constant memory, no transport state) until its handshake completes. */
+typedef enum {
+    GT_WAN_PH_DIAL = 0, /* our TCP connect in flight */
+    GT_WAN_PH_HELLO,    /* handshake messages on the control connection */
+    GT_WAN_PH_ADDR,     /* authenticated; our data-path address sent, the peer's awaited */
+    GT_WAN_PH_LINK,     /* the transport connects the data path */
+    GT_WAN_PH_READY     /* state GT_OK: frames flow */
+} gt_wan_phase_t;
 
 /* Test hook: called on every sealed data frame (header + ciphertext + tag, after sealing,
  * before the emulator and the transport) of an encrypted endpoint. It may change the bytes
@@ -62,10 +80,21 @@ typedef struct gt_wan_ch_raw_send {
 struct gt_wan_net {
     uint32_t magic;
     gt_wan_net_params_t p;
-    char *site_name, *run_id;
+    char *site_name, *run_id, *local_host;
     uint64_t run_hash;
     const gt_wan_tp_ops_t *ops;
-    void *tp;
+    void *tp; /* made at the first listen or connect (it needs the site's address) */
+    int lfd;  /* the listening socket; -1 */
+    int epfd; /* epoll over lfd and every control connection */
+    int accept_paused;
+    uint32_t n_preauth; /* incoming connections not authenticated yet */
+    gt_wan_gate_stats_t gate;
+    uint64_t warn_ns, warn_quiet; /* rate limit of pre-authentication warnings */
+    /* Per pinned site id (n_ids of them): when a handshake with it last succeeded, and since
+     * when it has refused ours without one succeeding (0: not refusing). */
+    uint32_t n_ids;
+    uint64_t *auth_ok_ns, *refused_since_ns;
+    struct sockaddr_storage *peer_src; /* the address each site published (family 0: unknown) */
     gt_wan_sec_t *sec;    /* NULL with security: none */
     gt_wan_cpool_t *pool; /* crypto workers; NULL: seal and open inline */
     gt_wan_ep_t *eps;
@@ -77,15 +106,28 @@ struct gt_wan_ep {
     uint32_t magic;
     gt_wan_net_t *net;
     gt_wan_ep_t *next;
-    void *tp;
+    void *tp; /* the transport endpoint, from authentication on */
     int incoming, accepted;
     gt_status_t state; /* GT_ERR_AGAIN handshaking, GT_OK ready, else the error */
+    gt_wan_phase_t phase;
+    int preauth; /* counted in net->n_preauth */
     uint32_t peer;
     gt_wan_hs_t *hs;
     int hs_step;
     gt_wan_session_t *sess;
-    uint64_t hs_deadline_ns;
+    uint64_t hs_deadline_ns; /* pre-authentication (incoming) or connect deadline */
     uint64_t hello_tx, hello_rx, plain_tx, plain_rx;
+    /* The control connection: one TCP socket, frames as on the data path. */
+    int fd;
+    uint32_t fd_events;
+    uint64_t ctl_lost_ns;        /* ready, and the control connection ended: fail after a grace */
+    char host[256];              /* the peer's host (dialled, or the address it came from) */
+    struct sockaddr_storage src; /* incoming: where it came from (per-source cap) */
+    socklen_t src_len;
+    uint8_t crx[GT_WAN_CTL_MAX];
+    size_t crx_len;
+    uint8_t ctx[2 * GT_WAN_CTL_MAX];
+    size_t ctx_off, ctx_len;
     gt_wan_ch_tx_slot_t *tx;
     gt_wan_ch_rx_slot_t *rx;
     size_t nslots, rx_head;
@@ -118,17 +160,39 @@ struct gt_wan_ep {
     void *tamper_arg;
 };
 
-/* Engine entry points (channel.c) used by net.c. */
+/* Control connection (ctl.c). */
+gt_status_t gt_wan_ctl_listen(gt_wan_net_t *net, const char *host, uint16_t port, uint16_t *port_p);
+gt_status_t gt_wan_ctl_dial(gt_wan_net_t *net, const char *host, uint16_t port, uint32_t peer,
+                            gt_wan_ep_t **ep_p);
+/* Accepts, reads and writes control connections, runs handshakes, enforces the
+ * pre-authentication deadline. */
+void gt_wan_ctl_progress(gt_wan_net_t *net);
+/* Closes the control connection of an endpoint (idempotent). */
+void gt_wan_ctl_close(gt_wan_ep_t *ep);
+/* Makes the transport context if there is none (host: the site's address, may be NULL). */
+gt_status_t gt_wan_net_tp_ensure(gt_wan_net_t *net, const char *host);
+/* The handshake history with pinned site `id`, for the mesh (see gt_wan_net_t). */
+/* Where pinned site `id` connects from (its published host, resolved): an incoming handshake
+ * that names `id` and fails counts as `id` refusing our key only from there. */
+void gt_wan_net_set_peer_host(gt_wan_net_t *net, uint32_t id, const char *host);
+void gt_wan_net_peer_auth(const gt_wan_net_t *net, uint32_t id, uint64_t *ok_ns_p,
+                          uint64_t *refused_since_ns_p);
+
+/* Engine entry points (channel.c) used by net.c and ctl.c. */
 void gt_wan_ch_stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b);
 const char *gt_wan_ch_peer_label(const gt_wan_ep_t *ep, char *buf, size_t cap);
 /* Ends an endpoint: closes its transport endpoint, completes every request with st. */
 void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st);
 /* Unlinks and frees an endpoint (its stats go to the net's closed totals). */
 void gt_wan_ch_ep_free(gt_wan_ep_t *ep);
-/* Makes an endpoint over a transport endpoint (taking it over, closed on failure) and, when
- * connecting, sends the first handshake message. */
-gt_status_t gt_wan_ch_ep_new(gt_wan_net_t *net, void *tp, int incoming, uint32_t peer,
-                             gt_wan_ep_t **ep_p);
+/* Makes an endpoint without transport state or buffers (what a connection needs before it is
+ * authenticated) and links it into the net. fd: its control connection (taken over). */
+gt_status_t gt_wan_ch_ep_alloc(gt_wan_net_t *net, int fd, int incoming, uint32_t peer,
+                               gt_wan_ep_t **ep_p);
+/* After authentication: the frame slots and the emulator queue. */
+gt_status_t gt_wan_ch_ep_activate(gt_wan_ep_t *ep);
+/* The data path is up: state GT_OK. */
+void gt_wan_ch_ep_ready(gt_wan_ep_t *ep);
 void gt_wan_ch_rx_progress(gt_wan_ep_t *ep);
 void gt_wan_ch_tx_progress(gt_wan_ep_t *ep);
 void gt_wan_ch_tx_pump(gt_wan_ep_t *ep);

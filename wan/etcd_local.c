@@ -257,9 +257,23 @@ void gt_wan_etcd_cluster_stop(gt_wan_etcd_cluster_t *c)
     for (size_t i = 0; i < c->n_members; i++) gt_wan_etcd_local_stop(&c->members[i]);
 }
 
+/* kill() only queues SIGSTOP: etcd's threads stop when the kernel next gets to them, and on a
+ * loaded machine a request sent right after kill() could still be answered. So a pause waits
+ * (at most 2 s) until the whole process is stopped, as waitpid(WUNTRACED) reports it. */
 void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused)
 {
-    if (e && e->pid > 0) kill((pid_t)e->pid, paused ? SIGSTOP : SIGCONT);
+    if (!e || e->pid <= 0) return;
+    pid_t pid = (pid_t)e->pid;
+    if (kill(pid, paused ? SIGSTOP : SIGCONT) != 0 || !paused) return;
+    for (int i = 0; i < 2000; i++) {
+        int wst = 0;
+        pid_t r = waitpid(pid, &wst, WUNTRACED | WNOHANG);
+        if (r == pid && WIFSTOPPED(wst)) return;
+        if (r < 0) return; /* not our child (or gone): nothing to wait on */
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    GT_WARN("etcd: pid %d did not stop within 2 s of SIGSTOP", (int)pid);
 }
 
 void gt_wan_etcd_local_stop(gt_wan_etcd_local_t *e)

@@ -77,7 +77,8 @@ typedef enum {
     GT_WAN_MSG_RESULT = 3,      /* an owner's aggregated chunk -> every site */
     GT_WAN_MSG_STATE_REQ = 4,   /* a joining site asks for outer state */
     GT_WAN_MSG_STATE_CHUNK = 5, /* a stripe of outer state */
-    GT_WAN_MSG_BYE = 6          /* orderly leave */
+    GT_WAN_MSG_BYE = 6,         /* orderly leave */
+    GT_WAN_MSG_ACK = 7          /* the mesh's acknowledgements (internal to the mesh) */
 } gt_wan_msg_type_t;
 
 /* Largest message gt_wan_ep_send accepts. */
@@ -119,15 +120,22 @@ typedef struct {
     uint32_t connect_timeout_ms; /* connect + handshake deadline; 0 = 10000 */
     uint32_t io_timeout_ms;      /* a send that makes no progress this long fails the
                                     endpoint (GT_ERR_TIMEOUT); 0 = 15000 */
-    uint32_t max_rejects;        /* rejected frames before the peer is disconnected; 0 = 3 */
+    uint32_t max_rejects;        /* replayed frames before the peer is disconnected; 0 = 3
+                                    (any other rejected frame ends the connection at once) */
     struct gt_wan_emu *emu;      /* emulate the WAN on our outgoing links; NULL = off. Links
                                     are (site_id -> peer site id). Not owned. */
+    const char *local_host;      /* the site's address: the transports bind to and use only
+                                    its interface; NULL = the address given to listen (or
+                                    any, for a net that only connects) */
+    uint32_t preauth_timeout_ms; /* an incoming connection must authenticate this fast; 0 = 2000 */
+    uint32_t preauth_max;        /* incoming connections authenticating at once; 0 = 64 */
+    uint32_t preauth_max_per_source; /* of them from one source address; 0 = 8 */
 } gt_wan_net_params_t;
 
 #define GT_WAN_NET_PARAMS_INIT                                                                     \
     {                                                                                              \
         GT_WAN_TRANSPORT_UCX, GT_WAN_SECURITY_ENCRYPTED, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, \
-            0, 0, 0, NULL                                                                          \
+            0, 0, 0, NULL, NULL, 0, 0, 0                                                           \
     }
 
 typedef struct gt_wan_net gt_wan_net_t;
@@ -170,13 +178,40 @@ typedef struct {
     uint64_t rejected_malformed; /* bad magic/version/type/run id, a frame out of place */
 } gt_wan_ep_stats_t;
 
-/* Creates the transport context. With security NONE, warns that traffic is plaintext. */
+/* Counters of a net's listening socket and handshakes (the pre-authentication gate). */
+typedef struct {
+    uint64_t accepted;                  /* connections accepted on the listening socket */
+    uint64_t handshakes_ok;             /* connections authenticated, both directions */
+    uint64_t handshakes_refused;        /* incoming connections that failed before authentication:
+                                           bytes that are no handshake, an unpinned or wrong key,
+                                           another run, a close half-way */
+    uint64_t handshakes_timed_out;      /* incoming connections not authenticated within
+                                           preauth_timeout_ms */
+    uint64_t connections_capped;        /* closed at once: their source address already had
+                                           preauth_max_per_source connections authenticating */
+    uint64_t accept_pauses;             /* times the listener stopped accepting at preauth_max */
+    uint64_t dials_refused;             /* our connections the peer refused (it closed after our
+                                           first handshake message, or answered falsely) */
+    uint64_t data_stray;                /* data-path messages or connect requests that named no
+                                           connection of ours (dropped) */
+    uint32_t preauth_now, preauth_peak; /* incoming connections authenticating */
+} gt_wan_gate_stats_t;
+
+/* Creates the net. Nothing is opened until listen or connect. With security NONE, warns that
+ * traffic is plaintext.
+ *
+ * Connections: a site listens on ONE plain TCP socket of its own (gt_wan_net_listen, bound to
+ * the given address only). Every connection runs the handshake there first, under a
+ * pre-authentication deadline and caps (preauth_*); only an authenticated peer learns where
+ * the transport's data path is, over that connection, sealed, and the transport connects to
+ * it (UCX by worker address, libfabric to a passive endpoint opened for that one connection).
+ * The control connection stays open as the connection's liveness signal. */
 GT_API GT_MUST_USE gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params,
                                                  gt_wan_net_t **net_p);
 /* Closes every endpoint (their requests complete with GT_ERR_CLOSED) and frees. Accepts NULL. */
 GT_API void gt_wan_net_destroy(gt_wan_net_t *net);
 
-/* Listens on host:port; port 0 picks a free port, returned in *port_p. */
+/* Listens on host:port (this address only; port 0 picks a free port, returned in *port_p). */
 GT_API GT_MUST_USE gt_status_t gt_wan_net_listen(gt_wan_net_t *net, const char *host, uint16_t port,
                                                  uint16_t *port_p);
 /* Takes one incoming endpoint whose handshake has completed; GT_ERR_AGAIN when none. */
@@ -216,6 +251,8 @@ GT_API GT_MUST_USE gt_status_t gt_wan_req_wait(gt_wan_req_t *req, uint32_t timeo
 GT_API void gt_wan_net_stats(const gt_wan_net_t *net, gt_wan_ep_stats_t *stats_p);
 /* Closes an endpoint: requests still in flight complete with GT_ERR_CLOSED. Accepts NULL. */
 GT_API void gt_wan_ep_close(gt_wan_ep_t *ep);
+/* The listening socket's and the handshakes' counters. */
+GT_API void gt_wan_net_gate_stats(const gt_wan_net_t *net, gt_wan_gate_stats_t *stats_p);
 
 /* ---- site membership through etcd's v3 JSON gateway (DESIGN.md §4).
  *
@@ -243,11 +280,14 @@ typedef struct {
     uint32_t lease_ttl_s;
     uint32_t heartbeat_ms;
     uint32_t request_timeout_ms; /* per HTTP request, connect included */
+    /* Optional: a JSON object whose fields are added to this site's member value (e.g. the
+     * checkpoints it could resume from); gt_wan_member_values returns them. */
+    const char *note;
 } gt_wan_member_params_t;
 
-#define GT_WAN_MEMBER_PARAMS_INIT                            \
-    {                                                        \
-        NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000 \
+#define GT_WAN_MEMBER_PARAMS_INIT                                  \
+    {                                                              \
+        NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000, NULL \
     }
 
 typedef struct {
@@ -282,6 +322,10 @@ GT_API void gt_wan_member_abandon(gt_wan_member_t *m);
  * quorum), the lease is neither renewed nor expired, so health stays GT_OK and the member is
  * "frozen" (below) until etcd answers again. */
 GT_API gt_status_t gt_wan_member_health(const gt_wan_member_t *m);
+/* Keepalive attempts the heartbeat thread has finished (answered or not): a caller that was
+ * stopped (SIGSTOP, a long pause) waits for this to move before it trusts
+ * gt_wan_member_health again. */
+GT_API uint64_t gt_wan_member_heartbeats(const gt_wan_member_t *m);
 /* 1 while etcd has not answered this site's heartbeats for a TTL: the view cannot change, so
  * the last agreed one holds; joins and removals wait. Accepts NULL (0). */
 GT_API int gt_wan_member_frozen(const gt_wan_member_t *m);
@@ -312,6 +356,11 @@ GT_API gt_status_t gt_wan_member_mark_started(gt_wan_member_t *m) GT_MUST_USE;
 /* *started_p = 1 when the run's started mark is set. */
 GT_API gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p) GT_MUST_USE;
 
+/* Every registered site's member value as a JSON array (malloc'd text): {name, address} and the
+ * fields of its note. */
+GT_API gt_status_t gt_wan_member_values(gt_wan_member_t *m, char **json_p) GT_MUST_USE;
+/* Replaces this site's note (a JSON object's text; NULL: none) in its member value. */
+GT_API gt_status_t gt_wan_member_set_note(gt_wan_member_t *m, const char *note) GT_MUST_USE;
 /* The mod_revision of the view key as last read by gt_wan_member_view (0: no view key). */
 GT_API int64_t gt_wan_member_view_revision(const gt_wan_member_t *m);
 
@@ -327,7 +376,8 @@ typedef struct {
  * and waits until it answers /health (GT_ERR_TIMEOUT after timeout_ms). */
 GT_API gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
                                            gt_wan_etcd_local_t *etcd_p) GT_MUST_USE;
-/* Freezes (SIGSTOP) or thaws it: a frozen server accepts connections and never answers. */
+/* Freezes (SIGSTOP; returns once the whole process is stopped, at most 2 s) or thaws it: a
+ * frozen server accepts connections and never answers. */
 GT_API void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused);
 /* Stops it (SIGTERM, then SIGKILL after 5 s). Accepts NULL or a stopped one. */
 GT_API void gt_wan_etcd_local_stop(gt_wan_etcd_local_t *e);
@@ -425,6 +475,10 @@ typedef struct {
      * by topology/layout.c, and this engine carries rank `rank`'s lanes of `ranks`, packed one
      * after another (its vectors are gt_wan_outer_len floats). 0 or 1 ranks: every lane. */
     uint32_t ranks, rank;
+    /* Each site's share of the chunks it aggregates (n_sites entries, from
+     * gt_topo_chunk_shares: outer.chunk_split), or NULL for equal shares. Every site must pass
+     * the same. Read by create only. */
+    const double *shares;
 } gt_wan_outer_params_t;
 
 typedef struct {
@@ -499,6 +553,12 @@ GT_API gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round,
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
  * the rank's share of the lanes. */
 GT_API size_t gt_wan_outer_len(const gt_wan_outer_t *o);
+/* Elements of the largest chunk of this engine's layout (for sizing receive buffers). */
+GT_API size_t gt_wan_outer_max_chunk(const gt_wan_outer_t *o);
+/* Seconds from this site's submit of `round` to the arrival of the last chunk of its result
+ * (its exchange time, whatever overlap hid of it); NAN when either is unknown or the round is
+ * no longer kept (the last few rounds are). 0 when the result was complete before the submit. */
+GT_API double gt_wan_outer_exchange_s(const gt_wan_outer_t *o, uint64_t round);
 
 /* The earliest time a pending close is due (for the caller's wait), or UINT64_MAX. */
 GT_API uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o);
@@ -516,17 +576,51 @@ GT_API uint32_t gt_wan_outer_owner(const gt_wan_outer_t *o, uint32_t lane, uint3
 GT_API uint32_t gt_wan_outer_owner_at(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk,
                                       uint64_t round);
 
+/* The tokens whose gradients `round`'s result carries: for each chunk, the tokens behind the
+ * contributions its owner aggregated (on time or folded late, at their full count), weighted by
+ * the chunk's share of this engine's vector; 0 when the round is not held (16 rounds are). */
+GT_API double gt_wan_outer_result_tokens(const gt_wan_outer_t *o, uint64_t round);
+
+/* The error-feedback residual (gt_wan_outer_len floats) of this site's deltas (of_results 0) or
+ * of the results it aggregated (1): read to checkpoint it, written to resume it. */
+GT_API float *gt_wan_outer_residual(gt_wan_outer_t *o, int of_results);
+
+/* Resumes a run from a checkpoint taken after `rounds` rounds, before the first submit: the
+ * rounds before are closed (anything still arriving for them is late), and the contribution
+ * counters continue from `counters` (NULL: from zero; the byte, message and `open` counts
+ * always start afresh). The residuals are restored through gt_wan_outer_residual. */
+GT_API gt_status_t gt_wan_outer_resume(gt_wan_outer_t *o, uint64_t rounds,
+                                       const gt_wan_outer_stats_t *counters) GT_MUST_USE;
+
+/* The run's last round. An owner waits longer for it before closing it at the straggler
+ * deadline: 4 x deadline_max_ms from its first contribution, so that a contribution to it
+ * (which has no next round to fold into, and whose owner may have finished and exited when it
+ * arrives late) is almost always aggregated. Rounds after it are treated alike (sync-dp passes
+ * 0: every step waits that long for every site). Not set (UINT64_MAX): the usual deadline. */
+GT_API void gt_wan_outer_set_last_round(gt_wan_outer_t *o, uint64_t round);
+
 /* 64-bit hash of a float vector's bytes (xxh3), for the anchor check. */
 GT_API uint64_t gt_wan_outer_hash(const float *x, size_t n);
 
 /* ---- one site's connections to every other site, built from sites.yaml.
  *
  * The mesh owns the site's gt_wan_net (transport, secure channel, optional emulator from
- * wan.emulation/links), listens on the site's address, and keeps one endpoint per live peer:
- * the site with the higher index connects, the lower one accepts, so each pair has exactly one
- * connection. Messages are copied on send (callers may reuse their buffers), queued while a
- * peer is still connecting, and every received message is handed to the on_message callback.
- * A peer whose endpoint fails is marked down and re-dialled when the view still lists it.
+ * wan.emulation/links), listens on the site's address (that address only), and keeps one
+ * endpoint per live peer: the site with the higher index connects, the lower one accepts, so
+ * each pair has exactly one connection. Messages are copied on send (callers may reuse their
+ * buffers), queued while a peer is still connecting, and every received message is handed to
+ * the on_message callback exactly once.
+ *
+ * A connection is disposable, a message is not (DESIGN.md §9). Every message carries the
+ * sender's incarnation (random per mesh) and a per-peer id; the receiver acknowledges the last
+ * id it delivered (cumulative ACK messages, batched) and drops anything at or below it, so a
+ * re-sent message is delivered once. The sender keeps every message until it is acknowledged.
+ * A connection that fails — a frame that failed authentication, a reset, a dead peer — is
+ * closed and, while the view still lists the peer, dialled again; on the new connection each
+ * side first sends its ACK, and the sender then re-sends, in order, what was not acknowledged.
+ * Only messages to a site that leaves the view are given up (counted in send_failures). A
+ * peer whose connection fails wan.max_link_failures times within a minute is cut off (no dial,
+ * its connections refused) until the rate falls below that, as a lost peer.
  */
 
 typedef struct {
@@ -545,10 +639,16 @@ typedef struct {
 
 typedef struct {
     uint64_t bytes_sent, bytes_received; /* payload bytes, all endpoints, closed ones too */
-    uint64_t msgs_sent, msgs_received;
-    uint64_t rejected;      /* frames rejected by the secure channel */
-    uint64_t send_failures; /* messages lost with a failed endpoint */
-    uint64_t peers_lost;    /* endpoints that failed */
+    uint64_t msgs_sent, msgs_received;   /* messages acknowledged by / delivered from peers */
+    uint64_t rejected;        /* frames rejected by the secure channel (after authentication) */
+    uint64_t send_failures;   /* messages given up: their site left the view */
+    uint64_t peers_lost;      /* ready connections that failed */
+    uint64_t reconnects;      /* connections that became ready to a peer that had one before */
+    uint64_t resent;          /* messages sent again on a new connection */
+    uint64_t duplicates;      /* received messages dropped as already delivered */
+    uint64_t malformed;       /* received messages without a valid mesh header (dropped) */
+    uint64_t peers_cut;       /* times a peer was cut off for failing too often */
+    gt_wan_gate_stats_t gate; /* the listening socket and the handshakes */
 } gt_wan_mesh_stats_t;
 
 typedef struct gt_wan_mesh gt_wan_mesh_t;
@@ -578,6 +678,13 @@ GT_API int gt_wan_mesh_peer_ready(const gt_wan_mesh_t *mesh, uint32_t site);
 GT_API size_t gt_wan_mesh_pending(const gt_wan_mesh_t *mesh);
 
 GT_API void gt_wan_mesh_stats(const gt_wan_mesh_t *mesh, gt_wan_mesh_stats_t *stats_p);
+
+/* GT_OK, or GT_ERR_AUTH when no peer of the view will authenticate this site: every peer has
+ * refused its handshakes (closed after our first message, or sent us one sealed to a key we
+ * do not hold) for 2 x wan.peer_timeout_ms, and no connection is up. The site then cannot take
+ * part and should leave the view (an error naming its public key is logged once) rather than
+ * hold up the others' rounds. */
+GT_API gt_status_t gt_wan_mesh_health(gt_wan_mesh_t *mesh);
 
 #ifdef __cplusplus
 }

@@ -39,8 +39,9 @@ struct gt_wan_member {
     pthread_mutex_t hb_lock;
     pthread_cond_t hb_cond;
     int hb_stop;
-    volatile int lost;   /* etcd said the lease is gone: the others have removed this site */
-    volatile int frozen; /* etcd has not answered for a TTL: no view can change meanwhile */
+    volatile int lost;          /* etcd said the lease is gone: the others have removed this site */
+    volatile int frozen;        /* etcd has not answered for a TTL: no view can change meanwhile */
+    volatile uint64_t hb_count; /* keepalive attempts finished (answered or not) */
     /* After a request no etcd member answered in time, API calls fail at once until then (or
      * until a heartbeat gets through): the caller's thread (the site's WAN thread) must not
      * block for a request timeout on every call while etcd is away. */
@@ -227,6 +228,7 @@ static void *heartbeat_main(void *arg)
         int alive = 0;
         gt_status_t st = keepalive(m, h, &alive);
         uint64_t now = gt_time_ns();
+        __atomic_add_fetch(&m->hb_count, 1, __ATOMIC_SEQ_CST);
         if (st == GT_OK && alive) {
             if (m->frozen)
                 GT_WARN("membership: etcd answers again after %.1f s; site %s's lease held, "
@@ -268,6 +270,26 @@ static void stop_heartbeat(gt_wan_member_t *m)
 }
 
 /* ---- create / destroy ---- */
+
+/* {name, address} and the fields of the note (a JSON object's text, or NULL). */
+static json_t *member_value(const gt_wan_member_t *m, const char *note)
+{
+    json_t *v = json_object();
+    if (note && *note) {
+        json_t *n = json_loads(note, 0, NULL);
+        if (!json_is_object(n)) {
+            GT_ERROR("membership: the note '%.60s' is not a JSON object", note);
+            json_decref(n);
+            json_decref(v);
+            return NULL;
+        }
+        json_object_update(v, n);
+        json_decref(n);
+    }
+    json_object_set_new(v, "name", json_string(m->site));
+    json_object_set_new(v, "address", json_string(m->address));
+    return v;
+}
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static void curl_global(void)
@@ -315,7 +337,11 @@ gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_
     m->api = curl_easy_init();
     GT_REQUIRE_GOTO(m->api, st, GT_ERR_NOMEM, fail, "membership: curl_easy_init failed");
 
-    /* Lease. */
+    /* Lease. A member key put with a lease a follower has not applied yet (or that ran out
+     * meanwhile on a loaded machine) is refused "requested lease not found": a fresh lease is
+     * asked for, a few times, before that counts as an error. */
+    int attempts = 0;
+again:
     req = json_pack("{s:I}", "TTL", (json_int_t)p->lease_ttl_s);
     st = post(m, m->api, "/v3/lease/grant", req, &reply);
     json_decref(req);
@@ -331,8 +357,8 @@ gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_
     GT_REQUIRE_GOTO(m->lease != 0, st, GT_ERR_IO, fail, "membership: etcd granted no lease");
 
     /* Member key, created only if absent: two live sites cannot share a name. */
-    value = json_pack("{s:s,s:s}", "name", m->site, "address", m->address);
-    value_text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS);
+    value = member_value(m, p->note);
+    value_text = value ? json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     GT_REQUIRE_GOTO(value && value_text, st, GT_ERR_NOMEM, fail, "membership: out of memory");
     req = json_pack("{s:[{s:s,s:o,s:s}],s:[{s:{s:o,s:o,s:o}}]}", "compare", "target", "CREATE",
                     "key", b64(m->member_key, strlen(m->member_key)), "create_revision", "0",
@@ -340,6 +366,18 @@ gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_
                     "value", b64(value_text, strlen(value_text)), "lease", i64_string(m->lease));
     GT_REQUIRE_GOTO(req, st, GT_ERR_NOMEM, fail, "membership: out of memory");
     st = post(m, m->api, "/v3/kv/txn", req, &reply);
+    if (st == GT_ERR_IO && ++attempts < 5) {
+        json_decref(req);
+        json_decref(value);
+        free(value_text);
+        req = value = NULL;
+        value_text = NULL;
+        GT_WARN("membership: site %s: etcd refused the member key's lease; asking for a new one",
+                m->site);
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+        goto again;
+    }
     if (st != GT_OK) goto fail;
     if (!json_is_true(json_object_get(reply, "succeeded"))) {
         GT_ERROR("membership: a live site named '%s' is already registered under %s", m->site,
@@ -408,6 +446,11 @@ void gt_wan_member_destroy(gt_wan_member_t *m)
 gt_status_t gt_wan_member_health(const gt_wan_member_t *m)
 {
     return m->lost ? GT_ERR_PEER_LOST : GT_OK;
+}
+
+uint64_t gt_wan_member_heartbeats(const gt_wan_member_t *m)
+{
+    return m ? __atomic_load_n(&m->hb_count, __ATOMIC_SEQ_CST) : 0;
 }
 
 int gt_wan_member_frozen(const gt_wan_member_t *m)
@@ -592,6 +635,50 @@ gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p)
     json_t *reply = NULL;
     gt_status_t st = api_call(m, "/v3/kv/range", req, &reply);
     if (st == GT_OK) *started_p = json_array_size(json_object_get(reply, "kvs")) > 0;
+    json_decref(reply);
+    return st;
+}
+
+gt_status_t gt_wan_member_values(gt_wan_member_t *m, char **json_p)
+{
+    json_t *req = json_pack("{s:o,s:o}", "key", b64(m->members_prefix, strlen(m->members_prefix)),
+                            "range_end", prefix_end(m->members_prefix));
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/range", req, &reply);
+    if (st != GT_OK) return st;
+    json_t *out = json_array();
+    size_t i;
+    json_t *kv;
+    json_array_foreach(json_object_get(reply, "kvs"), i, kv)
+    {
+        char *val = unb64(json_object_get(kv, "value"), NULL);
+        json_t *j = val ? json_loads(val, 0, NULL) : NULL;
+        if (json_is_object(j))
+            json_array_append(out, j);
+        else
+            GT_WARN("membership: ignoring a malformed member entry");
+        json_decref(j);
+        free(val);
+    }
+    json_decref(reply);
+    char *text = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    if (!text) return GT_ERR_NOMEM;
+    *json_p = text;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_member_set_note(gt_wan_member_t *m, const char *note)
+{
+    json_t *value = member_value(m, note);
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(value);
+    if (!text) return note ? GT_ERR_INVALID : GT_ERR_NOMEM;
+    json_t *req = json_pack("{s:o,s:o,s:o}", "key", b64(m->member_key, strlen(m->member_key)),
+                            "value", b64(text, strlen(text)), "lease", i64_string(m->lease));
+    free(text);
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/put", req, &reply);
     json_decref(reply);
     return st;
 }

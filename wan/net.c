@@ -1,12 +1,14 @@
 /* net.c — the public face of the WAN channel (gt_wan.h): a net (transport context, keys,
  * optional emulator) that listens, connects and accepts, the endpoints' post/test/wait
- * calls, and the progress loop that drives the endpoint engine in channel.c. Waits never
- * pass their deadline; between progress calls they yield or nap so that peers polling on a
- * shared core both get to run. */
+ * calls, and the progress loop that drives the control connections (ctl.c) and the data
+ * path (channel.c). Waits never pass their deadline; between progress calls they yield or nap
+ * so that peers polling on a shared core both get to run. */
 #include "channel_internal.h"
 
 #include <sched.h>
 #include <sodium.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,12 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
     if (!net) return GT_ERR_NOMEM;
     net->magic = GT_WAN_NET_MAGIC;
     net->p = *params;
+    net->lfd = -1;
+    net->epfd = epoll_create1(EPOLL_CLOEXEC);
+    GT_REQUIRE_GOTO(net->epfd >= 0, st, GT_ERR_IO, fail, "wan: epoll_create1 failed");
+    if (!net->p.preauth_timeout_ms) net->p.preauth_timeout_ms = 2000;
+    if (!net->p.preauth_max) net->p.preauth_max = 64;
+    if (!net->p.preauth_max_per_source) net->p.preauth_max_per_source = 8;
     if (!net->p.frame_bytes) net->p.frame_bytes = (size_t)1 << 20;
     if (!net->p.window) net->p.window = 8;
     if (!net->p.connect_timeout_ms) net->p.connect_timeout_ms = 10000;
@@ -37,6 +45,20 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
     net->p.run_id = net->run_id;
     net->p.keypair = NULL;
     net->p.peers = NULL;
+    if (params->local_host) {
+        net->local_host = strdup(params->local_host);
+        GT_REQUIRE_GOTO(net->local_host, st, GT_ERR_NOMEM, fail, "wan: out of memory");
+    }
+    net->p.local_host = net->local_host;
+    net->n_ids = params->site_id + 1;
+    for (size_t i = 0; i < params->n_peers; i++)
+        if (params->peers[i].site_id + 1 > net->n_ids) net->n_ids = params->peers[i].site_id + 1;
+    if (net->n_ids > GT_WAN_SEC_MAX_PEERS + 1) net->n_ids = GT_WAN_SEC_MAX_PEERS + 1;
+    net->auth_ok_ns = calloc(net->n_ids, sizeof *net->auth_ok_ns);
+    net->refused_since_ns = calloc(net->n_ids, sizeof *net->refused_since_ns);
+    net->peer_src = calloc(net->n_ids, sizeof *net->peer_src);
+    GT_REQUIRE_GOTO(net->auth_ok_ns && net->refused_since_ns && net->peer_src, st, GT_ERR_NOMEM,
+                    fail, "wan: out of memory");
     uint8_t h8[8];
     crypto_generichash(h8, sizeof h8, (const uint8_t *)net->run_id, strlen(net->run_id), NULL, 0);
     for (int i = 7; i >= 0; i--) net->run_hash = (net->run_hash << 8) | h8[i];
@@ -81,19 +103,31 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
         unsigned threads = gt_wan_cpool_default_threads();
         if (threads) GT_CHECK_GOTO(gt_wan_cpool_create(threads, &net->pool), st, fail);
     }
-    gt_wan_tp_params_t tpp = {.connect_timeout_ns =
-                                  (uint64_t)net->p.connect_timeout_ms * 1000000ull};
-    GT_CHECK_GOTO(net->ops->create(&tpp, &net->tp), st, fail);
     *net_p = net;
     return GT_OK;
 fail:
     free(peers);
     gt_wan_cpool_destroy(net->pool);
     gt_wan_sec_destroy(net->sec);
+    if (net->epfd >= 0) close(net->epfd);
+    free(net->auth_ok_ns);
+    free(net->refused_since_ns);
+    free(net->peer_src);
     free(net->site_name);
     free(net->run_id);
+    free(net->local_host);
     free(net);
     return st;
+}
+
+gt_status_t gt_wan_net_tp_ensure(gt_wan_net_t *net, const char *host)
+{
+    if (net->tp) return GT_OK;
+    gt_wan_tp_params_t tpp = {
+        .connect_timeout_ns = (uint64_t)net->p.connect_timeout_ms * 1000000ull,
+        .local_host = net->local_host ? net->local_host : host,
+    };
+    return net->ops->create(&tpp, &net->tp);
 }
 
 void gt_wan_net_destroy(gt_wan_net_t *net)
@@ -103,8 +137,14 @@ void gt_wan_net_destroy(gt_wan_net_t *net)
     if (net->tp) net->ops->destroy(net->tp);
     gt_wan_cpool_destroy(net->pool); /* every endpoint, and so every job, is gone */
     gt_wan_sec_destroy(net->sec);
+    if (net->lfd >= 0) close(net->lfd);
+    if (net->epfd >= 0) close(net->epfd);
+    free(net->auth_ok_ns);
+    free(net->refused_since_ns);
+    free(net->peer_src);
     free(net->site_name);
     free(net->run_id);
+    free(net->local_host);
     net->magic = 0;
     free(net);
 }
@@ -112,17 +152,22 @@ void gt_wan_net_destroy(gt_wan_net_t *net)
 gt_status_t gt_wan_net_listen(gt_wan_net_t *net, const char *host, uint16_t port, uint16_t *port_p)
 {
     if (!net || !port_p) return GT_ERR_INVALID;
-    return net->ops->listen(net->tp, host ? host : "0.0.0.0", port, port_p);
+    if (!host || !*host || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0)
+        GT_WARN("wan: site %s listens on every interface ('%s'); name one address to listen on "
+                "it alone",
+                net->site_name, host ? host : "");
+    gt_status_t st = gt_wan_net_tp_ensure(net, host);
+    if (st != GT_OK) return st;
+    return gt_wan_ctl_listen(net, host ? host : "0.0.0.0", port, port_p);
 }
 
 gt_status_t gt_wan_net_connect(gt_wan_net_t *net, const char *host, uint16_t port,
                                uint32_t peer_site_id, gt_wan_ep_t **ep_p)
 {
     if (!net || !host || !ep_p) return GT_ERR_INVALID;
-    void *tp = NULL;
-    gt_status_t st = net->ops->connect(net->tp, host, port, &tp);
+    gt_status_t st = gt_wan_net_tp_ensure(net, NULL);
     if (st != GT_OK) return st;
-    return gt_wan_ch_ep_new(net, tp, 0, peer_site_id, ep_p);
+    return gt_wan_ctl_dial(net, host, port, peer_site_id, ep_p);
 }
 
 gt_status_t gt_wan_net_accept(gt_wan_net_t *net, gt_wan_ep_t **ep_p)
@@ -137,38 +182,58 @@ gt_status_t gt_wan_net_accept(gt_wan_net_t *net, gt_wan_ep_t **ep_p)
     return GT_ERR_AGAIN;
 }
 
+/* A ready endpoint whose control connection ended gets this long to take in what the peer
+ * sent before it closed (the transport usually reports the loss itself first). */
+#define CTL_GRACE_NS 100000000ull
+
 gt_status_t gt_wan_net_progress(gt_wan_net_t *net)
 {
     if (!net || net->magic != GT_WAN_NET_MAGIC) return GT_ERR_INVALID;
-    net->ops->progress(net->tp);
-    void *tp;
-    while (net->ops->accept(net->tp, &tp) == GT_OK) {
-        gt_wan_ep_t *ep = NULL;
-        gt_status_t st = gt_wan_ch_ep_new(net, tp, 1, UINT32_MAX, &ep);
-        if (st != GT_OK)
-            GT_WARN("wan: could not set up an incoming connection: %s", gt_status_str(st));
-    }
+    if (net->tp) net->ops->progress(net->tp);
+    gt_wan_ctl_progress(net);
     uint64_t now = gt_time_ns();
     gt_wan_ep_t *next;
     for (gt_wan_ep_t *ep = net->eps; ep; ep = next) {
         next = ep->next;
-        if (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) {
+        if (ep->tp && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) &&
+            ep->phase >= GT_WAN_PH_LINK) {
             gt_status_t ts = net->ops->ep_state(ep->tp);
-            if (ts != GT_OK && ts != GT_ERR_AGAIN) gt_wan_ch_ep_fail(ep, ts);
+            if (ts == GT_OK && ep->phase == GT_WAN_PH_LINK) gt_wan_ch_ep_ready(ep);
+            if (ts != GT_OK && ts != GT_ERR_AGAIN) {
+                /* What the transport completed before it reported the loss (a send the peer
+                 * received before it closed, frames that arrived) is reported as done first. */
+                if (ep->phase == GT_WAN_PH_READY) {
+                    gt_wan_ch_rx_progress(ep);
+                    if (ep->state == GT_OK) gt_wan_ch_tx_progress(ep);
+                }
+                if (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) gt_wan_ch_ep_fail(ep, ts);
+            }
         }
-        gt_wan_ch_rx_progress(ep);
-        if (ep->state == GT_OK || ep->state == GT_ERR_AGAIN) gt_wan_ch_tx_progress(ep);
-        if (ep->state == GT_ERR_AGAIN && now > ep->hs_deadline_ns) {
-            char who[96];
-            GT_ERROR("wan: no handshake with %s within %u ms",
-                     gt_wan_ch_peer_label(ep, who, sizeof who), net->p.connect_timeout_ms);
-            gt_wan_ch_ep_fail(ep, GT_ERR_TIMEOUT);
+        if (ep->phase == GT_WAN_PH_READY) {
+            gt_wan_ch_rx_progress(ep);
+            if (ep->state == GT_OK) gt_wan_ch_tx_progress(ep);
+            if (ep->state == GT_OK && ep->ctl_lost_ns && now - ep->ctl_lost_ns > CTL_GRACE_NS) {
+                char who[96];
+                GT_WARN("wan: %s closed its connection", gt_wan_ch_peer_label(ep, who, sizeof who));
+                gt_wan_ch_ep_fail(ep, GT_ERR_PEER_LOST);
+            }
         }
         /* An incoming connection that failed before anyone accepted it is ours to drop. */
         if (ep->incoming && !ep->accepted && ep->state != GT_OK && ep->state != GT_ERR_AGAIN)
             gt_wan_ch_ep_free(ep);
     }
     return GT_OK;
+}
+
+void gt_wan_net_gate_stats(const gt_wan_net_t *net, gt_wan_gate_stats_t *stats_p)
+{
+    if (!net || !stats_p) return;
+    *stats_p = net->gate;
+    if (net->tp && net->ops->stats) {
+        gt_wan_tp_stats_t ts = {0};
+        net->ops->stats(net->tp, &ts);
+        stats_p->data_stray = ts.stray;
+    }
 }
 
 gt_status_t gt_wan_ep_state(const gt_wan_ep_t *ep)
@@ -253,6 +318,7 @@ gt_status_t gt_wan_ep_send(gt_wan_ep_t *ep, const gt_wan_msg_t *msg, const void 
     if (msg->type == GT_WAN_MSG_HELLO || !gt_wan_msg_type_valid(msg->type)) return GT_ERR_INVALID;
     if (len > GT_WAN_MSG_MAX_BYTES) return GT_ERR_OVERFLOW;
     if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return ep->state;
+    if (ep->incoming && !ep->accepted) return GT_ERR_INVALID;
     memset(req, 0, sizeof *req);
     req->status = GT_ERR_AGAIN;
     req->msg = *msg;

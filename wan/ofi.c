@@ -6,10 +6,19 @@
  * errors. The `sockets` provider is avoided (much slower here); FI_PROVIDER may still
  * override the choice for experiments.
  *
+ * Connecting: nothing of libfabric listens on a well-known port. Once the channel has
+ * authenticated the peer on its own control connection, the side that accepted that connection
+ * (the responder) opens a passive endpoint for this one connection on a free port of the site's
+ * address, and its address for the peer is that port and 16 random bytes; the initiator
+ * connects to the port with the 16 bytes as the connect request's data. The responder accepts
+ * only a request that carries them (compared in constant time; any other is rejected and
+ * counted) and closes the passive endpoint once connected or at the deadline, so it exists for
+ * the one exchange that needs it.
+ *
  * Each endpoint owns its event queue, domain and completion queue, so an endpoint that dies
  * is torn down alone (closing its CQ guarantees no completion can later name a request the
- * caller has freed). Accepted endpoints share the listener's fabric. Sends posted before the
- * connection is up, or refused with FI_EAGAIN, wait in a queue that progress() drains.
+ * caller has freed). Sends posted before the connection is up, or refused with FI_EAGAIN, wait
+ * in a queue that progress() drains.
  */
 #include "transport_internal.h"
 
@@ -27,6 +36,8 @@
 
 #define OFI_API_VERSION FI_VERSION(1, 9)
 #define OFI_CQ_BATCH    16
+#define OFI_ADDR_MAGIC  0x41665447u /* "GTfA" as little-endian bytes */
+#define OFI_TOKEN_BYTES 16u
 
 typedef struct ofi_ctx ofi_ctx_t;
 typedef struct ofi_ep ofi_ep_t;
@@ -36,27 +47,27 @@ struct ofi_ep {
     struct fi_info *info;
     struct fid_fabric *fabric; /* owned only when own_fabric */
     int own_fabric;
+    int responder;            /* accepts the data connection on its own passive endpoint */
+    struct fi_info *pep_info; /* responder, until connected: the passive endpoint */
+    struct fid_eq *pep_eq;
+    struct fid_pep *pep;
+    uint8_t token[OFI_TOKEN_BYTES]; /* what the connect request must carry */
     struct fid_eq *eq;
     struct fid_domain *domain;
     struct fid_cq *cq;
     struct fid_ep *ep;
     gt_status_t state;        /* GT_ERR_AGAIN connecting, GT_OK up, else the error */
-    int incoming;             /* accepted side: queue for accept() once connected */
     uint64_t deadline_ns;     /* connect deadline */
     gt_wan_tp_list_t waiting; /* sends not yet handed to the provider */
     gt_wan_tp_list_t posted;  /* sends and receives the provider holds */
     ofi_ep_t *next;           /* ctx->eps */
-    ofi_ep_t *ready_next;     /* ctx->ready (accepted, connected, not yet taken) */
 };
 
 struct ofi_ctx {
     gt_wan_tp_params_t params;
-    struct fi_info *pep_info;
-    struct fid_fabric *pep_fabric;
-    struct fid_eq *pep_eq;
-    struct fid_pep *pep;
+    char host[256]; /* where passive endpoints bind ("" = any) */
     ofi_ep_t *eps;
-    ofi_ep_t *ready;
+    gt_wan_tp_stats_t stats;
 };
 
 static struct fi_info *ofi_hints(void)
@@ -94,8 +105,19 @@ static void ofi_fail_all(ofi_ep_t *e, gt_status_t st)
 }
 
 /* Closes the provider objects of an endpoint (not the struct). */
+static void ofi_pep_close(ofi_ep_t *e)
+{
+    if (e->pep) fi_close(&e->pep->fid);
+    if (e->pep_eq) fi_close(&e->pep_eq->fid);
+    if (e->pep_info) fi_freeinfo(e->pep_info);
+    e->pep = NULL;
+    e->pep_eq = NULL;
+    e->pep_info = NULL;
+}
+
 static void ofi_ep_teardown(ofi_ep_t *e)
 {
+    ofi_pep_close(e);
     if (e->ep) fi_close(&e->ep->fid);
     if (e->cq) fi_close(&e->cq->fid);
     if (e->eq) fi_close(&e->eq->fid);
@@ -143,6 +165,8 @@ static gt_status_t ofi_create(const gt_wan_tp_params_t *params, void **ctx_p)
     ofi_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return GT_ERR_NOMEM;
     c->params = *params;
+    if (params->local_host) snprintf(c->host, sizeof c->host, "%s", params->local_host);
+    c->params.local_host = c->host;
     *ctx_p = c;
     return GT_OK;
 }
@@ -154,67 +178,7 @@ static void ofi_destroy(void *ctx)
     ofi_ctx_t *c = ctx;
     if (!c) return;
     while (c->eps) ofi_close(c->eps, 1);
-    if (c->pep) fi_close(&c->pep->fid);
-    if (c->pep_eq) fi_close(&c->pep_eq->fid);
-    if (c->pep_fabric) fi_close(&c->pep_fabric->fid);
-    if (c->pep_info) fi_freeinfo(c->pep_info);
     free(c);
-}
-
-static gt_status_t ofi_listen(void *ctx, const char *host, uint16_t port, uint16_t *port_p)
-{
-    ofi_ctx_t *c = ctx;
-    gt_status_t st = GT_OK;
-    char service[16];
-    int rc;
-    if (c->pep) return GT_ERR_EXISTS;
-    snprintf(service, sizeof service, "%u", (unsigned)port);
-    struct fi_info *hints = ofi_hints();
-    if (!hints) return GT_ERR_NOMEM;
-    rc = fi_getinfo(OFI_API_VERSION, host, service, FI_SOURCE, hints, &c->pep_info);
-    fi_freeinfo(hints);
-    if (rc) {
-        GT_ERROR("libfabric: no tcp msg provider for %s:%s: %s", host, service, fi_strerror(-rc));
-        return GT_ERR_UNSUPPORTED;
-    }
-    struct fi_eq_attr eq_attr = {.size = 64, .wait_obj = FI_WAIT_NONE};
-    if ((rc = fi_fabric(c->pep_info->fabric_attr, &c->pep_fabric, NULL))) {
-        st = ofi_err("fi_fabric", rc);
-        goto fail;
-    }
-    if ((rc = fi_eq_open(c->pep_fabric, &eq_attr, &c->pep_eq, NULL))) {
-        st = ofi_err("fi_eq_open", rc);
-        goto fail;
-    }
-    if ((rc = fi_passive_ep(c->pep_fabric, c->pep_info, &c->pep, NULL))) {
-        st = ofi_err("fi_passive_ep", rc);
-        goto fail;
-    }
-    if ((rc = fi_pep_bind(c->pep, &c->pep_eq->fid, 0)) || (rc = fi_listen(c->pep))) {
-        st = ofi_err("fi_listen", rc);
-        goto fail;
-    }
-    struct sockaddr_storage sa;
-    size_t salen = sizeof sa;
-    if ((rc = fi_getname(&c->pep->fid, &sa, &salen))) {
-        st = ofi_err("fi_getname", rc);
-        goto fail;
-    }
-    if (sa.ss_family == AF_INET)
-        *port_p = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    else
-        *port_p = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-    return GT_OK;
-fail:
-    if (c->pep) fi_close(&c->pep->fid);
-    if (c->pep_eq) fi_close(&c->pep_eq->fid);
-    if (c->pep_fabric) fi_close(&c->pep_fabric->fid);
-    fi_freeinfo(c->pep_info);
-    c->pep = NULL;
-    c->pep_eq = NULL;
-    c->pep_fabric = NULL;
-    c->pep_info = NULL;
-    return st;
 }
 
 static ofi_ep_t *ofi_ep_new(ofi_ctx_t *c)
@@ -237,45 +201,77 @@ static void ofi_ep_unlink(ofi_ep_t *e)
             *pp = e->next;
             break;
         }
-    for (ofi_ep_t **pp = &c->ready; *pp; pp = &(*pp)->ready_next)
-        if (*pp == e) {
-            *pp = e->ready_next;
-            break;
-        }
 }
 
-static gt_status_t ofi_connect(void *ctx, const char *host, uint16_t port, void **ep_p)
+static void ofi_put(uint8_t *p, uint64_t v, int n)
 {
-    ofi_ctx_t *c = ctx;
-    char service[16];
-    gt_status_t st;
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t ofi_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* Opens the responder's passive endpoint on a free port of the site's address. */
+static gt_status_t ofi_pep_open(ofi_ep_t *e, uint16_t *port_p)
+{
+    ofi_ctx_t *c = e->ctx;
     int rc;
-    snprintf(service, sizeof service, "%u", (unsigned)port);
     struct fi_info *hints = ofi_hints();
     if (!hints) return GT_ERR_NOMEM;
-    ofi_ep_t *e = ofi_ep_new(c);
-    if (!e) {
-        fi_freeinfo(hints);
-        return GT_ERR_NOMEM;
-    }
-    rc = fi_getinfo(OFI_API_VERSION, host, service, 0, hints, &e->info);
+    const char *host = c->host[0] ? c->host : NULL;
+    rc = fi_getinfo(OFI_API_VERSION, host, "0", FI_SOURCE, hints, &e->pep_info);
     fi_freeinfo(hints);
     if (rc) {
-        GT_ERROR("libfabric: cannot reach %s:%s with the tcp provider: %s", host, service,
-                 fi_strerror(-rc));
-        st = GT_ERR_NOT_FOUND;
-        goto fail;
+        GT_ERROR("libfabric: no tcp msg provider for %s: %s", host ? host : "*", fi_strerror(-rc));
+        return GT_ERR_UNSUPPORTED;
     }
+    struct fi_eq_attr eq_attr = {.size = 8, .wait_obj = FI_WAIT_NONE};
     e->own_fabric = 1;
-    if ((rc = fi_fabric(e->info->fabric_attr, &e->fabric, NULL))) {
-        st = ofi_err("fi_fabric", rc);
-        goto fail;
-    }
-    if ((st = ofi_ep_open(e)) != GT_OK) goto fail;
-    rc = fi_connect(e->ep, e->info->dest_addr, NULL, 0);
-    if (rc) {
-        st = ofi_err("fi_connect", rc);
-        goto fail;
+    if ((rc = fi_fabric(e->pep_info->fabric_attr, &e->fabric, NULL)))
+        return ofi_err("fi_fabric", rc);
+    if ((rc = fi_eq_open(e->fabric, &eq_attr, &e->pep_eq, NULL))) return ofi_err("fi_eq_open", rc);
+    if ((rc = fi_passive_ep(e->fabric, e->pep_info, &e->pep, NULL)))
+        return ofi_err("fi_passive_ep", rc);
+    gt_wan_tp_listen_lock(); /* no listener appears while UCX starts (ucx.c) */
+    if (!(rc = fi_pep_bind(e->pep, &e->pep_eq->fid, 0))) rc = fi_listen(e->pep);
+    gt_wan_tp_listen_unlock();
+    if (rc) return ofi_err("fi_listen", rc);
+    struct sockaddr_storage sa;
+    size_t salen = sizeof sa;
+    if ((rc = fi_getname(&e->pep->fid, &sa, &salen))) return ofi_err("fi_getname", rc);
+    if (sa.ss_family == AF_INET)
+        *port_p = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    else
+        *port_p = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+    return GT_OK;
+}
+
+/* Address: magic u32, port u16, token (responder); magic only (initiator). */
+static gt_status_t ofi_ep_open_(void *ctx, int responder, const char *peer_host, void **ep_p,
+                                void *addr, size_t cap, size_t *len_p)
+{
+    ofi_ctx_t *c = ctx;
+    uint8_t *p = addr;
+    (void)peer_host;
+    if (cap < 6 + OFI_TOKEN_BYTES) return GT_ERR_OVERFLOW;
+    ofi_ep_t *e = ofi_ep_new(c);
+    if (!e) return GT_ERR_NOMEM;
+    gt_status_t st = GT_OK;
+    e->responder = responder;
+    ofi_put(p, OFI_ADDR_MAGIC, 4);
+    *len_p = 4;
+    if (responder) {
+        uint16_t port = 0;
+        if ((st = gt_wan_tp_random(e->token, sizeof e->token)) != GT_OK ||
+            (st = ofi_pep_open(e, &port)) != GT_OK)
+            goto fail;
+        ofi_put(p + 4, port, 2);
+        memcpy(p + 6, e->token, OFI_TOKEN_BYTES);
+        *len_p = 6 + OFI_TOKEN_BYTES;
     }
     *ep_p = e;
     return GT_OK;
@@ -286,39 +282,85 @@ fail:
     return st;
 }
 
-/* A connection request on the listener: make and accept its endpoint. */
-static void ofi_on_connreq(ofi_ctx_t *c, struct fi_info *info)
+static gt_status_t ofi_ep_connect(void *ep, const char *peer_host, const void *addr, size_t len)
 {
-    ofi_ep_t *e = ofi_ep_new(c);
-    if (!e) {
-        fi_reject(c->pep, info->handle, NULL, 0);
-        fi_freeinfo(info);
-        return;
-    }
-    e->info = info;
-    e->fabric = c->pep_fabric;
-    e->incoming = 1;
+    ofi_ep_t *e = ep;
+    const uint8_t *p = addr;
+    char service[16];
     int rc;
-    if (ofi_ep_open(e) != GT_OK || (rc = fi_accept(e->ep, NULL, 0)) != 0) {
-        GT_WARN("libfabric: could not accept an incoming connection");
-        if (info->handle) fi_reject(c->pep, info->handle, NULL, 0);
-        ofi_ep_teardown(e);
-        ofi_ep_unlink(e);
-        free(e);
+    if (e->state != GT_ERR_AGAIN || e->ep) return GT_ERR_INVALID;
+    if (len < 4 || ofi_get(p, 4) != OFI_ADDR_MAGIC) {
+        GT_ERROR("libfabric: the peer's data-path address is not a libfabric one");
+        return GT_ERR_CORRUPT;
     }
-}
-
-static gt_status_t ofi_accept(void *ctx, void **ep_p)
-{
-    ofi_ctx_t *c = ctx;
-    ofi_ep_t *e = c->ready;
-    if (!e) return GT_ERR_AGAIN;
-    c->ready = e->ready_next;
-    e->ready_next = NULL;
-    *ep_p = e;
+    if (e->responder) return GT_OK; /* the peer connects to our passive endpoint */
+    if (len != 6 + OFI_TOKEN_BYTES) {
+        GT_ERROR("libfabric: the peer's data-path address has %zu bytes", len);
+        return GT_ERR_CORRUPT;
+    }
+    snprintf(service, sizeof service, "%u", (unsigned)ofi_get(p + 4, 2));
+    struct fi_info *hints = ofi_hints();
+    if (!hints) return GT_ERR_NOMEM;
+    rc = fi_getinfo(OFI_API_VERSION, peer_host, service, 0, hints, &e->info);
+    fi_freeinfo(hints);
+    if (rc) {
+        GT_ERROR("libfabric: cannot reach %s:%s with the tcp provider: %s", peer_host, service,
+                 fi_strerror(-rc));
+        return GT_ERR_NOT_FOUND;
+    }
+    gt_status_t st;
+    e->own_fabric = 1;
+    if ((rc = fi_fabric(e->info->fabric_attr, &e->fabric, NULL))) return ofi_err("fi_fabric", rc);
+    if ((st = ofi_ep_open(e)) != GT_OK) return st;
+    if ((rc = fi_connect(e->ep, e->info->dest_addr, p + 6, OFI_TOKEN_BYTES)))
+        return ofi_err("fi_connect", rc);
     return GT_OK;
 }
 
+static int ofi_token_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t d = 0;
+    for (unsigned i = 0; i < OFI_TOKEN_BYTES; i++) d |= (uint8_t)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+/* The responder's passive endpoint: accept the one connect request that carries our token. */
+static void ofi_progress_pep(ofi_ep_t *e)
+{
+    struct {
+        struct fi_eq_cm_entry entry;
+        uint8_t data[256];
+    } ev;
+    uint32_t event;
+    while (e->pep_eq && e->state == GT_ERR_AGAIN) {
+        ssize_t rd = fi_eq_read(e->pep_eq, &event, &ev, sizeof ev, 0);
+        if (rd == -FI_EAGAIN) return;
+        if (rd == -FI_EAVAIL) {
+            struct fi_eq_err_entry err = {0};
+            fi_eq_readerr(e->pep_eq, &err, 0);
+            GT_DEBUG("libfabric: passive endpoint error: %s", fi_strerror(err.err));
+            continue;
+        }
+        if (rd < 0) return;
+        if (event != FI_CONNREQ) continue;
+        struct fi_info *info = ev.entry.info;
+        size_t dlen = (size_t)rd > sizeof ev.entry ? (size_t)rd - sizeof ev.entry : 0;
+        if (e->ep || dlen != OFI_TOKEN_BYTES || !ofi_token_equal(ev.data, e->token)) {
+            e->ctx->stats.stray++;
+            GT_WARN("libfabric: refused a data connection that did not carry this link's token");
+            if (info && info->handle) fi_reject(e->pep, info->handle, NULL, 0);
+            fi_freeinfo(info);
+            continue;
+        }
+        e->info = info;
+        int rc = 0;
+        if (ofi_ep_open(e) != GT_OK || (rc = fi_accept(e->ep, NULL, 0)) != 0) {
+            GT_WARN("libfabric: could not accept the data connection");
+            ofi_ep_fail(e, GT_ERR_IO);
+            return;
+        }
+    }
+}
 static gt_status_t ofi_ep_state(void *ep)
 {
     return ((ofi_ep_t *)ep)->state;
@@ -448,15 +490,13 @@ static void ofi_progress_eq(ofi_ep_t *e)
         }
         if (event == FI_CONNECTED && e->state == GT_ERR_AGAIN) {
             e->state = GT_OK;
-            if (e->incoming) {
-                e->ready_next = NULL;
-                ofi_ep_t **pp = &e->ctx->ready;
-                while (*pp) pp = &(*pp)->ready_next;
-                *pp = e;
-            }
+            ofi_pep_close(e); /* its one connection is made */
         } else if (event == FI_SHUTDOWN) {
+            /* Completions the provider holds come first: a send the peer received (and
+             * answered) before it closed must not be reported as lost. */
             GT_DEBUG("libfabric: peer shut the connection down");
-            ofi_ep_fail(e, GT_ERR_PEER_LOST);
+            ofi_progress_cq(e);
+            if (e->state == GT_OK || e->state == GT_ERR_AGAIN) ofi_ep_fail(e, GT_ERR_PEER_LOST);
             return;
         }
     }
@@ -483,26 +523,11 @@ static void ofi_drain_waiting(ofi_ep_t *e)
 static gt_status_t ofi_progress(void *ctx)
 {
     ofi_ctx_t *c = ctx;
-    if (c->pep_eq) {
-        struct fi_eq_cm_entry entry;
-        uint32_t event;
-        for (;;) {
-            ssize_t rd = fi_eq_read(c->pep_eq, &event, &entry, sizeof entry, 0);
-            if (rd == -FI_EAGAIN) break;
-            if (rd == -FI_EAVAIL) {
-                struct fi_eq_err_entry err = {0};
-                fi_eq_readerr(c->pep_eq, &err, 0);
-                GT_WARN("libfabric: listener error: %s", fi_strerror(err.err));
-                continue;
-            }
-            if (rd < 0) break;
-            if (event == FI_CONNREQ) ofi_on_connreq(c, entry.info);
-        }
-    }
     uint64_t now = gt_time_ns();
     for (ofi_ep_t *e = c->eps; e; e = e->next) {
         if (e->state != GT_OK && e->state != GT_ERR_AGAIN) continue;
-        ofi_progress_eq(e);
+        ofi_progress_pep(e);
+        ofi_progress_eq(e); /* drains the completions itself before an FI_SHUTDOWN */
         ofi_progress_cq(e);
         ofi_drain_waiting(e);
         if (e->state == GT_ERR_AGAIN && now > e->deadline_ns) {
@@ -527,17 +552,22 @@ static void ofi_close(void *ep, int force)
     free(e);
 }
 
+static void ofi_stats(void *ctx, gt_wan_tp_stats_t *stats_p)
+{
+    *stats_p = ((ofi_ctx_t *)ctx)->stats;
+}
+
 const gt_wan_tp_ops_t gt_wan_tp_ofi_ops = {
     .version = GT_WAN_TP_OPS_VERSION,
     .name = "libfabric",
     .create = ofi_create,
     .destroy = ofi_destroy,
-    .listen = ofi_listen,
-    .accept = ofi_accept,
-    .connect = ofi_connect,
+    .ep_open = ofi_ep_open_,
+    .ep_connect = ofi_ep_connect,
     .ep_state = ofi_ep_state,
     .send = ofi_send,
     .recv = ofi_recv,
     .progress = ofi_progress,
     .close = ofi_close,
+    .stats = ofi_stats,
 };

@@ -34,7 +34,7 @@
 #define RESULT_MAGIC  0x524F5447u /* "GTOR" */
 #define PROTO_VERSION 1u
 #define DELTA_PRE     32u
-#define RESULT_PRE    48u
+#define RESULT_PRE    56u
 #define FLAG_FORWARDED                                                                         \
     1u                  /* DELTA preamble flags: a late contribution passed on to the owner of \
                             the round it folds into; never passed on again */
@@ -59,6 +59,7 @@ static double getf64(const uint8_t *p)
 typedef struct {
     uint32_t sender;
     double weight; /* already divided by 1 + staleness when folded */
+    double tokens; /* the weight as sent: the tokens behind it, for goodput */
     int late;
     uint64_t hash; /* sender's anchor hash for round-1 */
     float *x;      /* chunk length */
@@ -98,6 +99,8 @@ typedef struct {
     int verdict;
     uint64_t own_hash; /* this site's anchor hash for round-1, to compare */
     int own_hash_known;
+    double tokens; /* tokens whose gradients this round's result carries (chunk-weighted) */
+    uint64_t submit_ns, done_ns; /* this site's submit; the last chunk's result (0: not yet) */
 } result_slot_t;
 
 struct gt_wan_outer {
@@ -121,7 +124,8 @@ struct gt_wan_outer {
     uint64_t first[GT_WAN_OUTER_MAX_SITES];
     uint8_t joined[GT_WAN_OUTER_MAX_SITES];
     uint64_t joined_epoch[GT_WAN_OUTER_MAX_SITES];
-    int submitted; /* a round was submitted (start_at must come before) */
+    int submitted;       /* a round was submitted (start_at must come before) */
+    uint64_t last_round; /* the run's last: closed complete only (UINT64_MAX: not set) */
     send_slot_t send[GT_WAN_OUTER_SLOTS];
     result_slot_t res[RESULT_SLOTS];
     agg_t *aggs;
@@ -132,6 +136,9 @@ struct gt_wan_outer {
      * outlier the others do not wait for, rather than a sample that stretches the deadline. */
     double lateness[GT_WAN_OUTER_MAX_SITES];
     uint32_t lateness_n[GT_WAN_OUTER_MAX_SITES];
+    /* Per site: a moving average of how often its contributions came late (1) or on time (0).
+     * The run's last round waits longer only for sites that are usually on time. */
+    double late_share[GT_WAN_OUTER_MAX_SITES];
     uint8_t *scratch; /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
@@ -225,6 +232,7 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     gt_wan_outer_t *o = calloc(1, sizeof *o);
     if (!o) return GT_ERR_NOMEM;
     o->p = *p;
+    o->last_round = UINT64_MAX;
     /* The one lane/chunk layout (topology/layout.c) over the whole vector; this engine works
      * on its rank's share, packed. */
     gt_topo_layout_t *full = NULL;
@@ -234,6 +242,7 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     lp.n_sites = p->n_sites;
     lp.ranks = ranks;
     lp.align = p->codec.block_size ? p->codec.block_size : 1;
+    lp.shares = p->shares;
     GT_CHECK_GOTO(gt_topo_layout_create(&lp, &full), st, fail);
     st = gt_topo_layout_rank(full, p->rank, &o->layout);
     gt_topo_layout_destroy(full);
@@ -409,6 +418,8 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
     r->n_have = 0;
     r->verdict = 0;
     r->own_hash_known = 0;
+    r->tokens = 0;
+    r->submit_ns = r->done_ns = 0;
     return r;
 }
 
@@ -443,6 +454,7 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
     if (r) {
         r->own_hash = anchor_hash;
         r->own_hash_known = round > 0;
+        r->submit_ns = now_ns;
     }
     int ef = o->p.codec.error_feedback;
     /* Encode every chunk first (the NaN/Inf check just before each encode, on data in cache),
@@ -596,7 +608,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
     double median = n_ok ? sorted[n_ok / 2] : 0, limit = o->p.clip_k * median;
     float *g = o->xbuf;
     memset(g, 0, n * sizeof *g);
-    double wsum = 0;
+    double wsum = 0, tsum = 0;
     uint64_t mask = 0;
     uint32_t folded = 0;
     double scale[GT_WAN_OUTER_MAX_SITES];
@@ -612,6 +624,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
                     median);
         }
         wsum += a->c[i].weight;
+        tsum += a->c[i].tokens;
         if (a->c[i].late) {
             folded++;
             o->st.late++;
@@ -669,6 +682,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
     gt_le_put32(b + 32, best_votes);
     gt_le_put32(b + 36, folded);
     putf64(b + 40, wsum);
+    putf64(b + 48, tsum);
     size_t len = RESULT_PRE + flen;
     gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, a->round, a->chunk);
     uint64_t round = a->round;
@@ -724,6 +738,14 @@ static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
     return a->first_ns + dl;
 }
 
+/* Whether an active site missing from `a` is one that usually contributes on time. */
+static int awaits_punctual(const gt_wan_outer_t *o, const agg_t *a)
+{
+    for (uint32_t s = 0; s < o->p.n_sites; s++)
+        if (active(o, s, a->round) && !agg_has(a, s) && o->late_share[s] < 0.5) return 1;
+    return 0;
+}
+
 gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
 {
     uint64_t dl = deadline_ns(o);
@@ -735,7 +757,16 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
         if (a->round > 0 && o->closed_upto[a->chunk] < (int64_t)a->round - 1 &&
             find_agg(o, a->round - 1, a->chunk, 0))
             continue;
-        if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= close_due(o, a, dl))) {
+        /* The run's last round waits longer (4 x deadline_max_ms from its first contribution)
+         * for an active site that is usually on time: its contribution to it, come after a
+         * deadline close, could fold nowhere, and its owner may have finished. A chronic
+         * straggler (most of its recent contributions late) is not waited for, in the last
+         * round as in any other. Bounded all the same: a site that never sends (it died and
+         * its lease has not run out yet) cannot hold it forever. */
+        uint64_t due = close_due(o, a, dl);
+        if (a->round >= o->last_round && due != UINT64_MAX && awaits_punctual(o, a))
+            due = a->first_ns + 4ull * o->p.deadline_max_ms * 1000000ull;
+        if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= due)) {
             if (!agg_complete(o, a))
                 GT_WARN("outer: closing round %llu chunk %u at the deadline with %u of %u sites",
                         (unsigned long long)a->round, a->chunk, agg_on_time(a),
@@ -770,7 +801,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
 {
     if (len < DELTA_PRE || gt_le_get32(b) != DELTA_MAGIC || gt_le_get32(b + 4) != PROTO_VERSION)
         return bad(o, m, "not a DELTA payload");
-    double w = getf64(b + 8);
+    double w = getf64(b + 8), tokens = w;
     if (!(w > 0) || !isfinite(w) || gt_le_get32(b + 24) != o->p.n_sites)
         return bad(o, m, "bad weight or layout");
     const gt_topo_chunk_t *ch = &o->layout->chunks[c];
@@ -838,19 +869,20 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         return bad(o, m, "too many contributions to one chunk");
     }
     if (!late && a->first_ns == 0) a->first_ns = now_ns;
+    o->late_share[sender] = 0.7 * o->late_share[sender] + 0.3 * (late ? 1.0 : 0.0);
     if (!late) {
         double off = (double)(now_ns - a->first_ns);
         uint32_t k = o->lateness_n[sender];
         o->lateness[sender] = k == 0 ? off : 0.8 * o->lateness[sender] + 0.2 * off;
         if (k < UINT32_MAX) o->lateness_n[sender] = k + 1;
     }
-    a->c[a->n++] = (contrib_t){sender, w, late, gt_le_get64(b + 16), x};
+    a->c[a->n++] = (contrib_t){sender, w, tokens, late, gt_le_get64(b + 16), x};
     if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o, a->round)) a->quorum_ns = now_ns;
     return gt_wan_outer_progress(o, now_ns);
 }
 
 static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
-                             size_t c)
+                             uint64_t now_ns, size_t c)
 {
     if (len < RESULT_PRE || gt_le_get32(b) != RESULT_MAGIC || gt_le_get32(b + 4) != PROTO_VERSION)
         return bad(o, m, "not a RESULT payload");
@@ -874,6 +906,9 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     r->len[c] = len;
     r->have[c] = 1;
     r->n_have++;
+    if (r->n_have == o->layout->n_chunks) r->done_ns = now_ns;
+    double t = getf64(b + 48);
+    if (isfinite(t) && t > 0) r->tokens += t * (double)ch->count / (double)o->n;
     if ((int64_t)m->round > o->closed_upto[c]) o->closed_upto[c] = (int64_t)m->round;
     /* We were aggregating this chunk too (its owner changed): the first result is final; what
      * we collected is accounted as aggregated (in the result's mask) or as late. */
@@ -1057,7 +1092,7 @@ static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, con
     if (!ch) return bad(o, msg, "chunk out of range");
     size_t c = (size_t)(ch - o->layout->chunks);
     if (msg->type == GT_WAN_MSG_DELTA) return on_delta(o, msg, buf, len, c, now_ns);
-    if (msg->type == GT_WAN_MSG_RESULT) return on_result(o, msg, buf, len, c);
+    if (msg->type == GT_WAN_MSG_RESULT) return on_result(o, msg, buf, len, now_ns, c);
     return bad(o, msg, "unexpected message type");
 }
 
@@ -1124,6 +1159,18 @@ gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round, float **
     memset(r->dec, 0, o->layout->n_chunks);
     mark_applied(o, r, round);
     return GT_OK;
+}
+
+double gt_wan_outer_exchange_s(const gt_wan_outer_t *o, uint64_t round)
+{
+    const result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    if (!r->used || r->round != round || !r->submit_ns || !r->done_ns) return NAN;
+    return r->done_ns > r->submit_ns ? (double)(r->done_ns - r->submit_ns) * 1e-9 : 0.0;
+}
+
+size_t gt_wan_outer_max_chunk(const gt_wan_outer_t *o)
+{
+    return o->max_chunk;
 }
 
 size_t gt_wan_outer_len(const gt_wan_outer_t *o)
@@ -1215,4 +1262,40 @@ void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p)
     stats_p->open = 0;
     for (size_t i = 0; i < o->n_aggs; i++)
         if (o->aggs[i].used && !o->aggs[i].closed) stats_p->open += o->aggs[i].n;
+}
+
+void gt_wan_outer_set_last_round(gt_wan_outer_t *o, uint64_t round)
+{
+    if (o) o->last_round = round;
+}
+
+double gt_wan_outer_result_tokens(const gt_wan_outer_t *o, uint64_t round)
+{
+    const result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    return r->used && r->round == round ? r->tokens : 0.0;
+}
+
+float *gt_wan_outer_residual(gt_wan_outer_t *o, int of_results)
+{
+    return of_results ? o->result_residual : o->residual;
+}
+
+gt_status_t gt_wan_outer_resume(gt_wan_outer_t *o, uint64_t rounds,
+                                const gt_wan_outer_stats_t *counters)
+{
+    if (o->submitted) {
+        GT_ERROR("outer: resume(%llu) after a submit", (unsigned long long)rounds);
+        return GT_ERR_INVALID;
+    }
+    for (size_t c = 0; c < o->layout->n_chunks; c++) o->closed_upto[c] = (int64_t)rounds - 1;
+    if (counters) {
+        o->st.on_time = counters->on_time;
+        o->st.late = counters->late;
+        o->st.dropped = counters->dropped;
+        o->st.rejected = counters->rejected;
+        o->st.clipped = counters->clipped;
+        o->st.hash_checks = counters->hash_checks;
+        o->st.hash_mismatches = counters->hash_mismatches;
+    }
+    return GT_OK;
 }

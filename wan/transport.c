@@ -2,9 +2,22 @@
  * request lists, "host:port" parsing). */
 #include "transport_internal.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 const gt_wan_tp_ops_t *gt_wan_tp_ops(gt_wan_transport_t transport)
 {
@@ -103,5 +116,171 @@ gt_status_t gt_wan_tp_parse_addr(const char *addr, char *host, size_t host_cap, 
     memcpy(host, h, hl);
     host[hl] = '\0';
     *port_p = (uint16_t)port;
+    return GT_OK;
+}
+
+static int same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (a->sa_family != b->sa_family) return 0;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    return 0;
+}
+
+static int wildcard_ip(const struct sockaddr *a)
+{
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &in6addr_any, 16) == 0;
+    return 0;
+}
+
+gt_status_t gt_wan_tp_host_ifname(const char *host, char *name, size_t cap)
+{
+    if (!host || !*host || !name || !cap) return GT_ERR_INVALID;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res) return GT_ERR_NOT_FOUND;
+    gt_status_t st = GT_ERR_NOT_FOUND;
+    if (wildcard_ip(res->ai_addr)) {
+        freeaddrinfo(res);
+        return GT_ERR_INVALID;
+    }
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) == 0) {
+        for (struct ifaddrs *i = ifs; i && st != GT_OK; i = i->ifa_next)
+            for (struct addrinfo *a = res; a && i->ifa_addr && st != GT_OK; a = a->ai_next)
+                if (same_ip(i->ifa_addr, a->ai_addr) && strlen(i->ifa_name) < cap) {
+                    snprintf(name, cap, "%s", i->ifa_name);
+                    st = GT_OK;
+                }
+        freeifaddrs(ifs);
+    }
+    freeaddrinfo(res);
+    return st;
+}
+
+gt_status_t gt_wan_tp_random(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    while (len) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) return GT_ERR_IO;
+        p += n;
+        len -= (size_t)n;
+    }
+    return GT_OK;
+}
+
+/* ---- listening sockets a library opens for itself ------------------------------------ */
+
+static pthread_mutex_t g_listen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gt_wan_tp_listen_lock(void)
+{
+    pthread_mutex_lock(&g_listen_lock);
+}
+
+void gt_wan_tp_listen_unlock(void)
+{
+    pthread_mutex_unlock(&g_listen_lock);
+}
+
+size_t gt_wan_tp_listeners(int *fds, size_t cap)
+{
+    DIR *d = opendir("/proc/self/fd");
+    size_t n = 0;
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char *end = NULL;
+        long fd = strtol(e->d_name, &end, 10);
+        if (!end || *end || fd < 0 || fd == dirfd(d)) continue;
+        struct stat sb;
+        int on = 0, type = 0, dom = 0;
+        socklen_t l1 = sizeof on, l2 = sizeof type, l3 = sizeof dom;
+        if (fstat((int)fd, &sb) != 0 || !S_ISSOCK(sb.st_mode)) continue;
+        if (getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &l1) != 0 || !on) continue;
+        if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l2) != 0 || type != SOCK_STREAM)
+            continue;
+        if (getsockopt((int)fd, SOL_SOCKET, SO_DOMAIN, &dom, &l3) != 0 ||
+            (dom != AF_INET && dom != AF_INET6))
+            continue;
+        if (n < cap) fds[n] = (int)fd;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Classic BPF, run by the kernel on every segment that reaches the socket (a listener's SYNs
+ * and handshake ACKs included; accepted sockets inherit the program): accept (return all
+ * bytes) the segments whose source address is in the list, drop (return 0) the rest. */
+gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n)
+{
+    enum { MAX_INS = 4 + GT_WAN_TP_FILTER_MAX * 8 + 4 };
+    struct sock_filter prog[MAX_INS];
+    size_t k = 0, n4 = 0, n6 = 0;
+    uint32_t v4[GT_WAN_TP_FILTER_MAX], v6[GT_WAN_TP_FILTER_MAX][4];
+    for (size_t i = 0; i < n && n4 + n6 < GT_WAN_TP_FILTER_MAX; i++) {
+        if (allow[i].ss_family == AF_INET) {
+            v4[n4++] = ntohl(((const struct sockaddr_in *)&allow[i])->sin_addr.s_addr);
+        } else if (allow[i].ss_family == AF_INET6) {
+            const uint8_t *a = ((const struct sockaddr_in6 *)&allow[i])->sin6_addr.s6_addr;
+            static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+            if (memcmp(a, mapped, 12) == 0) { /* an IPv4 peer on a dual-stack socket */
+                v4[n4++] =
+                    (uint32_t)a[12] << 24 | (uint32_t)a[13] << 16 | (uint32_t)a[14] << 8 | a[15];
+                continue;
+            }
+            for (int w = 0; w < 4; w++)
+                v6[n6][w] = (uint32_t)a[4 * w] << 24 | (uint32_t)a[4 * w + 1] << 16 |
+                            (uint32_t)a[4 * w + 2] << 8 | a[4 * w + 3];
+            n6++;
+        }
+    }
+    /* Layout: [0] load protocol, [1] IPv4?, [2] IPv6?, [3] drop, IPv4 block, drop, IPv6 block,
+     * drop, accept. Jumps are relative and forward; `ACCEPT` is patched at the end. */
+    const uint8_t ACCEPT = 0xff; /* placeholder */
+    prog[k++] =
+        (struct sock_filter)BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_AD_OFF + SKF_AD_PROTOCOL);
+    size_t j4 = k++, j6 = k++;
+    prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);
+    size_t b4 = k;
+    prog[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 12);
+    for (size_t i = 0; i < n4; i++)
+        prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v4[i], ACCEPT, 0);
+    prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);
+    size_t b6 = k;
+    for (size_t i = 0; i < n6; i++) {
+        /* Four words of the source address (IPv6 header bytes 8..23); a mismatch skips to the
+         * next address's first load (or the drop after the last). */
+        for (int w = 0; w < 4; w++) {
+            prog[k++] =
+                (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 8 + 4 * w);
+            uint8_t skip = (uint8_t)(2 * (3 - w)); /* to the next address block */
+            prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v6[i][w],
+                                                     w == 3 ? ACCEPT : 0, skip);
+        }
+    }
+    prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);
+    size_t acc = k;
+    prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
+    prog[j4] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP,
+                                            (uint8_t)(b4 - j4 - 1), 0);
+    prog[j6] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6,
+                                            (uint8_t)(b6 - j6 - 1), 0);
+    for (size_t i = b4 + 1; i < acc; i++)
+        if (BPF_CLASS(prog[i].code) == BPF_JMP && prog[i].jt == ACCEPT)
+            prog[i].jt = (uint8_t)(acc - i - 1);
+    struct sock_fprog fp = {.len = (unsigned short)k, .filter = prog};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fp, sizeof fp) != 0) {
+        GT_ERROR("wan: cannot filter a listening socket (SO_ATTACH_FILTER): %s", strerror(errno));
+        return GT_ERR_IO;
+    }
     return GT_OK;
 }

@@ -8,6 +8,14 @@
  * GT_ERR_PEER_LOST and later calls on it fail the same way. The backend never waits without
  * a deadline; the layer above (channel.c) adds an idle deadline on every endpoint too.
  *
+ * Connecting (version 3): a backend never listens for strangers on a well-known port. The
+ * channel authenticates the peer first, on its own control connection (ctl.c), and only then
+ * asks the backend for this side's data-path address (ep_open), sends it to the peer sealed,
+ * and hands the peer's address to ep_connect. What an address holds is the backend's business
+ * (UCX: a worker address and the id our messages must carry; libfabric: the port of a passive
+ * endpoint opened for this one connection and the token the connect request must carry); it
+ * is at most GT_WAN_TP_ADDR_MAX bytes. The backend binds to `local_host` only.
+ *
  * The table is versioned like NCCL's net plugins: a caller checks `version` before use.
  */
 #ifndef GT_WAN_TRANSPORT_INTERNAL_H
@@ -19,9 +27,10 @@
 
 #include "gt_wan.h"
 
-#define GT_WAN_TP_OPS_VERSION 2u
+#define GT_WAN_TP_OPS_VERSION 3u
 #define GT_WAN_TP_MAX_MSG     (128u << 20) /* one transport message, header included */
 #define GT_WAN_TP_MAX_IOV     4u
+#define GT_WAN_TP_ADDR_MAX    1024u /* a data-path address (ep_open / ep_connect) */
 
 typedef struct gt_wan_tp_req gt_wan_tp_req_t;
 typedef void (*gt_wan_tp_cb_t)(gt_wan_tp_req_t *req);
@@ -43,20 +52,31 @@ struct gt_wan_tp_req {
 
 typedef struct {
     uint64_t connect_timeout_ns; /* a connect not established by then fails */
+    const char *local_host;      /* the site's address: bind and use only its interface;
+                                    NULL or a wildcard = any */
 } gt_wan_tp_params_t;
+
+/* Counters of a backend context (gt_wan_tp_ops_t.stats). */
+typedef struct {
+    uint64_t stray; /* data-path traffic that named no endpoint of ours (a wrong id or token) */
+} gt_wan_tp_stats_t;
 
 typedef struct {
     uint32_t version; /* GT_WAN_TP_OPS_VERSION */
     const char *name;
     gt_status_t (*create)(const gt_wan_tp_params_t *params, void **ctx_p);
     void (*destroy)(void *ctx); /* closes every endpoint still open */
-    /* Listens on host:port (port 0 picks a free one, returned in *port_p). */
-    gt_status_t (*listen)(void *ctx, const char *host, uint16_t port, uint16_t *port_p);
-    /* Takes one connected incoming endpoint; GT_ERR_AGAIN when none is ready. */
-    gt_status_t (*accept)(void *ctx, void **ep_p);
-    /* Starts a connection; the endpoint is usable for posting at once (sends queue until
-     * it is up) and reports its state with ep_state. */
-    gt_status_t (*connect)(void *ctx, const char *host, uint16_t port, void **ep_p);
+    /* Makes an endpoint that is not connected yet and writes, to addr[0..cap), what the peer
+     * needs to reach it (*len_p bytes, at most GT_WAN_TP_ADDR_MAX). `responder`: this side
+     * accepted the control connection (for a backend with connection roles). `peer_host`: the
+     * authenticated peer's address (where its control connection came from, or went to), for
+     * a backend that lets only it through to a listener of its own. */
+    gt_status_t (*ep_open)(void *ctx, int responder, const char *peer_host, void **ep_p, void *addr,
+                           size_t cap, size_t *len_p);
+    /* Connects an endpoint from ep_open to the peer, given the peer's address (from its
+     * ep_open; authenticated by the channel) and the host its control connection used.
+     * Returns at once; ep_state says when the data path is up. Sends may be posted at once. */
+    gt_status_t (*ep_connect)(void *ep, const char *peer_host, const void *addr, size_t len);
     /* GT_OK connected, GT_ERR_AGAIN still connecting, or the error that ended it. */
     gt_status_t (*ep_state)(void *ep);
     /* Sends the concatenation of iov[0..iovcnt) as one message. The buffers stay the
@@ -82,6 +102,7 @@ typedef struct {
      * (bounded by a deadline); with it (a failed or hostile peer) nothing is waited for.
      * The pointer is invalid afterwards. */
     void (*close)(void *ep, int force);
+    void (*stats)(void *ctx, gt_wan_tp_stats_t *stats_p);
 } gt_wan_tp_ops_t;
 
 extern const gt_wan_tp_ops_t gt_wan_tp_ucx_ops;
@@ -101,6 +122,29 @@ typedef struct {
 void gt_wan_tp_list_push(gt_wan_tp_list_t *l, gt_wan_tp_req_t *r);
 void gt_wan_tp_list_remove(gt_wan_tp_list_t *l, gt_wan_tp_req_t *r);
 gt_wan_tp_req_t *gt_wan_tp_list_pop(gt_wan_tp_list_t *l);
+
+/* The name of the network interface that holds `host`'s address (resolved numerically or by
+ * name), for a backend that must use only that interface: GT_ERR_NOT_FOUND when no local
+ * interface has it, GT_ERR_INVALID for NULL, "" or a wildcard address. */
+gt_status_t gt_wan_tp_host_ifname(const char *host, char *name, size_t cap);
+
+/* A library that opens its own listening socket (UCX's TCP transport does, for its data path)
+ * is found by the sockets that appear while it starts: this process-wide lock is held around
+ * that start and around every listen of ours, so no other listener appears meanwhile. */
+void gt_wan_tp_listen_lock(void);
+void gt_wan_tp_listen_unlock(void);
+/* The listening TCP sockets of this process (fds[0..min(n, cap)); returns n). */
+size_t gt_wan_tp_listeners(int *fds, size_t cap);
+
+#define GT_WAN_TP_FILTER_MAX 24u
+/* Makes the kernel drop, before any TCP handshake, every segment that reaches socket fd from a
+ * source address not in allow[0..n) (at most GT_WAN_TP_FILTER_MAX; n = 0: everything). Only
+ * the addresses are compared (the ports are ignored). Replaces any earlier filter. */
+struct sockaddr_storage;
+gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n);
+
+/* 8 bytes from the system CSPRNG (ids and tokens of the data path). */
+gt_status_t gt_wan_tp_random(void *buf, size_t len);
 
 /* Splits "host" and resolves nothing: backends pass host strings to their own resolvers. */
 gt_status_t gt_wan_tp_parse_addr(const char *addr, char *host, size_t host_cap, uint16_t *port_p);

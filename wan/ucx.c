@@ -1,34 +1,51 @@
-/* ucx.c — the UCX backend: UCP active messages over client/server endpoints.
+/* ucx.c — the UCX backend: UCP active messages between endpoints connected by worker address.
  *
- * Why active messages: one worker serves every endpoint, and an AM sent with
- * UCP_AM_SEND_FLAG_REPLY tells the receiver which endpoint it came from, so receives can be
- * posted per endpoint (tags would need a connection id agreed out of band). UCX picks eager
- * or rendezvous by size; a rendezvous message stays at the sender until we post the buffer
- * it lands in (ucp_am_recv_data_nbx), which is our flow control for large frames.
+ * Connecting: no UCX listener (sockaddr connection manager) exists. The channel authenticates
+ * the peer on its own control connection first; then each side gives the other, sealed, its
+ * worker address (network devices only) and a random 64-bit id, and each side creates one UCP
+ * endpoint to the other's worker (ucp_ep_create by REMOTE_ADDRESS) for its own sends. Every
+ * message carries the receiver's id in front of its AM header; the AM handler routes by it,
+ * and drops (and counts) a message whose id names no endpoint: UCX's wire-up lets any worker
+ * that reaches our TCP interface send to us, but nothing it sends reaches the channel without
+ * the id, and then the frame's AEAD tag. UCX_NET_DEVICES defaults to the interface of the
+ * site's configured address, so UCX's own TCP listener is bound there only; UCX_TLS to tcp.
+ *
+ * UCX's TCP transport cannot run without a listening socket of its own (peers connect to the
+ * port in our worker address), and UCX accepts and keeps whatever connects there, with no
+ * deadline: a thousand idle connections are a thousand descriptors. So that socket is closed to
+ * the network by a socket filter (gt_wan_tp_filter_sources: the kernel drops the SYN, no
+ * connection exists) except to the address of a peer that has just authenticated on the control
+ * connection, from ep_open until its first message arrives on the data path or
+ * UCX_WINDOW_NS passes. The listener is found as the listening socket that appears while the
+ * worker is created (under the process-wide listen lock).
  *
  * Data layout: a message whose first buffer is small (the channel's 72-byte frame header)
  * goes as that buffer in the AM header plus one contiguous data buffer, and a one-buffer
  * message as a contiguous buffer. UCX 1.13 moves a contiguous rendezvous zero-copy (TCP
  * put_zcopy straight from our buffer into the receiver's), while an iov datatype makes it
  * pack and unpack the data through bounce buffers on both sides: that alone cost 1.4-2.7x
- * of throughput on loopback.
+ * of throughput on loopback. A rendezvous message stays at the sender until we post the buffer
+ * it lands in (ucp_am_recv_data_nbx), which is our flow control for large frames.
  *
  * AM callbacks only queue what arrived; matching to posted receives happens in progress()
  * after ucp_worker_progress returns, so no user callback ever runs inside UCX. Endpoints are
  * created with UCP_ERR_HANDLING_MODE_PEER: a dead peer's socket error, or a keepalive miss,
- * calls the error handler, which fails the endpoint and its requests. UCX_TLS defaults to
- * `tcp` (the realistic WAN transport) unless the user sets it.
+ * calls the error handler, which fails the endpoint and its requests.
  */
 #include "transport_internal.h"
 
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
 
 #define UCX_AM_ID          7u
+#define UCX_ID_BYTES       8u            /* the receiver's id, in front of every AM header */
+#define UCX_ADDR_MAGIC     0x41785447u   /* "GTxA" as little-endian bytes */
 #define UCX_CLOSE_DEADLINE 2000000000ull /* ns to flush an endpoint at close */
+#define UCX_MAX_LISTENERS  4
 
 typedef struct ucx_ctx ucx_ctx_t;
 typedef struct ucx_ep ucx_ep_t;
@@ -45,27 +62,77 @@ typedef struct ucx_item {
 
 struct ucx_ep {
     ucx_ctx_t *ctx;
-    ucp_ep_h ep;
-    gt_status_t state;
-    int incoming;
-    gt_wan_tp_list_t sends; /* in flight in UCX */
-    gt_wan_tp_list_t recvs; /* posted, no data matched yet */
-    gt_wan_tp_list_t rndv;  /* matched to a rendezvous, data in flight */
+    ucp_ep_h ep;                   /* ours, for sending; NULL until ep_connect */
+    gt_status_t state;             /* GT_ERR_AGAIN until connected, GT_OK, else the error */
+    uint64_t recv_id;              /* what the peer puts in front of messages to us */
+    uint8_t send_id[UCX_ID_BYTES]; /* what we put in front of messages to the peer */
+    gt_wan_tp_list_t sends;        /* in flight in UCX */
+    gt_wan_tp_list_t recvs;        /* posted, no data matched yet */
+    gt_wan_tp_list_t rndv;         /* matched to a rendezvous, data in flight */
     ucx_item_t *q_head, *q_tail;
-    ucx_ep_t *next;       /* ctx->eps */
-    ucx_ep_t *ready_next; /* ctx->ready */
+    ucx_ep_t *next; /* ctx->eps */
+    /* UCX's listener is open to peer_ip until the first message from the peer arrives
+     * (`heard`) or window_until_ns passes. */
+    struct sockaddr_storage peer_ip;
+    uint64_t window_until_ns;
+    int heard;
 };
 
 struct ucx_ctx {
     gt_wan_tp_params_t params;
     ucp_context_h ucp;
     ucp_worker_h worker;
-    ucp_listener_h listener;
+    ucp_address_t *addr; /* our worker's address (network devices only) */
+    size_t addr_len;
     ucx_ep_t *eps;
-    ucx_ep_t *ready;
-    gt_wan_tp_list_t done; /* completed inside a post call; reported by progress() */
-    size_t max_am_header;  /* the worker's limit on an AM header */
+    gt_wan_tp_stats_t stats;
+    gt_wan_tp_list_t done;       /* completed inside a post call; reported by progress() */
+    size_t max_am_header;        /* the worker's limit on an AM header */
+    int lfds[UCX_MAX_LISTENERS]; /* UCX's own listening sockets (not ours to close) */
+    size_t n_lfds;
+    struct sockaddr_storage open_to[GT_WAN_TP_FILTER_MAX]; /* what the filters let in now */
+    size_t n_open;
+    uint64_t next_window_ns; /* the earliest window end (UINT64_MAX: none) */
 };
+
+/* How long UCX's listener stays open to a peer that authenticated, at most. */
+#define UCX_WINDOW_NS 10000000000ull
+
+static int ucx_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family) return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    return 0;
+}
+
+/* Re-computes who may connect to UCX's listener and updates the filters when that changed. */
+static void ucx_windows_update(ucx_ctx_t *c)
+{
+    if (!c->n_lfds) return;
+    uint64_t now = gt_time_ns();
+    struct sockaddr_storage want[GT_WAN_TP_FILTER_MAX];
+    size_t n = 0;
+    c->next_window_ns = UINT64_MAX;
+    for (ucx_ep_t *e = c->eps; e; e = e->next) {
+        if (e->heard || !e->peer_ip.ss_family || now >= e->window_until_ns) continue;
+        if (e->window_until_ns < c->next_window_ns) c->next_window_ns = e->window_until_ns;
+        int dup = 0;
+        for (size_t i = 0; i < n && !dup; i++) dup = ucx_same_ip(&want[i], &e->peer_ip);
+        if (!dup && n < GT_WAN_TP_FILTER_MAX) want[n++] = e->peer_ip;
+    }
+    int same = n == c->n_open;
+    for (size_t i = 0; i < n && same; i++) same = ucx_same_ip(&want[i], &c->open_to[i]);
+    if (same) return;
+    for (size_t i = 0; i < c->n_lfds; i++)
+        if (gt_wan_tp_filter_sources(c->lfds[i], want, n) != GT_OK) return;
+    memcpy(c->open_to, want, n * sizeof *want);
+    c->n_open = n;
+}
 
 /* A send's (or a rendezvous receive's) private state, and the user_data UCX calls back
  * with. It outlives the caller's request: a close detaches it (req = NULL), so a callback
@@ -75,6 +142,7 @@ typedef struct {
     ucp_dt_iov_t iov[GT_WAN_TP_MAX_IOV];
     size_t total;
     gt_wan_tp_req_t *req;
+    uint8_t hdr[UCX_ID_BYTES + 256]; /* the AM header: the receiver's id, then a small buffer */
 } ucx_send_bk_t;
 
 /* A first buffer up to this size travels as the AM header (with the rendezvous request),
@@ -95,10 +163,28 @@ static gt_status_t ucx_st(ucs_status_t s)
     }
 }
 
-static ucx_ep_t *ucx_find(ucx_ctx_t *c, ucp_ep_h h)
+static uint64_t ucx_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static void ucx_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Opened (receives may be posted, messages queue) or connected. */
+static int ucx_alive(const ucx_ep_t *e)
+{
+    return e->state == GT_OK || e->state == GT_ERR_AGAIN;
+}
+
+static ucx_ep_t *ucx_find(ucx_ctx_t *c, uint64_t id)
 {
     for (ucx_ep_t *e = c->eps; e; e = e->next)
-        if (e->ep == h) return e;
+        if (e->recv_id == id) return e;
     return NULL;
 }
 
@@ -148,12 +234,18 @@ static ucs_status_t ucx_am_cb(void *arg, const void *header, size_t header_lengt
                               size_t length, const ucp_am_recv_param_t *param)
 {
     ucx_ctx_t *c = arg;
-    ucx_ep_t *e =
-        (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? ucx_find(c, param->reply_ep) : NULL;
-    if (!e || e->state != GT_OK) {
-        GT_DEBUG("ucx: dropping a message from an unknown or failed endpoint");
+    ucx_ep_t *e = header_length >= UCX_ID_BYTES ? ucx_find(c, ucx_get64(header)) : NULL;
+    if (!e || (e->state != GT_OK && e->state != GT_ERR_AGAIN)) {
+        if (!e) c->stats.stray++;
+        GT_DEBUG("ucx: dropping a message for an unknown or failed endpoint");
         return UCS_OK; /* a rendezvous desc not kept is released by UCX */
     }
+    if (!e->heard) {
+        e->heard = 1; /* the peer's data path is up: its window can close */
+        c->next_window_ns = 0;
+    }
+    header = (const uint8_t *)header + UCX_ID_BYTES;
+    header_length -= UCX_ID_BYTES;
     ucx_item_t *it = calloc(1, sizeof *it + header_length);
     if (!it) goto nomem;
     it->len = length;
@@ -185,37 +277,6 @@ nomem:
     return UCS_OK;
 }
 
-static void ucx_conn_cb(ucp_conn_request_h conn, void *arg)
-{
-    ucx_ctx_t *c = arg;
-    ucx_ep_t *e = calloc(1, sizeof *e);
-    if (!e) {
-        ucp_listener_reject(c->listener, conn);
-        return;
-    }
-    e->ctx = c;
-    e->incoming = 1;
-    ucp_ep_params_t p = {
-        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .conn_request = conn,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
-    };
-    ucs_status_t s = ucp_ep_create(c->worker, &p, &e->ep);
-    if (s != UCS_OK) {
-        GT_WARN("ucx: could not accept a connection: %s", ucs_status_string(s));
-        free(e);
-        return;
-    }
-    e->state = GT_OK;
-    e->next = c->eps;
-    c->eps = e;
-    ucx_ep_t **pp = &c->ready;
-    while (*pp) pp = &(*pp)->ready_next;
-    *pp = e;
-}
-
 static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
 {
     ucx_ctx_t *c = calloc(1, sizeof *c);
@@ -226,6 +287,14 @@ static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
     ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
     if (s != UCS_OK) goto fail;
     if (!getenv("UCX_TLS")) ucp_config_modify(cfg, "TLS", "tcp");
+    /* UCX's TCP transport listens on every device it uses: only the site's interface. */
+    char ifname[64];
+    if (!getenv("UCX_NET_DEVICES") && params->local_host &&
+        gt_wan_tp_host_ifname(params->local_host, ifname, sizeof ifname) == GT_OK)
+        ucp_config_modify(cfg, "NET_DEVICES", ifname);
+    else if (!getenv("UCX_NET_DEVICES"))
+        GT_INFO("ucx: no single interface holds '%s'; UCX may use every network device",
+                params->local_host ? params->local_host : "(any)");
     if (!getenv("UCX_KEEPALIVE_INTERVAL")) ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "1s");
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
@@ -237,8 +306,38 @@ static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
     if (s != UCS_OK) goto fail;
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SINGLE};
+    int before[256], after[256];
+    gt_wan_tp_listen_lock();
+    size_t n_before = gt_wan_tp_listeners(before, 256);
     s = ucp_worker_create(c->ucp, &wp, &c->worker);
+    size_t n_after = s == UCS_OK ? gt_wan_tp_listeners(after, 256) : 0;
+    gt_wan_tp_listen_unlock();
     if (s != UCS_OK) goto fail;
+    if (n_before > 256 || n_after > 256) {
+        GT_ERROR("ucx: this process has over 256 listening sockets; cannot tell which is UCX's");
+        st = GT_ERR_INTERNAL;
+        s = UCS_ERR_EXCEEDS_LIMIT;
+        goto fail;
+    }
+    for (size_t i = 0; i < n_after; i++) {
+        int old = 0;
+        for (size_t j = 0; j < n_before && !old; j++) old = before[j] == after[i];
+        if (old) continue;
+        if (c->n_lfds == UCX_MAX_LISTENERS) {
+            GT_ERROR("ucx: UCX opened more than %u listening sockets (UCX_NET_DEVICES?)",
+                     UCX_MAX_LISTENERS);
+            st = GT_ERR_UNSUPPORTED;
+            s = UCS_ERR_EXCEEDS_LIMIT;
+            goto fail;
+        }
+        c->lfds[c->n_lfds++] = after[i];
+        /* Closed to everyone until a peer authenticates. */
+        if (gt_wan_tp_filter_sources(after[i], NULL, 0) != GT_OK) {
+            s = UCS_ERR_IO_ERROR;
+            goto fail;
+        }
+    }
+    if (!c->n_lfds) GT_DEBUG("ucx: the worker opened no listening socket (UCX_TLS without tcp?)");
     ucp_am_handler_param_t hp = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
                       UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
@@ -249,12 +348,26 @@ static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
     };
     s = ucp_worker_set_am_recv_handler(c->worker, &hp);
     if (s != UCS_OK) goto fail;
-    ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER};
-    if (ucp_worker_query(c->worker, &wa) == UCS_OK) c->max_am_header = wa.max_am_header;
+    ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER |
+                                          UCP_WORKER_ATTR_FIELD_ADDRESS |
+                                          UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
+                            .address_flags = UCP_WORKER_ADDRESS_FLAG_NET_ONLY};
+    s = ucp_worker_query(c->worker, &wa);
+    if (s != UCS_OK) goto fail;
+    c->max_am_header = wa.max_am_header;
+    c->addr = wa.address;
+    c->addr_len = wa.address_length;
+    if (c->addr_len + 16 > GT_WAN_TP_ADDR_MAX) {
+        GT_ERROR("ucx: the worker address is %zu bytes (UCX_NET_DEVICES lists too many devices?)",
+                 c->addr_len);
+        s = UCS_ERR_EXCEEDS_LIMIT;
+        goto fail;
+    }
     *ctx_p = c;
     return GT_OK;
 fail:
     GT_ERROR("ucx: initialisation failed: %s", ucs_status_string(s));
+    if (c->addr) ucp_worker_release_address(c->worker, c->addr);
     if (c->worker) ucp_worker_destroy(c->worker);
     if (c->ucp) ucp_cleanup(c->ucp);
     free(c);
@@ -275,105 +388,85 @@ static void ucx_destroy(void *ctx)
     if (!c) return;
     while (c->eps) ucx_close(c->eps, 1);
     ucx_report_done(c);
-    if (c->listener) ucp_listener_destroy(c->listener);
+    if (c->addr) ucp_worker_release_address(c->worker, c->addr);
     ucp_worker_destroy(c->worker);
     ucp_cleanup(c->ucp);
     free(c);
 }
 
-static gt_status_t ucx_resolve(const char *host, uint16_t port, int passive,
-                               struct sockaddr_storage *sa_p, socklen_t *len_p)
-{
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-    struct addrinfo *res = NULL;
-    char service[16];
-    snprintf(service, sizeof service, "%u", (unsigned)port);
-    int rc = getaddrinfo(host && *host ? host : NULL, service, &hints, &res);
-    if (rc != 0 || !res) {
-        GT_ERROR("ucx: cannot resolve %s:%u: %s", host ? host : "*", (unsigned)port,
-                 gai_strerror(rc));
-        return GT_ERR_NOT_FOUND;
-    }
-    memcpy(sa_p, res->ai_addr, res->ai_addrlen);
-    *len_p = res->ai_addrlen;
-    freeaddrinfo(res);
-    return GT_OK;
-}
-
-static gt_status_t ucx_listen(void *ctx, const char *host, uint16_t port, uint16_t *port_p)
+/* Our address for the peer: magic, our id, our worker address. */
+static gt_status_t ucx_ep_open(void *ctx, int responder, const char *peer_host, void **ep_p,
+                               void *addr, size_t cap, size_t *len_p)
 {
     ucx_ctx_t *c = ctx;
-    struct sockaddr_storage sa;
-    socklen_t salen;
-    if (c->listener) return GT_ERR_EXISTS;
-    gt_status_t st = ucx_resolve(host, port, 1, &sa, &salen);
-    if (st != GT_OK) return st;
-    ucp_listener_params_t lp = {
-        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-        .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = salen},
-        .conn_handler = {.cb = ucx_conn_cb, .arg = c},
-    };
-    ucs_status_t s = ucp_listener_create(c->worker, &lp, &c->listener);
-    if (s != UCS_OK) {
-        GT_ERROR("ucx: cannot listen on %s:%u: %s", host, (unsigned)port, ucs_status_string(s));
-        return s == UCS_ERR_BUSY ? GT_ERR_EXISTS : GT_ERR_IO;
-    }
-    ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-    s = ucp_listener_query(c->listener, &la);
-    if (s != UCS_OK) {
-        ucp_listener_destroy(c->listener);
-        c->listener = NULL;
-        return GT_ERR_IO;
-    }
-    if (la.sockaddr.ss_family == AF_INET)
-        *port_p = ntohs(((struct sockaddr_in *)&la.sockaddr)->sin_port);
-    else
-        *port_p = ntohs(((struct sockaddr_in6 *)&la.sockaddr)->sin6_port);
-    return GT_OK;
-}
-
-static gt_status_t ucx_accept(void *ctx, void **ep_p)
-{
-    ucx_ctx_t *c = ctx;
-    ucx_ep_t *e = c->ready;
-    if (!e) return GT_ERR_AGAIN;
-    c->ready = e->ready_next;
-    e->ready_next = NULL;
-    *ep_p = e;
-    return GT_OK;
-}
-
-static gt_status_t ucx_connect(void *ctx, const char *host, uint16_t port, void **ep_p)
-{
-    ucx_ctx_t *c = ctx;
-    struct sockaddr_storage sa;
-    socklen_t salen;
-    gt_status_t st = ucx_resolve(host, port, 0, &sa, &salen);
-    if (st != GT_OK) return st;
+    (void)responder;
+    if (cap < 16 + c->addr_len) return GT_ERR_OVERFLOW;
     ucx_ep_t *e = calloc(1, sizeof *e);
     if (!e) return GT_ERR_NOMEM;
     e->ctx = c;
-    ucp_ep_params_t p = {
-        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-        .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = salen},
+    e->state = GT_ERR_AGAIN;
+    do { /* unique among ours, and never 0 */
+        uint8_t b[8];
+        if (gt_wan_tp_random(b, sizeof b) != GT_OK) {
+            free(e);
+            return GT_ERR_IO;
+        }
+        e->recv_id = ucx_get64(b);
+    } while (e->recv_id == 0 || ucx_find(c, e->recv_id));
+    uint8_t *p = addr;
+    ucx_put64(p, UCX_ADDR_MAGIC);
+    ucx_put64(p + 8, e->recv_id);
+    memcpy(p + 16, c->addr, c->addr_len);
+    *len_p = 16 + c->addr_len;
+    e->next = c->eps;
+    c->eps = e;
+    /* The peer authenticated: let its address reach UCX's listener for a while. */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    if (peer_host && getaddrinfo(peer_host, NULL, &hints, &res) == 0 && res &&
+        res->ai_addrlen <= sizeof e->peer_ip) {
+        memcpy(&e->peer_ip, res->ai_addr, res->ai_addrlen);
+        e->window_until_ns = gt_time_ns() + UCX_WINDOW_NS;
+    } else if (c->n_lfds) {
+        GT_WARN("ucx: cannot resolve the peer's host '%s'; its connection may be refused",
+                peer_host ? peer_host : "");
+    }
+    if (res) freeaddrinfo(res);
+    ucx_windows_update(c);
+    *ep_p = e;
+    return GT_OK;
+}
+
+static gt_status_t ucx_ep_connect(void *ep, const char *peer_host, const void *addr, size_t len)
+{
+    ucx_ep_t *e = ep;
+    ucx_ctx_t *c = e->ctx;
+    const uint8_t *p = addr;
+    (void)peer_host;
+    if (e->ep || e->state != GT_ERR_AGAIN) return GT_ERR_INVALID;
+    if (len <= 16 || len > GT_WAN_TP_ADDR_MAX || ucx_get64(p) != UCX_ADDR_MAGIC) {
+        GT_ERROR("ucx: the peer's data-path address is not a UCX one (%zu bytes)", len);
+        e->state = GT_ERR_CORRUPT;
+        return GT_ERR_CORRUPT;
+    }
+    memcpy(e->send_id, p + 8, UCX_ID_BYTES);
+    ucp_ep_params_t prm = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = (const ucp_address_t *)(p + 16),
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
     };
-    ucs_status_t s = ucp_ep_create(c->worker, &p, &e->ep);
+    ucs_status_t s = ucp_ep_create(c->worker, &prm, &e->ep);
     if (s != UCS_OK) {
-        GT_ERROR("ucx: cannot connect to %s:%u: %s", host, (unsigned)port, ucs_status_string(s));
-        free(e);
-        return ucx_st(s);
+        GT_ERROR("ucx: cannot connect to the peer's worker: %s", ucs_status_string(s));
+        e->ep = NULL;
+        e->state = ucx_st(s);
+        return e->state;
     }
-    /* UCX wires the connection up lazily; a refused or dead address errors the endpoint
-     * through its handler. The channel's handshake deadline bounds the wait. */
+    /* UCX wires the connection up lazily; a dead address errors the endpoint through its
+     * handler. The channel's deadlines bound the wait. */
     e->state = GT_OK;
-    e->next = c->eps;
-    c->eps = e;
-    *ep_p = e;
     return GT_OK;
 }
 
@@ -401,7 +494,7 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
 {
     ucx_ep_t *e = ep;
     if (iovcnt == 0 || iovcnt > GT_WAN_TP_MAX_IOV) return GT_ERR_INVALID;
-    if (e->state != GT_OK) return e->state;
+    if (e->state != GT_OK) return e->state == GT_ERR_AGAIN ? GT_ERR_INVALID : e->state;
     ucx_send_bk_t *bk = calloc(1, sizeof *bk);
     if (!bk) return GT_ERR_NOMEM;
     for (size_t i = 0; i < iovcnt; i++) {
@@ -423,17 +516,19 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
                         UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_DATATYPE,
         .cb = {.send = ucx_send_cb},
         .user_data = bk,
-        .flags = UCP_AM_SEND_FLAG_REPLY,
+        .flags = 0,
         .datatype = ucp_dt_make_contig(1),
     };
     /* Contiguous data whenever possible: one buffer as is, or a small first buffer as the
-     * AM header and one buffer of data; an iov datatype only for anything else. */
-    const void *hdr = NULL, *data = bk->iov[0].buffer;
-    size_t hlen = 0, count = bk->iov[0].length;
+     * AM header (after the receiver's id) and one buffer of data; an iov datatype only for
+     * anything else. */
+    memcpy(bk->hdr, e->send_id, UCX_ID_BYTES);
+    const void *data = bk->iov[0].buffer;
+    size_t hlen = UCX_ID_BYTES, count = bk->iov[0].length;
     if (iovcnt == 2 && bk->iov[0].length <= UCX_HDR_SPLIT_MAX &&
-        bk->iov[0].length <= e->ctx->max_am_header) {
-        hdr = bk->iov[0].buffer;
-        hlen = bk->iov[0].length;
+        UCX_ID_BYTES + bk->iov[0].length <= e->ctx->max_am_header) {
+        memcpy(bk->hdr + UCX_ID_BYTES, bk->iov[0].buffer, bk->iov[0].length);
+        hlen += bk->iov[0].length;
         data = bk->iov[1].buffer;
         count = bk->iov[1].length;
     } else if (iovcnt > 1) {
@@ -442,7 +537,7 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
         count = iovcnt;
     }
     gt_wan_tp_list_push(&e->sends, req);
-    ucs_status_ptr_t sp = ucp_am_send_nbx(e->ep, UCX_AM_ID, hdr, hlen, data, count, &p);
+    ucs_status_ptr_t sp = ucp_am_send_nbx(e->ep, UCX_AM_ID, bk->hdr, hlen, data, count, &p);
     if (sp == NULL) { /* done at once: report from progress() */
         gt_wan_tp_list_remove(&e->sends, req);
         size_t total = bk->total;
@@ -464,7 +559,7 @@ static void ucx_match(ucx_ep_t *e);
 static gt_status_t ucx_recv(void *ep, void *buf, size_t cap, gt_wan_tp_req_t *req)
 {
     ucx_ep_t *e = ep;
-    if (e->state != GT_OK) return e->state;
+    if (!ucx_alive(e)) return e->state;
     req->status = GT_ERR_AGAIN;
     req->ep = e;
     req->bk = buf;
@@ -487,7 +582,7 @@ static gt_status_t ucx_recv_split(void *ep, void *head, size_t head_len, void *r
                                   size_t rest_cap, gt_wan_tp_req_t *req)
 {
     ucx_ep_t *e = ep;
-    if (e->state != GT_OK) return e->state;
+    if (!ucx_alive(e)) return e->state;
     if (!head || !head_len || (!rest && rest_cap)) return GT_ERR_INVALID;
     gt_status_t st = ucx_recv(ep, head, head_len + rest_cap, req);
     req->rest = rest ? rest : (uint8_t *)head + head_len;
@@ -503,7 +598,7 @@ static gt_status_t ucx_recv_split(void *ep, void *head, size_t head_len, void *r
 static gt_status_t ucx_peek(void *ep, void *head, size_t cap, size_t *head_len_p, size_t *len_p)
 {
     ucx_ep_t *e = ep;
-    if (e->state != GT_OK) return e->state;
+    if (!ucx_alive(e)) return e->state;
     ucx_item_t *it = e->q_head;
     for (size_t k = e->recvs.count; it && k; k--) it = it->next;
     if (!it) return GT_ERR_AGAIN;
@@ -532,7 +627,7 @@ static void ucx_rndv_cb(void *request, ucs_status_t status, size_t length, void 
 static void ucx_match(ucx_ep_t *e)
 {
     ucx_ctx_t *c = e->ctx;
-    while (e->state == GT_OK && e->q_head && e->recvs.head) {
+    while (ucx_alive(e) && e->q_head && e->recvs.head) {
         ucx_item_t *it = e->q_head;
         gt_wan_tp_req_t *r = gt_wan_tp_list_pop(&e->recvs);
         e->q_head = it->next;
@@ -598,7 +693,7 @@ static void ucx_match(ucx_ep_t *e)
             gt_wan_tp_req_complete(r, sp == NULL ? GT_OK : e->state, sp == NULL ? hlen + len : 0);
         }
     }
-    if (e->state != GT_OK) ucx_fail_reqs(e, e->state);
+    if (!ucx_alive(e)) ucx_fail_reqs(e, e->state);
 }
 
 static gt_status_t ucx_progress(void *ctx)
@@ -608,19 +703,21 @@ static gt_status_t ucx_progress(void *ctx)
     }
     ucx_report_done(c);
     for (ucx_ep_t *e = c->eps; e; e = e->next) ucx_match(e);
+    if (gt_time_ns() >= c->next_window_ns) ucx_windows_update(c);
     return GT_OK;
 }
 
-/* Progresses until a UCX request completes or the deadline passes; frees it when done.
- * Returns 1 when it completed. */
+/* Progresses until a UCX request completes or the deadline passes, then releases it either
+ * way (a request still in flight is given back to UCX, which finishes it alone: one never
+ * released makes ucp_worker_destroy abort). Returns 1 when it completed. */
 static int ucx_wait_req(ucx_ctx_t *c, void *req, uint64_t deadline)
 {
     if (!UCS_PTR_IS_PTR(req)) return 1;
     while (ucp_request_check_status(req) == UCS_INPROGRESS && gt_time_ns() < deadline)
         ucp_worker_progress(c->worker);
-    if (ucp_request_check_status(req) == UCS_INPROGRESS) return 0;
+    int done = ucp_request_check_status(req) != UCS_INPROGRESS;
     ucp_request_free(req);
-    return 1;
+    return done;
 }
 
 static void ucx_close(void *ep, int force)
@@ -633,13 +730,8 @@ static void ucx_close(void *ep, int force)
             *pp = e->next;
             break;
         }
-    for (ucx_ep_t **pp = &c->ready; *pp; pp = &(*pp)->ready_next)
-        if (*pp == e) {
-            *pp = e->ready_next;
-            break;
-        }
     int healthy = e->state == GT_OK;
-    if (healthy) e->state = GT_ERR_CLOSED;
+    if (ucx_alive(e)) e->state = GT_ERR_CLOSED;
     ucx_fail_reqs(e, GT_ERR_CLOSED);
     uint64_t deadline = gt_time_ns() + UCX_CLOSE_DEADLINE;
     /* An orderly close flushes what was sent, then closes in flush mode so the peer learns
@@ -660,16 +752,15 @@ static void ucx_close(void *ep, int force)
         } else {
             GT_WARN("ucx: could not flush an endpoint within %.1f s; closing it by force",
                     UCX_CLOSE_DEADLINE / 1e9);
-            /* The flush request completes (cancelled) once the forced close purges it. */
+            /* The flush request went back to UCX; the forced close purges it. */
             ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                      .flags = UCP_EP_CLOSE_FLAG_FORCE};
             void *cr = ucp_ep_close_nbx(e->ep, &p);
             (void)ucx_wait_req(c, cr, gt_time_ns() + UCX_CLOSE_DEADLINE);
-            (void)ucx_wait_req(c, fr, gt_time_ns() + UCX_CLOSE_DEADLINE);
             forced = 0;
         }
     }
-    if (forced) {
+    if (forced && e->ep) {
         ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                  .flags = UCP_EP_CLOSE_FLAG_FORCE};
         void *cr = ucp_ep_close_nbx(e->ep, &p);
@@ -689,6 +780,12 @@ static void ucx_close(void *ep, int force)
     }
     ucx_report_done(c);
     free(e);
+    c->next_window_ns = 0; /* re-computed at the next progress */
+}
+
+static void ucx_stats(void *ctx, gt_wan_tp_stats_t *stats_p)
+{
+    *stats_p = ((ucx_ctx_t *)ctx)->stats;
 }
 
 const gt_wan_tp_ops_t gt_wan_tp_ucx_ops = {
@@ -696,9 +793,8 @@ const gt_wan_tp_ops_t gt_wan_tp_ucx_ops = {
     .name = "ucx",
     .create = ucx_create,
     .destroy = ucx_destroy,
-    .listen = ucx_listen,
-    .accept = ucx_accept,
-    .connect = ucx_connect,
+    .ep_open = ucx_ep_open,
+    .ep_connect = ucx_ep_connect,
     .ep_state = ucx_ep_state,
     .send = ucx_send,
     .recv = ucx_recv_now,
@@ -706,4 +802,5 @@ const gt_wan_tp_ops_t gt_wan_tp_ucx_ops = {
     .close = ucx_close,
     .peek = ucx_peek,
     .recv_split = ucx_recv_split,
+    .stats = ucx_stats,
 };

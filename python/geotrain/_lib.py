@@ -60,6 +60,9 @@ class Params(ctypes.Structure):
         ("kill_at_round", ctypes.c_int64),
         ("corrupt_anchor_round", ctypes.c_int64),
         ("expect_sites", ctypes.c_uint32),
+        ("resume_dir", ctypes.c_char_p),
+        ("resume_steps", ctypes.POINTER(ctypes.c_uint64)),
+        ("n_resume_steps", ctypes.c_size_t),
     ]
 
 
@@ -88,6 +91,7 @@ class Status(ctypes.Structure):
         ("hash_mismatches", ctypes.c_uint64),
         ("anchor_refetches", ctypes.c_uint64),
         ("param_passes", ctypes.c_double),
+        ("resumed_step", ctypes.c_int64),
     ]
 
 

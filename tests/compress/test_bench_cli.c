@@ -1,9 +1,9 @@
 /* test_bench_cli.c — `geotrain bench codec`: --help, a bad option, and a small --json run whose
  * every line is a JSON object with the documented fields, covering every codec on both data
  * sets plus the zstd baseline, with the issue's ratio targets (int8 >= 3.9, int4/fp4 >= 7.8,
- * top-1% with int4 values >= 150) and deterministic frames; and the pseudograd data set read
- * from two safetensors files. Speeds are not checked here
- * (shared machines); they are printed by the benchmark. */
+ * top-1% with int4 values >= 150, with int2 values >= 200) and deterministic frames; and the
+ * pseudograd data set read from two safetensors files. Speeds are not checked here (shared
+ * machines); they are printed by the benchmark. */
 #include "gt_local.h"
 #include "gt_test.h"
 
@@ -24,6 +24,10 @@ int main(void)
     CHECK_STR_CONTAINS(out, "--json");
     free(out);
     snprintf(cmd, sizeof(cmd), "%s bench codec --codecs int9 --n 100 2>&1", cli);
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 2);
+    CHECK_STR_CONTAINS(out, "unknown codec");
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s bench codec --codecs int2 --n 100 2>&1", cli); /* topk:int2 */
     CHECK_EQ_INT(gt_test_run(cmd, &out), 2);
     CHECK_STR_CONTAINS(out, "unknown codec");
     free(out);
@@ -62,19 +66,21 @@ int main(void)
         for (int i = 0; i < 7; i++)
             if (strcmp(codec, names[i]) == 0) bit = i;
         if (bit == 5 && values && strcmp(values, "int4") == 0) bit = 7;
+        if (bit == 5 && values && strcmp(values, "int2") == 0) bit = 8;
         if (bit == 2) want = 3.9;
         if (bit == 3 || bit == 4) want = 7.8;
         if (bit == 7) want = 150.0;
+        if (bit == 8) want = 200.0;
         if (bit == 0) want = 0.99;
         if (bit == 1) want = 1.99;
         CHECK_MSG(bit >= 0, "unexpected codec %s", codec);
         CHECK_MSG(ratio >= want, "%s/%s on %s: ratio %.3f < %.1f", codec, values ? values : "-",
                   data, ratio, want);
-        if (bit >= 0) seen |= 1 << (bit + (strcmp(data, "heavy") == 0 ? 8 : 0));
+        if (bit >= 0) seen |= 1 << (bit + (strcmp(data, "heavy") == 0 ? 9 : 0));
         json_decref(o);
     }
-    CHECK_EQ_INT(rows, 16);     /* 8 rows (7 codecs + the baseline) x 2 data sets */
-    CHECK_EQ_INT(seen, 0xffff); /* each codec, both topk value formats, both data sets */
+    CHECK_EQ_INT(rows, 18);      /* 9 rows (8 codecs + the baseline) x 2 data sets */
+    CHECK_EQ_INT(seen, 0x3ffff); /* each codec, the topk value formats, both data sets */
     free(out);
 
     /* pseudograd: anchor - params over every tensor, from two safetensors files. */

@@ -1,7 +1,10 @@
 /* test_codecs.c — numerics of every codec: names and params, per-codec error bounds (int8/int4
  * within half a quantum of their block, fp4 onto the nearest point of its scaled grid, bf16
- * round to nearest), error feedback over 1,000 rounds, top-k selection with ties, and the
- * rejection of NaN/Inf, out-of-range values and a non-default floating-point environment. */
+ * round to nearest, int2 top-k values on {±1, ±3} x a scale that is the smallest one at or
+ * above half the block's mean magnitude), error feedback over 1,000 rounds, top-k selection
+ * with ties, and the rejection of NaN/Inf, out-of-range values and a non-default
+ * floating-point environment. "Variant" 6 below is topk with int2 values (int2 is a value
+ * format only). */
 #include "compress_internal.h"
 #include "gt_test.h"
 #include "cmp_test_data.h"
@@ -25,17 +28,25 @@ static gt_cmp_ctx_t *make(gt_cmp_codec_t codec, uint32_t block, int ef, gt_cmp_z
     return ctx;
 }
 
+/* Variants of the codec loops: 0..5 the codecs with their default values, 6 topk:int2. */
+#define N_VARIANTS (GT_CMP_TOPK + 2)
+static void variant(int v, gt_cmp_params_t *p, gt_cmp_codec_t topk_values)
+{
+    p->codec = v <= GT_CMP_TOPK ? (gt_cmp_codec_t)v : GT_CMP_TOPK;
+    p->topk_values = v <= GT_CMP_TOPK ? topk_values : GT_CMP_INT2;
+}
+
 static void test_names_params(void)
 {
-    const char *names[] = {"fp32", "bf16", "int8", "int4", "fp4", "topk"};
-    for (int i = 0; i < 6; i++) {
+    const char *names[] = {"fp32", "bf16", "int8", "int4", "fp4", "topk", "int2"};
+    for (int i = 0; i < 7; i++) {
         gt_cmp_codec_t c;
         CHECK_EQ_INT(gt_cmp_codec_from_name(names[i], &c), GT_OK);
         CHECK_EQ_INT(c, i);
         CHECK(strcmp(gt_cmp_codec_name(c), names[i]) == 0);
     }
     gt_cmp_codec_t c;
-    CHECK_EQ_INT(gt_cmp_codec_from_name("int2", &c), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_cmp_codec_from_name("int3", &c), GT_ERR_INVALID);
     CHECK_EQ_INT(gt_cmp_codec_from_name(NULL, &c), GT_ERR_INVALID);
     gt_cmp_zstd_t z;
     CHECK_EQ_INT(gt_cmp_zstd_from_name("off", &z), GT_OK);
@@ -59,6 +70,12 @@ static void test_names_params(void)
     p.topk_values = GT_CMP_TOPK;
     CHECK_EQ_INT(gt_cmp_params_check(&p, why, sizeof(why)), GT_ERR_INVALID);
     CHECK_STR_CONTAINS(why, "codec.topk_values");
+    p = (gt_cmp_params_t)GT_CMP_PARAMS_INIT;
+    p.topk_values = GT_CMP_INT2; /* int2: for top-k values only */
+    CHECK_EQ_INT(gt_cmp_params_check(&p, why, sizeof(why)), GT_OK);
+    p.codec = GT_CMP_INT2;
+    CHECK_EQ_INT(gt_cmp_params_check(&p, why, sizeof(why)), GT_ERR_INVALID);
+    CHECK_STR_CONTAINS(why, "codec.topk_values int2");
     p = (gt_cmp_params_t)GT_CMP_PARAMS_INIT;
     p.zstd_level = 20;
     CHECK_EQ_INT(gt_cmp_params_check(&p, why, sizeof(why)), GT_ERR_INVALID);
@@ -187,10 +204,9 @@ static void test_error_feedback(void)
     float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
     float *e = malloc(n * sizeof(float));
     double *sin_ = malloc(n * sizeof(double)), *sdec = malloc(n * sizeof(double));
-    for (int codec = 0; codec < GT_CMP_N_CODECS; codec++) {
+    for (int codec = 0; codec < N_VARIANTS; codec++) {
         gt_cmp_params_t p = GT_CMP_PARAMS_INIT;
-        p.codec = (gt_cmp_codec_t)codec;
-        p.topk_values = GT_CMP_INT4;
+        variant(codec, &p, GT_CMP_INT4);
         p.topk_fraction = 0.05;
         p.zstd = GT_CMP_ZSTD_OFF;
         gt_cmp_ctx_t *ctx = NULL;
@@ -242,6 +258,99 @@ static void test_error_feedback(void)
     free(e);
     free(sin_);
     free(sdec);
+}
+
+/* topk:int2 without error feedback: every kept value is ±s or ±3s of its block's scale, with
+ * the input's sign, 3s exactly when |x| >= 2s; s is the smallest representable scale at or
+ * above half the block's mean |x| (blocks run over the kept values in index order); the
+ * unkept elements decode to 0; and the frame is at most index bytes + k/4 + scales. */
+static void check_int2(const float *x, size_t n, double fraction, uint32_t block)
+{
+    gt_cmp_params_t p = GT_CMP_PARAMS_INIT;
+    p.codec = GT_CMP_TOPK;
+    p.topk_values = GT_CMP_INT2;
+    p.topk_fraction = fraction;
+    p.block_size = block;
+    p.error_feedback = 0;
+    p.zstd = GT_CMP_ZSTD_OFF;
+    gt_cmp_ctx_t *ctx = NULL;
+    CHECK_EQ_INT(gt_cmp_create(&p, &ctx), GT_OK);
+    size_t cap = gt_cmp_bound(ctx, n), len;
+    uint8_t *frame = malloc(cap);
+    float *y = malloc(n * sizeof(float)), *kx = malloc(n * sizeof(float));
+    float *ky = malloc(n * sizeof(float));
+    CHECK_EQ_INT(gt_cmp_encode(ctx, x, n, NULL, frame, cap, &len), GT_OK);
+    CHECK_EQ_INT(gt_cmp_decode(ctx, frame, len, y, n), GT_OK);
+    gt_cmp_frame_info_t info;
+    CHECK_EQ_INT(gt_cmp_frame_info(frame, len, &info), GT_OK);
+    CHECK_EQ_INT(info.values, GT_CMP_INT2);
+    size_t k = info.k, nb = (k + block - 1) / block;
+    /* The kept elements, in index order: y != 0 marks them (int2 never decodes to 0 unless its
+     * whole group is 0, which these inputs do not have). */
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++)
+        if (y[i] != 0.0f && j < k) {
+            kx[j] = x[i];
+            ky[j++] = y[i];
+        }
+    CHECK_EQ_INT(j, k);
+    /* The values' payload is the last part of the raw payload: exps, scale codes, codes. */
+    size_t vlen = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS + nb + (k + 3) / 4;
+    CHECK(len <= GT_CMP_HEADER_SIZE + k * 3 + vlen);
+    const uint8_t *vp = frame + len - vlen;
+    size_t ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
+    int bad = 0;
+    for (size_t b = 0; b < nb; b++) {
+        size_t lo = b * block, hi = lo + block < k ? lo + block : k;
+        unsigned g = vp[b / GT_CMP_GROUP_BLOCKS];
+        CHECK(g != 0);
+        float s = gt_cmp_scale(g, vp[ng + b]);
+        double sum = 0;
+        for (size_t i = lo; i < hi; i++) sum += fabs((double)kx[i]);
+        float target = (float)(sum / (double)(hi - lo) * 0.5);
+        /* smallest scale >= target: the next code down is below it (unless c = 0) */
+        if (!(s >= target) || (vp[ng + b] > 0 && gt_cmp_scale(g, vp[ng + b] - 1u) >= target)) bad++;
+        for (size_t i = lo; i < hi; i++) {
+            float want = fabsf(kx[i]) >= 2.0f * s ? 3.0f * s : s;
+            if (kx[i] < 0.0f) want = -want;
+            if (ky[i] != want) bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "int2 (n %zu, fraction %g, block %u): %d values off", n, fraction, block,
+              bad);
+    /* Error feedback: decoded + residual = input, to the rounding of the residual v - y. */
+    gt_cmp_destroy(ctx);
+    p.error_feedback = 1;
+    CHECK_EQ_INT(gt_cmp_create(&p, &ctx), GT_OK);
+    float *e = calloc(n, sizeof(float));
+    CHECK_EQ_INT(gt_cmp_encode(ctx, x, n, e, frame, cap, &len), GT_OK);
+    CHECK_EQ_INT(gt_cmp_decode(ctx, frame, len, y, n), GT_OK);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs((double)y[i] + e[i] - x[i]) /
+                                (fabs((double)x[i]) + fabs((double)y[i]) + 1e-30));
+    CHECK_MSG(worst <= 1e-6, "int2: decoded + residual differs from the input by %g", worst);
+    free(e);
+    free(frame);
+    free(y);
+    free(kx);
+    free(ky);
+    gt_cmp_destroy(ctx);
+}
+
+static void test_int2(void)
+{
+    const size_t n = 50000 + 3;
+    float *x = malloc(n * sizeof(float));
+    cmp_fill_gauss(x, n, 41, 0.01f);
+    check_int2(x, n, 0.01, 128);
+    check_int2(x, n, 0.03, 16);
+    check_int2(x, n, 0.2, 4096);
+    cmp_fill_exact(x, n, 5); /* magnitudes over 2^24 apart: tiny blocks beside big ones */
+    for (size_t i = 0; i < n; i++)
+        if (x[i] == 0.0f) x[i] = 1.0f;
+    check_int2(x, n, 0.05, 16);
+    free(x);
 }
 
 typedef struct {
@@ -308,8 +417,12 @@ static void test_rejects(void)
     const size_t n = 300;
     float x[300], e[300];
     cmp_fill_exact(x, n, 1);
-    for (int codec = 0; codec < GT_CMP_N_CODECS; codec++) {
-        gt_cmp_ctx_t *ctx = make((gt_cmp_codec_t)codec, 128, 0, GT_CMP_ZSTD_AUTO);
+    for (int codec = 0; codec < N_VARIANTS; codec++) {
+        gt_cmp_params_t vp = GT_CMP_PARAMS_INIT;
+        variant(codec, &vp, GT_CMP_INT8);
+        vp.error_feedback = 0;
+        gt_cmp_ctx_t *ctx = NULL;
+        CHECK_EQ_INT(gt_cmp_create(&vp, &ctx), GT_OK);
         size_t cap = gt_cmp_bound(ctx, n), len;
         uint8_t *frame = malloc(cap);
         float keep = x[200];
@@ -319,7 +432,7 @@ static void test_rejects(void)
         CHECK_EQ_INT(gt_cmp_encode(ctx, x, n, NULL, frame, cap, &len), GT_ERR_INVALID);
         x[200] = 0x1p101f;
         gt_status_t want = gt_cmp_is_block((gt_cmp_codec_t)codec) ? GT_ERR_INVALID : GT_OK;
-        if (codec == GT_CMP_TOPK) want = GT_ERR_INVALID; /* int8 values by default */
+        if (codec >= GT_CMP_TOPK) want = GT_ERR_INVALID; /* int8 / int2 values */
         CHECK_EQ_INT(gt_cmp_encode(ctx, x, n, NULL, frame, cap, &len), want);
         x[200] = keep;
         CHECK_EQ_INT(gt_cmp_encode(ctx, x, n, NULL, frame, cap - 1, &len), GT_ERR_OVERFLOW);
@@ -359,6 +472,7 @@ int main(void)
     test_fp32_bf16();
     test_error_feedback();
     test_topk_selection();
+    test_int2();
     test_rejects();
     return GT_TEST_DONE();
 }

@@ -4,7 +4,8 @@
  * The first input byte picks a mode:
  *   0  the rest is a frame, decoded as it is (header checks, checksum);
  *   1  the rest is a frame whose checksum is recomputed first, so mutations reach the
- *      payload checks behind it (group exponents, NaN in fp32/bf16, topk varints, zstd);
+ *      payload checks behind it (group exponents, NaN in fp32/bf16, topk varints, int2
+ *      top-k values, zstd);
  *   2  the rest is params + floats: encode twice from the same residual, which must give
  *      the same bytes; decode must succeed, give finite values, and give them twice alike;
  *      every decoded value must lie within the codec's bound of its input.
@@ -92,8 +93,9 @@ static void round_trip(const uint8_t *data, size_t size)
 {
     if (size < 8) return;
     gt_cmp_params_t p = GT_CMP_PARAMS_INIT;
-    p.codec = (gt_cmp_codec_t)(data[0] % GT_CMP_N_CODECS);
-    p.topk_values = (gt_cmp_codec_t)(data[1] % GT_CMP_TOPK);
+    p.codec = (gt_cmp_codec_t)(data[0] % (GT_CMP_TOPK + 1)); /* int2 is a value format only */
+    p.topk_values = (gt_cmp_codec_t)(data[1] % (GT_CMP_TOPK + 1));
+    if (p.topk_values == GT_CMP_TOPK) p.topk_values = GT_CMP_INT2;
     p.block_size = 16u * (1u + data[2] % 32u);
     p.error_feedback = data[3] & 1;
     p.zstd = (gt_cmp_zstd_t)((data[3] >> 1) % 3);
@@ -126,11 +128,15 @@ static void round_trip(const uint8_t *data, size_t size)
     if (memcmp(out, y2, n * sizeof(float)) != 0) __builtin_trap();
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(out[i])) __builtin_trap();
-        /* With error feedback, decoded + new residual = v = x + old residual, to rounding. */
+        /* With error feedback, decoded + new residual = v = x + old residual, to rounding
+         * (int2 values may lie far from v, above or below: the residual v - y is rounded at
+         * the scale of the larger of the two). */
         if (p.error_feedback) {
             double v = (double)x[i] + ((data[5] & 1) ? 0.25 * x[i] : 0.0);
             double d = fabs((double)out[i] + e1[i] - v);
-            if (d > 1e-6 * fabs(v) + 1e-30) __builtin_trap();
+            double at = fabs(v);
+            if (p.codec == GT_CMP_TOPK && p.topk_values == GT_CMP_INT2) at += fabs(out[i]);
+            if (d > 1e-6 * at + 1e-30) __builtin_trap();
         }
         if (p.codec == GT_CMP_FP32 && !p.error_feedback && out[i] != x[i]) __builtin_trap();
     }

@@ -29,11 +29,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < N; i++) x[i] = sinf((float)i * 0.37f) * ldexpf(1.0f, (i % 13) - 8);
     for (int i = 100; i < 140; i++) x[i] = 0.0f;
     int failed = 0;
-    for (int c = 0; c < GT_CMP_N_CODECS; c++) {
+    for (int c = 0; c <= GT_CMP_TOPK + 1; c++) { /* the last: topk with int2 values */
         for (int z = 0; z < 2; z++) {
             gt_cmp_params_t p = GT_CMP_PARAMS_INIT;
-            p.codec = (gt_cmp_codec_t)c;
+            p.codec = c <= GT_CMP_TOPK ? (gt_cmp_codec_t)c : GT_CMP_TOPK;
             p.topk_values = (gt_cmp_codec_t)(z ? GT_CMP_INT4 : GT_CMP_FP32);
+            if (c > GT_CMP_TOPK) p.topk_values = GT_CMP_INT2;
             p.topk_fraction = 0.1;
             p.error_feedback = 0;
             p.zstd = z ? GT_CMP_ZSTD_ON : GT_CMP_ZSTD_OFF;
@@ -43,14 +44,23 @@ int main(int argc, char **argv)
             uint8_t *f = malloc(cap);
             char name[64];
             if (gt_cmp_encode(ctx, x, N, NULL, f, cap, &len) != GT_OK) failed = 1;
-            snprintf(name, sizeof(name), "%s-z%d-plain", gt_cmp_codec_name(p.codec), z);
+            const char *cn = c <= GT_CMP_TOPK ? gt_cmp_codec_name(p.codec) : "topk-int2";
+            snprintf(name, sizeof(name), "%s-z%d-plain", cn, z);
             failed |= write_seed(argv[1], name, 0, f, len) != 0;
-            snprintf(name, sizeof(name), "%s-z%d-reseal", gt_cmp_codec_name(p.codec), z);
+            snprintf(name, sizeof(name), "%s-z%d-reseal", cn, z);
             failed |= write_seed(argv[1], name, 1, f, len) != 0;
-            uint8_t rt[8 + sizeof(x)] = {
-                (uint8_t)c, (uint8_t)(z ? 3 : 0), 7, (uint8_t)(z * 3), 25, 1, 0, 0};
+            uint8_t rt[8 + sizeof(x)] = {(uint8_t)(c <= GT_CMP_TOPK ? c : GT_CMP_TOPK),
+                                         (uint8_t)(c > GT_CMP_TOPK ? GT_CMP_TOPK
+                                                   : z             ? 3
+                                                                   : 0), /* 5: int2 values */
+                                         7,
+                                         (uint8_t)(z * 3),
+                                         25,
+                                         1,
+                                         0,
+                                         0};
             memcpy(rt + 8, x, sizeof(x));
-            snprintf(name, sizeof(name), "%s-z%d-roundtrip", gt_cmp_codec_name(p.codec), z);
+            snprintf(name, sizeof(name), "%s-z%d-roundtrip", cn, z);
             failed |= write_seed(argv[1], name, 2, rt, sizeof(rt)) != 0;
             free(f);
             gt_cmp_destroy(ctx);

@@ -97,6 +97,8 @@ static const bad_case_t cases[] = {
      "2:20", "'outer.deadline_min_ms'", "deadline_max_ms"},
     {"overlap not below H", "inner:\n  steps: 10\nouter:\n  overlap_steps: 10\n" SITES, "4:18",
      "'outer.overlap_steps'", "inner.steps"},
+    {"streaming fragments (not built)", "outer:\n  fragments: 4\n" SITES, "2:14",
+     "'outer.fragments'", "not built yet"},
     {"heartbeat too slow for the lease",
      "membership:\n  lease_ttl_s: 2\n  heartbeat_ms: 1500\n" SITES, "3:17",
      "'membership.heartbeat_ms'", "half the lease"},

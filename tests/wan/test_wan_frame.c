@@ -49,7 +49,7 @@ int main(void)
     for (unsigned t = 0; t < 256; t++) {
         memcpy(bad, buf, sizeof bad);
         bad[6] = (uint8_t)t;
-        gt_status_t want = (t >= GT_WAN_MSG_HELLO && t <= GT_WAN_MSG_BYE) ? GT_OK : GT_ERR_CORRUPT;
+        gt_status_t want = (t >= GT_WAN_MSG_HELLO && t <= GT_WAN_MSG_ACK) ? GT_OK : GT_ERR_CORRUPT;
         CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), want);
     }
     memcpy(bad, buf, sizeof bad);

@@ -58,6 +58,8 @@ gt_status_t wt_net(const wt_cfg_t *cfg, uint32_t site, gt_wan_net_t **net_p)
     p.connect_timeout_ms = 5000;
     p.io_timeout_ms = cfg->io_timeout_ms;
     p.max_rejects = cfg->max_rejects;
+    /* On loopback every net uses only lo (the server's listen address says so for it). */
+    if (!cfg->server_netns[0]) p.local_host = "127.0.0.1";
     if ((cfg->emu_latency_ms > 0 || cfg->emu_mbps > 0 || cfg->emu_cut_s > 0) && !g_emu) {
         gt_wan_emu_params_t ep = GT_WAN_EMU_PARAMS_INIT;
         ep.n_sites = 3;

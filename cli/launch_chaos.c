@@ -1,0 +1,227 @@
+/* launch_chaos.c — the seeded fault schedule of `geotrain launch --chaos SEED`, and goodput.
+ *
+ * The schedule is drawn once, before any site starts, from the seed alone (splitmix64), so
+ * the same seed gives the same faults at the same rounds whatever the machine does; launch
+ * then fires each fault when the run reaches its round (the most rounds any site reached),
+ * which is what makes a DiLoCo run and a sync-dp run comparable under one schedule. Rounds
+ * rather than seconds: a fault "at round 7" hits both modes at the same point of the training.
+ *
+ * Goodput is measured from what the sites wrote, not from the schedule: the tokens each
+ * applied round's result carried (anchors.jsonl, counted by the chunk owners as they folded
+ * contributions in), over what every configured site would have trained at its own measured
+ * speed during the run's training wall time. See docs/diloco.md#goodput.
+ */
+#include "launch_chaos.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t *s) /* [0, 1) */
+{
+    return (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* An exponential gap of mean m rounds, at least 1. */
+static uint32_t gap(uint64_t *s, double m)
+{
+    double g = -m * log(1.0 - uniform(s));
+    return g < 1.0 ? 1u : g > 1e6 ? 1000000u : (uint32_t)g;
+}
+
+static int by_round(const void *a, const void *b)
+{
+    const gt_chaos_ev_t *x = a, *y = b;
+    if (x->at != y->at) return x->at < y->at ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    return x->target < y->target ? -1 : x->target > y->target;
+}
+
+size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
+{
+    size_t n = 0;
+    if (p->rounds < 5 || !(p->mtbf_rounds > 0)) return 0;
+    uint32_t last = p->rounds - 3; /* faults end by then */
+    /* One stream per site (and one for etcd): adding a site does not move the others' faults. */
+    for (uint32_t s = 0; s <= p->n_sites; s++) {
+        int etcd = s == p->n_sites;
+        if (etcd && p->etcd_members < 3) break;
+        uint64_t st = p->seed * 0x100000001B3ull + s + 1;
+        splitmix64(&st);
+        uint32_t r = gap(&st, p->mtbf_rounds);
+        while (r < last && n < cap) {
+            gt_chaos_ev_t e;
+            memset(&e, 0, sizeof e);
+            e.at = r;
+            uint32_t dur = 1 + (uint32_t)(uniform(&st) * 3); /* 1 to 3 rounds */
+            if (etcd) {
+                e.kind = GT_CHAOS_ETCD;
+                e.target = (uint32_t)(uniform(&st) * p->etcd_members);
+                e.until = r + 1 + dur;
+            } else {
+                e.kind = (gt_chaos_kind_t)(uniform(&st) * 3);
+                e.target = s;
+                e.until = r + dur;
+                e.factor = 3.0 + 7.0 * uniform(&st);
+                e.stop_s = p->lease_ttl_s * (0.5 + 1.5 * uniform(&st));
+                if (e.kind == GT_CHAOS_STOP) e.until = r + 1;
+            }
+            if (e.until > last) e.until = last;
+            if (e.until <= e.at) break;
+            ev[n++] = e;
+            r = e.until + gap(&st, p->mtbf_rounds);
+        }
+    }
+    qsort(ev, n, sizeof *ev, by_round);
+    /* A majority of the sites keeps training at every moment: a KILL or STOP that would take
+     * more than (S - 1) / 2 sites away at once is dropped (a restarted site counts as away
+     * until two rounds after its restart, the time it takes to rejoin). */
+    uint32_t max_down = (p->n_sites - 1) / 2, busy_until[256] = {0};
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        gt_chaos_ev_t e = ev[i];
+        if (e.kind == GT_CHAOS_KILL || e.kind == GT_CHAOS_STOP) {
+            uint32_t down = 0;
+            for (uint32_t s = 0; s < p->n_sites && s < 256; s++)
+                down += s != e.target && busy_until[s] > e.at;
+            if (down + 1 > max_down) continue;
+            if (e.target < 256)
+                busy_until[e.target] = e.kind == GT_CHAOS_KILL ? e.until + 2 : e.at + 3;
+        }
+        ev[kept++] = e;
+    }
+    return kept;
+}
+
+static const char *kind_name(gt_chaos_kind_t k)
+{
+    static const char *const names[] = {"kill", "stop", "slow", "etcd-kill"};
+    return names[k];
+}
+
+json_t *gt_chaos_json(const gt_chaos_params_t *p, const gt_chaos_ev_t *ev, size_t n,
+                      const char *const *names)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        const gt_chaos_ev_t *e = &ev[i];
+        json_t *o = json_pack("{s:s,s:i,s:i}", "kind", kind_name(e->kind), "at_round", (int)e->at,
+                              "until_round", (int)e->until);
+        if (!o) continue;
+        if (e->kind == GT_CHAOS_ETCD)
+            json_object_set_new(o, "etcd_member", json_integer(e->target));
+        else
+            json_object_set_new(o, "site", json_string(names[e->target]));
+        if (e->kind == GT_CHAOS_STOP) json_object_set_new(o, "stop_s", json_real(e->stop_s));
+        if (e->kind == GT_CHAOS_SLOW) json_object_set_new(o, "factor", json_real(e->factor));
+        json_array_append_new(arr, o);
+    }
+    return json_pack("{s:I,s:f,s:i,s:o}", "seed", (json_int_t)p->seed, "mtbf_rounds",
+                     p->mtbf_rounds, "rounds", (int)p->rounds, "events", arr);
+}
+
+void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *const *names)
+{
+    fprintf(out, "  chaos: %zu faults\n", n);
+    for (size_t i = 0; i < n; i++) {
+        const gt_chaos_ev_t *e = &ev[i];
+        switch (e->kind) {
+        case GT_CHAOS_KILL:
+            fprintf(out, "    round %3u  kill -9 %s, restarted at round %u\n", e->at,
+                    names[e->target], e->until);
+            break;
+        case GT_CHAOS_STOP:
+            fprintf(out, "    round %3u  SIGSTOP %s for %.1f s, then SIGCONT\n", e->at,
+                    names[e->target], e->stop_s);
+            break;
+        case GT_CHAOS_SLOW:
+            fprintf(out, "    round %3u  %s %.1fx slower until round %u\n", e->at, names[e->target],
+                    e->factor, e->until);
+            break;
+        case GT_CHAOS_ETCD:
+            fprintf(out, "    round %3u  kill -9 etcd member %u, restarted at round %u\n", e->at,
+                    e->target, e->until);
+            break;
+        }
+    }
+}
+
+void gt_chaos_slow_windows(const gt_chaos_ev_t *ev, size_t n, uint32_t site, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && o < len; i++)
+        if (ev[i].kind == GT_CHAOS_SLOW && ev[i].target == site)
+            o += (size_t)snprintf(buf + o, len - o, "%s%.3f@%u-%u", o ? "," : "", ev[i].factor,
+                                  ev[i].at, ev[i].until);
+}
+
+static double jnum(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+void gt_chaos_goodput(const char *run_dir, const char *const *names, uint32_t n_sites,
+                      uint64_t rounds, double t_first_unix, json_t *summary)
+{
+    double *tok = calloc(rounds ? rounds : 1, sizeof *tok);
+    double speed_sum = 0, t_first = t_first_unix, t_last = 0;
+    uint32_t n_speed = 0;
+    json_t *speeds = json_object();
+    if (!tok || !speeds) goto out;
+    for (uint32_t i = 0; i < n_sites; i++) {
+        char path[PATH_MAX + 64], line[512];
+        snprintf(path, sizeof path, "%s/%s/anchors.jsonl", run_dir, names[i]);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f)) {
+            json_t *o = json_loads(line, 0, NULL);
+            json_t *r = json_object_get(o, "round"), *t = json_object_get(o, "tokens");
+            /* every site applies the same results, so any site's count of a round serves; the
+             * largest guards against a line a killed site left unfinished */
+            if (json_is_integer(r) && json_is_number(t) &&
+                (uint64_t)json_integer_value(r) < rounds &&
+                json_number_value(t) > tok[json_integer_value(r)])
+                tok[json_integer_value(r)] = json_number_value(t);
+            json_decref(o);
+        }
+        if (f) fclose(f);
+        snprintf(path, sizeof path, "%s/%s/summary.json", run_dir, names[i]);
+        json_t *s = json_load_file(path, 0, NULL);
+        double start = jnum(s, "train_start_unix"), end = jnum(s, "train_end_unix");
+        if (start > 0 && (t_first <= 0 || start < t_first)) t_first = start;
+        if (end > t_last) t_last = end;
+        double lt = jnum(s, "life_tokens"), lc = jnum(s, "life_compute_s");
+        if (lt > 0 && lc > 0) {
+            json_object_set_new(speeds, names[i], json_real(lt / lc));
+            speed_sum += lt / lc;
+            n_speed++;
+        }
+        json_decref(s);
+    }
+    double in_anchor = 0;
+    for (uint64_t r = 0; r < rounds; r++) in_anchor += tok[r];
+    double wall = t_last > t_first && t_first > 0 ? t_last - t_first : 0;
+    /* a site with no summary (killed, never back) trained at the others' mean speed */
+    double possible =
+        n_speed ? (speed_sum + (double)(n_sites - n_speed) * speed_sum / n_speed) * wall : 0;
+    json_object_set_new(summary, "goodput",
+                        possible > 0 ? json_real(in_anchor / possible) : json_null());
+    json_object_set_new(summary, "tokens_in_anchor", json_real(in_anchor));
+    json_object_set_new(summary, "tokens_possible", json_real(possible));
+    json_object_set_new(summary, "goodput_wall_s", json_real(wall));
+    json_object_set_new(summary, "tokens_per_s_measured", speeds);
+    speeds = NULL;
+out:
+    json_decref(speeds);
+    free(tok);
+}

@@ -1,0 +1,65 @@
+/* launch_chaos.h — `geotrain launch --chaos SEED`: the seeded fault schedule, and the run's
+ * goodput (internal to cli/; cmd_launch.c and bench_chaos.c use it).
+ */
+#ifndef GT_CLI_LAUNCH_CHAOS_H
+#define GT_CLI_LAUNCH_CHAOS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+typedef enum {
+    GT_CHAOS_KILL = 0, /* SIGKILL the site at `at`, start it again (a joiner) at `until` */
+    GT_CHAOS_STOP = 1, /* SIGSTOP the site at `at` for stop_s seconds, then SIGCONT */
+    GT_CHAOS_SLOW = 2, /* the site's steps `factor` times slower for rounds [at, until) */
+    GT_CHAOS_ETCD = 3, /* SIGKILL etcd member `target` at `at`, start it again at `until` */
+} gt_chaos_kind_t;
+
+typedef struct {
+    gt_chaos_kind_t kind;
+    uint32_t target;   /* a site index (etcd: a member index) */
+    uint32_t at;       /* the run's round (the most any site reached) that triggers it */
+    uint32_t until;    /* KILL/ETCD: round of the restart; SLOW: first round at full speed */
+    double stop_s;     /* STOP: seconds stopped */
+    double factor;     /* SLOW: 3 to 10 */
+    int state;         /* the launcher's: 0 pending, 1 begun, 2 over (or skipped) */
+    uint64_t begun_ns; /* the launcher's: when it began */
+} gt_chaos_ev_t;
+
+typedef struct {
+    uint64_t seed;
+    double mtbf_rounds;    /* mean rounds between faults of one site (and of etcd) */
+    uint32_t n_sites;      /* the configured sites */
+    uint32_t rounds;       /* run.rounds */
+    uint32_t etcd_members; /* launch's own etcd cluster (0: none, no etcd faults) */
+    double lease_ttl_s;    /* a STOP lasts 0.5 to 2 leases: some sites become zombies */
+} gt_chaos_params_t;
+
+#define GT_CHAOS_MAX_EVENTS 256
+
+/* Draws the schedule (same params, same schedule): per site a renewal process over the rounds
+ * with exponential gaps of mean mtbf_rounds (faults of one site never overlap), each fault a
+ * KILL, STOP or SLOW with equal odds; etcd members (with >= 3) one at a time at the same rate.
+ * No fault starts before round 1 or ends after rounds - 3 (a restarted site has rounds left to
+ * rejoin); a KILL or STOP that would take more than (S - 1) / 2 sites away at once is
+ * dropped, so a majority always trains. Sorted by `at`. Returns the number of events written to ev
+ * (at most cap). */
+size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap);
+
+/* The schedule as JSON (for RUN_DIR/chaos.json) and as lines on out; names[] the site names. */
+json_t *gt_chaos_json(const gt_chaos_params_t *p, const gt_chaos_ev_t *ev, size_t n,
+                      const char *const *names);
+void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *const *names);
+
+/* GT_SLOW_WINDOWS for site i: its SLOW events as "FACTOR@FROM-TO,..." ("" if none). */
+void gt_chaos_slow_windows(const gt_chaos_ev_t *ev, size_t n, uint32_t site, char *buf, size_t len);
+
+/* Goodput of the run in run_dir (docs/diloco.md#goodput): adds goodput, tokens_in_anchor,
+ * tokens_possible, goodput_wall_s and speeds to `summary`. rounds: the rounds of the run's
+ * anchors.jsonl (sync-dp: steps); t_first_unix: the earliest training start the launcher saw
+ * (0: take it from the sites' summaries). */
+void gt_chaos_goodput(const char *run_dir, const char *const *names, uint32_t n_sites,
+                      uint64_t rounds, double t_first_unix, json_t *summary);
+
+#endif /* GT_CLI_LAUNCH_CHAOS_H */

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# test_launch_partition.sh GEOTRAIN CONFIG LONG_CONFIG — partitions: site c's WAN links to a
+# and b are cut (links[].cuts) for several rounds, then heal; c's etcd stays reachable, so it
+# keeps its lease and stays in the view.
+# CONFIG: a 5 s cut, shorter than wan.peer_timeout_ms. Checks:
+#  - the run finishes: every site finished every round (launch exits 0);
+#  - rounds were closed at the deadline without c during the cut (the cut happened);
+#  - I1: every site's anchor for every round equals the others'; no hash mismatch;
+#  - nothing counted twice or lost: the owners counted exactly sites x rounds x chunks
+#    contributions (on time + late + dropped + open at the end), and the token ledger
+#    (submits.jsonl against the tokens of the applied results) balances to the token.
+set -u
+geotrain=$1 config=$2 long=$3
+dir=$(mktemp -d /tmp/gt-partition-XXXXXX)
+trap 'pkill -KILL -f "$dir/run" 2>/dev/null; rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 20 >&2; done; exit 1; }
+
+# Steps 3x slower (sleeps) so that the run outlasts the cut on a loaded machine.
+timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" --slow a=3 --slow b=3 --slow c=3 \
+  >"$dir/launch.out" 2>&1 || fail "launch failed"
+grep -q "closing round .* at the deadline with 2 of 3 sites" "$dir/run/logs/a.log" "$dir/run/logs/b.log" ||
+  fail "no round closed without c: the cut did not happen during the run (slower machine?)"
+
+python3 - "$dir/run" <<'PY' || fail "partition checks"
+import json, sys, collections
+run = sys.argv[1]
+tot = json.load(open(f"{run}/summary.json"))
+sites = sorted(tot["sites"])
+cfg_rounds = None
+for s in sites:
+    j = tot["sites"][s]
+    assert j["status"] == "finished", f"site {s}: {j['status']}"
+    cfg_rounds = j["rounds_applied"] if cfg_rounds is None else cfg_rounds
+assert tot["hash_mismatches"] == 0, f"hash mismatches: {tot['hash_mismatches']}"
+hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
+for s in sites:
+    for line in open(f"{run}/{s}/anchors.jsonl"):
+        j = json.loads(line)
+        hashes[j["round"]].add(j["anchor_hash"])
+        if "tokens" in j: res[j["round"]] = max(res.get(j["round"], 0), j["tokens"])
+    for line in open(f"{run}/{s}/submits.jsonl"):
+        j = json.loads(line); sub[j["round"]] += j["tokens"]
+bad = [r for r, h in hashes.items() if len(h) != 1]
+assert not bad, f"sites disagree on the anchor of rounds {bad[:5]}"
+R = max(hashes) + 1
+c = tot["contributions"]
+counted = c["on_time"] + c["late"] + c["dropped"] + c["open_at_end"]
+chunks = 6  # wan.lanes (2) x one chunk per site (3)
+want = len(sites) * R * chunks
+assert counted == want, f"owners counted {counted} contributions, {want} were sent ({c})"
+cs = sum(sub.values()); cr = sum(res.values())
+assert abs(cs - cr) < 1, f"{cs} tokens submitted, {cr} in applied results"
+late = [r for r in range(R) if res.get(r, 0) != sub.get(r, 0)]
+print(f"ok: {R} rounds, anchors equal, {counted} contributions counted ({c}), {cr:.0f} tokens "
+      f"submitted and applied; rounds whose result carried late folds: {late}")
+PY
+echo "ok: the short partition healed and nothing was counted twice or lost"
+
+# LONG_CONFIG: a 14 s cut. c, waiting with less than a majority of its view reachable, leaves
+# (the minority-partition rule) so a and b go on without it instead of every site waiting (and,
+# past the result wait's limit, giving up); launch starts c again and it rejoins, or finds the
+# run over. Checks: launch exits 0, a and b finish every round, c left with the partition
+# message, anchors agree, no hash mismatch, no prefix of rounds with more tokens in results
+# than submitted.
+rm -rf "$dir/run"
+timeout 600 "$geotrain" launch "$long" --run-dir "$dir/run" --slow a=3 --slow b=3 --slow c=3 \
+  >"$dir/launch.out" 2>&1 || fail "launch (long cut) failed"
+grep -q "reaches less than a majority of the view (a partition): it leaves" "$dir/run/logs/c.log" ||
+  fail "c did not leave as the cut-off minority"
+grep -q "reaches less than a majority" "$dir/run/logs/a.log" "$dir/run/logs/b.log" &&
+  fail "a site of the majority left"
+python3 - "$dir/run" <<'PY' || fail "long partition checks"
+import json, sys, collections
+run = sys.argv[1]
+tot = json.load(open(f"{run}/summary.json"))
+for s in ("a", "b"):
+    j = tot["sites"][s]
+    assert j["status"] == "finished", f"site {s}: {j['status']}"
+assert tot["hash_mismatches"] == 0, f"hash mismatches: {tot['hash_mismatches']}"
+hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
+for s in ("a", "b", "c"):
+    for line in open(f"{run}/{s}/anchors.jsonl"):
+        j = json.loads(line)
+        hashes[j["round"]].add(j["anchor_hash"])
+        if "tokens" in j: res[j["round"]] = max(res.get(j["round"], 0), j["tokens"])
+    for line in open(f"{run}/{s}/submits.jsonl"):
+        j = json.loads(line); sub[j["round"]] += j["tokens"]
+bad = [r for r, h in hashes.items() if len(h) != 1]
+assert not bad, f"sites disagree on the anchor of rounds {bad[:5]}"
+R = max(hashes) + 1
+assert tot["sites"]["a"]["rounds_applied"] == R, "a did not apply every round"
+cs = cr = 0.0
+for r in range(R):
+    cs += sub.get(r, 0); cr += res.get(r, 0)
+    assert cr <= cs + 1, f"rounds 0..{r}: {cr} tokens in results > {cs} submitted"
+print(f"ok: a and b finished {R} rounds without c; c {tot['sites']['c'].get('status')}; "
+      f"{cr:.0f} of {cs:.0f} submitted tokens in results; goodput {tot.get('goodput')}")
+PY
+echo "ok: the long partition's minority left and the majority went on"

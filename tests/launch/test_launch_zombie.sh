@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# test_launch_zombie.sh GEOTRAIN CONFIG — a zombie: site c is frozen (SIGSTOP) for well past
+# its lease, so the others remove it and go on; then it is thawed (SIGCONT). It must notice it
+# was removed before it sends or applies anything (exit 3, "removed from the run"), and
+# `geotrain launch` starts it again as a joiner, which fetches the current anchor and finishes
+# the run. Every round's anchor that c logged equals a's for that round (it never applied a
+# stale result), and no hash vote failed.
+set -u
+geotrain=$1 config=$2
+dir=$(mktemp -d /tmp/gt-zombie-XXXXXX)
+cpid=
+trap '[ -n "$cpid" ] && kill -CONT "$cpid" 2>/dev/null; pkill -KILL -f "$dir/run" 2>/dev/null; rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 30 >&2; done; exit 1; }
+rounds() { python3 -c "import json,sys;print(int(json.load(open(sys.argv[1])).get('rounds_applied',0)))" "$1" 2>/dev/null || echo 0; }
+
+"$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=150 \
+  --set membership.lease_ttl_s=3 >"$dir/launch.out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 1200); do
+  [ "$(rounds "$dir/run/c/status.json")" -ge 3 ] && break
+  kill -0 "$launcher" 2>/dev/null || fail "launch ended before site c reached round 3"
+  sleep 0.1
+done
+cpid=$(pgrep -f -- "run --config .* --site c --run-dir $dir/run" | head -n 1)
+[ -n "$cpid" ] || fail "cannot find site c's process"
+at=$(rounds "$dir/run/a/status.json")
+kill -STOP "$cpid"
+echo "froze site c (pid $cpid) at round $at"
+# Well past the 3 s lease: the others move to a view without c and keep training.
+for _ in $(seq 1 300); do
+  grep -q "view [0-9]* -> [0-9]*, 2 live sites" "$dir/run/logs/a.log" && break
+  sleep 0.1
+done
+grep -q "view [0-9]* -> [0-9]*, 2 live sites" "$dir/run/logs/a.log" || fail "a never removed c"
+sleep 2
+kill -CONT "$cpid"
+cpid=
+wait "$launcher" || fail "launch failed"
+grep -q "removed from the run" "$dir/run/logs/c.log" || fail "c did not notice its removal"
+grep -q "c was removed from the run (exit 3): started again" "$dir/launch.out" ||
+  fail "launch did not start c again"
+grep -q "joined at step" "$dir/run/logs/c.log" || fail "c did not rejoin as a joiner"
+for s in a b c; do
+  st=$(python3 -c "import json;print(json.load(open('$dir/run/$s/summary.json'))['status'])")
+  [ "$st" = finished ] || fail "site $s: status $st"
+done
+python3 - "$dir/run" <<'PY' || fail "anchors or hash votes disagree"
+import json, sys
+run = sys.argv[1]
+def hashes(s):
+    out = {}
+    for line in open(f"{run}/{s}/anchors.jsonl"):
+        j = json.loads(line)
+        out.setdefault(j["round"], set()).add(j["anchor_hash"])
+    return out
+a, c = hashes("a"), hashes("c")
+bad = [r for r in c if r in a and c[r] != a[r]]
+assert not bad, f"c applied other anchors than a in rounds {bad[:5]}"
+assert max(a) == max(c), "c did not finish the run"
+tot = json.load(open(f"{run}/summary.json"))
+assert tot.get("hash_mismatches", 0) == 0, f"hash mismatches: {tot.get('hash_mismatches')}"
+print(f"ok: c's {len(c)} rounds agree with a's; final anchors equal")
+PY
+echo "ok: the zombie noticed its removal and rejoined"
