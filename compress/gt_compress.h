@@ -9,9 +9,10 @@
  *   fp4   block-scaled e2m1 (OCP FP4)           } a shared exponent per 32 blocks)
  *   topk  the k = ceil(fraction * n) largest magnitudes (ties: the lower index wins), their
  *         indices delta-coded, their values in one of the five formats above or in
- *   int2  (topk values only) 2 bits a value: sign and one of two magnitudes {1, 3} x the
- *         block's scale, the scale being half the block's mean magnitude (SparseLoCo-style:
- *         the kept values of a top-k are never near zero, so no code is spent on zero)
+ *   int2  (topk values only) 2 bits a value: sign and one of two magnitudes, lo and hi,
+ *         fitted per block of kept values (1-bit Lloyd-Max) and sent as two scale bytes
+ *         (SparseLoCo-style: the kept values of a top-k bunch above its threshold and are
+ *         never near zero, so no code is spent on zero)
  * Any codec can run with error feedback (DESIGN.md §1): the caller owns a residual vector e
  * of n floats, zeroed before the first round; encode quantizes v = x + e and leaves
  * e = v - decode(frame) behind. An optional zstd stage follows (`auto` uses it for topk only,

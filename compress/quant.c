@@ -154,7 +154,7 @@ size_t gt_cmp_dense_size(gt_cmp_codec_t codec, uint32_t block, size_t n)
     case GT_CMP_INT2: {
         size_t nb = (n + block - 1) / block,
                ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
-        return ng + nb + (n + 3) / 4;
+        return ng + 2 * nb + (n + 3) / 4; /* two scale codes a block: lo and hi */
     }
     case GT_CMP_TOPK: break;
     }
@@ -234,64 +234,115 @@ static gt_status_t encode_blocks(gt_cmp_codec_t codec, uint32_t block, const flo
     return GT_OK;
 }
 
-/* int2 (the values of a top-k): per block the target scale is half the mean magnitude, so the
- * two magnitudes s and 3s sit where the block's values are, not where its largest one is (a
- * top-k keeps values from its threshold up, with a long tail); values above 3s are clipped
- * and error feedback carries the rest. The target is rounded up to a representable scale
- * (the same group exponent and 4.4 block code as int8/int4/fp4). Code of element i: 2 bits at
- * bit 2(i mod 4) of byte i/4; bit 1 the sign, bit 0 the magnitude (0: s, 1: 3s); |v| >= 2s
- * (exact: 2s is a float) takes 3s. Zero has no code: it becomes +s. Scalar only: the kept
+/* int2 (the values of a top-k): sign and one of two magnitudes per block, lo and hi, each a
+ * 4.4 block code under the group's exponent (so int2 spends 2 bytes a block on scales where
+ * int8/int4/fp4 spend 1). Why two free levels rather than a grid {1, 3} x one scale: a top-k
+ * keeps magnitudes from its threshold up, bunched just above it (Gaussian data at 1%: between
+ * 2.6 and 3.5 sigma), so a grid through zero puts its levels far from every value (43% relative
+ * error on such data, worse than sign x mean); two levels fitted to the block (Lloyd-Max for
+ * one bit of magnitude) leave about 6%. The fit: split at the mean magnitude, lo and hi the
+ * means of the two sides, split again at their midpoint, INT2_LLOYD times; then each level is
+ * rounded to the nearest representable scale (at or above the smallest), and a value takes hi
+ * when 2|v| >= lo + hi (exact in double, so no rounding choice is left). Code of element i:
+ * 2 bits at bit 2(i mod 4) of byte i/4; bit 1 the sign, bit 0 the magnitude (0 lo, 1 hi).
+ * Zero has no code (kept values are not near zero): it becomes +lo. Scalar only: the kept
  * values are a few percent of a vector, and one implementation is its own reference. */
+#define INT2_LLOYD 4
+
+/* Nearest scale of group code g to a (a >= 0, below the group's largest scale): the smallest
+ * at or above a, or the one below it when that is closer (exact differences in double). */
+static unsigned int2_code(unsigned g, float a)
+{
+    unsigned c = block_code(g, a, 1);
+    if (c > 0 &&
+        (double)a - (double)gt_cmp_scale(g, c - 1) < (double)gt_cmp_scale(g, c) - (double)a)
+        c--;
+    return c;
+}
+
+/* lo and hi of one block's magnitudes |v[0, len)| (see above). */
+static void int2_fit(const float *v, size_t len, float *lo_p, float *hi_p)
+{
+    double sum = 0.0;
+    for (size_t i = 0; i < len; i++) sum += fabs((double)v[i]);
+    double t = sum / (double)len, lo = t, hi = t;
+    for (int it = 0; it < INT2_LLOYD; it++) {
+        double sl = 0.0, sh = 0.0;
+        size_t nl = 0;
+        for (size_t i = 0; i < len; i++) {
+            double a = fabs((double)v[i]);
+            if (a < t) {
+                sl += a;
+                nl++;
+            } else {
+                sh += a;
+            }
+        }
+        lo = nl ? sl / (double)nl : t;
+        hi = nl < len ? sh / (double)(len - nl) : t;
+        t = 0.5 * (lo + hi);
+    }
+    *lo_p = (float)lo;
+    *hi_p = (float)hi;
+}
+
 static gt_status_t encode_int2(uint32_t block, const float *x, float *e, size_t n, uint8_t *payload)
 {
     const size_t nb = (n + block - 1) / block;
     const size_t ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
-    uint8_t *gexp = payload, *bcode = payload + ng, *codes = payload + ng + nb;
-    float target[GT_CMP_GROUP_BLOCKS];
+    uint8_t *gexp = payload, *lcode = payload + ng, *hcode = payload + ng + nb;
+    uint8_t *codes = payload + ng + 2 * nb;
+    float lo[GT_CMP_GROUP_BLOCKS], hi[GT_CMP_GROUP_BLOCKS];
     memset(codes, 0, (n + 3) / 4);
     for (size_t g = 0; g < ng; g++) {
         size_t j0 = g * GT_CMP_GROUP_BLOCKS;
         size_t j1 = j0 + GT_CMP_GROUP_BLOCKS < nb ? j0 + GT_CMP_GROUP_BLOCKS : nb;
-        float smax = 0.0f;
+        float hmax = 0.0f;
         for (size_t j = j0; j < j1; j++) {
             size_t off = j * block, len = n - off < block ? n - off : block;
-            const float *v = e ? e + off : x + off;
             uint32_t amax = 0;
-            double sum = 0.0;
-            for (size_t i = 0; i < len; i++) {
-                float vi = e ? (e[off + i] += x[off + i]) : v[i];
-                uint32_t b = gt_cmp_f2u(vi) & 0x7fffffffu;
-                amax = b > amax ? b : amax;
-                sum += fabs((double)vi);
+            if (e) {
+                for (size_t i = off; i < off + len; i++) {
+                    e[i] += x[i];
+                    uint32_t b = gt_cmp_f2u(e[i]) & 0x7fffffffu;
+                    amax = b > amax ? b : amax;
+                }
+            } else {
+                for (size_t i = off; i < off + len; i++) {
+                    uint32_t b = gt_cmp_f2u(x[i]) & 0x7fffffffu;
+                    amax = b > amax ? b : amax;
+                }
             }
             if (amax >= GT_CMP_ABS_LIMIT) {
                 GT_ERROR("compress: int2 input has a %s value near element %zu",
                          amax >= GT_CMP_ABS_INF ? "NaN/Inf" : ">= 2^100", off);
                 return GT_ERR_INVALID;
             }
-            target[j - j0] = (float)(sum / (double)len * 0.5);
-            smax = target[j - j0] > smax ? target[j - j0] : smax;
+            int2_fit(e ? e + off : x + off, len, &lo[j - j0], &hi[j - j0]);
+            hmax = hi[j - j0] > hmax ? hi[j - j0] : hmax;
         }
-        if (smax == 0.0f) { /* every value of the group is zero: sent as zeros, nothing lost */
+        if (hmax == 0.0f) { /* every value of the group is zero: sent as zeros, nothing lost */
             gexp[g] = 0;
-            for (size_t j = j0; j < j1; j++) bcode[j] = 0;
+            for (size_t j = j0; j < j1; j++) lcode[j] = hcode[j] = 0;
             continue;
         }
-        unsigned gc = (unsigned)(group_exponent(smax, 1) + 128);
+        unsigned gc = (unsigned)(group_exponent(hmax, 1) + 128);
         gexp[g] = (uint8_t)gc;
         for (size_t j = j0; j < j1; j++) {
             size_t off = j * block, len = n - off < block ? n - off : block;
-            unsigned c = block_code(gc, target[j - j0], 1);
-            float s = gt_cmp_scale(gc, c), s2 = 2.0f * s, s3 = 3.0f * s;
-            bcode[j] = (uint8_t)c;
+            unsigned cl = int2_code(gc, lo[j - j0]), ch = int2_code(gc, hi[j - j0]);
+            float sl = gt_cmp_scale(gc, cl), sh = gt_cmp_scale(gc, ch);
+            double split = (double)sl + (double)sh;
+            lcode[j] = (uint8_t)cl;
+            hcode[j] = (uint8_t)ch;
             const float *v = e ? e + off : x + off;
             for (size_t i = 0; i < len; i++) {
                 float vi = v[i];
-                unsigned mag = fabsf(vi) >= s2, neg = vi < 0.0f;
+                unsigned mag = 2.0 * fabs((double)vi) >= split, neg = vi < 0.0f;
                 size_t at = off + i;
                 codes[at / 4] = (uint8_t)(codes[at / 4] | ((neg << 1 | mag) << (2 * (at % 4))));
                 if (e) {
-                    float y = mag ? s3 : s;
+                    float y = mag ? sh : sl;
                     e[at] = vi - (neg ? -y : y);
                 }
             }
@@ -304,7 +355,8 @@ static void decode_int2(uint32_t block, const uint8_t *payload, size_t n, float 
 {
     const size_t nb = (n + block - 1) / block;
     const size_t ng = (nb + GT_CMP_GROUP_BLOCKS - 1) / GT_CMP_GROUP_BLOCKS;
-    const uint8_t *gexp = payload, *bcode = payload + ng, *codes = payload + ng + nb;
+    const uint8_t *gexp = payload, *lcode = payload + ng, *hcode = payload + ng + nb;
+    const uint8_t *codes = payload + ng + 2 * nb;
     for (size_t j = 0; j < nb; j++) {
         size_t off = j * block, len = n - off < block ? n - off : block;
         unsigned g = gexp[j / GT_CMP_GROUP_BLOCKS];
@@ -312,8 +364,8 @@ static void decode_int2(uint32_t block, const uint8_t *payload, size_t n, float 
             memset(out + off, 0, len * sizeof(float));
             continue;
         }
-        float s = gt_cmp_scale(g, bcode[j]);
-        const float lv[4] = {s, 3.0f * s, -s, -3.0f * s};
+        float sl = gt_cmp_scale(g, lcode[j]), sh = gt_cmp_scale(g, hcode[j]);
+        const float lv[4] = {sl, sh, -sl, -sh};
         for (size_t i = off; i < off + len; i++) out[i] = lv[(codes[i / 4] >> (2 * (i % 4))) & 3u];
     }
 }
