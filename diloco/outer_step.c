@@ -46,6 +46,13 @@ gt_status_t dl_layout(gt_diloco_t *d)
                      d->name, R, c->sites[i].name, c->sites[i].ranks);
             return GT_ERR_CONFIG;
         }
+    if (c->outer.optimizer == GT_OUTER_SPARSELOCO && !c->codec.error_feedback) {
+        /* without the residual nothing carries what top-k left out, nor stands in for m */
+        GT_ERROR("site %s: outer.optimizer sparseloco needs codec.error_feedback: true (its "
+                 "decaying residual is what stands in for the outer momentum)",
+                 d->name);
+        return GT_ERR_CONFIG;
+    }
     gt_topo_layout_params_t lp = GT_TOPO_LAYOUT_PARAMS_INIT;
     lp.n_elems = d->n;
     lp.n_lanes = L;
@@ -168,6 +175,17 @@ gt_status_t dl_submit(gt_diloco_t *d, uint64_t r)
     }
     d->passes += 1.0;
     pthread_mutex_lock(&d->lock);
+    if (d->cfg->outer.optimizer == GT_OUTER_SPARSELOCO) {
+        /* SparseLoCo (arXiv 2508.15706): e <- beta * e before the codec adds Delta and keeps
+         * what it did not send, so e = sum_j beta^(r-j) (unsent part of Delta_j) is a momentum
+         * over exactly what top-k has not sent yet; no separate m. The residual is the WAN
+         * engine's, written only by submit (here, under the lock) and read by checkpoints. */
+        float *e = gt_wan_outer_residual(d->outer, 0);
+        const float beta = (float)d->cfg->outer.momentum;
+        size_t len = gt_wan_outer_len(d->outer);
+        for (size_t i = 0; i < len; i++) e[i] *= beta;
+        d->passes += (double)len / (double)d->n;
+    }
     /* logged before the frames can leave: a site killed in between is then in the ledger with
      * a contribution that may not have gone out (counted lost), never the other way round */
     dl_log_submit(d, r, d->round_tokens);
@@ -260,6 +278,11 @@ static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float 
     const gt_topo_config_t *c = d->cfg;
     if (c->outer.optimizer == GT_OUTER_NESTEROV)
         return gt_kern_nesterov_update(a, m, g, n, (float)c->outer.lr, (float)c->outer.momentum);
+    if (c->outer.optimizer == GT_OUTER_SPARSELOCO) { /* m stays 0: the residual stands in */
+        const float lr = (float)c->outer.lr;
+        for (size_t i = 0; i < n; i++) a[i] -= lr * g[i];
+        return GT_OK;
+    }
     for (size_t i = 0; i < n; i++) a[i] -= g[i];
     return GT_OK;
 }

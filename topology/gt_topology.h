@@ -40,7 +40,11 @@ extern "C" {
 
 typedef enum { GT_DATA_TEXT = 0, GT_DATA_SHARDS = 1, GT_DATA_SYNTHETIC = 2 } gt_topo_data_kind_t;
 typedef enum { GT_OUTER_DILOCO = 0, GT_OUTER_SYNC_DP = 1 } gt_topo_outer_mode_t;
-typedef enum { GT_OUTER_NESTEROV = 0, GT_OUTER_AVERAGE = 1 } gt_topo_outer_opt_t;
+typedef enum {
+    GT_OUTER_NESTEROV = 0,
+    GT_OUTER_AVERAGE = 1,
+    GT_OUTER_SPARSELOCO = 2 /* theta_a -= lr * g, no momentum: a decaying error feedback instead */
+} gt_topo_outer_opt_t;
 typedef enum { GT_LATE_FOLD = 0, GT_LATE_DROP = 1 } gt_topo_late_t;
 typedef enum { GT_SPLIT_BANDWIDTH = 0, GT_SPLIT_EQUAL = 1 } gt_topo_chunk_split_t;
 typedef enum { GT_TRANSPORT_UCX = 0, GT_TRANSPORT_LIBFABRIC = 1 } gt_topo_transport_t;

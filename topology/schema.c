@@ -86,11 +86,14 @@ const gt_key_t gt_topo_keys[] = {
     SEC("outer", "the outer optimizer and the cross-site round protocol"),
     {"outer.mode", GT_KEY_ENUM, NUM(outer.mode), 0, 0, 0, 0, "diloco|sync-dp", "diloco",
      "diloco: outer rounds every inner.steps; sync-dp: gradient all-reduce every step (baseline)"},
-    {"outer.optimizer", GT_KEY_ENUM, NUM(outer.optimizer), 0, 0, 0, 0, "nesterov|average",
-     "nesterov", "outer step: Nesterov momentum, or plain averaging of the sites' parameters"},
+    {"outer.optimizer", GT_KEY_ENUM, NUM(outer.optimizer), 0, 0, 0, 0,
+     "nesterov|average|sparseloco", "nesterov",
+     "outer step: Nesterov momentum; plain averaging of the sites' parameters; or sparseloco: "
+     "theta_a -= lr x g, no momentum, the error-feedback residual decayed by outer.momentum "
+     "each round standing in for it (needs codec.error_feedback)"},
     {"outer.lr", GT_KEY_F64, NUM(outer.lr), 0, 10, 1, 0, NULL, "0.7", "outer learning rate eta"},
     {"outer.momentum", GT_KEY_F64, NUM(outer.momentum), 0, 1, 0, 1, NULL, "0.9",
-     "outer Nesterov momentum mu"},
+     "outer Nesterov momentum mu (sparseloco: the error-feedback decay beta)"},
     {"outer.overlap_steps", GT_KEY_U32, NUM(outer.overlap_steps), 0, 1000000, 0, 0, NULL, "0",
      "tau: apply round r's result at step r*H + tau (0 = synchronous DiLoCo); < inner.steps"},
     {"outer.late", GT_KEY_ENUM, NUM(outer.late), 0, 0, 0, 0, "fold|drop", "fold",
