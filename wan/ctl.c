@@ -193,7 +193,11 @@ static void ctl_authed(gt_wan_ep_t *ep)
         net->refused_since_ns[ep->peer] = 0;
     }
     ep->phase = GT_WAN_PH_ADDR;
-    ep->hs_deadline_ns = now + (uint64_t)net->p.connect_timeout_ms * 1000000ull;
+    /* The address exchange is one message each way, sent as soon as each side has
+     * authenticated: as short a deadline as the handshake's, so that a lost or held message
+     * costs a redial, not connect_timeout_ms. The transport's connect gets connect_timeout_ms
+     * (ctl_on_addr). */
+    ep->hs_deadline_ns = now + (uint64_t)net->p.preauth_timeout_ms * 1000000ull;
     gt_status_t st = gt_wan_net_tp_ensure(net, NULL);
     if (st == GT_OK) st = gt_wan_ch_ep_activate(ep);
     uint8_t msg[GT_WAN_ADDR_MSG_MAX];
@@ -249,6 +253,7 @@ static void ctl_on_addr(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, uint8_t *p
         return;
     }
     ep->phase = GT_WAN_PH_LINK;
+    ep->hs_deadline_ns = gt_time_ns() + (uint64_t)net->p.connect_timeout_ms * 1000000ull;
 }
 
 /* One handshake message (or, without security, the site ids). */
@@ -429,6 +434,11 @@ static void ctl_dialled(gt_wan_ep_t *ep)
         return;
     }
     ep->phase = GT_WAN_PH_HELLO;
+    /* The handshake gets what the responder gives it (it closes an unauthenticated connection
+     * after preauth_timeout_ms), not connect_timeout_ms: a message lost or held by someone on
+     * the path would otherwise stall this peer's reconnection for the whole connect timeout,
+     * while the responder has long given up on the connection. */
+    ep->hs_deadline_ns = gt_time_ns() + (uint64_t)net->p.preauth_timeout_ms * 1000000ull;
     uint8_t msg[GT_WAN_HS_MSG_MAX];
     size_t len = 0;
     gt_status_t st;

@@ -212,11 +212,16 @@ class Proxy:
             self.streams += 1
         kind = None
         if site:
-            kind = "ctl" if any(dport == p for p in self.ctl_ports) else "data"
+            kind = "ctl" if dport in self.ctl_ports() else "data"
         for a, b, up in ((c, s, True), (s, c, False)):
             threading.Thread(target=self._pump, args=(a, b, kind, up, dport), daemon=True).start()
 
-    ctl_ports = ()
+    def ctl_ports(self):
+        """The sites' control ports, read from their logs when a connection is made (the first
+        connections come before the scenario could tell the proxy)."""
+        return tuple(p for p in (ctl_port(self.run_dir, s) for s in ("a", "b")) if p)
+
+    run_dir = ""
 
     def start(self):
         self.next_fault = {"ctl": time.time(), "data": time.time()}
@@ -236,17 +241,22 @@ class Proxy:
             return f
 
     def _pump(self, a, b, kind, up, dport):
-        held, rec = None, b""
+        held, rec, chunks = None, b"", 0
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
+                chunks += 1
                 if kind and up and len(rec) < 262144:
                     rec += data
                     if kind not in self.recorded or len(self.recorded[kind][1]) < len(rec):
                         self.recorded[kind] = (dport, rec)
-                f = self._take_fault(kind) if kind else None
+                # On a control connection only the first chunk each way is hit: the first
+                # handshake message one way, the second the other (later chunks may hold the
+                # sealed address frame, which is not a handshake), so that every fault costs
+                # exactly one refused or timed-out handshake and the scenario can count them.
+                f = self._take_fault(kind) if kind and (kind == "data" or chunks == 1) else None
                 if f == "flip":
                     i = self.rng.randrange(len(data))
                     data = data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:]
@@ -270,6 +280,14 @@ class Proxy:
         except OSError:
             pass
         for x in (a, b):
+            # shutdown(SHUT_RD) first: it wakes the other direction's thread, blocked in
+            # recv() on one of these sockets (close() alone would not, and the kernel would
+            # keep the connection open until that recv returned), without sending a FIN of its
+            # own, so a reset (SO_LINGER 0) still reaches both ends as a reset.
+            try:
+                x.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
             try:
                 x.close()
             except OSError:
@@ -496,11 +514,11 @@ def shim_path():
 
 def mitm_run(tmp, tp, name, faults, interval):
     px = Proxy(tmp, interval=interval, faults=faults)
+    px.run_dir = os.path.join(tmp, name)
     L = Launch(tmp, name, tp, rounds=40, env=px.env(shim_path()),
                sets=["wan.max_link_failures=1000", "wan.preauth_timeout_ms=1500"],
                args=["--slow", "a=3", "--slow", "b=3"])
     check(L.wait_training(min_step=5), "the sites never started training")
-    Proxy.ctl_ports = tuple(p for p in (ctl_port(L.run_dir, "a"), ctl_port(L.run_dir, "b")) if p)
     px.start()  # faults from now on: the run is set up and training
     rc = L.finish(timeout=300)
     px.interval = None
@@ -532,16 +550,23 @@ def scenario_tamper(tmp, tp):
     """Flipped, dropped, duplicated and reordered bytes on our control connections (the
     handshake and the sealed address exchange: a reset on the data path makes the sites set
     up a new connection, whose control bytes are then tampered with)."""
-    mitm_run(tmp, tp, "tamper", {"ctl": ("flip", "drop", "dup", "reorder"), "data": ("reset",)},
-             1.5)
+    px, s, _ = mitm_run(tmp, tp, "tamper",
+                        {"ctl": ("flip", "drop", "dup", "reorder"), "data": ("reset",)}, 1.5)
+    n_ctl = sum(v for k, v in px.injected.items() if k.startswith("ctl:"))
+    got = sum(wan(s, x, "handshakes_refused") + wan(s, x, "handshakes_timed_out")
+              for x in ("a", "b"))
+    check(n_ctl >= 4, f"only {n_ctl} faults on control connections")
+    # Each altered handshake message costs its connection: the responder refuses it or lets
+    # it time out, once; nothing else in this run is refused.
+    check(got == n_ctl, f"{got} handshakes refused or timed out, {n_ctl} altered")
 
 
 def scenario_replay(tmp, tp):
     px = Proxy(tmp)
+    px.run_dir = os.path.join(tmp, "replay")
     L = Launch(tmp, "replay", tp, rounds=60, env=px.env(shim_path()),
                sets=["wan.preauth_timeout_ms=1000"], args=["--slow", "a=2", "--slow", "b=2"])
     check(L.wait_training(min_step=15), "the sites never started training")
-    Proxy.ctl_ports = tuple(p for p in (ctl_port(L.run_dir, "a"), ctl_port(L.run_dir, "b")) if p)
     time.sleep(1.0)
     ctl = px.recorded.get("ctl")
     data = px.recorded.get("data")
@@ -573,7 +598,9 @@ def scenario_wrongkey(tmp, tp):
     for site in ("a", "b"):
         subprocess.run([os.environ["GT_CLI"], "keygen", "--site", site, "--out", keys],
                        check=True, stdout=subprocess.DEVNULL)
-        pub[site] = open(os.path.join(keys, site + ".pub")).read().split()[0]
+        # The .pub file: a format line, the base64 key (44 characters), the site's name.
+        pub[site] = next(w for w in open(os.path.join(keys, site + ".pub")).read().split()
+                         if len(w) == 44 and w.endswith("="))
     L = Launch(tmp, "wrongkey", tp, rounds=8,
                sets=[f"sites.a.public_key={pub['a']}", f"sites.b.public_key={pub['b']}",
                      f"sites.a.secret_key={keys}/a.key", f"sites.b.secret_key={keys}/a.key",
