@@ -124,8 +124,8 @@ const gt_key_t gt_topo_keys[] = {
      "topk: fraction of elements kept"},
     {"codec.topk_values", GT_KEY_WORD, TXT(codec.topk_values), 0, 0, 0, 0,
      "fp32|bf16|int8|int4|fp4|int2", "int8",
-     "topk: format of the kept values; int2: 2 bits a value, sign and {1, 3} x half the "
-     "block's mean magnitude (SparseLoCo-style)"},
+     "topk: format of the kept values; int2: 2 bits a value, sign and one of two magnitudes "
+     "fitted per block of kept values (SparseLoCo-style)"},
     {"codec.error_feedback", GT_KEY_BOOL, NUM(codec.error_feedback), 0, 0, 0, 0, NULL, "true",
      "carry each round's quantization error into the next"},
     {"codec.zstd", GT_KEY_ENUM, NUM(codec.zstd), 0, 0, 0, 0, "auto|on|off", "auto",
