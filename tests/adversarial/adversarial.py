@@ -18,6 +18,8 @@ Scenarios (docs/security.md, "Adversarial suite", says what each covers and what
            replayed to its listener
   wrongkey site b holds site a's secret key: b must refuse to start and name both keys; a then
            finishes alone
+  outcast  site b's key pair is its own, but site a pins another key for b: b must leave the
+           run (revoke its lease) because no peer authenticates it; a trains every round
 
 Every scenario that runs to the end asserts: launch exits 0, every site finished, the anchors
 of every round are bit-identical across sites, every contribution is accounted for (on time +
@@ -612,6 +614,62 @@ def scenario_wrongkey(tmp, tp):
     s = L.summary()
     check("finished" in s["sites"]["a"]["status"], f"site a ended {s['sites']['a']['status']}")
     check("finished" not in s["sites"]["b"]["status"], "site b with a's key finished")
+    return rc
+
+
+def scenario_outcast(tmp, tp):
+    """Site b's own key pair is consistent (sites.yaml as b reads it pins b's public key), but
+    site a pins another key for b: a refuses every handshake of b's. b must see that no peer
+    of the view authenticates it, leave the run (revoke its lease) within 2 x
+    wan.peer_timeout_ms, and a must train every round without it."""
+    keys = os.path.join(tmp, "keys")
+    os.makedirs(keys)
+    pub = {}
+    for site in ("a", "b", "b2"):
+        subprocess.run([os.environ["GT_CLI"], "keygen", "--site", site, "--out", keys],
+                       check=True, stdout=subprocess.DEVNULL)
+        pub[site] = next(w for w in open(os.path.join(keys, site + ".pub")).read().split()
+                         if len(w) == 44 and w.endswith("="))
+    # launch -- CMD runs this once per site with the overrides every site gets (GT_SET); site b
+    # adds its own: the b2 key pair, pinned for itself, which a does not know.
+    wrapper = os.path.join(tmp, "site.sh")
+    open(wrapper, "w").write(f"""#!/bin/sh
+set -e
+set -- run --config "$GT_CONFIG" --site "$GT_SITE" --run-dir "$GT_RUN_DIR" --run-id "$GT_RUN_ID"
+while IFS= read -r kv; do [ -n "$kv" ] && set -- "$@" --set "$kv"; done <<EOF
+$GT_SET
+EOF
+if [ "$GT_SITE" = b ]; then
+  set -- "$@" --set "sites.b.public_key={pub['b2']}" --set "sites.b.secret_key={keys}/b2.key"
+fi
+exec "{os.environ['GT_CLI']}" "$@"
+""")
+    os.chmod(wrapper, 0o755)
+    peer_timeout_ms, rounds = 2000, 30
+    L = Launch(tmp, "outcast", tp, rounds=rounds,
+               sets=[f"sites.a.public_key={pub['a']}", f"sites.b.public_key={pub['b']}",
+                     f"sites.a.secret_key={keys}/a.key", f"sites.b.secret_key={keys}/b.key",
+                     "wan.connect_timeout_ms=5000", f"wan.peer_timeout_ms={peer_timeout_ms}"],
+               args=["--", "/bin/sh", wrapper])
+    t0 = time.time()
+    rc = L.finish()
+    log(f"outcast: the run took {time.time() - t0:.1f} s")
+    # launch exits 1 when a site did not finish: b must not.
+    check(rc == 1, f"launch exited {rc}, not 1 (site b left)")
+    blog = open(os.path.join(L.run_dir, "logs", "b.log")).read()
+    alog = open(os.path.join(L.run_dir, "logs", "a.log")).read()
+    check("none of the 1 peers in the view has accepted its handshake" in blog and
+          pub["b2"] in blog, "site b does not say that no peer accepts its key:\n" + blog[-2000:])
+    check("site b left (lease revoked)" in blog, "site b did not revoke its lease:\n" + blog[-2000:])
+    check(pub["b2"] in alog, "site a does not name the key it refused:\n" + alog[-2000:])
+    s = L.summary()
+    check("finished" in s["sites"]["a"]["status"], f"site a ended {s['sites']['a']['status']}")
+    check("finished" not in s["sites"]["b"]["status"], "site b, refused by a, finished")
+    n = sum(1 for _ in open(os.path.join(L.run_dir, "a", "anchors.jsonl")))
+    check(n == rounds, f"site a logged {n} rounds of {rounds}")
+    check(wan(s, "a", "handshakes_refused") >= 1, "site a refused no handshake")
+    log(f"outcast: site a refused {wan(s, 'a', 'handshakes_refused')} handshakes of b; "
+        f"contributions {s['contributions']}")
     return rc
 
 
