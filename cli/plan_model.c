@@ -71,9 +71,13 @@ typedef struct {
         last_arr[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
     double lateness[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES]; /* [owner][sender], EMA as outer.c */
     uint32_t lateness_n[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
+    /* outer.c late_share / late_judged: [owner][sender] */
+    double late_share[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
+    uint64_t late_judged[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
     agg_t *agg;           /* [c * Q + q] */
     uint64_t *agg_top;    /* per chunk: highest round with an aggregation + 1 */
     int64_t *closed_upto; /* [s * C + c] */
+    double *closed_due;   /* [s * C + c]: outer.c closed_due */
     uint8_t *have;        /* [(s * Q + q) * C + c]: result decoded at s */
     uint32_t *have_n;     /* [s * Q + q] */
     double *ready;        /* [s * Q + q]: every chunk of round q decoded at s; -1 not yet */
@@ -256,11 +260,19 @@ static int progress(sim_t *s, uint32_t o, size_t c, double t)
             const agg_t *p = &s->agg[c * s->Q + q - 1];
             if (p->n > 0 && !p->closed && p->holder == (int)o) continue;
         }
-        /* the run's last round waits 4 x deadline_max for every site before a deadline
-         * close (wan/outer.c, last_round) */
-        double due = a->on_time >= quorum_count(s) ? close_due(s, o, a) : INFINITY;
-        if (q + 1 == s->m->rounds && isfinite(due)) due = a->first_t + 4 * s->m->deadline_max_s;
+        /* wan/outer.c: a round missing only chronic stragglers closes once its quorum is in;
+         * the run's last round waits 4 x deadline_max for a punctual site */
+        int quorate = a->on_time >= quorum_count(s);
+        double normal = quorate ? close_due(s, o, a) : INFINITY, due = normal;
+        int punctual = 0;
+        for (uint32_t i = 0; i < s->S; i++)
+            if (s->alive[i] && !((a->fresh >> i) & 1) && s->late_share[o][i] < 0.5) punctual = 1;
+        if (!punctual && quorate)
+            due = t;
+        else if (q + 1 == s->m->rounds && isfinite(due))
+            due = a->first_t + 4 * s->m->deadline_max_s;
         if (complete(s, a) || t >= due) {
+            s->closed_due[o * s->C + c] = normal;
             if (close_agg(s, o, c, q, t) != 0) return -1;
         } else if (isfinite(due) && push(s, due, EV_DUE, o, o, c, q) != 0) {
             return -1;
@@ -275,6 +287,11 @@ static int on_delta(sim_t *s, uint32_t from, uint32_t o, size_t c, uint64_t q, d
     if (!s->alive[o]) return 0; /* sent to a site that has left: re-sent on the view change */
     int64_t done = s->closed_upto[o * s->C + c];
     int late = (int64_t)q <= done;
+    int after_deadline = late && !((int64_t)q == done && t <= s->closed_due[o * s->C + c]);
+    if (q + 1 > s->late_judged[o][from]) {
+        s->late_judged[o][from] = q + 1;
+        s->late_share[o][from] = 0.7 * s->late_share[o][from] + 0.3 * (after_deadline ? 1 : 0);
+    }
     if (late) {
         if (!s->m->late_fold) return 0;
         q = (uint64_t)(done + 1);
@@ -504,13 +521,14 @@ int gt_plan_simulate(const gt_plan_model_t *m, gt_plan_result_t *res_p)
     s->agg = calloc(s->C * s->Q, sizeof *s->agg);
     s->agg_top = calloc(s->C, sizeof *s->agg_top);
     s->closed_upto = malloc(s->S * s->C * sizeof *s->closed_upto);
+    s->closed_due = calloc(s->S * s->C, sizeof *s->closed_due);
     s->have = calloc(SQ * s->C, 1);
     s->have_n = calloc(SQ, sizeof *s->have_n);
     s->ready = malloc(SQ * sizeof *s->ready);
     s->applied = calloc(SQ, 1);
     s->sub_t = calloc((size_t)s->S * s->Rs, sizeof *s->sub_t);
-    if (!s->agg || !s->agg_top || !s->closed_upto || !s->have || !s->have_n || !s->ready ||
-        !s->applied || !s->sub_t)
+    if (!s->agg || !s->agg_top || !s->closed_upto || !s->closed_due || !s->have || !s->have_n ||
+        !s->ready || !s->applied || !s->sub_t)
         goto out;
     for (size_t i = 0; i < s->C * s->Q; i++) {
         s->agg[i].holder = -1;
@@ -589,6 +607,7 @@ out:
         free(s->agg);
         free(s->agg_top);
         free(s->closed_upto);
+        free(s->closed_due);
         free(s->have);
         free(s->have_n);
         free(s->ready);

@@ -201,15 +201,25 @@ gt_status_t dl_submit(gt_diloco_t *d, uint64_t r)
  * long for a result and whose WAN reaches fewer than half of its view (itself included; at
  * exactly half, the side without the view's first site) is the cut-off side: it leaves, so the
  * majority moves to a view without it and takes over its chunks, rather than every site
- * waiting on it until the cut heals or the wait gives up. Under d->lock. */
-static int cut_off(const gt_diloco_t *d)
+ * waiting on it until the cut heals or the wait gives up. "Reaches" means the peer answered a
+ * probe just now (a STATE_REQ round trip, within wan.peer_timeout_ms): whether a connection is
+ * up says little — across a cut that drops traffic, connections come up and fail again — and
+ * silence says nothing, as a slower peer may be computing a long round. Not under d->lock. */
+static int cut_off(gt_diloco_t *d)
 {
-    const gt_wan_view_t *v = &d->view;
+    gt_wan_view_t v;
+    pthread_mutex_lock(&d->lock);
+    v = d->view;
+    pthread_mutex_unlock(&d->lock);
     uint32_t n = 0, reach = 0, first = UINT32_MAX, first_reached = 0;
-    for (uint32_t k = 0; k < v->n_members; k++) {
+    for (uint32_t k = 0; k < v.n_members; k++) {
         uint32_t i;
-        if (gt_topo_site_index(d->cfg, v->members[k].name, &i) != GT_OK) continue;
-        int r = i == d->site || gt_wan_mesh_peer_ready(d->mesh, i);
+        if (gt_topo_site_index(d->cfg, v.members[k].name, &i) != GT_OK) continue;
+        int r = i == d->site;
+        if (!r) {
+            gt_status_t st = dl_fetch_state(d, STATE_PROBE, &i, 1);
+            r = st == GT_OK || st == GT_ERR_AGAIN; /* an answer, even "busy" (a joiner) */
+        }
         n++;
         reach += (uint32_t)r;
         if (i < first) {
@@ -217,6 +227,9 @@ static int cut_off(const gt_diloco_t *d)
             first_reached = r;
         }
     }
+    if (n > 1 && 2 * reach <= n)
+        GT_WARN("site %s: %u of the %u sites of view %llu answer (itself included)", d->name, reach,
+                n, (unsigned long long)v.epoch);
     return n > 1 && (2 * reach < n || (2 * reach == n && !first_reached));
 }
 
@@ -234,6 +247,7 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r)
     /* past the straggler deadline and a lease: not a slow round any more */
     uint64_t partition_ns = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
                             (uint64_t)c->membership.lease_ttl_s * 1000000000ull;
+    uint64_t next_probe = 0;
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     for (;;) {
@@ -244,10 +258,9 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r)
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
         if (d->wan_error) return (gt_status_t)d->wan_error;
         uint64_t waited = gt_time_ns() - t0;
-        if (waited > partition_ns) {
-            pthread_mutex_lock(&d->lock);
+        if (waited > partition_ns && gt_time_ns() >= next_probe) {
             int cut = cut_off(d);
-            pthread_mutex_unlock(&d->lock);
+            next_probe = gt_time_ns() + (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
             if (cut) {
                 GT_ERROR("site %s: round %llu's result has not arrived in %.0f s and its WAN "
                          "reaches less than a majority of the view (a partition): it leaves, so "
@@ -392,6 +405,23 @@ static size_t full_index(const gt_diloco_t *d, size_t p)
 gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
 {
     gt_status_t st = dl_wait_result(d, r);
+    /* The wait outlasted a lease — or this process was stopped inside it (SIGSTOP): the others
+     * may have removed this site and redone its chunks of round r without it, so the result it
+     * holds may not be theirs. A heartbeat made now says whether it is still a member before it
+     * applies anything (as gt_diloco_step does after a pause); the ranks decide together. */
+    uint64_t away =
+        st == GT_OK && !d->sync_dp &&
+        gt_time_ns() - d->t_last > (uint64_t)d->cfg->membership.lease_ttl_s * 1000000000ull;
+    gt_status_t e = dl_allreduce(d, &away, 1, GT_DILOCO_OP_MAX);
+    if (e != GT_OK) return e;
+    if (away) {
+        gt_status_t live = dl_confirm_member(d);
+        if ((live = dl_agree(d, live)) != GT_OK) {
+            d->wan_error = (int)live;
+            d->state = GT_DILOCO_FAILED;
+            return live;
+        }
+    }
     double tokens = 0;
     int verdict = 0;
     if (st == GT_OK) { /* the exchange time, for exchange_s_median in the summary */

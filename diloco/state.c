@@ -367,6 +367,10 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                      (uint64_t)c->outer.deadline_max_ms * 4000000ull + 600000000000ull;
     uint32_t peers[GT_WAN_MAX_MEMBERS];
     int have = 0, planned = 0;
+    uint64_t planned_at = 0;
+    uint64_t replan_ns = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
+                         (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
+                         (uint64_t)c->wan.connect_timeout_ms * 1000000ull;
     *start_p = d->total;
     if (d->sync_dp) {
         GT_ERROR("site %s: a sync-dp run cannot take a joining site (every step is a round)", name);
@@ -381,10 +385,9 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         int self_in = 0;
         uint32_t n = dl_view_peers(d, peers, &self_in);
         uint64_t now = gt_time_ns();
-        if (self_in && n > 0)
-            alone_since = 0;
-        else if (!alone_since)
-            alone_since = now;
+        /* Alone: not in the view, no peer in it, or (below) only peers that answer and do not
+         * train — a view of joiners has nobody to join from. */
+        if ((!self_in || n == 0) && !alone_since) alone_since = now;
         if (d->p.stop && *d->p.stop) why = "stopped";
         if (d->wan_error) why = "lost its membership lease";
         if (now - t0 > limit) why = "timed out";
@@ -404,8 +407,10 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         if (!planned) { /* every rank comes here together (planned is agreed) */
             uint64_t next = 0, first[GT_WAN_OUTER_MAX_SITES];
             uint64_t differ = 0;
+            uint32_t busy = 0; /* peers that answered "not training" (joiners) */
             for (uint32_t k = 0; self_in && k < n; k++) {
                 st = dl_fetch_state(d, STATE_PROBE, &peers[k], 1);
+                busy += st == GT_ERR_AGAIN;
                 if (st != GT_OK) continue;
                 if (d->probe_params != d->n) {
                     (void)params_mismatch(d, peers[k], d->probe_params);
@@ -418,6 +423,12 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     code = 0;
                 }
             }
+            /* Nobody to join from only when every peer answered and none trains; a peer that
+             * does not answer may be across a cut that heals (the whole join is bounded). */
+            if (self_in && n > 0 && (code == 0 || busy < n))
+                alone_since = 0;
+            else if (!alone_since)
+                alone_since = now;
             if ((st = dl_allreduce(d, &differ, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
             if (differ) return GT_ERR_CONFIG;
             if (code == 0) memcpy(d->probe_first, first, sizeof first);
@@ -428,6 +439,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                 R = v[0] > R ? v[0] : R + 1; /* a re-plan always moves on */
                 if (R < 1) R = 1;
                 planned = 1;
+                planned_at = now;
                 have = 0;
                 if (R >= c->run.rounds) {
                     GT_WARN("site %s: the run ends (round %llu of %u) before this site could take "
@@ -468,11 +480,16 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                 code = st == GT_OK ? 0 : st == GT_ERR_NOT_FOUND ? 2 : 1;
             }
         }
+        /* The peer that fixed R may have stopped (the run ended, it failed) and only joiners,
+         * which never hold R - 1, remain: past the time a training peer needs to apply two
+         * rounds, plan again, and the probe finds out whether anyone still trains. */
+        if (planned && code == 1 && now - planned_at > replan_ns) code = 2;
         uint64_t worst = (uint64_t)code;
         if ((st = dl_allreduce(d, &worst, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
         if (planned && worst == 0) break;
         if (worst == 2) {
-            GT_WARN("site %s: the peers no longer hold the anchor after round %llu; planning again",
+            GT_WARN("site %s: the peers no longer hold the anchor after round %llu, or have not "
+                    "applied it in time; planning again",
                     name, (unsigned long long)R - 1);
             planned = 0;
         }

@@ -131,15 +131,25 @@ struct gt_wan_outer {
     agg_t *aggs;
     size_t n_aggs;
     int64_t *closed_upto; /* per chunk: highest round this site closed (-1 none) */
+    uint64_t *closed_due; /* per chunk: when that round would have closed at its deadline, had
+                             it not closed early (a contribution to it that comes before was
+                             not late by the deadline's measure: see late_share) */
     /* Per site: a moving average of how long after a chunk's first contribution this site's
      * arrives (ns). The deadline is robust across *sites*, so a chronic straggler is an
      * outlier the others do not wait for, rather than a sample that stretches the deadline. */
     double lateness[GT_WAN_OUTER_MAX_SITES];
     uint32_t lateness_n[GT_WAN_OUTER_MAX_SITES];
-    /* Per site: a moving average of how often its contributions came late (1) or on time (0).
-     * The run's last round waits longer only for sites that are usually on time. */
+    /* Per site: a moving average of how often its contributions came after the deadline (1)
+     * or before it (0). A round whose missing sites are all chronic stragglers (over one half)
+     * closes as soon as its quorum is in: their contributions would come late and fold into a
+     * later round anyway, so waiting for the deadline only stalls the others. A straggler that
+     * becomes punctual again shows it: a contribution that arrives before the deadline its
+     * round would have had counts as on time here, though the round closed without it. The
+     * run's last round waits longer only for punctual sites. */
     double late_share[GT_WAN_OUTER_MAX_SITES];
-    uint8_t *scratch; /* frame buffer */
+    uint64_t late_judged[GT_WAN_OUTER_MAX_SITES]; /* 1 + the round last counted in late_share:
+                                                     a round counts once, not once a chunk */
+    uint8_t *scratch;                             /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
@@ -255,10 +265,12 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     o->residual = calloc(o->n, sizeof(float));
     o->result_residual = calloc(o->n, sizeof(float));
     o->closed_upto = malloc(nc * sizeof *o->closed_upto);
+    o->closed_due = calloc(nc, sizeof *o->closed_due);
     o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
     o->xbuf = malloc(o->max_chunk * sizeof(float));
-    GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->scratch && o->xbuf,
+    GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->closed_due &&
+                        o->scratch && o->xbuf,
                     st, GT_ERR_NOMEM, fail, "outer: out of memory");
     for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
     for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
@@ -320,6 +332,7 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
     free(o->residual);
     free(o->result_residual);
     free(o->closed_upto);
+    free(o->closed_due);
     free(o->scratch);
     free(o->xbuf);
     gt_cmp_destroy(o->codec);
@@ -758,19 +771,27 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
             find_agg(o, a->round - 1, a->chunk, 0))
             continue;
         /* The run's last round waits longer (4 x deadline_max_ms from its first contribution)
-         * for an active site that is usually on time: its contribution to it, come after a
-         * deadline close, could fold nowhere, and its owner may have finished. A chronic
-         * straggler (most of its recent contributions late) is not waited for, in the last
-         * round as in any other. Bounded all the same: a site that never sends (it died and
-         * its lease has not run out yet) cannot hold it forever. */
-        uint64_t due = close_due(o, a, dl);
-        if (a->round >= o->last_round && due != UINT64_MAX && awaits_punctual(o, a))
+         * for a punctual site: its contribution to it, come after a deadline close, could fold
+         * nowhere, and its owner may have finished. Bounded all the same: a site that never
+         * sends (it died and its lease has not run out yet) cannot hold it forever. A round
+         * that lacks only chronic stragglers does not wait for them (see late_share). */
+        uint64_t normal = close_due(o, a, dl), due = normal;
+        int punctual = awaits_punctual(o, a);
+        if (!punctual)
+            due = now_ns;
+        else if (a->round >= o->last_round && due != UINT64_MAX)
             due = a->first_ns + 4ull * o->p.deadline_max_ms * 1000000ull;
         if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= due)) {
-            if (!agg_complete(o, a))
+            if (!agg_complete(o, a) && punctual)
                 GT_WARN("outer: closing round %llu chunk %u at the deadline with %u of %u sites",
                         (unsigned long long)a->round, a->chunk, agg_on_time(a),
                         n_active(o, a->round));
+            else if (!agg_complete(o, a))
+                GT_INFO("outer: closing round %llu chunk %u with %u of %u sites: the others are "
+                        "stragglers, folded late",
+                        (unsigned long long)a->round, a->chunk, agg_on_time(a),
+                        n_active(o, a->round));
+            o->closed_due[a->chunk] = normal;
             close_agg(o, a, now_ns);
         }
     }
@@ -869,7 +890,12 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         return bad(o, m, "too many contributions to one chunk");
     }
     if (!late && a->first_ns == 0) a->first_ns = now_ns;
-    o->late_share[sender] = 0.7 * o->late_share[sender] + 0.3 * (late ? 1.0 : 0.0);
+    int after_deadline = late && !(!forwarded && (int64_t)m->round == o->closed_upto[c] &&
+                                   now_ns <= o->closed_due[c]);
+    if (!forwarded && m->round + 1 > o->late_judged[sender]) {
+        o->late_judged[sender] = m->round + 1;
+        o->late_share[sender] = 0.7 * o->late_share[sender] + 0.3 * (after_deadline ? 1.0 : 0.0);
+    }
     if (!late) {
         double off = (double)(now_ns - a->first_ns);
         uint32_t k = o->lateness_n[sender];

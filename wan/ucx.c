@@ -284,6 +284,16 @@ static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
     gt_status_t st = GT_ERR_IO;
     if (!c) return GT_ERR_NOMEM;
     c->params = *params;
+    /* UCX's TCP transport connects with a blocking connect() by default, also when it
+     * reconnects an endpoint on its own after a socket error — inside ucp_worker_progress, on
+     * our WAN thread. A peer's listener that the filter above has closed again drops the SYN,
+     * and that connect() then blocks for the kernel's SYN retries (minutes), the whole site
+     * with it. Non-blocking, the attempt goes on beside our progress, and the channel's own
+     * liveness checks reconnect through a fresh handshake. A setting of the TCP transport,
+     * which UCX reads from the environment only (ucp_config_modify does not reach it), before
+     * ucp_config_read; a user's own setting wins. (UCX_TCP_SYN_CNT would shorten the attempt,
+     * but UCX 1.13 fails to create a worker with it set.) */
+    setenv("UCX_TCP_CONN_NB", "y", 0);
     ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
     if (s != UCS_OK) goto fail;
     if (!getenv("UCX_TLS")) ucp_config_modify(cfg, "TLS", "tcp");

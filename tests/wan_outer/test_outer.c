@@ -276,6 +276,69 @@ static void test_late(int fold)
     teardown(n);
 }
 
+/* A chronic straggler is not waited for: once most of site 2's recent rounds came after the
+ * deadline, a round that lacks only site 2 closes as soon as its quorum is in (no deadline
+ * wait). When site 2 is punctual again — its contribution arrives before the deadline the round
+ * would have had, though the round closed without it — the rounds wait for it again. */
+static void test_chronic_straggler(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
+    uint64_t r = 0;
+    /* Rounds 0 and 1: site 2 misses the deadline (200 ms > 100 ms) both times: its share of
+     * late rounds is 0.3, then 0.51. */
+    for (; r < 2; r++) {
+        make_deltas(n);
+        for (uint32_t s = 0; s < 2; s++)
+            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+        pump();
+        CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN); /* it waits */
+        g_now += 200000000ull;
+        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        pump();
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
+        pump();
+        check_identical(n, r);
+    }
+    /* Round 2: closed the moment sites 0 and 1 are in, at the same instant. */
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_OK);
+    /* Site 2's round 2 comes 10 ms later: late (the round is closed), folded into round 3, but
+     * within the 100 ms deadline the round would have had: its share falls to 0.36. */
+    g_now += 10000000ull;
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
+    pump();
+    check_identical(n, r);
+    /* Round 3 waits for site 2 again. */
+    r++;
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN);
+    g_now += 10000000ull;
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, r);
+    uint64_t late = 0, on_time = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_stats_t st;
+        gt_wan_outer_stats(g_o[s], &st);
+        late += st.late;
+        on_time += st.on_time;
+    }
+    /* Rounds 0-2 two on time each, site 2's three folded late; round 3 all three on time. */
+    CHECK_EQ_INT(on_time, 9 * 2 * 3 + 9 * 3);
+    CHECK_EQ_INT(late, 9 * 3);
+    teardown(n);
+}
+
 static void test_owner_loss_resend(void)
 {
     const uint32_t n = 3;
@@ -549,6 +612,7 @@ int main(void)
     test_nan_and_clip();
     test_late(1);
     test_late(0);
+    test_chronic_straggler();
     test_owner_loss_resend();
     test_result_forwarding();
     test_hash_vote();
