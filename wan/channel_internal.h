@@ -95,8 +95,8 @@ struct gt_wan_net {
     uint32_t n_ids;
     uint64_t *auth_ok_ns, *refused_since_ns;
     struct sockaddr_storage *peer_src; /* the address each site published (family 0: unknown) */
-    gt_wan_sec_t *sec;    /* NULL with security: none */
-    gt_wan_cpool_t *pool; /* crypto workers; NULL: seal and open inline */
+    gt_wan_sec_t *sec;                 /* NULL with security: none */
+    gt_wan_cpool_t *pool;              /* crypto workers; NULL: seal and open inline */
     gt_wan_ep_t *eps;
     gt_wan_ep_stats_t closed_stats; /* endpoints already gone */
     uint64_t activity;              /* bumped by every completed frame or state change */
