@@ -254,15 +254,16 @@ static int check_late_site(const char *run, int rounds, int restarted)
 }
 
 /* Site c starts only once the others have applied 2 rounds: it joins for a later round with
- * the anchor the others agreed. (Every site is slowed alike, so the run outlasts c's start-up
- * and no site is systematically late: a late contribution to the last round can reach an owner
- * that has already finished, and would then be counted nowhere.) */
+ * the anchor the others agreed. (Every site is slowed alike, and the run has 30 rounds, so it
+ * outlasts c's start-up — with 10 the tiny run was over on the CI machine before c had
+ * registered — and no site is systematically late: a late contribution to the last round can reach
+ * an owner that has already finished, and would then be counted nowhere.) */
 static void test_join(const char *tmp)
 {
     char run[1024];
-    run_launch(tmp, "join", "--join c@2 --set run.rounds=10 --slow a=5 --slow b=5 --slow c=5", run,
+    run_launch(tmp, "join", "--join c@2 --set run.rounds=30 --slow a=5 --slow b=5 --slow c=5", run,
                sizeof run);
-    int R = check_late_site(run, 10, 0);
+    int R = check_late_site(run, 30, 0);
     CHECK(R >= 3);
 }
 
@@ -330,9 +331,9 @@ static void test_ranks(const char *tmp)
     /* A 2-rank site joins: its ranks agree on the round and fetch their own lanes' state. */
     char extra[512];
     snprintf(extra, sizeof extra,
-             "%s --join c@2 --set run.rounds=10 --slow a=5 --slow b=5 --slow c=5", two);
+             "%s --join c@2 --set run.rounds=30 --slow a=5 --slow b=5 --slow c=5", two);
     run_launch(tmp, "ranks_join", extra, run, sizeof run);
-    check_late_site(run, 10, 0);
+    check_late_site(run, 30, 0);
 
     snprintf(extra, sizeof extra, "%s --set local.tensor_parallel=2 --kill c@2", two);
     run_launch(tmp, "ranks_kill", extra, run, sizeof run);
