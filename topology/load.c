@@ -1068,6 +1068,15 @@ static void check_cross(loader_t *L)
                "allowed: at most deadline_max_ms",
                c->outer.deadline_min_ms, c->outer.deadline_max_ms);
     }
+    if (c->outer.optimizer == GT_OUTER_SPARSELOCO && !c->codec.error_feedback) {
+        /* SparseLoCo's decayed residual stands in for outer momentum: without error feedback
+         * there is no residual, and what top-k leaves out is lost every round. */
+        blame(L, "outer.optimizer", "codec.error_feedback", where, sizeof where);
+        report(L, where,
+               "key 'outer.optimizer': sparseloco needs codec.error_feedback: true (its decayed "
+               "residual stands in for outer momentum); allowed: error_feedback true, or "
+               "optimizer nesterov or average");
+    }
     if (c->outer.overlap_steps >= c->inner.steps) {
         blame(L, "outer.overlap_steps", "inner.steps", where, sizeof where);
         report(L, where,
