@@ -158,6 +158,8 @@ def _declare(lib):
     lib.gt_diloco_summary.restype = ctypes.c_int
     lib.gt_diloco_set_result.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double]
     lib.gt_diloco_set_result.restype = ctypes.c_int
+    lib.gt_diloco_save.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint]
+    lib.gt_diloco_save.restype = ctypes.c_int
     lib.gt_diloco_close.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.gt_diloco_close.restype = None
     lib.gt_diloco_error_message.argtypes = []

@@ -13,10 +13,19 @@ as before. After the run the parameters hold the final anchor.
 
 Everything runs in the library (diloco/, libgeotrain.so): the schedule of submits and applies,
 the WAN, membership, joins. Errors raise geotrain.GeotrainError with the library's message.
+
+Checkpoints and resume of a whole run: call diloco.save() right after a step that applied a
+round (diloco.applied is then True): it writes the model's and the optimizer's state
+(torch.save, atomically) and the library's outer state (anchor, momentum, residuals, round)
+for that step into checkpoint_dir. A DiLoCo created with resume=True (the default under
+`geotrain launch --resume RUN_DIR -- CMD`, which sets GT_RESUME=1) offers the steps it has
+intact checkpoints for; the sites agree on the newest step all of them have, and the model
+and optimizer are loaded from it before the constructor returns; first_step is that step.
 """
 import ctypes
 import json
 import os
+import re
 import signal
 import threading
 
@@ -86,15 +95,32 @@ class DiLoCo:
     config: sites.yaml path (default $GT_CONFIG, with the overrides in $GT_SET);
     site: this site's name (default $GT_SITE); run_dir (default $GT_RUN_DIR, else
     run.run_dir/run.name); sets: list of "KEY=VALUE" overrides for config; metrics: write
-    RUN_DIR/SITE/metrics.jsonl. Creating it joins the run (blocks until every site is there,
-    or — for a site that starts late — until it has fetched the agreed anchor).
+    RUN_DIR/SITE/metrics.jsonl. checkpoint_dir: where save() writes and a resume reads
+    (default RUN_DIR/SITE/checkpoints when run_dir and site are known); resume: continue a
+    stopped run from checkpoint_dir (default: $GT_RESUME is 1). Creating it joins the run
+    (blocks until every site is there, or — for a site that starts late — until it has fetched
+    the agreed anchor, or — resuming — until the sites agreed on the step and the model and
+    optimizer are loaded from it).
     """
 
     def __init__(self, model, optimizer=None, config=None, site=None, run_dir=None,
-                 sets=None, metrics=True):
+                 sets=None, metrics=True, checkpoint_dir=None, resume=None):
         lib = _library()
         self._lib = lib
         self._handle = None
+        self._model, self._optimizer = model, optimizer
+        self._applied = False
+        if checkpoint_dir is None:
+            rd = run_dir or os.environ.get("GT_RUN_DIR")
+            st = site or os.environ.get("GT_SITE")
+            if rd and st:
+                checkpoint_dir = os.path.join(rd, st, "checkpoints")
+        self._ckpt_dir = os.fspath(checkpoint_dir) if checkpoint_dir is not None else None
+        if resume is None:
+            resume = os.environ.get("GT_RESUME") == "1"
+        if resume and self._ckpt_dir is None:
+            raise GeotrainError("geotrain.DiLoCo", -1, "resume needs checkpoint_dir (or "
+                                "run_dir and site) to find the checkpoints in")
         self._flat, self._params = _flatten(model)
         if optimizer is not None:
             mine = {id(p) for p in self._params}
@@ -129,6 +155,13 @@ class DiLoCo:
         p.stop = ctypes.pointer(self._stop)
         p.metrics = 1 if metrics else 0
         p.env = 1
+        if resume:
+            steps = self._torch_steps()
+            p.resume_dir = cstr(os.path.join(self._ckpt_dir, "outer"))
+            arr = (ctypes.c_uint64 * max(1, len(steps)))(*steps)
+            keep.append(arr)
+            p.resume_steps = arr
+            p.n_resume_steps = len(steps)
         handle = ctypes.c_void_p()
         self._install_sigterm()
         try:
@@ -139,6 +172,12 @@ class DiLoCo:
         self._handle = handle
         self._started = self._status()
         self._done = False
+        if self._started.resumed_step >= 0:
+            try:
+                self._load(self._started.resumed_step)
+            except BaseException:
+                self.close(GeotrainError("geotrain.DiLoCo", -1, "cannot load the checkpoint"))
+                raise
 
     # ---- the loop ----
 
@@ -148,9 +187,78 @@ class DiLoCo:
         parameters in place. Raises Stopped when the site is asked to leave."""
         if self._handle is None:
             raise GeotrainError("DiLoCo.step", -14, "the context is closed")
+        before = self._status().rounds_applied
         code = self._lib.gt_diloco_step_timed(self._handle, int(tokens), float(loss),
                                               -1.0 if compute_s is None else float(compute_s))
         _check("DiLoCo.step", code)
+        self._applied = self._status().rounds_applied != before
+
+    @property
+    def applied(self):
+        """Whether the last step() applied a round: the moment save() may be called."""
+        return self._applied
+
+    # ---- checkpoints ----
+
+    _TORCH = re.compile(r"^torch-(\d{12})\.pt$")
+
+    def _torch_path(self, step):
+        return os.path.join(self._ckpt_dir, "torch-%012d.pt" % step)
+
+    def _torch_steps(self):
+        """The steps this site has a model/optimizer checkpoint for (written atomically, so a
+        file that exists is whole; the library checks its own outer state's checksum)."""
+        try:
+            names = os.listdir(self._ckpt_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(m.group(1)) for m in map(self._TORCH.match, names) if m)
+
+    def save(self, keep=2):
+        """Checkpoints this site at the current step, which must be right after a step that
+        applied a round (applied is True): the library's outer state, then the model and
+        optimizer (torch.save to a temporary file, fsync, rename), into checkpoint_dir; keeps
+        the newest `keep` of each. Every site of the run should save at the same steps."""
+        import torch
+        if self._handle is None:
+            raise GeotrainError("DiLoCo.save", -14, "the context is closed")
+        if self._ckpt_dir is None:
+            raise GeotrainError("DiLoCo.save", -1, "no checkpoint_dir (nor run_dir and site)")
+        step = self._status().step
+        os.makedirs(self._ckpt_dir, exist_ok=True)
+        _check("DiLoCo.save", self._lib.gt_diloco_save(
+            self._handle, os.fsencode(os.path.join(self._ckpt_dir, "outer")), int(keep)))
+        state = {"step": step, "model": self._model.state_dict()}
+        if self._optimizer is not None:
+            state["optimizer"] = self._optimizer.state_dict()
+        path = self._torch_path(step)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(self._ckpt_dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        for old in self._torch_steps()[:-max(1, int(keep))]:
+            os.unlink(self._torch_path(old))
+
+    def _load(self, step):
+        """The model and optimizer as saved at `step` (the step the run resumed at)."""
+        import torch
+        state = torch.load(self._torch_path(step))
+        with torch.no_grad():  # into the library's buffer: the parameters are views of it
+            self._model.load_state_dict(state["model"])
+        if self._optimizer is not None and "optimizer" in state:
+            self._optimizer.load_state_dict(state["optimizer"])
+
+    @property
+    def resumed_step(self):
+        """The step the run resumed at (resume=True), or -1."""
+        return self._started.resumed_step
 
     def stop(self):
         """Asks the site to leave at its next step (as SIGTERM does)."""

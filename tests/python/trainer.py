@@ -5,6 +5,8 @@ as the package documents. Everything about the run comes from the environment la
 
     --extra-param-site NAME   that site's model has one parameter more (an error at start)
     --config/--site           passed to DiLoCo instead of the environment
+    --save-every N            diloco.save() after every N-th round it applies (a resume,
+                              under `launch --resume`, comes from GT_RESUME)
 
 Exit status: 0 done, 3 a geotrain.GeotrainError (its message on stderr, prefixed
 "GeotrainError:"), 4 stopped (geotrain.Stopped).
@@ -24,6 +26,7 @@ def main():
     ap.add_argument("--extra-param-site")
     ap.add_argument("--config")
     ap.add_argument("--site")
+    ap.add_argument("--save-every", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(1)
@@ -46,12 +49,17 @@ def main():
                 loss.backward()
                 opt.step()
                 diloco.step(tokens=x.shape[0], loss=loss.item())
+                if args.save_every and diloco.applied and \
+                        diloco.rounds_applied % args.save_every == 0 and \
+                        diloco.step_count < diloco.first_step + diloco.total_steps:
+                    diloco.save()
                 first = loss.item() if first is None else first
             s = diloco.summary()
             st = diloco.status()
             print("trainer: site %s steps %d round %d rounds_applied %d first_loss %s "
-                  "state %s hash_checks %d" % (site, st["step"], diloco.round, s["rounds_applied"],
-                                               first, st["state"], s["hash_checks"]), flush=True)
+                  "state %s hash_checks %d resumed_step %d" %
+                  (site, st["step"], diloco.round, s["rounds_applied"], first, st["state"],
+                   s["hash_checks"], diloco.resumed_step), flush=True)
     except geotrain.Stopped as e:
         print("Stopped: %s" % e, file=sys.stderr, flush=True)
         return 4
