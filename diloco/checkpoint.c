@@ -324,6 +324,36 @@ gt_status_t dl_resume_prepare(gt_diloco_t *d)
             GT_WARN("site %s: falling back to the previous checkpoint (step %" PRIu64 ")", d->name,
                     steps[i + 1]);
     }
+    /* A site of several ranks offers only the steps every one of its ranks has intact (each
+     * rank keeps its own lanes' files: one rank's damaged file makes the step unusable for the
+     * whole site). Collective: rank 0's offers go to every rank (a MAX over slots the others
+     * leave 0), then each rank marks the ones it lacks. */
+    if (d->ranks > 1) {
+        uint64_t cand[OS_MAX] = {0}, lack[OS_MAX] = {0};
+        size_t nc = json_array_size(offer);
+        for (size_t i = 0; d->rank == 0 && i < nc && i < OS_MAX; i++)
+            cand[i] = (uint64_t)json_integer_value(json_array_get(offer, i)) + 1;
+        gt_status_t st = dl_allreduce(d, cand, OS_MAX, GT_DILOCO_OP_MAX);
+        for (size_t i = 0; st == GT_OK && i < OS_MAX && cand[i]; i++) {
+            int have = 0;
+            for (size_t k = 0; k < nc; k++)
+                have |= (uint64_t)json_integer_value(json_array_get(offer, k)) + 1 == cand[i];
+            lack[i] = !have;
+        }
+        if (st == GT_OK) st = dl_allreduce(d, lack, OS_MAX, GT_DILOCO_OP_MAX);
+        if (st != GT_OK) {
+            json_decref(offer);
+            return st;
+        }
+        json_array_clear(offer);
+        for (size_t i = 0; i < OS_MAX && cand[i]; i++) {
+            if (lack[i])
+                GT_WARN("site %s: another rank of this site cannot resume at step %" PRIu64,
+                        d->name, cand[i] - 1);
+            else
+                json_array_append_new(offer, json_integer((json_int_t)(cand[i] - 1)));
+        }
+    }
     json_t *note = json_pack("{s:o}", "resume_steps", offer);
     d->resume_note = note ? json_dumps(note, JSON_COMPACT) : NULL;
     json_decref(note);
