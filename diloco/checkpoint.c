@@ -114,9 +114,15 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
     gt_log_errors_reset();
     if (!d || d->magic != GT_DILOCO_MAGIC || !dir || !*dir) return GT_ERR_INVALID;
     gt_status_t st = GT_OK;
+    if (d->F > 1) {
+        GT_ERROR("site %s: gt_diloco_save: outer-state checkpoints of streaming fragments "
+                 "(outer.fragments = %u) are not built yet",
+                 d->name, d->F);
+        return GT_ERR_INVALID;
+    }
     /* A round boundary: the last round applied, the next not submitted (sync-dp: any step,
      * every step's exchange is done inside it). */
-    if (!d->sync_dp && (d->pending >= 0 || d->step != d->applied_upto * d->H + d->tau)) {
+    if (!d->sync_dp && (d->fpending[0] >= 0 || d->step != d->applied_upto * d->H + d->tau)) {
         GT_ERROR("site %s: gt_diloco_save at step %llu: the outer state is saved only right after "
                  "a round was applied (step r*H + %llu, r >= 1, with H = %llu)",
                  d->name, (unsigned long long)d->step, (unsigned long long)d->tau,

@@ -30,20 +30,43 @@ gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st)
     return e != GT_OK ? e : (gt_status_t)(-(int64_t)v);
 }
 
+/* Fragments share the mesh: an engine's message carries lane·F + f in the header's lane field
+ * (its own lane index, which is per engine, and its fragment), so it reaches fragment f's
+ * engine at the peer. With F = 1 the field is the lane, as before. */
 static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
 {
     gt_diloco_t *d = ctx;
-    if (msg->type == GT_WAN_MSG_STATE_REQ || msg->type == GT_WAN_MSG_STATE_CHUNK)
+    if (msg->type == GT_WAN_MSG_STATE_REQ || msg->type == GT_WAN_MSG_STATE_CHUNK) {
         dl_on_state(d, msg, buf, len);
-    else
-        (void)gt_wan_outer_deliver(d->outer, msg, buf, len, gt_time_ns());
+        return;
+    }
+    gt_wan_msg_t m = *msg;
+    uint32_t f = m.lane % d->F;
+    m.lane /= d->F;
+    (void)gt_wan_outer_deliver(d->outers[f], &m, buf, len, gt_time_ns());
 }
 
 static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
                            size_t len)
 {
-    gt_diloco_t *d = ctx;
-    return gt_wan_mesh_send(d->mesh, dst, msg, buf, len);
+    struct dl_frag_io *io = ctx;
+    gt_diloco_t *d = io->d;
+    gt_wan_msg_t m = *msg;
+    m.lane = m.lane * d->F + io->f;
+    return gt_wan_mesh_send(d->mesh, dst, &m, buf, len);
+}
+
+void dl_outer_stats(const gt_diloco_t *d, gt_wan_outer_stats_t *os)
+{
+    memset(os, 0, sizeof *os);
+    for (uint32_t f = 0; f < d->F; f++) {
+        if (!d->outers[f]) continue;
+        gt_wan_outer_stats_t one;
+        gt_wan_outer_stats(d->outers[f], &one);
+        uint64_t *sum = (uint64_t *)os;
+        const uint64_t *add = (const uint64_t *)&one;
+        for (size_t i = 0; i < sizeof one / sizeof(uint64_t); i++) sum[i] += add[i];
+    }
 }
 
 static gt_status_t codec_params(const gt_topo_config_t *cfg, int sync_dp, gt_cmp_params_t *cp)
@@ -94,8 +117,7 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.n_sites = cfg->n_sites;
     op.n_params = d->n;
     op.n_lanes = cfg->wan.lanes;
-    op.ranks = d->ranks;
-    op.rank = d->rank;
+    op.ranks = d->ranks * d->F; /* fragment f's engine: the lanes of "rank" rank + R·f */
     op.codec = cp;
     op.quorum = cfg->outer.quorum;
     op.deadline_min_ms = cfg->outer.deadline_min_ms;
@@ -103,32 +125,39 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.deadline_mad_k = cfg->outer.deadline_mad_k;
     op.clip_k = cfg->outer.clip_k;
     op.late_fold = cfg->outer.late == GT_LATE_FOLD;
-    op.io.ctx = d;
     op.io.send = io_send;
     double shares[GT_WAN_OUTER_MAX_SITES];
     if (cfg->n_sites <= GT_WAN_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
         op.shares = shares;
-    if ((st = gt_wan_outer_create(&op, &d->outer)) != GT_OK) goto out;
-    /* The run's last round waits longer for every site. sync-dp is synchronous: every round
-     * does (every site waits for the slowest, as an all-reduce does; a site left behind by
-     * deadline closes would fall out of the kept results and time out). */
-    gt_wan_outer_set_last_round(d->outer, d->sync_dp ? 0 : (uint64_t)cfg->run.rounds - 1);
-    if (gt_wan_outer_len(d->outer) != d->n_sub) {
-        GT_ERROR("site %s: the outer engine's lanes (%zu floats) are not this rank's (%zu)",
-                 d->name, gt_wan_outer_len(d->outer), d->n_sub);
-        st = GT_ERR_INTERNAL;
-        goto out;
+    size_t max_chunk = 0;
+    for (uint32_t f = 0; f < d->F; f++) {
+        d->fio[f].d = d;
+        d->fio[f].f = f;
+        op.io.ctx = &d->fio[f];
+        op.rank = d->rank + d->ranks * f;
+        if ((st = gt_wan_outer_create(&op, &d->outers[f])) != GT_OK) goto out;
+        /* The run's last round waits longer for every site. sync-dp is synchronous: every
+         * round does (every site waits for the slowest, as an all-reduce does; a site left
+         * behind by deadline closes would fall out of the kept results and time out). */
+        gt_wan_outer_set_last_round(d->outers[f], d->sync_dp ? 0 : (uint64_t)cfg->run.rounds - 1);
+        if (gt_wan_outer_len(d->outers[f]) != d->frag_off[f + 1] - d->frag_off[f]) {
+            GT_ERROR("site %s: the outer engine's lanes (%zu floats) are not this rank's (%zu)",
+                     d->name, gt_wan_outer_len(d->outers[f]), d->frag_off[f + 1] - d->frag_off[f]);
+            st = GT_ERR_INTERNAL;
+            goto out;
+        }
+        if (gt_wan_outer_max_chunk(d->outers[f]) > max_chunk)
+            max_chunk = gt_wan_outer_max_chunk(d->outers[f]);
     }
+    d->outer = d->outers[0];
 
     /* The largest message: a chunk's frame (every lane is cut into one chunk per site; with
      * bandwidth-aware shares the largest chunk is bigger than an equal one). */
     gt_cmp_ctx_t *probe = NULL;
     if ((st = gt_cmp_create(&cp, &probe)) != GT_OK) goto out;
-    size_t lanes_here = 0;
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++)
-        lanes_here += d->layout->lanes[l].rank == d->rank;
+    size_t lanes_here = d->n_own;
     size_t chunk_max = d->n_sub / cfg->n_sites / lanes_here;
-    if (gt_wan_outer_max_chunk(d->outer) > chunk_max) chunk_max = gt_wan_outer_max_chunk(d->outer);
+    if (max_chunk > chunk_max) chunk_max = max_chunk;
     size_t max_msg = 64 + gt_cmp_bound(probe, chunk_max + 2 * cp.block_size + 1024);
     gt_cmp_destroy(probe);
     gt_wan_mesh_params_t mp;
@@ -179,7 +208,10 @@ void dl_disconnect(gt_diloco_t *d)
 {
     gt_wan_member_destroy(d->member); /* deregisters: the others see us leave at once */
     gt_wan_mesh_destroy(d->mesh);
-    gt_wan_outer_destroy(d->outer);
+    for (uint32_t f = 0; f < DL_MAX_FRAGMENTS; f++) {
+        gt_wan_outer_destroy(d->outers[f]);
+        d->outers[f] = NULL;
+    }
     d->member = NULL;
     d->mesh = NULL;
     d->outer = NULL;
@@ -193,7 +225,8 @@ static gt_status_t apply_view(gt_diloco_t *d, const gt_wan_view_t *v)
         if (gt_topo_site_index(d->cfg, v->members[k].name, &i) == GT_OK) live[n++] = i;
     }
     gt_status_t st = gt_wan_mesh_set_view(d->mesh, v);
-    if (st == GT_OK) st = gt_wan_outer_set_view(d->outer, v->epoch, live, n, gt_time_ns());
+    for (uint32_t f = 0; f < d->F && st == GT_OK; f++)
+        st = gt_wan_outer_set_view(d->outers[f], v->epoch, live, n, gt_time_ns());
     if (st == GT_OK) {
         if (d->view.epoch && v->epoch != d->view.epoch)
             GT_INFO("site %s: view %llu -> %llu, %u live sites", d->name,
@@ -253,7 +286,7 @@ static void *wan_main(void *arg)
         if (st != GT_OK) d->wan_error = (int)st;
         pthread_mutex_lock(&d->lock);
         (void)gt_wan_mesh_progress(d->mesh);
-        (void)gt_wan_outer_progress(d->outer, gt_time_ns());
+        for (uint32_t f = 0; f < d->F; f++) (void)gt_wan_outer_progress(d->outers[f], gt_time_ns());
         if (!d->wan_error && gt_wan_mesh_health(d->mesh) != GT_OK) /* no peer accepts us */
             d->wan_error = (int)GT_ERR_AUTH;
         pthread_mutex_unlock(&d->lock);

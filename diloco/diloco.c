@@ -264,7 +264,8 @@ static void destroy(gt_diloco_t *d)
     free(d->exch);
     free(d->mom);
     free(d->delta);
-    free(d->g);
+    for (uint32_t f = 0; f < DL_MAX_FRAGMENTS; f++) free(d->g[f]);
+    free(d->own_lanes);
     free(d->hist[0]);
     free(d->hist[1]);
     free(d->fetch);
@@ -313,8 +314,10 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     if (!d) return GT_ERR_NOMEM;
     d->magic = GT_DILOCO_MAGIC;
     d->p = *params;
-    d->pending = -1;
-    d->hist_round[0] = d->hist_round[1] = -1;
+    for (uint32_t f = 0; f < DL_MAX_FRAGMENTS; f++) {
+        d->fpending[f] = -1;
+        d->hist_round[f][0] = d->hist_round[f][1] = -1;
+    }
     d->resumed_step = -1;
     d->state = GT_DILOCO_STARTING;
     d->t_start = gt_time_ns();
@@ -363,6 +366,10 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     pthread_mutex_lock(&d->lock);
     d->training = 1;
     d->next_submit = d->step / d->H;
+    for (uint32_t f = 0; f < d->F; f++) { /* the first round with r·H + off_f past this step */
+        uint64_t off = dl_frag_offset(d, f);
+        d->fnext[f] = d->step < off ? 0 : (d->step - off) / d->H + 1;
+    }
     pthread_mutex_unlock(&d->lock);
     d->passes = 0; /* per round: the start's sweeps are not a round's */
     GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
@@ -388,23 +395,32 @@ static gt_status_t schedule(gt_diloco_t *d)
         /* every step was a round, in gt_diloco_sync_grads; the final parameters logged */
         if (step == d->total) {
             pthread_mutex_lock(&d->lock);
-            double tok = gt_wan_outer_result_tokens(d->outer, step - 1);
+            double tok = gt_wan_outer_result_tokens(d->outers[0], step - 1);
             pthread_mutex_unlock(&d->lock);
             dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n), tok);
         }
-    } else if (step % d->H == 0) {
-        uint64_t r = step / d->H - 1;
-        if (d->pending >= 0 && (st = dl_apply(d, (uint64_t)d->pending, 0)) != GT_OK) return st;
-        d->pending = -1;
-        if ((st = dl_submit(d, r)) != GT_OK) return st;
-        d->pending = (int64_t)r;
-        if (d->tau == 0 || step == d->total) {
-            if ((st = dl_apply(d, r, step == d->total)) != GT_OK) return st;
-            d->pending = -1;
+    } else {
+        /* Fragment f's round r: submitted at r·H + off_f, applied τ steps later (with F = 1,
+         * off_0 = H: submit at (r + 1)·H, apply at (r + 1)·H + τ). Fragments in order, so a
+         * round's last fragment is applied after the others. */
+        for (uint32_t f = 0; f < d->F && st == GT_OK; f++) {
+            uint64_t off = dl_frag_offset(d, f);
+            int64_t *pend = &d->fpending[f];
+            if (step >= off && (step - off) % d->H == 0) {
+                uint64_t r = (step - off) / d->H;
+                if (*pend >= 0 && (st = dl_apply(d, f, (uint64_t)*pend, 0)) != GT_OK) return st;
+                *pend = -1;
+                if ((st = dl_submit(d, f, r)) != GT_OK) return st;
+                *pend = (int64_t)r;
+                if (d->tau == 0 || step == d->total) {
+                    if ((st = dl_apply(d, f, r, step == d->total)) != GT_OK) return st;
+                    *pend = -1;
+                }
+            } else if (*pend >= 0 && step == (uint64_t)*pend * d->H + off + d->tau) {
+                if ((st = dl_apply(d, f, (uint64_t)*pend, 0)) != GT_OK) return st;
+                *pend = -1;
+            }
         }
-    } else if (d->pending >= 0 && step == ((uint64_t)d->pending + 1) * d->H + d->tau) {
-        if ((st = dl_apply(d, (uint64_t)d->pending, 0)) != GT_OK) return st;
-        d->pending = -1;
     }
     return st;
 }
@@ -467,6 +483,7 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
     d->tokens += tokens;
     d->life_tokens += tokens;
     d->round_tokens += tokens;
+    for (uint32_t f = 0; f < d->F; f++) d->ftokens[f] += tokens;
     d->loss = loss;
     uint32_t log_every = d->cfg->run.log_every ? d->cfg->run.log_every : 1;
     if (d->step + log_every > d->total) {
@@ -532,7 +549,7 @@ void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *s)
     memset(&os, 0, sizeof os);
     pthread_mutex_lock(&d->lock);
     if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
-    if (d->outer) gt_wan_outer_stats(d->outer, &os);
+    if (d->outer) dl_outer_stats(d, &os);
     s->view_epoch = d->view.epoch;
     s->live_sites = d->view.n_members;
     pthread_mutex_unlock(&d->lock);

@@ -18,6 +18,13 @@
  *   delta   (n_sub)  Δ of the round being submitted (the engine encodes it)
  *   g       (n_sub)  the last applied result (swapped with the engine: decoded once)
  *   hist[2] (2n_sub) (θ_a, m) of this rank's lanes after the last two rounds, served to peers
+ * Streaming fragments (outer.fragments = F, docs/diloco.md#streaming-fragments): fragment f is
+ * the lanes l with (l div R) mod F = f (layout.c cuts with R·F "ranks": a lane's rank is l mod
+ * R·F, its rank in the site that mod R, its fragment that div R). This rank's lanes are packed
+ * fragment after fragment, so fragment f is [frag_off[f], frag_off[f+1]) of every packed
+ * vector and has its own outer engine over exactly that slice (outers[f]; outer = outers[0]).
+ * Fragment f's round r is submitted at step r·H + off_f, off_f = H − (F − 1 − f)·H/F, and
+ * applied τ steps later; hist[r mod 2] holds each fragment's slice after its round r.
  * Locking: `lock` guards the mesh, the outer engine, the view, the history and the fetch
  * state, which the WAN thread touches; everything else belongs to the caller's thread.
  */
@@ -30,8 +37,14 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#define GT_DILOCO_MAGIC 0x444C4F43u /* "DLOC" */
-#define DL_MAX_RESULTS  16
+#define GT_DILOCO_MAGIC  0x444C4F43u /* "DLOC" */
+#define DL_MAX_RESULTS   16
+#define DL_MAX_FRAGMENTS 64
+
+struct dl_frag_io { /* the io context of fragment f's engine */
+    struct gt_diloco *d;
+    uint32_t f;
+};
 
 /* STATE_REQ / STATE_CHUNK (between the same rank of two sites). A request names a round — or
  * STATE_PROBE ("what round are you at"), STATE_HELLO (the start check) or STATE_INITIAL (the
@@ -63,11 +76,24 @@ struct gt_diloco {
     gt_topo_layout_t *layout; /* the full vector's, from topology/layout.c */
     size_t n, n_sub;
     size_t *gcounts, *gdispls; /* [ranks]: one all-gather's counts and displacements */
-    float *x, *anchor, *snap, *mom, *delta, *g;
+    float *x, *anchor, *snap, *mom, *delta;
+    float *g[DL_MAX_FRAGMENTS]; /* fragment f's last applied result (its slice's length) */
     float *hist[2];
-    int64_t hist_round[2];
+    int64_t hist_round[DL_MAX_FRAGMENTS][2]; /* the round each fragment's slice of hist[k] holds */
     uint64_t own_hash; /* hash of this rank's lanes of θ_a after the last applied round */
-    double passes;     /* full sweeps over the vector by the outer step (fractions for parts) */
+    /* Streaming fragments */
+    uint32_t F;
+    uint32_t *own_lanes, n_own;               /* this rank's lanes, fragment after fragment */
+    uint32_t frag_lane[DL_MAX_FRAGMENTS + 1]; /* fragment f: own_lanes[frag_lane[f] ..) */
+    size_t frag_off[DL_MAX_FRAGMENTS + 1];    /* fragment f: packed [frag_off[f] ..) */
+    gt_wan_outer_t *outers[DL_MAX_FRAGMENTS];
+    struct dl_frag_io fio[DL_MAX_FRAGMENTS];
+    int64_t fpending[DL_MAX_FRAGMENTS]; /* fragment f's round still to apply (-1: none) */
+    uint64_t fnext[DL_MAX_FRAGMENTS];   /* the next round fragment f submits */
+    uint64_t fhash[DL_MAX_FRAGMENTS];   /* hash of fragment f's lanes of θ_a (its vote) */
+    uint64_t ftokens[DL_MAX_FRAGMENTS]; /* tokens since fragment f's last submit */
+    double tok_acc; /* tokens of the round being applied, fragment by fragment */
+    double passes;  /* full sweeps over the vector by the outer step (fractions for parts) */
     /* WAN (connect.c) */
     gt_wan_member_t *member;
     gt_wan_mesh_t *mesh;
@@ -86,6 +112,8 @@ struct gt_diloco {
     int fetching;
     uint64_t fetch_id;
     uint32_t fetch_n;
+    int fetch_frag;     /* the fragment fetched, -1: the whole state */
+    size_t fetch_total; /* floats the fetch fills */
     uint32_t fetch_peer[GT_WAN_MAX_MEMBERS];
     size_t fetch_floats;
     uint64_t fetch_hash;
@@ -98,7 +126,6 @@ struct gt_diloco {
     uint64_t hello_params[GT_WAN_OUTER_MAX_SITES], hello_hash[GT_WAN_OUTER_MAX_SITES];
     /* The schedule (diloco.c) */
     uint64_t step, first_step, steps_trained;
-    int64_t pending; /* the submitted round whose result is still to apply (-1: none) */
     uint64_t applied_upto, next_submit, joined_round, rounds_applied, refetches;
     int training, started_run;
     uint64_t round_tokens, tokens;
@@ -151,11 +178,16 @@ void dl_disconnect(gt_diloco_t *d);
 gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st);
 gt_status_t dl_allreduce(gt_diloco_t *d, uint64_t *v, size_t n, gt_diloco_op_t op);
 
-/* outer.c */
+/* All fragments' engine counters, summed. */
+void dl_outer_stats(const gt_diloco_t *d, gt_wan_outer_stats_t *os);
+
+/* outer.c; f is the fragment (0 with F = 1) */
 gt_status_t dl_layout(gt_diloco_t *d);
-gt_status_t dl_submit(gt_diloco_t *d, uint64_t r);
-gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r);
-gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final);
+/* The step at which fragment f submits round r: r·H + off_f. */
+uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f);
+gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r);
+gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
+gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final);
 gt_status_t dl_gather_anchor(gt_diloco_t *d);
 void dl_keep_state(gt_diloco_t *d, int64_t round);
 uint64_t dl_own_hash(const gt_diloco_t *d);
@@ -166,9 +198,12 @@ gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t 
 /* state.c */
 void dl_on_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const void *buf, size_t len);
 gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers, uint32_t n);
+/* The same for fragment f's slices of (θ_a, m) only (frag -1: the whole state). */
+gt_status_t dl_fetch_frag(gt_diloco_t *d, uint64_t round, int frag, const uint32_t *peers,
+                          uint32_t n);
 gt_status_t dl_start_check(gt_diloco_t *d);
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
-gt_status_t dl_refetch(gt_diloco_t *d, uint64_t r);
+gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r);
 
 /* checkpoint.c: the steps this site can resume at, into resume_note (before dl_connect); then,
  * once every site registered, the common step agreed and the outer state loaded. */

@@ -166,7 +166,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     memset(&os, 0, sizeof os);
     pthread_mutex_lock(&d->lock);
     if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
-    if (d->outer) gt_wan_outer_stats(d->outer, &os);
+    if (d->outer) dl_outer_stats(d, &os);
     pthread_mutex_unlock(&d->lock);
     uint64_t refetches = d->refetches;
     if (d->ranks > 1) { /* the site's WAN traffic is every rank's */

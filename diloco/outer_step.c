@@ -32,7 +32,15 @@
 gt_status_t dl_layout(gt_diloco_t *d)
 {
     const gt_topo_config_t *c = d->cfg;
-    uint32_t L = c->wan.lanes, R = d->ranks;
+    uint32_t L = c->wan.lanes, R = d->ranks, F = c->outer.fragments ? c->outer.fragments : 1;
+    if (d->sync_dp) F = 1;
+    if (F > DL_MAX_FRAGMENTS || (uint64_t)F * R > L) {
+        GT_ERROR("site %s: outer.fragments = %u needs wan.lanes (%u) of at least fragments x "
+                 "ranks (%u x %u), and at most %d fragments",
+                 d->name, F, L, F, R, DL_MAX_FRAGMENTS);
+        return GT_ERR_CONFIG;
+    }
+    d->F = F;
     if (L < R) {
         GT_ERROR("site %s: wan.lanes (%u) must be at least the site's ranks (%u): every rank "
                  "carries its own lanes",
@@ -57,7 +65,7 @@ gt_status_t dl_layout(gt_diloco_t *d)
     lp.n_elems = d->n;
     lp.n_lanes = L;
     lp.n_sites = c->n_sites;
-    lp.ranks = R;
+    lp.ranks = R * F; /* a lane's rank mod R is its rank, div R its fragment */
     lp.align = c->codec.block_size ? c->codec.block_size : 1;
     gt_status_t st = gt_topo_layout_create(&lp, &d->layout);
     if (st != GT_OK) {
@@ -66,21 +74,38 @@ gt_status_t dl_layout(gt_diloco_t *d)
                  d->name, d->n, L, lp.align);
         return st;
     }
+    d->own_lanes = calloc(L, sizeof *d->own_lanes);
+    if (!d->own_lanes) return GT_ERR_NOMEM;
     d->n_sub = 0;
-    for (uint32_t l = 0; l < L; l++)
-        if (d->layout->lanes[l].rank == d->rank) d->n_sub += d->layout->lanes[l].count;
+    d->n_own = 0;
+    for (uint32_t f = 0; f < F; f++) {
+        d->frag_lane[f] = d->n_own;
+        d->frag_off[f] = d->n_sub;
+        for (uint32_t l = 0; l < L; l++)
+            if (d->layout->lanes[l].rank == d->rank + R * f) {
+                d->own_lanes[d->n_own++] = l;
+                d->n_sub += d->layout->lanes[l].count;
+            }
+    }
+    d->frag_lane[F] = d->n_own;
+    d->frag_off[F] = d->n_sub;
     d->gcounts = calloc(R, sizeof *d->gcounts);
     d->gdispls = calloc(R, sizeof *d->gdispls);
     return d->gcounts && d->gdispls ? GT_OK : GT_ERR_NOMEM;
 }
 
-/* This rank's lanes of a full vector, packed one after another (and back). */
+uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f)
+{
+    return d->H - (uint64_t)(d->F - 1 - f) * (d->H / d->F);
+}
+
+/* This rank's lanes of a full vector, packed one after another, fragment after fragment (and
+ * back). */
 void dl_own_to_packed(const gt_diloco_t *d, const float *full, float *packed)
 {
     size_t o = 0;
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (ln->rank != d->rank) continue;
+    for (uint32_t i = 0; i < d->n_own; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
         memcpy(packed + o, full + ln->offset, ln->count * sizeof(float));
         o += ln->count;
     }
@@ -89,25 +114,32 @@ void dl_own_to_packed(const gt_diloco_t *d, const float *full, float *packed)
 void dl_packed_to_own(const gt_diloco_t *d, const float *packed, float *full)
 {
     size_t o = 0;
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (ln->rank != d->rank) continue;
+    for (uint32_t i = 0; i < d->n_own; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
         memcpy(full + ln->offset, packed + o, ln->count * sizeof(float));
         o += ln->count;
     }
 }
 
-/* The hash of this rank's lanes of θ_a, as if packed (what the vote compares). */
-uint64_t dl_own_hash(const gt_diloco_t *d)
+/* The hash of fragment f's lanes of θ_a on this rank, as if packed (what its vote compares). */
+static uint64_t frag_hash(const gt_diloco_t *d, uint32_t f)
 {
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (ln->rank == d->rank)
-            XXH3_64bits_update(&h, d->anchor + ln->offset, ln->count * sizeof(float));
+    for (uint32_t i = d->frag_lane[f]; i < d->frag_lane[f + 1]; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        XXH3_64bits_update(&h, d->anchor + ln->offset, ln->count * sizeof(float));
     }
     return XXH3_64bits_digest(&h);
+}
+
+/* The hash of this rank's lanes of θ_a (fragment 0's with F = 1: all of them); every
+ * fragment's own hash is refreshed too. */
+uint64_t dl_own_hash(const gt_diloco_t *d)
+{
+    gt_diloco_t *w = (gt_diloco_t *)d;
+    for (uint32_t f = 0; f < d->F; f++) w->fhash[f] = frag_hash(d, f);
+    return d->fhash[0];
 }
 
 /* Keeps (θ_a, m) of our lanes after `round` for peers that may need them (the slot of round
@@ -120,7 +152,7 @@ void dl_keep_state(gt_diloco_t *d, int64_t round)
     if (d->hist[k]) {
         dl_own_to_packed(d, d->anchor, d->hist[k]);
         memcpy(d->hist[k] + d->n_sub, d->mom, d->n_sub * sizeof(float));
-        d->hist_round[k] = round;
+        for (uint32_t f = 0; f < d->F; f++) d->hist_round[f][k] = round;
     }
     pthread_mutex_unlock(&d->lock);
     d->own_hash = dl_own_hash(d);
@@ -129,12 +161,13 @@ void dl_keep_state(gt_diloco_t *d, int64_t round)
 
 /* The full vector `full` on every rank from each rank's lanes of it (the in-site all-gather;
  * lanes l·R .. l·R + R - 1 are contiguous and one per rank, so each group is one call). */
-static gt_status_t gather_full(gt_diloco_t *d, float *full)
+static gt_status_t gather_frag(gt_diloco_t *d, float *full, int frag)
 {
     if (d->ranks <= 1) return GT_OK;
     uint32_t L = d->layout->n_lanes, R = d->ranks;
     gt_status_t st = GT_OK;
     for (uint32_t l0 = 0; l0 < L && st == GT_OK; l0 += R) {
+        if (frag >= 0 && (l0 / R) % d->F != (uint32_t)frag) continue; /* the group's fragment */
         for (uint32_t k = 0; k < R; k++) {
             const gt_topo_lane_t *ln = l0 + k < L ? &d->layout->lanes[l0 + k] : NULL;
             d->gcounts[k] = ln ? ln->count : 0;
@@ -142,8 +175,13 @@ static gt_status_t gather_full(gt_diloco_t *d, float *full)
         }
         st = d->p.comm.allgatherv(d->p.comm.ctx, full, d->gcounts, d->gdispls);
     }
-    d->passes += (double)(d->n - d->n_sub) / (double)d->n;
+    d->passes += (double)(d->n - d->n_sub) / (double)d->n / (frag >= 0 ? d->F : 1);
     return st;
+}
+
+static gt_status_t gather_full(gt_diloco_t *d, float *full)
+{
+    return gather_frag(d, full, -1);
 }
 
 gt_status_t dl_gather_anchor(gt_diloco_t *d)
@@ -151,17 +189,20 @@ gt_status_t dl_gather_anchor(gt_diloco_t *d)
     return gather_full(d, d->anchor);
 }
 
-/* Δ = θ_a − θ_s on our lanes, submitted for round r; θ_s kept for the rebase. One sweep. */
-gt_status_t dl_submit(gt_diloco_t *d, uint64_t r)
+/* Δ = θ_a − θ_s on our lanes of fragment f, submitted for its round r; θ_s of the fragment's
+ * lanes kept for the rebase. One sweep (over the fragment). */
+gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
     if (st != GT_OK) return st;
     const float *x = d->x, *a = d->anchor;
-    size_t o = 0;
+    uint32_t R = d->ranks;
+    size_t o = d->frag_off[f];
     for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[l];
         size_t off = ln->offset, cnt = ln->count;
-        if (ln->rank != d->rank) {
+        if (ln->rank / R != f) continue; /* another fragment's lane */
+        if (ln->rank % R != d->rank) {
             memcpy(d->snap + off, x + off, cnt * sizeof(float));
             continue;
         }
@@ -173,27 +214,39 @@ gt_status_t dl_submit(gt_diloco_t *d, uint64_t r)
         }
         o += cnt;
     }
-    d->passes += 1.0;
+    d->passes += 1.0 / d->F;
+    gt_wan_outer_t *outer = d->outers[f];
     pthread_mutex_lock(&d->lock);
     if (d->cfg->outer.optimizer == GT_OUTER_SPARSELOCO) {
         /* SparseLoCo (arXiv 2508.15706): e <- beta * e before the codec adds Delta and keeps
          * what it did not send, so e = sum_j beta^(r-j) (unsent part of Delta_j) is a momentum
          * over exactly what top-k has not sent yet; no separate m. The residual is the WAN
          * engine's, written only by submit (here, under the lock) and read by checkpoints. */
-        float *e = gt_wan_outer_residual(d->outer, 0);
+        float *e = gt_wan_outer_residual(outer, 0);
         const float beta = (float)d->cfg->outer.momentum;
-        size_t len = gt_wan_outer_len(d->outer);
+        size_t len = gt_wan_outer_len(outer);
         for (size_t i = 0; i < len; i++) e[i] *= beta;
         d->passes += (double)len / (double)d->n;
     }
     /* logged before the frames can leave: a site killed in between is then in the ledger with
      * a contribution that may not have gone out (counted lost), never the other way round */
-    dl_log_submit(d, r, d->round_tokens);
-    st = gt_wan_outer_submit(d->outer, r, d->delta, (double)d->round_tokens, d->own_hash,
+    uint64_t tok = d->F > 1 ? d->ftokens[f] : d->round_tokens;
+    /* the ledger counts a fragment's tokens by its share of the vector, as results do */
+    dl_log_submit(
+        d, r,
+        d->F > 1 ? (uint64_t)llround((double)tok * (double)(d->frag_off[f + 1] - d->frag_off[f]) /
+                                     (double)d->n_sub)
+                 : tok);
+    st = gt_wan_outer_submit(outer, r, d->delta + d->frag_off[f], (double)tok, d->fhash[f],
                              gt_time_ns());
-    d->next_submit = r + 1;
+    d->fnext[f] = r + 1;
+    uint64_t next = d->fnext[0];
+    for (uint32_t k = 1; k < d->F; k++)
+        if (d->fnext[k] < next) next = d->fnext[k];
+    d->next_submit = next; /* a joiner starts after the round every fragment has yet to send */
     pthread_mutex_unlock(&d->lock);
-    d->round_tokens = 0;
+    d->ftokens[f] = 0;
+    if (f == d->F - 1) d->round_tokens = 0;
     return st;
 }
 
@@ -236,7 +289,7 @@ static int cut_off(gt_diloco_t *d)
 /* Drives nothing itself (the WAN thread does): waits until round r's g is in d->g. Bounded: a
  * result cannot be missing longer than the straggler deadline plus the time to notice a dead
  * site. */
-gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r)
+gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     const gt_topo_config_t *c = d->cfg;
     uint64_t t0 = gt_time_ns();
@@ -252,7 +305,7 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint64_t r)
     d->state = GT_DILOCO_WAITING;
     for (;;) {
         pthread_mutex_lock(&d->lock);
-        st = gt_wan_outer_result_swap(d->outer, r, &d->g);
+        st = gt_wan_outer_result_swap(d->outers[f], r, &d->g[f]);
         pthread_mutex_unlock(&d->lock);
         if (st != GT_ERR_AGAIN) break;
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
@@ -300,36 +353,51 @@ static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float 
     return GT_OK;
 }
 
-/* The outer step on our lanes, with the kept state and our hash in the same sweep. */
-static gt_status_t update_own(gt_diloco_t *d, uint64_t r)
+/* The outer step on our lanes of fragment f, with the kept state and the fragment's hash in
+ * the same sweep. */
+static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     int k = (int)(r % 2);
     pthread_mutex_lock(&d->lock);
-    d->hist_round[k] = -1; /* being rewritten: served to nobody meanwhile */
+    d->hist_round[f][k] = -1; /* being rewritten: served to nobody meanwhile */
     if (!d->hist[k]) d->hist[k] = malloc(2 * d->n_sub * sizeof(float));
     float *hist = d->hist[k];
     pthread_mutex_unlock(&d->lock);
     if (!hist) return GT_ERR_NOMEM;
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
-    size_t o = 0;
+    size_t o = d->frag_off[f], o0 = o;
+    const float *g = d->g[f]; /* the fragment's result: g[o - o0] is packed position o */
     gt_status_t st = GT_OK;
-    for (uint32_t l = 0; l < d->layout->n_lanes && st == GT_OK; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (ln->rank != d->rank) continue;
+    for (uint32_t i = d->frag_lane[f]; i < d->frag_lane[f + 1] && st == GT_OK; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
         float *a = d->anchor + ln->offset;
-        st = outer_update(d, a, d->mom + o, d->g + o, ln->count);
+        st = outer_update(d, a, d->mom + o, g + (o - o0), ln->count);
         memcpy(hist + o, a, ln->count * sizeof(float));
         memcpy(hist + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
         XXH3_64bits_update(&h, a, ln->count * sizeof(float));
         o += ln->count;
     }
-    d->own_hash = XXH3_64bits_digest(&h);
-    d->passes += (double)d->n_sub / (double)d->n;
+    d->fhash[f] = XXH3_64bits_digest(&h);
+    if (f == 0) d->own_hash = d->fhash[0];
+    d->passes += (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n;
     pthread_mutex_lock(&d->lock);
-    d->hist_round[k] = (int64_t)r;
+    d->hist_round[f][k] = (int64_t)r;
     pthread_mutex_unlock(&d->lock);
     return st;
+}
+
+/* Fragment f's part of the rebase (every rank's lanes of it): θ_s ← θ_a + (θ_s − snap). */
+static void rebase_frag(gt_diloco_t *d, uint32_t f)
+{
+    float *x = d->x;
+    const float *a = d->anchor, *snap = d->snap;
+    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[l];
+        if (ln->rank / d->ranks != f) continue;
+        for (size_t i = ln->offset; i < ln->offset + ln->count; i++) x[i] = a[i] + (x[i] - snap[i]);
+    }
+    d->passes += 1.0 / d->F;
 }
 
 /* θ_s ← θ_a + (θ_s − snap) over the whole vector (θ_s ← θ_a after the run's last round: the
@@ -357,7 +425,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
 {
     int k = (int)(r % 2);
     pthread_mutex_lock(&d->lock);
-    d->hist_round[k] = -1;
+    d->hist_round[0][k] = -1;
     if (!d->hist[k]) d->hist[k] = malloc(2 * d->n * sizeof(float));
     float *hist = d->hist[k];
     pthread_mutex_unlock(&d->lock);
@@ -370,7 +438,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
     size_t bl = BLOCK * (size_t)(gt_kern_get_threads() > 0 ? gt_kern_get_threads() : 1);
     for (size_t o = 0; o < d->n && st == GT_OK; o += bl) {
         size_t cnt = d->n - o < bl ? d->n - o : bl;
-        st = outer_update(d, a + o, m + o, d->g + o, cnt);
+        st = outer_update(d, a + o, m + o, d->g[0] + o, cnt);
         memcpy(hist + o, a + o, cnt * sizeof(float));
         memcpy(hist + d->n + o, m + o, cnt * sizeof(float));
         XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
@@ -379,10 +447,10 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
         else
             for (size_t i = o; i < o + cnt; i++) x[i] = a[i] + (x[i] - snap[i]);
     }
-    d->own_hash = XXH3_64bits_digest(&h);
+    d->own_hash = d->fhash[0] = XXH3_64bits_digest(&h);
     d->passes += 1.0;
     pthread_mutex_lock(&d->lock);
-    d->hist_round[k] = (int64_t)r;
+    d->hist_round[0][k] = (int64_t)r;
     pthread_mutex_unlock(&d->lock);
     return st;
 }
@@ -390,21 +458,23 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
 /* Where the packed position p of our lanes lies in the full vector. */
 static size_t full_index(const gt_diloco_t *d, size_t p)
 {
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (ln->rank != d->rank) continue;
+    for (uint32_t i = 0; i < d->n_own; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
         if (p < ln->count) return ln->offset + p;
         p -= ln->count;
     }
     return 0;
 }
 
-/* Waits for round r's g on our lanes, applies the outer step to our part of the anchor,
- * repairs it if the hash vote says so, rebuilds the full anchor from every rank's lanes and
- * rebases θ_s onto it. Collective over the site's ranks. */
-gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
+/* Waits for fragment f's round r's g on our lanes, applies the outer step to our part of the
+ * anchor, repairs it if the hash vote says so, rebuilds the full anchor from every rank's
+ * lanes and rebases θ_s onto it. Collective over the site's ranks. With fragments, only
+ * fragment f's lanes; the round counts as applied (anchors.jsonl, the full anchor's hash) when
+ * its last fragment is: every fragment then holds round r and none r + 1 yet (τ < H/F). */
+gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
 {
-    gt_status_t st = dl_wait_result(d, r);
+    gt_wan_outer_t *outer = d->outers[f];
+    gt_status_t st = dl_wait_result(d, f, r);
     /* The wait outlasted a lease — or this process was stopped inside it (SIGSTOP): the others
      * may have removed this site and redone its chunks of round r without it, so the result it
      * holds may not be theirs. A heartbeat made now says whether it is still a member before it
@@ -426,7 +496,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
     int verdict = 0;
     if (st == GT_OK) { /* the exchange time, for exchange_s_median in the summary */
         pthread_mutex_lock(&d->lock);
-        double ex = gt_wan_outer_exchange_s(d->outer, r);
+        double ex = gt_wan_outer_exchange_s(outer, r);
         pthread_mutex_unlock(&d->lock);
         if (d->exch_n == d->exch_cap) {
             size_t cap = d->exch_cap ? 2 * d->exch_cap : 64;
@@ -438,23 +508,46 @@ gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
         }
         if (isfinite(ex) && d->exch_n < d->exch_cap) d->exch[d->exch_n++] = ex;
         pthread_mutex_lock(&d->lock);
-        tokens = gt_wan_outer_result_tokens(d->outer, r);
+        tokens = gt_wan_outer_result_tokens(outer, r);
         pthread_mutex_unlock(&d->lock);
+        if (d->F > 1) { /* the fragment's tokens count by its share of the vector */
+            d->tok_acc += tokens * (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n_sub;
+            tokens = d->tok_acc;
+        }
     }
     if (st == GT_OK && r > 0) {
         pthread_mutex_lock(&d->lock);
-        verdict = gt_wan_outer_hash_verdict(d->outer, r - 1);
+        verdict = gt_wan_outer_hash_verdict(outer, r - 1);
         pthread_mutex_unlock(&d->lock);
     }
-    int chaos =
-        d->p.corrupt_anchor_round >= 0 && r == (uint64_t)d->p.corrupt_anchor_round && d->rank == 0;
+    int chaos = d->p.corrupt_anchor_round >= 0 && r == (uint64_t)d->p.corrupt_anchor_round &&
+                d->rank == 0 && f == 0;
     uint64_t hash = 0;
-    int fused = st == GT_OK && d->ranks == 1 && verdict >= 0 && !chaos;
+    int fused = st == GT_OK && d->ranks == 1 && d->F == 1 && verdict >= 0 && !chaos;
     if (fused) {
         st = apply_fused(d, r, final);
         hash = d->own_hash;
+    } else if (d->F > 1) {
+        if (st == GT_OK) st = update_own(d, f, r);
+        if (st == GT_OK && chaos) {
+            /* Chaos (--corrupt-anchor): one bit of fragment 0's part of the anchor. */
+            size_t at = full_index(d, (d->frag_off[0] + d->frag_off[1]) / 2);
+            uint32_t bits;
+            memcpy(&bits, &d->anchor[at], 4);
+            bits ^= 1u << 20;
+            memcpy(&d->anchor[at], &bits, 4);
+            d->fhash[f] = frag_hash(d, f);
+            GT_WARN("site %s: chaos: flipped a bit of the anchor (fragment 0) after round %llu",
+                    d->name, (unsigned long long)r);
+        }
+        if (st == GT_OK && verdict < 0) st = dl_refetch(d, f, r);
+        if ((st = dl_agree(d, st)) != GT_OK) return st;
+        if ((st = gather_frag(d, d->anchor, (int)f)) != GT_OK) return st;
+        rebase_frag(d, f);
+        if (final) memcpy(d->x, d->anchor, d->n * sizeof(float));
+        if (f == d->F - 1) hash = gt_wan_outer_hash(d->anchor, d->n);
     } else {
-        if (st == GT_OK) st = update_own(d, r);
+        if (st == GT_OK) st = update_own(d, 0, r);
         if (st == GT_OK && chaos) {
             /* Chaos (--corrupt-anchor): silent data corruption of one bit of the anchor. */
             size_t at = full_index(d, d->n_sub / 2);
@@ -466,7 +559,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
             GT_WARN("site %s: chaos: flipped a bit of the anchor after round %llu", d->name,
                     (unsigned long long)r);
         }
-        if (st == GT_OK && verdict < 0) st = dl_refetch(d, r);
+        if (st == GT_OK && verdict < 0) st = dl_refetch(d, 0, r);
         if ((st = dl_agree(d, st)) != GT_OK) return st;
         if ((st = dl_gather_anchor(d)) != GT_OK) return st;
         hash = rebase(d, final);
@@ -474,6 +567,8 @@ gt_status_t dl_apply(gt_diloco_t *d, uint64_t r, int final)
     if (fused && (st = dl_agree(d, st)) != GT_OK) return st;
     if (st != GT_OK) return st;
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
+    if (f != d->F - 1) return GT_OK; /* the round is applied with its last fragment */
+    d->tok_acc = 0;
     d->rounds_applied++;
     d->applied_upto = r + 1;
     dl_log_anchor(d, r, hash, tokens);
@@ -489,23 +584,22 @@ gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t 
     dl_own_to_packed(d, grads, d->delta);
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (ln->rank == d->rank)
-            XXH3_64bits_update(&h, d->x + ln->offset, ln->count * sizeof(float));
+    for (uint32_t i = 0; i < d->n_own; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        XXH3_64bits_update(&h, d->x + ln->offset, ln->count * sizeof(float));
     }
     uint64_t hash = XXH3_64bits_digest(&h);
     pthread_mutex_lock(&d->lock);
-    double prev_tokens = step > 0 ? gt_wan_outer_result_tokens(d->outer, step - 1) : 0.0;
+    double prev_tokens = step > 0 ? gt_wan_outer_result_tokens(d->outers[0], step - 1) : 0.0;
     pthread_mutex_unlock(&d->lock);
     if (step > 0) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n), prev_tokens);
     pthread_mutex_lock(&d->lock);
     dl_log_submit(d, step, tokens); /* before the frames can leave, as in dl_submit */
-    st = gt_wan_outer_submit(d->outer, step, d->delta, (double)tokens, hash, gt_time_ns());
+    st = gt_wan_outer_submit(d->outers[0], step, d->delta, (double)tokens, hash, gt_time_ns());
     pthread_mutex_unlock(&d->lock);
-    if (st == GT_OK) st = dl_wait_result(d, step);
+    if (st == GT_OK) st = dl_wait_result(d, 0, step);
     if ((st = dl_agree(d, st)) != GT_OK) return st;
     d->rounds_applied++;
-    dl_packed_to_own(d, d->g, grads);
+    dl_packed_to_own(d, d->g[0], grads);
     return gather_full(d, grads);
 }

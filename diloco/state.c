@@ -74,21 +74,42 @@ static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *
         free(buf);
         return;
     }
+    /* Round r of every fragment (or of fragment `frag` only, lane's high bits) lives in
+     * hist[r mod 2]; it is gone when a fragment asked for has moved past it. */
     const float *src = NULL;
-    int64_t newest = -1, want = req->round == STATE_INITIAL ? HIST_INITIAL : (int64_t)req->round;
-    for (int k = 0; k < 2; k++) {
-        if (d->hist_round[k] > newest) newest = d->hist_round[k];
-        if (d->hist[k] && d->hist_round[k] == want) src = d->hist[k];
+    int64_t want = req->round == STATE_INITIAL ? HIST_INITIAL : (int64_t)req->round;
+    int kw = (int)((uint64_t)want % 2);
+    uint32_t n = req->chunk ? req->chunk : 1, k = req->lane & 0xFFFFu, fq = req->lane >> 16;
+    uint32_t f0 = fq ? fq - 1 : 0, f1 = fq ? fq : d->F;
+    int held = fq <= d->F && d->hist[kw] != NULL, gone = 0;
+    for (uint32_t f = f0; f < f1 && held; f++) {
+        if (d->hist_round[f][kw] == want) continue;
+        held = 0;
+        int64_t newest =
+            d->hist_round[f][0] > d->hist_round[f][1] ? d->hist_round[f][0] : d->hist_round[f][1];
+        gone = req->round != STATE_INITIAL && want <= newest;
     }
-    uint32_t n = req->chunk ? req->chunk : 1, k = req->lane;
+    float *part_buf = NULL;
+    if (held && fq) { /* one fragment: its θ_a then its m, as one vector */
+        size_t o = d->frag_off[f0], fl = d->frag_off[f0 + 1] - o;
+        total = 2 * fl;
+        part_buf = malloc(total * sizeof(float));
+        if (part_buf) {
+            memcpy(part_buf, d->hist[kw] + o, fl * sizeof(float));
+            memcpy(part_buf + fl, d->hist[kw] + d->n_sub + o, fl * sizeof(float));
+        }
+        src = part_buf;
+    } else if (held) {
+        src = d->hist[kw];
+    }
     if (!src || k >= n) {
-        int gone = req->round != STATE_INITIAL && (int64_t)req->round <= newest;
         state_reply(d, req, gone ? STATE_GONE : STATE_NOT_YET, 0, 0, NULL, 0, 0, 1, buf);
         if (gone)
             GT_WARN("site %s: site %u asked for the anchor after round %llu, which we no longer "
                     "hold",
                     d->name, req->sender, (unsigned long long)req->round);
         free(buf);
+        free(part_buf);
         return;
     }
     uint64_t hash = gt_wan_outer_hash(src, total);
@@ -101,6 +122,7 @@ static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *
                     (uint32_t)parts, buf);
     }
     free(buf);
+    free(part_buf);
 }
 
 /* A reply to our probe or fetch. Hostile input is checked before anything is written. */
@@ -132,7 +154,7 @@ static void take_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const uint8_t *b
         if ((int)status > d->fetch_status) d->fetch_status = (int)status;
         return;
     }
-    size_t total = 2 * d->n_sub, lo = total * k / d->fetch_n, hi = total * (k + 1) / d->fetch_n;
+    size_t total = d->fetch_total, lo = total * k / d->fetch_n, hi = total * (k + 1) / d->fetch_n;
     uint64_t off = gt_le_get64(buf + 8), cnt = (len - STATE_HDR) / sizeof(float);
     uint64_t hash = gt_le_get64(buf + 16);
     if ((len - STATE_HDR) % sizeof(float) || off < lo || off > hi || cnt > hi - off ||
@@ -163,6 +185,12 @@ void dl_on_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const void *buf, size_
  * no longer holds it; GT_ERR_TIMEOUT / GT_ERR_CORRUPT otherwise. Not under the lock. */
 gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers, uint32_t n)
 {
+    return dl_fetch_frag(d, round, -1, peers, n);
+}
+
+gt_status_t dl_fetch_frag(gt_diloco_t *d, uint64_t round, int frag, const uint32_t *peers,
+                          uint32_t n)
+{
     if (!d->fetch) d->fetch = malloc(2 * d->n_sub * sizeof(float));
     if (!d->fetch || n == 0 || n > GT_WAN_MAX_MEMBERS)
         return d->fetch ? GT_ERR_INVALID : GT_ERR_NOMEM;
@@ -173,6 +201,8 @@ gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers
     d->fetch_n = round == STATE_PROBE ? 1 : n;
     memcpy(d->fetch_peer, peers, n * sizeof *peers);
     d->fetch_floats = 0;
+    d->fetch_frag = frag;
+    d->fetch_total = frag >= 0 ? 2 * (d->frag_off[frag + 1] - d->frag_off[frag]) : 2 * d->n_sub;
     d->fetch_hash_set = 0;
     d->fetch_status = 0;
     d->probe_got = 0;
@@ -183,7 +213,7 @@ gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers
         m.type = GT_WAN_MSG_STATE_REQ;
         m.round = round;
         m.view_epoch = d->fetch_id;
-        m.lane = k;
+        m.lane = k | (frag >= 0 ? (uint32_t)(frag + 1) << 16 : 0u);
         m.chunk = d->fetch_n;
         st = gt_wan_mesh_send(d->mesh, peers[k], &m, "", 0);
     }
@@ -195,7 +225,7 @@ gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers
         struct timespec ts = {0, 500000};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&d->lock);
-        done = round == STATE_PROBE ? d->probe_got : d->fetch_floats == 2 * d->n_sub;
+        done = round == STATE_PROBE ? d->probe_got : d->fetch_floats == d->fetch_total;
         status = d->fetch_status;
         pthread_mutex_unlock(&d->lock);
     }
@@ -206,7 +236,7 @@ gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers
     if (status == STATE_NOT_YET || status == STATE_BUSY) return GT_ERR_AGAIN;
     if (status == STATE_GONE) return GT_ERR_NOT_FOUND;
     if (!done) return GT_ERR_TIMEOUT;
-    if (round != STATE_PROBE && gt_wan_outer_hash(d->fetch, 2 * d->n_sub) != d->fetch_hash) {
+    if (round != STATE_PROBE && gt_wan_outer_hash(d->fetch, d->fetch_total) != d->fetch_hash) {
         GT_WARN("site %s: the state after round %llu does not match its hash", d->name,
                 (unsigned long long)round);
         return GT_ERR_CORRUPT;
@@ -219,6 +249,26 @@ static void take_fetched(gt_diloco_t *d)
 {
     dl_packed_to_own(d, d->fetch, d->anchor);
     memcpy(d->mom, d->fetch + d->n_sub, d->n_sub * sizeof(float));
+}
+
+/* A fetched fragment f (its θ_a then its m) becomes ours. */
+static void take_fetched_frag(gt_diloco_t *d, uint32_t f)
+{
+    size_t o = d->frag_off[f], fl = d->frag_off[f + 1] - o, p = 0;
+    for (uint32_t i = d->frag_lane[f]; i < d->frag_lane[f + 1]; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        memcpy(d->anchor + ln->offset, d->fetch + p, ln->count * sizeof(float));
+        p += ln->count;
+    }
+    memcpy(d->mom + o, d->fetch + fl, fl * sizeof(float));
+    int k = 0; /* the kept state: the fragment's slice of the slot that holds its newest round */
+    if (d->hist_round[f][1] > d->hist_round[f][0]) k = 1;
+    if (d->hist[k]) {
+        pthread_mutex_lock(&d->lock);
+        memcpy(d->hist[k] + o, d->fetch, fl * sizeof(float));
+        memcpy(d->hist[k] + d->n_sub + o, d->fetch + fl, fl * sizeof(float));
+        pthread_mutex_unlock(&d->lock);
+    }
 }
 
 static gt_status_t params_mismatch(gt_diloco_t *d, uint32_t peer, uint64_t theirs)
@@ -317,11 +367,16 @@ gt_status_t dl_start_check(gt_diloco_t *d)
  * round r from a live peer and replace ours (θ_s is rebased onto it right after). Peers that
  * do not hold round r any more are skipped; if none can serve it, the run goes on and the event
  * stays logged. */
-gt_status_t dl_refetch(gt_diloco_t *d, uint64_t r)
+gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     const gt_topo_config_t *c = d->cfg;
-    GT_ERROR("site %s: our anchor after round %llu differs from the majority's; re-fetching it",
-             d->name, (unsigned long long)r - 1);
+    if (d->F > 1)
+        GT_ERROR("site %s: our anchor (fragment %u) after round %llu differs from the majority's; "
+                 "re-fetching the fragment",
+                 d->name, f, (unsigned long long)r - 1);
+    else
+        GT_ERROR("site %s: our anchor after round %llu differs from the majority's; re-fetching it",
+                 d->name, (unsigned long long)r - 1);
     pthread_mutex_lock(&d->lock);
     gt_wan_view_t view = d->view;
     pthread_mutex_unlock(&d->lock);
@@ -330,13 +385,18 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint64_t r)
         if (gt_topo_site_index(c, view.members[k].name, &peer) != GT_OK || peer == d->site)
             continue;
         uint64_t t0 = gt_time_ns();
-        gt_status_t st = dl_fetch_state(d, r, &peer, 1);
+        gt_status_t st = dl_fetch_frag(d, r, d->F > 1 ? (int)f : -1, &peer, 1);
         d->wait_s += (gt_time_ns() - t0) * 1e-9;
         dl_write_status(d, 0);
         if (st == GT_ERR_NOMEM) return st;
         if (st != GT_OK) continue;
-        take_fetched(d);
-        dl_keep_state(d, (int64_t)r);
+        if (d->F > 1) {
+            take_fetched_frag(d, f);
+            d->fhash[f] = gt_wan_outer_hash(d->fetch, (d->frag_off[f + 1] - d->frag_off[f]));
+        } else {
+            take_fetched(d);
+            dl_keep_state(d, (int64_t)r);
+        }
         d->refetches++;
         GT_WARN("site %s: re-fetched the anchor after round %llu from site %s", d->name,
                 (unsigned long long)r, c->sites[peer].name);
@@ -448,7 +508,8 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     return GT_OK;
                 }
                 pthread_mutex_lock(&d->lock);
-                st = gt_wan_outer_start_at(d->outer, R, d->probe_first, gt_time_ns());
+                for (uint32_t f = 0; f < d->F && st == GT_OK; f++)
+                    st = gt_wan_outer_start_at(d->outers[f], R, d->probe_first, gt_time_ns());
                 pthread_mutex_unlock(&d->lock);
                 if (st != GT_OK) return st;
                 GT_INFO("site %s: joining the run: first contribution to round %llu, from the "

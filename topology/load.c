@@ -1085,13 +1085,41 @@ static void check_cross(loader_t *L)
                c->outer.overlap_steps, c->inner.steps);
     }
     if (c->outer.fragments > 1) {
-        /* Streaming DiLoCo is not built: accepting F > 1 and training the whole vector each
-         * round anyway would be a key that silently does nothing. */
-        blame(L, "outer.fragments", NULL, where, sizeof where);
-        report(L, where,
-               "key 'outer.fragments': %u streaming fragments are not built yet (every round "
-               "sends the whole vector); allowed: 1",
-               c->outer.fragments);
+        /* Streaming DiLoCo (docs/diloco.md#streaming-fragments): fragment f syncs at steps
+         * (r + 1)·H − (F − 1 − f)·H/F, so H/F must be whole, τ must end before the next
+         * fragment's sync, and every rank needs a lane of every fragment. */
+        uint32_t F = c->outer.fragments, R = c->n_sites ? c->sites[0].ranks : 1;
+        const char *why = NULL;
+        char buf[160];
+        if (F > 64)
+            why = "at most 64 fragments";
+        else if (c->inner.steps % F != 0) {
+            snprintf(buf, sizeof buf,
+                     "a divisor of inner.steps = %u (each fragment syncs H/F "
+                     "steps after the previous one)",
+                     c->inner.steps);
+            why = buf;
+        } else if ((uint64_t)c->outer.overlap_steps * F >= c->inner.steps) {
+            snprintf(buf, sizeof buf,
+                     "F with outer.overlap_steps x F < inner.steps (tau = %u "
+                     "must be below H/F = %u)",
+                     c->outer.overlap_steps, c->inner.steps / F);
+            why = buf;
+        } else if ((uint64_t)F * R > c->wan.lanes) {
+            snprintf(buf, sizeof buf,
+                     "F with F x ranks <= wan.lanes = %u (every rank carries a "
+                     "lane of every fragment)",
+                     c->wan.lanes);
+            why = buf;
+        } else if (c->outer.mode == GT_OUTER_SYNC_DP)
+            why = "1 with outer.mode: sync-dp (every step is a round)";
+        else if (c->run.checkpoint_every)
+            why = "1 with run.checkpoint_every (outer-state checkpoints of staggered fragments "
+                  "are not built yet)";
+        if (why) {
+            blame(L, "outer.fragments", NULL, where, sizeof where);
+            report(L, where, "key 'outer.fragments': %u fragments; allowed: %s", F, why);
+        }
     }
     if ((uint64_t)c->membership.heartbeat_ms * 2 > (uint64_t)c->membership.lease_ttl_s * 1000) {
         blame(L, "membership.heartbeat_ms", "membership.lease_ttl_s", where, sizeof where);

@@ -109,7 +109,8 @@ const gt_key_t gt_topo_keys[] = {
     {"outer.clip_k", GT_KEY_F64, NUM(outer.clip_k), 0, 1000, 0, 0, NULL, "5",
      "robust aggregation: clip a contribution's norm to k x the median norm; 0 = off"},
     {"outer.fragments", GT_KEY_U32, NUM(outer.fragments), 1, 1024, 0, 0, NULL, "1",
-     "streaming DiLoCo fragments: only 1 (the whole vector each round) is built; F > 1 is refused"},
+     "streaming DiLoCo: F fragments (lanes l with (l div ranks) mod F = f), each synced H/F steps "
+     "after the previous; needs H mod F = 0, overlap_steps < H/F, F x ranks <= wan.lanes"},
 
     {"outer.chunk_split", GT_KEY_ENUM, NUM(outer.chunk_split), 0, 0, 0, 0, "bandwidth|equal",
      "bandwidth", "chunk ownership: each site aggregates a share that follows its link capacity "
