@@ -96,7 +96,7 @@ gt_status_t dl_layout(gt_diloco_t *d)
 
 uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f)
 {
-    return d->H - (uint64_t)(d->F - 1 - f) * (d->H / d->F);
+    return gt_topo_fragment_offset(d->H, d->F, f);
 }
 
 /* This rank's lanes of a full vector, packed one after another, fragment after fragment (and
@@ -167,7 +167,7 @@ static gt_status_t gather_frag(gt_diloco_t *d, float *full, int frag)
     uint32_t L = d->layout->n_lanes, R = d->ranks;
     gt_status_t st = GT_OK;
     for (uint32_t l0 = 0; l0 < L && st == GT_OK; l0 += R) {
-        if (frag >= 0 && (l0 / R) % d->F != (uint32_t)frag) continue; /* the group's fragment */
+        if (frag >= 0 && gt_topo_lane_fragment(l0, R, d->F) != (uint32_t)frag) continue;
         for (uint32_t k = 0; k < R; k++) {
             const gt_topo_lane_t *ln = l0 + k < L ? &d->layout->lanes[l0 + k] : NULL;
             d->gcounts[k] = ln ? ln->count : 0;
@@ -201,7 +201,7 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
     for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[l];
         size_t off = ln->offset, cnt = ln->count;
-        if (ln->rank / R != f) continue; /* another fragment's lane */
+        if (gt_topo_lane_fragment(l, R, d->F) != f) continue; /* another fragment's lane */
         if (ln->rank % R != d->rank) {
             memcpy(d->snap + off, x + off, cnt * sizeof(float));
             continue;
@@ -394,7 +394,7 @@ static void rebase_frag(gt_diloco_t *d, uint32_t f)
     const float *a = d->anchor, *snap = d->snap;
     for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (ln->rank / d->ranks != f) continue;
+        if (gt_topo_lane_fragment(l, d->ranks, d->F) != f) continue;
         for (size_t i = ln->offset; i < ln->offset + ln->count; i++) x[i] = a[i] + (x[i] - snap[i]);
     }
     d->passes += 1.0 / d->F;

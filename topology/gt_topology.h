@@ -341,6 +341,17 @@ GT_API gt_status_t gt_topo_chunk_shares(const gt_topo_config_t *cfg, double *sha
 GT_API gt_status_t gt_topo_layout_rank(const gt_topo_layout_t *full, uint32_t rank,
                                        gt_topo_layout_t **sub_p) GT_MUST_USE;
 
+/* Streaming DiLoCo (outer.fragments = F, docs/diloco.md#streaming-fragments). A layout cut for
+ * ranks x F "ranks" gives lane l the rank l mod (ranks x F): its rank in the site is that mod
+ * ranks, its fragment that div ranks, i.e. fragment (l div ranks) mod F — fragments interleave
+ * across the vector (and so across the model's layers) in groups of one lane per rank. */
+GT_API uint32_t gt_topo_lane_fragment(uint32_t lane, uint32_t ranks, uint32_t fragments);
+/* The inner step (within a round of H) at which fragment f syncs: fragment f submits its round
+ * r at step r x H + offset and applies it overlap_steps later; offset = H - (F - 1 - f) x H/F,
+ * so fragment F - 1 syncs at the round's end as one fragment would, and fragment f - 1 H/F
+ * steps before fragment f. H must be a multiple of F. */
+GT_API uint64_t gt_topo_fragment_offset(uint64_t H, uint32_t fragments, uint32_t f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -174,6 +174,19 @@ gt_status_t gt_topo_layout_rank(const gt_topo_layout_t *full, uint32_t rank,
     return GT_OK;
 }
 
+uint32_t gt_topo_lane_fragment(uint32_t lane, uint32_t ranks, uint32_t fragments)
+{
+    if (ranks == 0) ranks = 1;
+    if (fragments == 0) fragments = 1;
+    return (lane / ranks) % fragments;
+}
+
+uint64_t gt_topo_fragment_offset(uint64_t H, uint32_t fragments, uint32_t f)
+{
+    if (fragments == 0) fragments = 1;
+    return H - (uint64_t)(fragments - 1 - f) * (H / fragments);
+}
+
 gt_status_t gt_topo_chunk_shares(const gt_topo_config_t *cfg, double *shares_p)
 {
     if (!cfg || !shares_p || cfg->n_sites == 0) return GT_ERR_INVALID;

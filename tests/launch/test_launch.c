@@ -3,6 +3,7 @@
  * killed (SIGKILL) mid-run, c joining late, and c killed and restarted (it joins again). Checks:
  * every site that was not killed finishes; after every round the anchors of all sites are
  * bit-identical (invariant I1, from SITE/anchors.jsonl); every contribution is accounted for (I3);
+ * the same with streaming fragments (outer.fragments = 2), a kill, a corruption and a join;
  * the survivors did not wait much longer than the time to notice the loss; summary.json has the
  * bandwidth report. */
 #include "gt_test.h"
@@ -350,6 +351,78 @@ static void test_ranks(const char *tmp)
     json_decref(sum);
 }
 
+/* Streaming fragments (outer.fragments = 2, docs/diloco.md#streaming-fragments): each of the
+ * two lanes is a fragment with its own outer engine, synced 5 steps after the other. A round's
+ * anchor (logged once its last fragment is applied) is identical at every site, every
+ * contribution of every fragment is counted, and a kill, a silent corruption (re-fetched per
+ * fragment) and a join behave as with one fragment. */
+static void test_fragments(const char *tmp)
+{
+    char run[1024];
+    const char *sites[] = {"a", "b", "c"};
+    char h[3][16][24];
+    run_launch(tmp, "frag", "--set outer.fragments=2", run, sizeof run);
+    json_t *sum = load(run, "summary.json");
+    if (sum) {
+        for (int i = 0; i < 3; i++) {
+            json_t *s = json_object_get(json_object_get(sum, "sites"), sites[i]);
+            CHECK_STR_CONTAINS(json_string_value(json_object_get(s, "status")), "finished");
+            CHECK_EQ_INT(json_integer_value(json_object_get(s, "rounds_applied")), 6);
+            CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        }
+        for (int r = 0; r < 6; r++)
+            CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0 && strcmp(h[0][r], h[2][r]) == 0,
+                      "fragments: round %d anchors differ: %s %s %s", r, h[0][r], h[1][r], h[2][r]);
+        json_t *c = json_object_get(sum, "contributions");
+        /* 6 rounds x 2 fragments x (1 lane x 3 chunks) x 3 sites, all on time */
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "on_time")), 6 * 6 * 3);
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "late")), 0);
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "dropped")), 0);
+        CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 0);
+        /* a hash per fragment: twice the checks of one fragment */
+        CHECK(json_integer_value(json_object_get(sum, "hash_checks")) >= 2 * 3 * 5);
+        json_decref(sum);
+    }
+
+    run_launch(tmp, "frag_kill", "--set outer.fragments=2 --kill c@2", run, sizeof run);
+    if ((sum = load(run, "summary.json"))) {
+        for (int i = 0; i < 2; i++) {
+            json_t *s = json_object_get(json_object_get(sum, "sites"), sites[i]);
+            CHECK_STR_CONTAINS(json_string_value(json_object_get(s, "status")), "finished");
+            CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        }
+        for (int r = 0; r < 6; r++)
+            CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0, "fragments, kill: round %d differs", r);
+        CHECK(json_is_true(
+            json_object_get(json_object_get(json_object_get(sum, "sites"), "c"), "killed")));
+        json_decref(sum);
+    }
+
+    run_launch(tmp, "frag_corrupt", "--set outer.fragments=2 --corrupt-anchor b@2", run,
+               sizeof run);
+    if ((sum = load(run, "summary.json"))) {
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        for (int r = 0; r < 6; r++) {
+            CHECK(strcmp(h[0][r], h[2][r]) == 0);
+            if (r == 2)
+                CHECK_MSG(strcmp(h[0][r], h[1][r]) != 0, "the corruption did not happen");
+            else
+                CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0,
+                          "fragments: round %d: b's anchor %s, a's %s", r, h[1][r], h[0][r]);
+        }
+        json_t *b = json_object_get(json_object_get(sum, "sites"), "b");
+        CHECK_EQ_INT(json_integer_value(json_object_get(b, "anchor_refetches")), 1);
+        CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 1);
+        json_decref(sum);
+    }
+
+    run_launch(tmp, "frag_join",
+               "--set outer.fragments=2 --join c@2 --set run.rounds=30 --slow a=5 --slow b=5 "
+               "--slow c=5",
+               run, sizeof run);
+    CHECK(check_late_site(run, 30, 0) >= 3);
+}
+
 int main(int argc, char **argv)
 {
     g_transport = argc > 1 ? argv[1] : "ucx";
@@ -364,6 +437,7 @@ int main(int argc, char **argv)
     RUN(join);
     RUN(restart);
     RUN(ranks);
+    RUN(fragments);
 #undef RUN
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);
