@@ -7,7 +7,9 @@
  * bytes, the bandwidth saving against sync-dp measured in the same invocation, the final
  * anchor's held-out loss and the loss gap to sync-dp, and param_passes_per_round: the sweeps
  * over the parameter vector the outer step made per round, as diloco/ counts them in each
- * site's summary.json (sync-dp has no outer step: 0). Run directories are kept.
+ * site's summary.json (sync-dp has no outer step: 0), and peak_wan_mbps: the highest send rate
+ * over any 1 s window of any site. --fragments F instead runs overlapped DiLoCo with one
+ * fragment and with F (streaming DiLoCo), side by side. Run directories are kept.
  */
 #include "cli.h"
 #include "gt_topology.h"
@@ -27,7 +29,8 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: geotrain bench outer [--config FILE] [--run-dir DIR] [--overlap TAU]\n"
-        "                            [--set KEY=VALUE ...] [--dp-set KEY=VALUE ...] [--json]\n\n"
+        "                            [--set KEY=VALUE ...] [--dp-set KEY=VALUE ...] [--json]\n"
+        "                            [--slow SITE=FACTOR ...] [--split | --fragments F]\n\n"
         "Runs FILE (default sites.yaml) three times with `geotrain launch`: overlapped\n"
         "DiLoCo (outer.overlap_steps = TAU, default inner.steps / 2), synchronous DiLoCo\n"
         "(TAU = 0) and sync-dp (a bf16 gradient all-reduce every step over the same WAN\n"
@@ -50,13 +53,32 @@ static void usage(FILE *out)
         "--split instead runs overlapped DiLoCo twice, with outer.chunk_split = bandwidth\n"
         "(chunk ownership follows the sites' link capacity) and = equal (the same share for\n"
         "every site), and prints both exchange times and their ratio (try\n"
-        "--config bench/thin_site.yaml, where one site's links are 10x thinner).\n");
+        "--config bench/thin_site.yaml, where one site's links are 10x thinner).\n\n"
+        "--fragments F instead runs overlapped DiLoCo twice, with outer.fragments = 1 and = F\n"
+        "(streaming DiLoCo: F interleaved fragments synced H/F steps apart), TAU defaulting to\n"
+        "inner.steps / (2F) for both, and prints both peak WAN rates and their ratio. Every\n"
+        "mode reports peak_wan_mbps: the highest payload send rate over any 1 s window of any\n"
+        "site (each site samples its bytes sent every 10 ms).\n");
 }
 
 static double jnum(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* Largest per-site number. */
+static double site_max(json_t *sum, const char *k)
+{
+    json_t *sites = json_object_get(sum, "sites"), *s;
+    const char *name;
+    double m = NAN;
+    json_object_foreach(sites, name, s)
+    {
+        (void)name;
+        if (isfinite(jnum(s, k)) && !(jnum(s, k) <= m)) m = jnum(s, k);
+    }
+    return m;
 }
 
 /* Mean of a per-site number over the sites that finished. */
@@ -79,18 +101,24 @@ static double site_mean(json_t *sum, const char *k)
 
 int gt_bench_outer(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},  {"run-dir", required_argument, NULL, 'd'},
-        {"overlap", required_argument, NULL, 'o'}, {"set", required_argument, NULL, 's'},
-        {"dp-set", required_argument, NULL, 'p'},  {"json", no_argument, NULL, 'j'},
-        {"split", no_argument, NULL, 'S'},         {"slow", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"run-dir", required_argument, NULL, 'd'},
+                                         {"overlap", required_argument, NULL, 'o'},
+                                         {"set", required_argument, NULL, 's'},
+                                         {"dp-set", required_argument, NULL, 'p'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"split", no_argument, NULL, 'S'},
+                                         {"slow", required_argument, NULL, 'w'},
+                                         {"fragments", required_argument, NULL, 'F'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     const char *config = "sites.yaml", *dir_opt = NULL, *overlap = NULL, *set_list[128];
     size_t n_sets = 0;
     char sets[8192] = "", dp_sets[4096] = "", slows[2048] = "";
     const char *slow_names[32];
     size_t n_slow = 0;
     int c, json = 0, split = 0;
+    unsigned frags = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -118,6 +146,13 @@ int gt_bench_outer(int argc, char **argv)
             break;
         case 'j': json = 1; break;
         case 'S': split = 1; break;
+        case 'F':
+            if (sscanf(optarg, "%u", &frags) != 1 || frags < 2 || frags > 64) {
+                fprintf(stderr, "geotrain bench outer: --fragments takes F in [2, 64]\n");
+                return 2;
+            }
+            split = 1; /* two overlapped runs, as --split */
+            break;
         case 'w':
             if (strchr(optarg, '\'') || !strchr(optarg, '=') || n_slow == 32) {
                 fprintf(stderr, "geotrain bench outer: --slow takes SITE=FACTOR (no quotes)\n");
@@ -151,7 +186,16 @@ int gt_bench_outer(int argc, char **argv)
                  {"diloco-synchronous", "--set outer.overlap_steps=0", NULL},
                  {"sync-dp", "--set outer.mode=sync-dp --set outer.overlap_steps=0", NULL}};
     int n_runs = 3;
-    if (split) { /* the same overlapped run with each chunk ownership rule */
+    static char frag_extra[64], frag_mode[32];
+    if (frags) { /* the same overlapped run with one fragment and with F */
+        snprintf(frag_extra, sizeof frag_extra, "--set outer.fragments=%u", frags);
+        snprintf(frag_mode, sizeof frag_mode, "fragments-%u", frags);
+        runs[0].mode = "fragments-1";
+        runs[0].extra = "--set outer.fragments=1";
+        runs[1].mode = frag_mode;
+        runs[1].extra = frag_extra;
+        n_runs = 2;
+    } else if (split) { /* the same overlapped run with each chunk ownership rule */
         runs[0].mode = "split-bandwidth";
         runs[0].extra = "--set outer.chunk_split=bandwidth";
         runs[1].mode = "split-equal";
@@ -166,7 +210,9 @@ int gt_bench_outer(int argc, char **argv)
     if (gt_topo_load(config, &lp, &cfg) != GT_OK) return 2;
     char tau[64];
     snprintf(tau, sizeof tau, "--set outer.overlap_steps=%s", overlap ? overlap : "");
-    if (!overlap) snprintf(tau, sizeof tau, "--set outer.overlap_steps=%u", cfg->inner.steps / 2);
+    if (!overlap)
+        snprintf(tau, sizeof tau, "--set outer.overlap_steps=%u",
+                 frags ? cfg->inner.steps / (2 * frags) : cfg->inner.steps / 2);
     gt_topo_destroy(cfg);
     int rc = 0;
     for (int i = 0; i < n_runs; i++) {
@@ -189,7 +235,7 @@ int gt_bench_outer(int argc, char **argv)
     }
     double dp_bytes = !split && runs[2].sum ? jnum(runs[2].sum, "wan_bytes_sent") : NAN;
     double dp_loss = !split && runs[2].sum ? jnum(runs[2].sum, "eval_loss") : NAN;
-    double exch[3] = {NAN, NAN, NAN};
+    double exch[3] = {NAN, NAN, NAN}, peak[3] = {NAN, NAN, NAN};
     for (int i = 0; i < n_runs; i++) {
         if (!runs[i].sum) continue;
         double util = site_mean(runs[i].sum, "compute_utilization");
@@ -198,6 +244,7 @@ int gt_bench_outer(int argc, char **argv)
         double est = jnum(runs[i].sum, "sync_dp_bytes");
         double passes = site_mean(runs[i].sum, "param_passes_per_round");
         exch[i] = site_mean(runs[i].sum, "exchange_s_median");
+        peak[i] = site_max(runs[i].sum, "peak_wan_mbps");
         /* The sites not slowed: how much the stragglers cost them. */
         double others = NAN;
         if (n_slow) {
@@ -224,22 +271,32 @@ int gt_bench_outer(int argc, char **argv)
                    "\"sync_dp_bytes_measured\":%.0f,\"sync_dp_bytes_estimated\":%.0f,"
                    "\"bandwidth_saving\":%.1f,\"eval_loss\":%.4f,\"loss_gap_vs_sync_dp\":%.4f,"
                    "\"wall_s\":%.1f,\"codec\":\"%s\",\"param_passes_per_round\":%.2f,"
-                   "\"exchange_s\":%.4f,\"other_sites_utilization\":%.4f}\n",
+                   "\"exchange_s\":%.4f,\"other_sites_utilization\":%.4f,"
+                   "\"peak_wan_mbps\":%.3f}\n",
                    runs[i].mode, util, sent, dp_bytes, est, dp_bytes / sent, loss,
                    (loss - dp_loss) / dp_loss, jnum(runs[i].sum, "wall_s"),
                    json_string_value(json_object_get(runs[i].sum, "codec")), passes, exch[i],
-                   others);
+                   others, peak[i]);
         } else {
             printf("%-20s utilization %5.1f%%  WAN sent %10.3g B  saving %8.1fx  loss %.4f "
-                   "(%+.2f%% vs sync-dp)  param_passes_per_round %.2f  exchange_s %.3f\n",
+                   "(%+.2f%% vs sync-dp)  param_passes_per_round %.2f  exchange_s %.3f  "
+                   "peak_wan_mbps %.3f\n",
                    runs[i].mode, 100 * util, sent, dp_bytes / sent, loss,
-                   100 * (loss - dp_loss) / dp_loss, passes, exch[i]);
+                   100 * (loss - dp_loss) / dp_loss, passes, exch[i], peak[i]);
             if (n_slow)
                 printf("%-20s utilization of the sites not slowed %5.1f%%\n", "", 100 * others);
         }
         json_decref(runs[i].sum);
     }
-    if (split) {
+    if (frags) {
+        if (json)
+            printf("{\"mode\":\"fragments-ratio\",\"peak_wan_mbps_1_over_%u\":%.3f}\n", frags,
+                   peak[0] / peak[1]);
+        else
+            printf("peak WAN send rate (any site, any 1 s): 1 fragment %.3f Mbit/s, %u fragments "
+                   "%.3f Mbit/s: %.2fx lower\n",
+                   peak[0], frags, peak[1], peak[0] / peak[1]);
+    } else if (split) {
         if (json)
             printf("{\"mode\":\"split-ratio\",\"exchange_s_equal_over_bandwidth\":%.3f}\n",
                    exch[1] / exch[0]);

@@ -278,6 +278,28 @@ gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
     return st;
 }
 
+/* One sample of the bytes sent, every 10 ms: the rate over the last second (or more, when the
+ * thread was held up) raises the peak. Under the lock. */
+static void sample_rate(gt_diloco_t *d)
+{
+    uint64_t now = gt_time_ns();
+    if (now < d->rate_next_ns) return;
+    d->rate_next_ns = now + 10000000ull;
+    gt_wan_mesh_stats_t ms;
+    gt_wan_mesh_stats(d->mesh, &ms);
+    uint32_t n = sizeof d->rate_t / sizeof d->rate_t[0];
+    if (d->rate_n) { /* against the oldest sample, about 1 s ago (per second, at least 1 s) */
+        uint32_t o = d->rate_n == n ? d->rate_i : 0;
+        uint64_t dt = now - d->rate_t[o], db = ms.bytes_sent - d->rate_b[o];
+        double bps = (double)db * 8.0 / ((dt > 1000000000ull ? dt : 1000000000ull) * 1e-9);
+        if (bps > d->peak_wan_bps) d->peak_wan_bps = bps;
+    }
+    if (d->rate_n < n) d->rate_n++;
+    d->rate_t[d->rate_i] = now;
+    d->rate_b[d->rate_i] = ms.bytes_sent;
+    d->rate_i = (d->rate_i + 1) % n;
+}
+
 static void *wan_main(void *arg)
 {
     gt_diloco_t *d = arg;
@@ -287,6 +309,7 @@ static void *wan_main(void *arg)
         pthread_mutex_lock(&d->lock);
         (void)gt_wan_mesh_progress(d->mesh);
         for (uint32_t f = 0; f < d->F; f++) (void)gt_wan_outer_progress(d->outers[f], gt_time_ns());
+        sample_rate(d);
         if (!d->wan_error && gt_wan_mesh_health(d->mesh) != GT_OK) /* no peer accepts us */
             d->wan_error = (int)GT_ERR_AUTH;
         pthread_mutex_unlock(&d->lock);

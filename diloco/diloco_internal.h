@@ -155,6 +155,12 @@ struct gt_diloco {
     FILE *metrics, *anchors, *submits;
     uint64_t status_ns, status_bytes;
     double wan_mbps;
+    /* The highest send rate over any 1 s (peak_wan_mbps in summary.json): the WAN thread samples
+     * the mesh's bytes sent every 10 ms into a ring of 1 s (under `lock`). */
+    uint64_t rate_t[100], rate_b[100];
+    uint32_t rate_i, rate_n;
+    uint64_t rate_next_ns;
+    double peak_wan_bps;
     char result_key[16][48];
     double result_val[16];
     int n_results;

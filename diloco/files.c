@@ -253,6 +253,12 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     } else {
         json_object_set_new(o, "exchange_s_median", json_null());
     }
+    /* The highest send rate over any 1 s window (streaming fragments lower it; bench outer
+     * --fragments), in Mbit/s of payload handed over by the mesh. */
+    pthread_mutex_lock(&d->lock);
+    double peak = d->peak_wan_bps;
+    pthread_mutex_unlock(&d->lock);
+    json_object_set_new(o, "peak_wan_mbps", json_real(peak / 1e6));
     for (int i = 0; i < d->n_results; i++)
         json_object_set_new(o, d->result_key[i],
                             isfinite(d->result_val[i]) ? json_real(d->result_val[i]) : json_null());
