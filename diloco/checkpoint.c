@@ -299,6 +299,12 @@ out:
 gt_status_t dl_resume_prepare(gt_diloco_t *d)
 {
     if (!d->p.resume_dir) return GT_OK;
+    if (d->F > 1) { /* its outer state is never saved (gt_diloco_save refuses) */
+        GT_ERROR("site %s: a run with streaming fragments (outer.fragments = %u) cannot be "
+                 "resumed from a checkpoint yet",
+                 d->name, d->F);
+        return GT_ERR_CONFIG;
+    }
     uint64_t steps[OS_MAX];
     size_t n = list_steps(d, d->p.resume_dir, steps);
     json_t *offer = json_array();

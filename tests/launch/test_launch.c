@@ -384,6 +384,22 @@ static void test_fragments(const char *tmp)
         json_decref(sum);
     }
 
+    /* 2 ranks per site, 4 lanes: each rank carries a lane of each fragment (4 engines a site) */
+    run_launch(tmp, "frag_ranks",
+               "--set outer.fragments=2 --set wan.lanes=4 --set sites.a.ranks=2 "
+               "--set sites.b.ranks=2 --set sites.c.ranks=2",
+               run, sizeof run);
+    if ((sum = load(run, "summary.json"))) {
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        for (int r = 0; r < 6; r++)
+            CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0 && strcmp(h[0][r], h[2][r]) == 0,
+                      "fragments, 2 ranks: round %d anchors differ", r);
+        json_t *c = json_object_get(sum, "contributions");
+        /* 6 rounds x 4 lanes x 3 chunks x 3 sites */
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "on_time")), 6 * 12 * 3);
+        json_decref(sum);
+    }
+
     run_launch(tmp, "frag_kill", "--set outer.fragments=2 --kill c@2", run, sizeof run);
     if ((sum = load(run, "summary.json"))) {
         for (int i = 0; i < 2; i++) {
