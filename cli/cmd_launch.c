@@ -902,6 +902,12 @@ int gt_cmd_launch(int argc, char **argv)
     const char *base = strrchr(run_dir, '/');
     snprintf(run_id, sizeof run_id, "%s", base ? base + 1 : run_dir);
 
+    /* The emulated WAN's clock (links[].cuts count from it): the launch's start, for every
+     * site process, so that a site started again later (a restart, a joiner) sees the same
+     * cut windows as the others instead of windows counted from its own start. */
+    char emu_start[32];
+    snprintf(emu_start, sizeof emu_start, "%llu", (unsigned long long)gt_time_ns());
+    if (setenv("GT_EMU_START_NS", emu_start, 1) != 0) goto out;
     printf("geotrain launch: %u sites of %s, run directory %s\n", cfg->n_sites, config, run_dir);
     printf("  WAN: %s, %s, emulation %s; codec %s; H = %u, overlap %u; %u rounds\n",
            cfg->wan.transport == GT_TRANSPORT_UCX ? "ucx" : "libfabric",

@@ -169,7 +169,12 @@ gt_status_t dl_connect(gt_diloco_t *d)
     mp.keypair = have_kp ? &kp : NULL;
     mp.max_message = max_msg;
     d->part_floats = (max_msg - STATE_HDR) / sizeof(float);
-    mp.start_ns = gt_time_ns();
+    /* Emulated cut windows count from the run's start: GT_EMU_START_NS (CLOCK_MONOTONIC, set
+     * by `geotrain launch` for every site it starts, restarts included), else now. */
+    const char *es = getenv("GT_EMU_START_NS");
+    char *end = NULL;
+    unsigned long long emu0 = es ? strtoull(es, &end, 10) : 0;
+    mp.start_ns = es && end && *end == 0 && emu0 > 0 && emu0 <= gt_time_ns() ? emu0 : gt_time_ns();
     mp.on_message = on_message;
     mp.ctx = d;
     if ((st = gt_wan_mesh_create(&mp, &d->mesh)) != GT_OK) goto out;

@@ -150,7 +150,8 @@ const gt_key_t gt_topo_keys[] = {
     {"wan.preauth_max_per_source", GT_KEY_U32, NUM(wan.preauth_max_per_source), 1, 65536, 0, 0,
      NULL, "8", "of those, from one source address (more are closed at once)"},
     {"wan.max_link_failures", GT_KEY_U32, NUM(wan.max_link_failures), 1, 1000000, 0, 0, NULL, "10",
-     "a peer whose connection fails (rejected frames, resets) this often in a minute is cut off"},
+     "a peer whose frames or handshakes are rejected this often in a minute is cut off "
+     "(resets and timeouts are re-dialled without limit)"},
     SEC("wan.emulation", "WAN emulation inside geotrain (defaults for every link)"),
     {"wan.emulation.enabled", GT_KEY_BOOL, NUM(wan.emulation.enabled), 0, 0, 0, 0, NULL, "false",
      "delay, shape and cut messages as the link settings say"},

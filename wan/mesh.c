@@ -502,7 +502,14 @@ gt_status_t gt_wan_mesh_progress(gt_wan_mesh_t *m)
             if (pe->ready || pe->in_view)
                 GT_WARN("mesh: connection to %s failed: %s%s", cfg->sites[i].name,
                         gt_status_str(es), pe->in_view ? "; reconnecting" : "");
-            if (pe->ready || es == GT_ERR_AUTH || es == GT_ERR_CORRUPT) note_failure(m, i);
+            /* Counted towards wan.max_link_failures: what a hostile or broken peer causes
+             * (frames or handshakes that fail authentication, malformed or oversized frames).
+             * A connection that is reset or times out — a link cut, a reset on the path — is
+             * re-dialled and its messages re-sent, without limit: cutting such a peer off for
+             * the rest of the minute only kept a partition's minority from rejoining once the
+             * link was back. */
+            if (es == GT_ERR_AUTH || es == GT_ERR_CORRUPT || es == GT_ERR_OVERFLOW)
+                note_failure(m, i);
             close_peer(m, i, 1);
             continue;
         }

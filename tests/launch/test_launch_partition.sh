@@ -56,7 +56,7 @@ print(f"ok: {R} rounds, anchors equal, {counted} contributions counted ({c}), {c
 PY
 echo "ok: the short partition healed and nothing was counted twice or lost"
 
-# LONG_CONFIG: a 14 s cut. c, waiting with less than a majority of its view reachable, leaves
+# LONG_CONFIG: a 25 s cut. c, waiting with less than a majority of its view reachable, leaves
 # (the minority-partition rule) so a and b go on without it instead of every site waiting (and,
 # past the result wait's limit, giving up); launch starts c again and it rejoins, or finds the
 # run over. Checks: launch exits 0, a and b finish every round, c left with the partition
@@ -97,3 +97,12 @@ print(f"ok: a and b finished {R} rounds without c; c {tot['sites']['c'].get('sta
       f"{cr:.0f} of {cs:.0f} submitted tokens in results; goodput {tot.get('goodput')}")
 PY
 echo "ok: the long partition's minority left and the majority went on"
+# After the cut c rejoins (its anchors for the rounds it logged are checked above) — unless the
+# run ended first (a fast machine), which launch reports.
+if grep -q "joined at step" "$dir/run/logs/c.log"; then
+  echo "ok: c rejoined: $(grep -o 'joined at step [0-9]*' "$dir/run/logs/c.log" | tail -n 1)"
+else
+  grep -q "c (restarted) ended without rejoining: the run was over" "$dir/launch.out" ||
+    fail "c neither rejoined nor found the run over"
+  echo "ok: the run was over before c's link came back"
+fi
