@@ -261,15 +261,19 @@ static int progress(sim_t *s, uint32_t o, size_t c, double t)
             if (p->n > 0 && !p->closed && p->holder == (int)o) continue;
         }
         /* wan/outer.c: a round missing only chronic stragglers closes once its quorum is in;
-         * the run's last round waits 4 x deadline_max for a punctual site */
+         * the run's last round waits 4 x deadline_max for a punctual site the owner has
+         * heard from */
         int quorate = a->on_time >= quorum_count(s);
         double normal = quorate ? close_due(s, o, a) : INFINITY, due = normal;
-        int punctual = 0;
+        int punctual = 0, seen = 0;
         for (uint32_t i = 0; i < s->S; i++)
-            if (s->alive[i] && !((a->fresh >> i) & 1) && s->late_share[o][i] < 0.5) punctual = 1;
+            if (s->alive[i] && !((a->fresh >> i) & 1) && s->late_share[o][i] < 0.5) {
+                punctual = 1;
+                seen |= s->late_judged[o][i] > 0;
+            }
         if (!punctual && quorate)
             due = t;
-        else if (q + 1 == s->m->rounds && isfinite(due))
+        else if (q + 1 == s->m->rounds && isfinite(due) && seen)
             due = a->first_t + 4 * s->m->deadline_max_s;
         if (complete(s, a) || t >= due) {
             s->closed_due[o * s->C + c] = normal;

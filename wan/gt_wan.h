@@ -595,8 +595,10 @@ GT_API gt_status_t gt_wan_outer_resume(gt_wan_outer_t *o, uint64_t rounds,
 /* The run's last round. An owner waits longer for it before closing it at the straggler
  * deadline: 4 x deadline_max_ms from its first contribution, so that a contribution to it
  * (which has no next round to fold into, and whose owner may have finished and exited when it
- * arrives late) is almost always aggregated. Rounds after it are treated alike (sync-dp passes
- * 0: every step waits that long for every site). Not set (UINT64_MAX): the usual deadline. */
+ * arrives late) is almost always aggregated — for a site usually punctual that this engine has
+ * heard from (one never heard from, e.g. by an engine that joined late, is not known to be
+ * catching up). Rounds after it are treated alike (sync-dp passes 0: every step waits that long
+ * for every site, heard from or not). Not set (UINT64_MAX): the usual deadline. */
 GT_API void gt_wan_outer_set_last_round(gt_wan_outer_t *o, uint64_t round);
 
 /* 64-bit hash of a float vector's bytes (xxh3), for the anchor check. */

@@ -751,11 +751,17 @@ static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
     return a->first_ns + dl;
 }
 
-/* Whether an active site missing from `a` is one that usually contributes on time. */
-static int awaits_punctual(const gt_wan_outer_t *o, const agg_t *a)
+/* Whether an active site missing from `a` is one that usually contributes on time. With
+ * `seen`, only a site this engine has judged at least once: the last round's longer wait is
+ * for a punctual site catching up, and a site never heard from (this engine joined or came
+ * back after it last contributed) is not known to be one — a joiner that waited for a
+ * straggler it had not met yet stalled the run's end for 10 s (docs/diloco.md, goodput). */
+static int awaits_punctual(const gt_wan_outer_t *o, const agg_t *a, int seen)
 {
     for (uint32_t s = 0; s < o->p.n_sites; s++)
-        if (active(o, s, a->round) && !agg_has(a, s) && o->late_share[s] < 0.5) return 1;
+        if (active(o, s, a->round) && !agg_has(a, s) && o->late_share[s] < 0.5 &&
+            (!seen || o->late_judged[s] > 0))
+            return 1;
     return 0;
 }
 
@@ -771,15 +777,18 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
             find_agg(o, a->round - 1, a->chunk, 0))
             continue;
         /* The run's last round waits longer (4 x deadline_max_ms from its first contribution)
-         * for a punctual site: its contribution to it, come after a deadline close, could fold
-         * nowhere, and its owner may have finished. Bounded all the same: a site that never
-         * sends (it died and its lease has not run out yet) cannot hold it forever. A round
-         * that lacks only chronic stragglers does not wait for them (see late_share). */
+         * for a punctual site it has heard from: its contribution to it, come after a deadline
+         * close, could fold nowhere, and its owner may have finished. Bounded all the same: a site
+         * that never sends (it died and its lease has not run out yet) cannot hold it forever. A
+         * round that lacks only chronic stragglers does not wait for them (see late_share).
+         * sync-dp (last round 0: every round is one) waits for every punctual site, heard from
+         * or not: a site restarted a moment later than the others must not be left behind. */
         uint64_t normal = close_due(o, a, dl), due = normal;
-        int punctual = awaits_punctual(o, a);
+        int punctual = awaits_punctual(o, a, 0);
         if (!punctual)
             due = now_ns;
-        else if (a->round >= o->last_round && due != UINT64_MAX)
+        else if (a->round >= o->last_round && due != UINT64_MAX &&
+                 awaits_punctual(o, a, o->last_round > 0))
             due = a->first_ns + 4ull * o->p.deadline_max_ms * 1000000ull;
         if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= due)) {
             if (!agg_complete(o, a) && punctual)

@@ -339,6 +339,54 @@ static void test_chronic_straggler(void)
     teardown(n);
 }
 
+/* The run's last round waits longer (4 x deadline_max) only for a punctual site its owner has
+ * heard from: one never heard from (the owner joined after its last contribution) is not
+ * known to be catching up, and waiting for it stalled a chaos run's end for 10 s. */
+static void test_last_round_unseen(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
+    for (uint32_t s = 0; s < n; s++) gt_wan_outer_set_last_round(g_o[s], 1);
+    /* Site 2 sends nothing; rounds 0 and 1 (the last) close at their deadline (100 ms): no
+     * owner has heard from site 2. */
+    for (uint64_t r = 0; r < 2; r++) {
+        make_deltas(n);
+        for (uint32_t s = 0; s < 2; s++)
+            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+        pump();
+        CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN);
+        g_now += 150000000ull;
+        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        pump();
+        pump();
+        CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_OK);
+    }
+    teardown(n);
+    /* Site 2 was heard from (on time in round 0): the last round, 1, waits for it. */
+    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
+    for (uint32_t s = 0; s < n; s++) gt_wan_outer_set_last_round(g_o[s], 1);
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    g_now += 150000000ull;
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 1, g_res[0]), GT_ERR_AGAIN);
+    g_now += 300000000ull; /* 450 ms: past 4 x 100 ms */
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 1, g_res[0]), GT_OK);
+    teardown(n);
+}
+
 static void test_owner_loss_resend(void)
 {
     const uint32_t n = 3;
@@ -613,6 +661,7 @@ int main(void)
     test_late(1);
     test_late(0);
     test_chronic_straggler();
+    test_last_round_unseen();
     test_owner_loss_resend();
     test_result_forwarding();
     test_hash_vote();
