@@ -78,6 +78,8 @@ typedef struct {
     int chaos_down;        /* --chaos: SIGKILLed, waiting for its restart round */
     int chaos_stopped;     /* --chaos: SIGSTOPped */
     int ended_joining;     /* --chaos: stopped while still joining, after the run had ended */
+    int ended_behind;      /* --chaos: stopped more than a round from the end when another
+                              site had finished: nothing it trained could reach the anchor */
     json_t *st;            /* last status.json */
 } site_proc_t;
 
@@ -160,7 +162,9 @@ static void usage(FILE *out)
             "                       3-10x slower for 1-3 rounds; kill -9 an etcd member and\n"
             "                       start it again. Faults fire when the run (its furthest site)\n"
             "                       reaches their round; a kill or stop that would leave fewer\n"
-            "                       than a majority training is skipped (chaos_skipped). With\n"
+            "                       than a majority training is skipped (chaos_skipped). Once\n"
+            "                       a site finished, a site more than a round from the end is\n"
+            "                       stopped (nothing more it trains can reach the anchor). With\n"
             "                       --set outer.mode=sync-dp, a site failing stops every site\n"
             "                       and the run restarts from its last checkpoint\n"
             "                       (run.checkpoint_every) after the fault's delay\n"
@@ -1201,6 +1205,25 @@ int gt_cmd_launch(int argc, char **argv)
                 other += sp[k].started && !sp[k].exited && !sp[k].restarted;
             }
             if (done && !t_first_done) t_first_done = gt_time_ns();
+            /* Once a site has finished, the last round's result is final everywhere (a chunk's
+             * first result is final): a site still more than a round from the end (it fell
+             * behind: slowed, stopped under its lease) trains rounds whose contributions fold
+             * into rounds after the last, i.e. nowhere. It is stopped now instead of keeping the
+             * run going while the others idle; not a failure (docs/diloco.md#goodput). */
+            for (uint32_t k = 0; k < cfg->n_sites && done; k++) {
+                double step = jnum(sp[k].st, "step"), total = jnum(sp[k].st, "total_steps");
+                if (!sp[k].started || sp[k].exited || sp[k].ended_joining || sp[k].ended_behind ||
+                    sp[k].chaos_stopped || sp[k].chaos_down || !(total > 0) ||
+                    step + cfg->inner.steps >= total)
+                    continue;
+                sp[k].ended_behind = 1;
+                kill(sp[k].pid, SIGTERM);
+                fprintf(tty ? stdout : stderr,
+                        "-- chaos: %s stopped at step %.0f of %.0f: another site finished the run, "
+                        "so nothing more it trains can reach the final anchor\n",
+                        sp[k].name, step, total);
+                drawn = 0;
+            }
             double grace = 20.0 + 2.0 * cfg->membership.lease_ttl_s;
             if (done && !other && (gt_time_ns() - t_first_done) * 1e-9 > grace)
                 for (uint32_t k = 0; k < cfg->n_sites; k++)
@@ -1300,7 +1323,7 @@ stop:
     rc = g_interrupted ? 130 : 0;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         /* --chaos killed it and the run ended before its restart, or before it rejoined */
-        if (sp[i].chaos_down || sp[i].ended_joining) continue;
+        if (sp[i].chaos_down || sp[i].ended_joining || sp[i].ended_behind) continue;
         if (!sp[i].started || (sp[i].killed && sp[i].restart_round >= 0)) {
             fprintf(stderr,
                     "geotrain launch: site %s was never started again: the others ended first\n",
