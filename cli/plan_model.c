@@ -74,7 +74,8 @@ typedef struct {
     /* outer.c late_share / late_judged: [owner][sender] */
     double late_share[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
     uint64_t late_judged[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
-    agg_t *agg;           /* [c * Q + q] */
+    uint8_t heard[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES]; /* outer.c heard: [owner][sender] */
+    agg_t *agg;                                          /* [c * Q + q] */
     uint64_t *agg_top;    /* per chunk: highest round with an aggregation + 1 */
     int64_t *closed_upto; /* [s * C + c] */
     double *closed_due;   /* [s * C + c]: outer.c closed_due */
@@ -250,6 +251,14 @@ static int close_agg(sim_t *s, uint32_t o, size_t c, uint64_t q, double t)
     return push(s, s->busy[o], EV_CLOSE_DONE, o, o, c, q);
 }
 
+/* outer.c judge_round: round q in owner o's share of sender i's late rounds, once a round. */
+static void judge_round(sim_t *s, uint32_t o, uint32_t i, uint64_t q, int late)
+{
+    if (q + 1 <= s->late_judged[o][i]) return;
+    s->late_judged[o][i] = q + 1;
+    s->late_share[o][i] = 0.7 * s->late_share[o][i] + 0.3 * (late ? 1 : 0);
+}
+
 /* outer.c gt_wan_outer_progress for one chunk at owner o. */
 static int progress(sim_t *s, uint32_t o, size_t c, double t)
 {
@@ -269,7 +278,7 @@ static int progress(sim_t *s, uint32_t o, size_t c, double t)
         for (uint32_t i = 0; i < s->S; i++)
             if (s->alive[i] && !((a->fresh >> i) & 1) && s->late_share[o][i] < 0.5) {
                 punctual = 1;
-                seen |= s->late_judged[o][i] > 0;
+                seen |= s->heard[o][i];
             }
         if (!punctual && quorate)
             due = t;
@@ -277,6 +286,9 @@ static int progress(sim_t *s, uint32_t o, size_t c, double t)
             due = a->first_t + 4 * s->m->deadline_max_s;
         if (complete(s, a) || t >= due) {
             s->closed_due[o * s->C + c] = normal;
+            if (punctual) /* closed at its deadline: the missing sites were late */
+                for (uint32_t i = 0; i < s->S; i++)
+                    if (s->alive[i] && !((a->fresh >> i) & 1)) judge_round(s, o, i, q, 1);
             if (close_agg(s, o, c, q, t) != 0) return -1;
         } else if (isfinite(due) && push(s, due, EV_DUE, o, o, c, q) != 0) {
             return -1;
@@ -292,10 +304,8 @@ static int on_delta(sim_t *s, uint32_t from, uint32_t o, size_t c, uint64_t q, d
     int64_t done = s->closed_upto[o * s->C + c];
     int late = (int64_t)q <= done;
     int after_deadline = late && !((int64_t)q == done && t <= s->closed_due[o * s->C + c]);
-    if (q + 1 > s->late_judged[o][from]) {
-        s->late_judged[o][from] = q + 1;
-        s->late_share[o][from] = 0.7 * s->late_share[o][from] + 0.3 * (after_deadline ? 1 : 0);
-    }
+    s->heard[o][from] = 1;
+    judge_round(s, o, from, q, after_deadline);
     if (late) {
         if (!s->m->late_fold) return 0;
         q = (uint64_t)(done + 1);

@@ -139,16 +139,19 @@ struct gt_wan_outer {
      * outlier the others do not wait for, rather than a sample that stretches the deadline. */
     double lateness[GT_WAN_OUTER_MAX_SITES];
     uint32_t lateness_n[GT_WAN_OUTER_MAX_SITES];
-    /* Per site: a moving average of how often its contributions came after the deadline (1)
-     * or before it (0). A round whose missing sites are all chronic stragglers (over one half)
-     * closes as soon as its quorum is in: their contributions would come late and fold into a
-     * later round anyway, so waiting for the deadline only stalls the others. A straggler that
-     * becomes punctual again shows it: a contribution that arrives before the deadline its
-     * round would have had counts as on time here, though the round closed without it. The
-     * run's last round waits longer only for punctual sites. */
+    /* Per site: a moving average of how often its rounds came after the deadline (1) or before
+     * it (0), judged once a round: late when a round closes at its deadline without the site
+     * (known then, not only when its contribution arrives — a 3x slower site's arrive rounds
+     * later), on time when its contribution arrives before the round closes or, after an early
+     * close, before the deadline the round would have had. A round whose missing sites are all
+     * chronic stragglers (over one half) closes as soon as its quorum is in: their
+     * contributions would come late and fold into a later round anyway, so waiting for the
+     * deadline only stalls the others. The run's last round waits longer only for punctual
+     * sites. */
     double late_share[GT_WAN_OUTER_MAX_SITES];
     uint64_t late_judged[GT_WAN_OUTER_MAX_SITES]; /* 1 + the round last counted in late_share:
                                                      a round counts once, not once a chunk */
+    uint8_t heard[GT_WAN_OUTER_MAX_SITES];        /* a contribution of the site arrived here */
     uint8_t *scratch;                             /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
@@ -751,16 +754,24 @@ static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
     return a->first_ns + dl;
 }
 
+/* Counts round r in site s's share of late rounds, once a round. */
+static void judge_round(gt_wan_outer_t *o, uint32_t s, uint64_t r, int late)
+{
+    if (r + 1 <= o->late_judged[s]) return;
+    o->late_judged[s] = r + 1;
+    o->late_share[s] = 0.7 * o->late_share[s] + 0.3 * (late ? 1.0 : 0.0);
+}
+
 /* Whether an active site missing from `a` is one that usually contributes on time. With
- * `seen`, only a site this engine has judged at least once: the last round's longer wait is
- * for a punctual site catching up, and a site never heard from (this engine joined or came
- * back after it last contributed) is not known to be one — a joiner that waited for a
- * straggler it had not met yet stalled the run's end for 10 s (docs/diloco.md, goodput). */
+ * `seen`, only a site this engine has heard from: the last round's longer wait is for a
+ * punctual site catching up, and a site never heard from (this engine joined or came back
+ * after it last contributed) is not known to be one — a joiner that waited for a straggler it
+ * had not met yet stalled the run's end for 10 s (docs/diloco.md, goodput). */
 static int awaits_punctual(const gt_wan_outer_t *o, const agg_t *a, int seen)
 {
     for (uint32_t s = 0; s < o->p.n_sites; s++)
         if (active(o, s, a->round) && !agg_has(a, s) && o->late_share[s] < 0.5 &&
-            (!seen || o->late_judged[s] > 0))
+            (!seen || o->heard[s]))
             return 1;
     return 0;
 }
@@ -801,6 +812,10 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
                         (unsigned long long)a->round, a->chunk, agg_on_time(a),
                         n_active(o, a->round));
             o->closed_due[a->chunk] = normal;
+            /* Closed at (or past) its deadline: whoever is missing was late for this round. */
+            if (punctual)
+                for (uint32_t s = 0; s < o->p.n_sites; s++)
+                    if (active(o, s, a->round) && !agg_has(a, s)) judge_round(o, s, a->round, 1);
             close_agg(o, a, now_ns);
         }
     }
@@ -901,9 +916,9 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     if (!late && a->first_ns == 0) a->first_ns = now_ns;
     int after_deadline = late && !(!forwarded && (int64_t)m->round == o->closed_upto[c] &&
                                    now_ns <= o->closed_due[c]);
-    if (!forwarded && m->round + 1 > o->late_judged[sender]) {
-        o->late_judged[sender] = m->round + 1;
-        o->late_share[sender] = 0.7 * o->late_share[sender] + 0.3 * (after_deadline ? 1.0 : 0.0);
+    if (!forwarded) {
+        o->heard[sender] = 1;
+        judge_round(o, sender, m->round, after_deadline);
     }
     if (!late) {
         double off = (double)(now_ns - a->first_ns);

@@ -116,20 +116,21 @@ static void test_straggler(void)
 {
     /* Site 1 is 1000x slower. Site 0 submits round r at T; both chunks get its contribution
      * first (quorum 1 of 2 at once, so the deadline is deadline_min = 50 ms) and close at
-     * T + 50 ms: site 0 waits 50 ms in every round. The run's last round waits 4 x deadline_max
-     * only for a punctual site its owner has heard from (wan/outer.c awaits_punctual): site 1's
-     * first contribution comes at 10 s, so round 2 (site 0 submits it at 0.4 s) closes at its
-     * deadline too: site 0 waits 0.15 s in all (utilization 0.3/0.45) and has finished and
-     * left before site 1 submits anything. Site 1 never waits. Bytes: site 0 sent 3 DELTAs and
-     * the 3 RESULTs of its chunk; site 1 the 3 RESULTs only. */
+     * T + 50 ms: site 0 waits 50 ms in rounds 0 and 1. The run's last round waits 4 x deadline_max
+     * (240 s) for a punctual site only (wan/outer.c gt_wan_outer_set_last_round). Rounds 0 and 1
+     * closed at their deadlines without site 1: its share of late rounds is 0.3, then 0.51 — a
+     * chronic straggler, not waited for — so round 2 closes as soon as site 0's contribution is
+     * in, at 0.4 s: site 0 waited 0.1 s in all (utilization 0.3/0.4). Site 1 never waits.
+     * Bytes: site 0 sent 3 DELTAs and the 3 RESULTs of its chunk; site 1 the 3 RESULTs and no
+     * DELTA — site 0 had finished and left before site 1 submitted round 0 at 10 s. */
     gt_plan_model_t m;
     gt_plan_result_t r;
     base(&m, 0.01, 10, 0, 3);
     m.sites[1].t_step = 10.0 / 10 / 1; /* 1 s per step */
     m.deadline_min_s = 0.05;
     CHECK_EQ_INT(gt_plan_simulate(&m, &r), 0);
-    CHECK_CLOSE(r.sites[0].wait_s, 0.15, 1e-12, 1e-9);
-    CHECK_CLOSE(r.sites[0].utilization, 0.3 / 0.45, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].wait_s, 0.1, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].utilization, 0.3 / 0.4, 1e-12, 1e-9);
     CHECK_CLOSE(r.sites[1].wait_s, 0, 1e-12, 0);
     CHECK_CLOSE(r.sites[0].bytes_sent, 3 * 2100.0, 0, 1e-12);
     CHECK_CLOSE(r.sites[1].bytes_sent, 3 * 1100.0, 0, 1e-12);
@@ -148,18 +149,18 @@ static void test_folded_not_complete(void)
      * closes 50 ms later at the deadline (site 1 has no on-time history). Site 1's round-0
      * contribution arrives at 0.35, after rounds 0 and 1 closed: it is folded into round 2,
      * which still waits for its deadline when site 0's contribution arrives at 0.40 (counted
-     * as complete, it would close at once). Round 3, the last, waits up to 4 x 60 s for a
-     * punctual site: site 0 submits it at 0.55; site 1's round 1 comes at 0.70, after the
-     * deadline again (its share of late rounds 0.3, then 0.51): a chronic straggler, not waited
-     * for, and round 3 closes then. Wait: 3 x 0.05 + 0.15. */
+     * as complete, it would wait for its deadline) — but rounds 0 and 1 closed at their
+     * deadlines without site 1, so its share of late rounds is 0.51 by then: a chronic
+     * straggler, and rounds 2 and 3 (the last) close as soon as site 0's contribution is in.
+     * Wait: 2 x 0.05. */
     gt_plan_model_t m;
     gt_plan_result_t r;
     base(&m, 0.01, 10, 0, 4);
     m.sites[1].t_step = 0.035;
     m.deadline_min_s = 0.05;
     CHECK_EQ_INT(gt_plan_simulate(&m, &r), 0);
-    CHECK_CLOSE(r.sites[0].wait_s, 0.3, 1e-12, 1e-9);
-    CHECK_CLOSE(r.sites[0].train_s, 0.7, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].wait_s, 0.1, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].train_s, 0.5, 1e-12, 1e-9);
     CHECK_MSG(r.late >= 2, "%g late contributions (site 1's round 0, both chunks)", r.late);
 }
 
