@@ -72,19 +72,28 @@ int main(int argc, char **argv)
     fprintf(stderr, "DiLoCo contributions: %.0f on time, %.0f late\n", num(dc, "on_time"),
             num(dc, "late"));
 
-    /* The slowed site's peers: the wall time of their training loops (train_s: start-up is
-     * not the protocol's doing) against the same run without a slow site, summed over both
-     * peers so one noisy process does not decide. */
+    /* The slowed site's peers: how much longer they waited for results beside it than in the
+     * same run without it (wait_s: the protocol's doing), against the wall time of their
+     * training loops alone (train_s; start-up is not the protocol's doing), summed over both
+     * peers so one noisy process does not decide. Their compute time is left out: on two
+     * shared cores it moves by 10% between identical runs, while a protocol that waits for a
+     * straggler adds seconds (the first version of the last-round rule: +74%). */
     const char *peers[] = {"a", "b"};
-    double base = 0, with = 0;
+    double base = 0, extra = 0;
     for (int i = 0; i < 2; i++) {
         double b0 = site_num(fast, peers[i], "train_s"), w0 = site_num(slow, peers[i], "train_s");
-        fprintf(stderr, "site %s: %.2f s alone, %.2f s beside a 3x slower site (%+.1f%%)\n",
-                peers[i], b0, w0, 100 * (w0 - b0) / b0);
+        double q0 = site_num(fast, peers[i], "wait_s"), q1 = site_num(slow, peers[i], "wait_s");
+        fprintf(stderr,
+                "site %s: %.2f s alone, %.2f s beside a 3x slower site (%+.1f%%); waited %.2f s, "
+                "%.2f s beside it\n",
+                peers[i], b0, w0, 100 * (w0 - b0) / b0, q0, q1);
         base += b0;
-        with += w0;
+        extra += q1 - q0;
     }
-    CHECK_MSG(with < 1.10 * base, "the peers slowed by %.1f%%", 100 * (with - base) / base);
+    CHECK_MSG(extra < 0.10 * base,
+              "the peers waited %.2f s more beside the slow site (%.1f%% of "
+              "their training time)",
+              extra, 100 * extra / base);
     json_t *c = json_object_get(slow, "contributions");
     fprintf(stderr, "with the slow site: %.0f on time, %.0f late (folded), %.0f dropped\n",
             num(c, "on_time"), num(c, "late"), num(c, "dropped"));
