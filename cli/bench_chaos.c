@@ -117,13 +117,7 @@ int gt_bench_chaos(int argc, char **argv)
             break;
         }
         case 's':
-            if (strchr(optarg, '\'')) {
-                fprintf(stderr, "geotrain bench chaos: quotes are not allowed in --set\n");
-                return 2;
-            }
-            strncat(sets, " --set '", sizeof sets - strlen(sets) - 1);
-            strncat(sets, optarg, sizeof sets - strlen(sets) - 1);
-            strncat(sets, "'", sizeof sets - strlen(sets) - 1);
+            if (gt_cli_append_set(sets, sizeof sets, optarg, "bench chaos", "--set") != 0) return 2;
             break;
         case 'j': json = 1; break;
         case 'w':

@@ -126,23 +126,12 @@ int gt_bench_outer(int argc, char **argv)
         case 'd': dir_opt = optarg; break;
         case 'o': overlap = optarg; break;
         case 's':
-            if (strchr(optarg, '\'')) {
-                fprintf(stderr, "geotrain bench outer: quotes are not allowed in --set\n");
-                return 2;
-            }
+            if (gt_cli_append_set(sets, sizeof sets, optarg, "bench outer", "--set") != 0) return 2;
             if (n_sets < 128) set_list[n_sets++] = optarg;
-            strncat(sets, " --set '", sizeof sets - strlen(sets) - 1);
-            strncat(sets, optarg, sizeof sets - strlen(sets) - 1);
-            strncat(sets, "'", sizeof sets - strlen(sets) - 1);
             break;
         case 'p':
-            if (strchr(optarg, '\'')) {
-                fprintf(stderr, "geotrain bench outer: quotes are not allowed in --dp-set\n");
+            if (gt_cli_append_set(dp_sets, sizeof dp_sets, optarg, "bench outer", "--dp-set") != 0)
                 return 2;
-            }
-            strncat(dp_sets, " --set '", sizeof dp_sets - strlen(dp_sets) - 1);
-            strncat(dp_sets, optarg, sizeof dp_sets - strlen(dp_sets) - 1);
-            strncat(dp_sets, "'", sizeof dp_sets - strlen(dp_sets) - 1);
             break;
         case 'j': json = 1; break;
         case 'S': split = 1; break;

@@ -20,6 +20,11 @@ typedef struct {
 extern const gt_cli_cmd_t gt_cli_commands[];      /* NULL-name terminated */
 extern const gt_cli_cmd_t gt_cli_bench_targets[]; /* NULL-name terminated */
 
+/* Appends ` --set 'KV'` to the shell command line cmd[cap] (bench commands pass their --set
+ * flags on to the launches they run). 0, or -1 with a message naming `who` and `flag` when kv
+ * holds a quote (it could not be passed on safely). */
+int gt_cli_append_set(char *cmd, size_t cap, const char *kv, const char *who, const char *flag);
+
 /* Commands (one file each: cmd_<name>.c). */
 int gt_cmd_config(int argc, char **argv);
 int gt_cmd_keygen(int argc, char **argv);

@@ -42,3 +42,14 @@ int gt_cmd_bench(int argc, char **argv)
     bench_usage(stderr);
     return 2;
 }
+
+int gt_cli_append_set(char *cmd, size_t cap, const char *kv, const char *who, const char *flag)
+{
+    if (strchr(kv, '\'')) {
+        fprintf(stderr, "geotrain %s: quotes are not allowed in %s\n", who, flag);
+        return -1;
+    }
+    size_t n = strlen(cmd);
+    snprintf(cmd + n, cap - n, " --set '%s'", kv);
+    return 0;
+}

@@ -43,8 +43,6 @@
 #define PLAIN_HELLO      "GTPLAIN1"
 #define LISTEN_TAG       ((void *)1) /* epoll data of the listening socket */
 
-static int same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
-
 static int alive(const gt_wan_ep_t *ep)
 {
     return ep->state == GT_OK || ep->state == GT_ERR_AGAIN;
@@ -308,7 +306,7 @@ static void ctl_on_hello(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, const uin
             gt_wan_hs_info(ep->hs, &info);
             if (info.reason == GT_WAN_HS_BAD_TAG && h->sender < net->n_ids &&
                 h->sender != net->p.site_id && !net->refused_since_ns[h->sender] &&
-                same_source(&ep->src, &net->peer_src[h->sender]))
+                gt_wan_tp_same_ip(&ep->src, &net->peer_src[h->sender]))
                 net->refused_since_ns[h->sender] = gt_time_ns();
             goto fail;
         }
@@ -466,18 +464,6 @@ static gt_status_t epoll_add(gt_wan_net_t *net, int fd, uint32_t events, void *p
     return epoll_ctl(net->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? GT_OK : GT_ERR_IO;
 }
 
-static int same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family) return 0;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->ss_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-    return 0;
-}
-
 static void source_str(const struct sockaddr_storage *sa, char *buf, size_t cap)
 {
     buf[0] = '\0';
@@ -512,7 +498,7 @@ static void ctl_accept(gt_wan_net_t *net)
         net->gate.accepted++;
         uint32_t same = 0;
         for (gt_wan_ep_t *e = net->eps; e; e = e->next)
-            same += e->preauth && same_source(&e->src, &sa);
+            same += e->preauth && gt_wan_tp_same_ip(&e->src, &sa);
         if (same >= net->p.preauth_max_per_source) {
             net->gate.connections_capped++;
             gt_wan_ep_t tmp;

@@ -220,6 +220,18 @@ size_t gt_wan_tp_listeners(int *fds, size_t cap)
 /* Classic BPF, run by the kernel on every segment that reaches the socket (a listener's SYNs
  * and handshake ACKs included; accepted sockets inherit the program): accept (return all
  * bytes) the segments whose source address is in the list, drop (return 0) the rest. */
+int gt_wan_tp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family) return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    return 0;
+}
+
 gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n)
 {
     enum { MAX_INS = 4 + GT_WAN_TP_FILTER_MAX * 8 + 4 };

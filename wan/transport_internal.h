@@ -142,6 +142,8 @@ size_t gt_wan_tp_listeners(int *fds, size_t cap);
  * the addresses are compared (the ports are ignored). Replaces any earlier filter. */
 struct sockaddr_storage;
 gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n);
+/* 1 when a and b hold the same IPv4 or IPv6 address (ports ignored), else 0. */
+int gt_wan_tp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* 8 bytes from the system CSPRNG (ids and tokens of the data path). */
 gt_status_t gt_wan_tp_random(void *buf, size_t len);

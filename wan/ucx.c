@@ -98,18 +98,6 @@ struct ucx_ctx {
 /* How long UCX's listener stays open to a peer that authenticated, at most. */
 #define UCX_WINDOW_NS 10000000000ull
 
-static int ucx_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family) return 0;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->ss_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-    return 0;
-}
-
 /* Re-computes who may connect to UCX's listener and updates the filters when that changed. */
 static void ucx_windows_update(ucx_ctx_t *c)
 {
@@ -122,11 +110,11 @@ static void ucx_windows_update(ucx_ctx_t *c)
         if (e->heard || !e->peer_ip.ss_family || now >= e->window_until_ns) continue;
         if (e->window_until_ns < c->next_window_ns) c->next_window_ns = e->window_until_ns;
         int dup = 0;
-        for (size_t i = 0; i < n && !dup; i++) dup = ucx_same_ip(&want[i], &e->peer_ip);
+        for (size_t i = 0; i < n && !dup; i++) dup = gt_wan_tp_same_ip(&want[i], &e->peer_ip);
         if (!dup && n < GT_WAN_TP_FILTER_MAX) want[n++] = e->peer_ip;
     }
     int same = n == c->n_open;
-    for (size_t i = 0; i < n && same; i++) same = ucx_same_ip(&want[i], &c->open_to[i]);
+    for (size_t i = 0; i < n && same; i++) same = gt_wan_tp_same_ip(&want[i], &c->open_to[i]);
     if (same) return;
     for (size_t i = 0; i < c->n_lfds; i++)
         if (gt_wan_tp_filter_sources(c->lfds[i], want, n) != GT_OK) return;
