@@ -18,7 +18,8 @@ fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$
 # Steps 3x slower (sleeps) so that the run outlasts the cut on a loaded machine.
 timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" --slow a=3 --slow b=3 --slow c=3 \
   >"$dir/launch.out" 2>&1 || fail "launch failed"
-grep -q "closing round .* at the deadline with 2 of 3 sites" "$dir/run/logs/a.log" "$dir/run/logs/b.log" ||
+# (at the deadline, or — once c counts as a chronic straggler — as soon as a and b are in)
+grep -q "closing round .* with 2 of 3 sites" "$dir/run/logs/a.log" "$dir/run/logs/b.log" ||
   fail "no round closed without c: the cut did not happen during the run (slower machine?)"
 
 python3 - "$dir/run" <<'PY' || fail "partition checks"
