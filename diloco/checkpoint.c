@@ -9,7 +9,9 @@
  *
  * One file per checkpoint and rank, DIR/outer-SSSSSSSS.gtos (…-rankK.gtos for rank K of a
  * multi-rank site): u32 magic "GTOS", u32 version, u64 length of a JSON header, the header,
- * then the floats (anchor n, momentum n_sub, residual and result residual len each), then the
+ * then the floats (anchor n, momentum n_sub, residual and result residual len each — with
+ * several engines, a rank of a site with fewer ranks than the run's WAN groups, each of the two
+ * is every engine's in engine order, len the sum), then the
  * XXH3-128 of every byte before it. Written as NAME.tmp, fsynced, renamed, the directory
  * fsynced; the newest `keep` are kept. A file that is truncated, fails its checksum or does
  * not match the run is skipped, with the reason, for the previous one.
@@ -83,7 +85,30 @@ static size_t list_steps(const gt_diloco_t *d, const char *dir, uint64_t *steps)
 
 static size_t engine_len(const gt_diloco_t *d)
 {
-    return d->outer ? gt_wan_outer_len(d->outer) : d->n_sub;
+    if (!d->outer) return d->n_sub;
+    size_t len = 0;
+    for (uint32_t e = 0; e < d->n_eng; e++) len += gt_wan_outer_len(d->outers[e]);
+    return len;
+}
+
+/* Every engine's residual (of_results 0: of its deltas, 1: of its results), one after another,
+ * into `v` (engine_len floats), or back from it. Under the lock. */
+static void residuals_save(gt_diloco_t *d, int of_results, float *v)
+{
+    for (uint32_t e = 0; e < d->n_eng; e++) {
+        size_t len = gt_wan_outer_len(d->outers[e]);
+        memcpy(v, gt_wan_outer_residual(d->outers[e], of_results), len * sizeof(float));
+        v += len;
+    }
+}
+
+static void residuals_load(gt_diloco_t *d, int of_results, const float *v)
+{
+    for (uint32_t e = 0; e < d->n_eng; e++) {
+        size_t len = gt_wan_outer_len(d->outers[e]);
+        memcpy(gt_wan_outer_residual(d->outers[e], of_results), v, len * sizeof(float));
+        v += len;
+    }
 }
 
 static gt_status_t write_all(int fd, XXH3_state_t *h, const void *p, size_t len)
@@ -144,10 +169,10 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
          * writing without it. */
         gt_wan_outer_stats_t os;
         pthread_mutex_lock(&d->lock);
-        memcpy(res, gt_wan_outer_residual(d->outer, 0), len * sizeof(float));
-        memcpy(res + len, gt_wan_outer_residual(d->outer, 1), len * sizeof(float));
-        gt_wan_outer_stats(d->outer, &os);
-        uint64_t epoch = d->view.epoch;
+        residuals_save(d, 0, res);
+        residuals_save(d, 1, res + len);
+        dl_outer_stats(d, &os);
+        uint64_t epoch = dl_view(d)->epoch;
         pthread_mutex_unlock(&d->lock);
         json_t *j = json_pack(
             "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:I, s:I, s:b, s:I, s:I, s:I, s:f, "
@@ -377,7 +402,7 @@ gt_status_t dl_resume_prepare(gt_diloco_t *d)
 static gt_status_t common_step(gt_diloco_t *d, uint64_t *step_p)
 {
     char *text = NULL;
-    gt_status_t st = gt_wan_member_values(d->member, &text);
+    gt_status_t st = gt_wan_member_values(d->grp[0].member, &text);
     if (st != GT_OK) {
         GT_ERROR("site %s: cannot read the other sites' checkpoints from etcd: %s", d->name,
                  gt_status_str(st));
@@ -505,9 +530,12 @@ gt_status_t dl_resume(gt_diloco_t *d)
         memcpy(d->anchor, fl, d->n * sizeof(float));
         memcpy(d->mom, fl + d->n, d->n_sub * sizeof(float));
         pthread_mutex_lock(&d->lock);
-        memcpy(gt_wan_outer_residual(d->outer, 0), fl + d->n + d->n_sub, len * sizeof(float));
-        memcpy(gt_wan_outer_residual(d->outer, 1), fl + d->n + d->n_sub + len, len * sizeof(float));
-        st = gt_wan_outer_resume(d->outer, d->sync_dp ? step : (uint64_t)rounds, &os);
+        residuals_load(d, 0, fl + d->n + d->n_sub);
+        residuals_load(d, 1, fl + d->n + d->n_sub + len);
+        /* the counters were the engines' sum: they continue on engine 0 */
+        for (uint32_t e = 0; e < d->n_eng && st == GT_OK; e++)
+            st = gt_wan_outer_resume(d->outers[e], d->sync_dp ? step : (uint64_t)rounds,
+                                     e == 0 ? &os : NULL);
         pthread_mutex_unlock(&d->lock);
     }
     free(buf);

@@ -5,13 +5,15 @@
  * The thread exists so that a site answers its peers promptly — closes the rounds of chunks it
  * owns, serves state requests, renews its lease — however long the caller's steps take. It
  * holds `lock` while it touches the mesh or the engine; the caller's thread takes the same lock
- * to submit, to take a result, or to read counters. Rank k of every site forms one WAN group
- * (its own engine over its lanes, its own mesh on the site's port + k, its own membership keys
- * and secure-channel run id RUN.rankK), so a site of R ranks sends the bytes a site of one
- * would, spread over its ranks.
+ * to submit, to take a result, or to read counters. The run has G WAN groups (G = the least
+ * common multiple of the sites' ranks; group g carries lanes l mod G = g), each with its own
+ * engine per fragment, its own mesh on every site's port + g, its own membership keys and
+ * secure-channel run id RUN.rankG; rank k of a site of R ranks runs the groups g mod R = k,
+ * so a site sends the bytes a site of one rank would, spread over its ranks, whatever R is.
  */
 #include "diloco_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,20 +32,21 @@ gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st)
     return e != GT_OK ? e : (gt_status_t)(-(int64_t)v);
 }
 
-/* Fragments share the mesh: an engine's message carries lane·F + f in the header's lane field
- * (its own lane index, which is per engine, and its fragment), so it reaches fragment f's
- * engine at the peer. With F = 1 the field is the lane, as before. */
+/* A group's fragments share its mesh: an engine's message carries lane·F + f in the header's
+ * lane field (its own lane index, which is per engine, and its fragment), so it reaches
+ * fragment f's engine of the same group at the peer. With F = 1 the field is the lane. */
 static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
 {
-    gt_diloco_t *d = ctx;
+    struct dl_group *gr = ctx;
+    gt_diloco_t *d = gr->d;
     if (msg->type == GT_WAN_MSG_STATE_REQ || msg->type == GT_WAN_MSG_STATE_CHUNK) {
-        dl_on_state(d, msg, buf, len);
+        dl_on_state(gr, msg, buf, len);
         return;
     }
     gt_wan_msg_t m = *msg;
     uint32_t f = m.lane % d->F;
     m.lane /= d->F;
-    (void)gt_wan_outer_deliver(d->outers[f], &m, buf, len, gt_time_ns());
+    (void)gt_wan_outer_deliver(d->outers[f * d->n_grp + gr->i], &m, buf, len, gt_time_ns());
 }
 
 static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
@@ -53,13 +56,43 @@ static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, con
     gt_diloco_t *d = io->d;
     gt_wan_msg_t m = *msg;
     m.lane = m.lane * d->F + io->f;
-    return gt_wan_mesh_send(d->mesh, dst, &m, buf, len);
+    return gt_wan_mesh_send(d->grp[io->i].mesh, dst, &m, buf, len);
+}
+
+const gt_wan_view_t *dl_view(const gt_diloco_t *d)
+{
+    static const gt_wan_view_t none;
+    return d->grp ? &d->grp[0].view : &none;
+}
+
+void dl_mesh_stats(const gt_diloco_t *d, gt_wan_mesh_stats_t *ms)
+{
+    memset(ms, 0, sizeof *ms);
+    for (uint32_t i = 0; d->grp && i < d->n_grp; i++) {
+        if (!d->grp[i].mesh) continue;
+        gt_wan_mesh_stats_t one;
+        gt_wan_mesh_stats(d->grp[i].mesh, &one);
+        uint64_t *sum = (uint64_t *)ms; /* every counter up to the gate's two u32 is a u64 */
+        const uint64_t *add = (const uint64_t *)&one;
+        size_t n64 = offsetof(gt_wan_mesh_stats_t, gate.preauth_now) / sizeof(uint64_t);
+        for (size_t k = 0; k < n64; k++) sum[k] += add[k];
+        ms->gate.preauth_now += one.gate.preauth_now;
+        ms->gate.preauth_peak += one.gate.preauth_peak;
+    }
+}
+
+size_t dl_mesh_pending(const gt_diloco_t *d)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; d->grp && i < d->n_grp; i++)
+        if (d->grp[i].mesh) n += gt_wan_mesh_pending(d->grp[i].mesh);
+    return n;
 }
 
 void dl_outer_stats(const gt_diloco_t *d, gt_wan_outer_stats_t *os)
 {
     memset(os, 0, sizeof *os);
-    for (uint32_t f = 0; f < d->F; f++) {
+    for (uint32_t f = 0; f < d->n_eng; f++) {
         if (!d->outers[f]) continue;
         gt_wan_outer_stats_t one;
         gt_wan_outer_stats(d->outers[f], &one);
@@ -117,7 +150,7 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.n_sites = cfg->n_sites;
     op.n_params = d->n;
     op.n_lanes = cfg->wan.lanes;
-    op.ranks = d->ranks * d->F; /* fragment f's engine: the lanes of "rank" rank + R·f */
+    op.ranks = d->G * d->F; /* engine (fragment f, group g): the lanes of "rank" g + G·f */
     op.codec = cp;
     op.quorum = cfg->outer.quorum;
     op.deadline_min_ms = cfg->outer.deadline_min_ms;
@@ -130,79 +163,106 @@ gt_status_t dl_connect(gt_diloco_t *d)
     if (cfg->n_sites <= GT_WAN_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
         op.shares = shares;
     size_t max_chunk = 0;
-    for (uint32_t f = 0; f < d->F; f++) {
-        d->fio[f].d = d;
-        d->fio[f].f = f;
-        op.io.ctx = &d->fio[f];
-        op.rank = d->rank + d->ranks * f;
-        if ((st = gt_wan_outer_create(&op, &d->outers[f])) != GT_OK) goto out;
+    for (uint32_t e = 0; e < d->n_eng; e++) {
+        uint32_t f = e / d->n_grp, i = e % d->n_grp;
+        d->fio[e].d = d;
+        d->fio[e].f = f;
+        d->fio[e].i = i;
+        op.io.ctx = &d->fio[e];
+        op.rank = d->grp[i].g + d->G * f;
+        if ((st = gt_wan_outer_create(&op, &d->outers[e])) != GT_OK) goto out;
         /* The run's last round waits longer for every site. sync-dp is synchronous: every
          * round does (every site waits for the slowest, as an all-reduce does; a site left
          * behind by deadline closes would fall out of the kept results and time out). */
-        gt_wan_outer_set_last_round(d->outers[f], d->sync_dp ? 0 : (uint64_t)cfg->run.rounds - 1);
-        if (gt_wan_outer_len(d->outers[f]) != d->frag_off[f + 1] - d->frag_off[f]) {
+        gt_wan_outer_set_last_round(d->outers[e], d->sync_dp ? 0 : (uint64_t)cfg->run.rounds - 1);
+        if (gt_wan_outer_len(d->outers[e]) != d->eng_off[e + 1] - d->eng_off[e]) {
             GT_ERROR("site %s: the outer engine's lanes (%zu floats) are not this rank's (%zu)",
-                     d->name, gt_wan_outer_len(d->outers[f]), d->frag_off[f + 1] - d->frag_off[f]);
+                     d->name, gt_wan_outer_len(d->outers[e]), d->eng_off[e + 1] - d->eng_off[e]);
             st = GT_ERR_INTERNAL;
             goto out;
         }
-        if (gt_wan_outer_max_chunk(d->outers[f]) > max_chunk)
-            max_chunk = gt_wan_outer_max_chunk(d->outers[f]);
+        if (gt_wan_outer_max_chunk(d->outers[e]) > max_chunk)
+            max_chunk = gt_wan_outer_max_chunk(d->outers[e]);
     }
     d->outer = d->outers[0];
+    int unequal = 0;
+    for (uint32_t k = 0; k < cfg->n_sites; k++) unequal |= cfg->sites[k].ranks != d->ranks;
+    if (unequal) {
+        /* Sites of other rank counts run other groups: the largest chunk of any group, as the
+         * engines cut them, so that every site sizes its messages (and its receive buffers) to
+         * the same bound. */
+        gt_topo_layout_t *all = NULL;
+        gt_topo_layout_params_t lp = GT_TOPO_LAYOUT_PARAMS_INIT;
+        lp.n_elems = d->n;
+        lp.n_lanes = cfg->wan.lanes;
+        lp.n_sites = cfg->n_sites;
+        lp.ranks = op.ranks;
+        lp.align = cp.block_size ? cp.block_size : 1;
+        lp.shares = op.shares;
+        if ((st = gt_topo_layout_create(&lp, &all)) != GT_OK) goto out;
+        for (size_t k = 0; k < all->n_chunks; k++)
+            if (all->chunks[k].count > max_chunk) max_chunk = all->chunks[k].count;
+        gt_topo_layout_destroy(all);
+    }
 
     /* The largest message: a chunk's frame (every lane is cut into one chunk per site; with
-     * bandwidth-aware shares the largest chunk is bigger than an equal one). */
+     * bandwidth-aware shares the largest chunk is bigger than an equal one). Every site must
+     * size its receive buffers alike: the bound is the whole run's, not this rank's. */
     gt_cmp_ctx_t *probe = NULL;
     if ((st = gt_cmp_create(&cp, &probe)) != GT_OK) goto out;
-    size_t lanes_here = d->n_own;
-    size_t chunk_max = d->n_sub / cfg->n_sites / lanes_here;
+    size_t chunk_max = d->n / cfg->n_sites / cfg->wan.lanes;
     if (max_chunk > chunk_max) chunk_max = max_chunk;
     size_t max_msg = 64 + gt_cmp_bound(probe, chunk_max + 2 * cp.block_size + 1024);
     gt_cmp_destroy(probe);
-    gt_wan_mesh_params_t mp;
-    memset(&mp, 0, sizeof mp);
-    mp.cfg = cfg;
-    mp.site = d->site;
-    mp.run_id = d->run_id;
-    mp.port_offset = d->rank;
-    mp.keypair = have_kp ? &kp : NULL;
-    mp.max_message = max_msg;
     d->part_floats = (max_msg - STATE_HDR) / sizeof(float);
     /* Emulated cut windows count from the run's start: GT_EMU_START_NS (CLOCK_MONOTONIC, set
      * by `geotrain launch` for every site it starts, restarts included), else now. */
     const char *es = getenv("GT_EMU_START_NS");
     char *end = NULL;
     unsigned long long emu0 = es ? strtoull(es, &end, 10) : 0;
-    mp.start_ns = es && end && *end == 0 && emu0 > 0 && emu0 <= gt_time_ns() ? emu0 : gt_time_ns();
-    mp.on_message = on_message;
-    mp.ctx = d;
-    if ((st = gt_wan_mesh_create(&mp, &d->mesh)) != GT_OK) goto out;
-
+    uint64_t start_ns =
+        es && end && *end == 0 && emu0 > 0 && emu0 <= gt_time_ns() ? emu0 : gt_time_ns();
     const char *eps[GT_TOPO_MAX_ENDPOINTS];
-    for (uint32_t i = 0; i < cfg->membership.n_endpoints; i++)
-        eps[i] = cfg->membership.endpoints[i];
-    gt_wan_member_params_t mbp = GT_WAN_MEMBER_PARAMS_INIT;
-    mbp.endpoints = eps;
-    mbp.n_endpoints = cfg->membership.n_endpoints;
-    mbp.prefix = cfg->membership.prefix;
-    mbp.run_id = d->run_id;
-    mbp.site = d->name;
-    mbp.address = gt_wan_mesh_address(d->mesh);
-    mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
-    mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
-    mbp.note = d->resume_note; /* the checkpoints it can resume from (checkpoint.c) */
-    /* A site that comes back after a crash may find its old member key still held by the
-     * lease of the process that died: wait for that lease to run out. */
-    uint64_t t_reg = gt_time_ns(),
-             wait_ns = (2ull * cfg->membership.lease_ttl_s + 2) * 1000000000ull;
-    while ((st = gt_wan_member_create(&mbp, &d->member)) == GT_ERR_EXISTS &&
-           gt_time_ns() - t_reg < wait_ns && !(d->p.stop && *d->p.stop)) {
-        GT_WARN("site %s: its name is still registered (a previous run of it that died?); "
-                "retrying until that lease expires",
-                d->name);
-        struct timespec ts = {0, 500000000};
-        nanosleep(&ts, NULL);
+    for (uint32_t k = 0; k < cfg->membership.n_endpoints; k++)
+        eps[k] = cfg->membership.endpoints[k];
+    for (uint32_t i = 0; i < d->n_grp; i++) {
+        struct dl_group *gr = &d->grp[i];
+        gt_wan_mesh_params_t mp;
+        memset(&mp, 0, sizeof mp);
+        mp.cfg = cfg;
+        mp.site = d->site;
+        mp.run_id = gr->run_id;
+        mp.port_offset = gr->g; /* the same at every site, whatever its ranks */
+        mp.keypair = have_kp ? &kp : NULL;
+        mp.max_message = max_msg;
+        mp.start_ns = start_ns;
+        mp.on_message = on_message;
+        mp.ctx = gr;
+        if ((st = gt_wan_mesh_create(&mp, &gr->mesh)) != GT_OK) goto out;
+
+        gt_wan_member_params_t mbp = GT_WAN_MEMBER_PARAMS_INIT;
+        mbp.endpoints = eps;
+        mbp.n_endpoints = cfg->membership.n_endpoints;
+        mbp.prefix = cfg->membership.prefix;
+        mbp.run_id = gr->run_id;
+        mbp.site = d->name;
+        mbp.address = gt_wan_mesh_address(gr->mesh);
+        mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
+        mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
+        mbp.note = d->resume_note; /* the checkpoints it can resume from (checkpoint.c) */
+        /* A site that comes back after a crash may find its old member key still held by the
+         * lease of the process that died: wait for that lease to run out. */
+        uint64_t t_reg = gt_time_ns(),
+                 wait_ns = (2ull * cfg->membership.lease_ttl_s + 2) * 1000000000ull;
+        while ((st = gt_wan_member_create(&mbp, &gr->member)) == GT_ERR_EXISTS &&
+               gt_time_ns() - t_reg < wait_ns && !(d->p.stop && *d->p.stop)) {
+            GT_WARN("site %s: its name is still registered (a previous run of it that died?); "
+                    "retrying until that lease expires",
+                    d->name);
+            struct timespec ts = {0, 500000000};
+            nanosleep(&ts, NULL);
+        }
+        if (st != GT_OK) goto out;
     }
 out:
     if (have_kp) gt_wan_keypair_wipe(&kp);
@@ -211,45 +271,55 @@ out:
 
 void dl_disconnect(gt_diloco_t *d)
 {
-    gt_wan_member_destroy(d->member); /* deregisters: the others see us leave at once */
-    gt_wan_mesh_destroy(d->mesh);
-    for (uint32_t f = 0; f < DL_MAX_FRAGMENTS; f++) {
-        gt_wan_outer_destroy(d->outers[f]);
-        d->outers[f] = NULL;
+    for (uint32_t i = 0; d->grp && i < d->n_grp; i++) {
+        gt_wan_member_destroy(d->grp[i].member); /* deregisters: the others see us leave */
+        gt_wan_mesh_destroy(d->grp[i].mesh);
+        d->grp[i].member = NULL;
+        d->grp[i].mesh = NULL;
     }
-    d->member = NULL;
-    d->mesh = NULL;
+    for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) {
+        gt_wan_outer_destroy(d->outers[e]);
+        d->outers[e] = NULL;
+    }
     d->outer = NULL;
 }
 
-static gt_status_t apply_view(gt_diloco_t *d, const gt_wan_view_t *v)
+static gt_status_t apply_view(struct dl_group *gr, const gt_wan_view_t *v)
 {
+    gt_diloco_t *d = gr->d;
     uint32_t live[GT_WAN_MAX_MEMBERS], n = 0;
     for (uint32_t k = 0; k < v->n_members; k++) {
         uint32_t i;
         if (gt_topo_site_index(d->cfg, v->members[k].name, &i) == GT_OK) live[n++] = i;
     }
-    gt_status_t st = gt_wan_mesh_set_view(d->mesh, v);
+    gt_status_t st = gt_wan_mesh_set_view(gr->mesh, v);
     for (uint32_t f = 0; f < d->F && st == GT_OK; f++)
-        st = gt_wan_outer_set_view(d->outers[f], v->epoch, live, n, gt_time_ns());
+        st =
+            gt_wan_outer_set_view(d->outers[f * d->n_grp + gr->i], v->epoch, live, n, gt_time_ns());
     if (st == GT_OK) {
-        if (d->view.epoch && v->epoch != d->view.epoch)
-            GT_INFO("site %s: view %llu -> %llu, %u live sites", d->name,
-                    (unsigned long long)d->view.epoch, (unsigned long long)v->epoch, n);
-        d->view = *v;
+        if (gr->view.epoch && v->epoch != gr->view.epoch) {
+            if (d->n_grp > 1)
+                GT_INFO("site %s: WAN group %u: view %llu -> %llu, %u live sites", d->name, gr->g,
+                        (unsigned long long)gr->view.epoch, (unsigned long long)v->epoch, n);
+            else
+                GT_INFO("site %s: view %llu -> %llu, %u live sites", d->name,
+                        (unsigned long long)gr->view.epoch, (unsigned long long)v->epoch, n);
+        }
+        gr->view = *v;
     }
     return st;
 }
 
-/* Re-reads the membership view when a heartbeat period has passed (or `force`). The etcd
- * requests run without the lock; the new view is installed under it. */
-gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
+/* Re-reads group gr's membership view when a heartbeat period has passed (or `force`). The
+ * etcd requests run without the lock; the new view is installed under it. */
+static gt_status_t refresh_group(struct dl_group *gr, int force)
 {
+    gt_diloco_t *d = gr->d;
     uint64_t now = gt_time_ns();
-    if (!force && now - d->last_view_ns < (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull)
+    if (!force && now - gr->last_view_ns < (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull)
         return GT_OK;
-    d->last_view_ns = now;
-    if (gt_wan_member_health(d->member) != GT_OK) {
+    gr->last_view_ns = now;
+    if (gt_wan_member_health(gr->member) != GT_OK) {
         GT_ERROR("site %s: lost its membership lease; the others have removed it (it leaves "
                  "without sending or applying anything more, and rejoins as a joiner when "
                  "started again)",
@@ -258,14 +328,14 @@ gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
     }
     gt_wan_view_t v;
     int changed = 0;
-    gt_status_t st = gt_wan_member_sync_view(d->member, &v, &changed);
+    gt_status_t st = gt_wan_member_sync_view(gr->member, &v, &changed);
     if (st != GT_OK) {
         /* While membership is frozen (etcd without quorum) the member has said so once. */
-        if (!gt_wan_member_frozen(d->member))
+        if (!gt_wan_member_frozen(gr->member))
             GT_WARN("site %s: cannot read the view (%s); retrying", d->name, gt_status_str(st));
         return GT_OK; /* etcd hiccup: the lease tells us when it is serious */
     }
-    if (v.epoch == d->view.epoch) return GT_OK;
+    if (v.epoch == gr->view.epoch) return GT_OK;
     int self_in = 0;
     for (uint32_t k = 0; k < v.n_members; k++) self_in |= strcmp(v.members[k].name, d->name) == 0;
     if (!self_in) {
@@ -278,8 +348,16 @@ gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
         return GT_ERR_PEER_LOST;
     }
     pthread_mutex_lock(&d->lock);
-    st = apply_view(d, &v);
+    st = apply_view(gr, &v);
     pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+/* Every group's view (each group has its own membership keys, so its own view and epoch). */
+gt_status_t dl_refresh_view(gt_diloco_t *d, int force)
+{
+    gt_status_t st = GT_OK;
+    for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) st = refresh_group(&d->grp[i], force);
     return st;
 }
 
@@ -291,7 +369,7 @@ static void sample_rate(gt_diloco_t *d)
     if (now < d->rate_next_ns) return;
     d->rate_next_ns = now + 10000000ull;
     gt_wan_mesh_stats_t ms;
-    gt_wan_mesh_stats(d->mesh, &ms);
+    dl_mesh_stats(d, &ms);
     uint32_t n = sizeof d->rate_t / sizeof d->rate_t[0];
     if (d->rate_n) { /* against the oldest sample, about 1 s ago (per second, at least 1 s) */
         uint32_t o = d->rate_n == n ? d->rate_i : 0;
@@ -312,11 +390,13 @@ static void *wan_main(void *arg)
         gt_status_t st = dl_refresh_view(d, 0);
         if (st != GT_OK) d->wan_error = (int)st;
         pthread_mutex_lock(&d->lock);
-        (void)gt_wan_mesh_progress(d->mesh);
-        for (uint32_t f = 0; f < d->F; f++) (void)gt_wan_outer_progress(d->outers[f], gt_time_ns());
+        for (uint32_t i = 0; i < d->n_grp; i++) (void)gt_wan_mesh_progress(d->grp[i].mesh);
+        for (uint32_t e = 0; e < d->n_eng; e++)
+            (void)gt_wan_outer_progress(d->outers[e], gt_time_ns());
         sample_rate(d);
-        if (!d->wan_error && gt_wan_mesh_health(d->mesh) != GT_OK) /* no peer accepts us */
-            d->wan_error = (int)GT_ERR_AUTH;
+        for (uint32_t i = 0; i < d->n_grp; i++)
+            if (!d->wan_error && gt_wan_mesh_health(d->grp[i].mesh) != GT_OK) /* no peer */
+                d->wan_error = (int)GT_ERR_AUTH;                              /* accepts us */
         pthread_mutex_unlock(&d->lock);
         struct timespec ts = {0, 200000}; /* 0.2 ms: the transports are polled */
         nanosleep(&ts, NULL);
@@ -342,22 +422,27 @@ void dl_stop_thread(gt_diloco_t *d)
     d->thread_running = 0;
 }
 
-/* Waits until every expected site has registered (or the connect timeout passes), so that
- * round 0 starts with everyone rather than with whoever came up first; then lets the
- * connections come up. */
+/* Waits until every expected site has registered in every group of ours (or the connect
+ * timeout passes), so that round 0 starts with everyone rather than with whoever came up
+ * first; then lets the connections come up. */
 gt_status_t dl_await_sites(gt_diloco_t *d)
 {
     const gt_topo_config_t *cfg = d->cfg;
     uint64_t t0 = gt_time_ns();
+    uint32_t want = d->p.expect_sites ? d->p.expect_sites : cfg->n_sites;
     for (;;) {
-        gt_wan_view_t live;
-        gt_status_t st = gt_wan_member_list(d->member, &live);
-        uint32_t want = d->p.expect_sites ? d->p.expect_sites : cfg->n_sites;
-        if (st == GT_OK && live.n_members >= want) break;
+        uint32_t fewest = UINT32_MAX;
+        for (uint32_t i = 0; i < d->n_grp; i++) {
+            gt_wan_view_t live;
+            gt_status_t st = gt_wan_member_list(d->grp[i].member, &live);
+            uint32_t n = st == GT_OK ? live.n_members : 0;
+            if (n < fewest) fewest = n;
+        }
+        if (fewest >= want) break;
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
         if ((gt_time_ns() - t0) / 1000000u > cfg->wan.connect_timeout_ms) {
-            GT_WARN("site %s: starting with %u of %u sites after %u ms", d->name,
-                    st == GT_OK ? live.n_members : 0, cfg->n_sites, cfg->wan.connect_timeout_ms);
+            GT_WARN("site %s: starting with %u of %u sites after %u ms", d->name, fewest,
+                    cfg->n_sites, cfg->wan.connect_timeout_ms);
             break;
         }
         struct timespec ts = {0, 50000000};
@@ -366,15 +451,20 @@ gt_status_t dl_await_sites(gt_diloco_t *d)
     gt_status_t st = dl_refresh_view(d, 1);
     uint64_t t1 = gt_time_ns();
     while (st == GT_OK && (gt_time_ns() - t1) / 1000000u < cfg->wan.connect_timeout_ms) {
-        (void)gt_wan_mesh_progress(d->mesh);
-        if (gt_wan_mesh_health(d->mesh) != GT_OK) return GT_ERR_AUTH; /* no peer accepts us */
-        uint32_t ready = 1;
-        for (uint32_t k = 0; k < d->view.n_members; k++) {
-            uint32_t i;
-            if (gt_topo_site_index(cfg, d->view.members[k].name, &i) == GT_OK && i != d->site)
-                ready += (uint32_t)gt_wan_mesh_peer_ready(d->mesh, i);
+        int all = 1;
+        for (uint32_t i = 0; i < d->n_grp; i++) {
+            struct dl_group *gr = &d->grp[i];
+            (void)gt_wan_mesh_progress(gr->mesh);
+            if (gt_wan_mesh_health(gr->mesh) != GT_OK) return GT_ERR_AUTH; /* no peer accepts */
+            uint32_t ready = 1;
+            for (uint32_t k = 0; k < gr->view.n_members; k++) {
+                uint32_t s;
+                if (gt_topo_site_index(cfg, gr->view.members[k].name, &s) == GT_OK && s != d->site)
+                    ready += (uint32_t)gt_wan_mesh_peer_ready(gr->mesh, s);
+            }
+            all &= ready >= gr->view.n_members;
         }
-        if (ready >= d->view.n_members) break;
+        if (all) break;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
@@ -384,36 +474,41 @@ gt_status_t dl_await_sites(gt_diloco_t *d)
 gt_status_t dl_confirm_member(gt_diloco_t *d)
 {
     const gt_topo_config_t *c = d->cfg;
-    uint64_t h0 = gt_wan_member_heartbeats(d->member), t0 = gt_time_ns();
     uint64_t limit = (2ull * c->membership.heartbeat_ms + 3000ull) * 1000000ull;
-    while (gt_wan_member_heartbeats(d->member) < h0 + 2 && gt_time_ns() - t0 < limit) {
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
+    uint64_t h0[GT_TOPO_MAX_GROUPS], t0 = gt_time_ns();
+    for (uint32_t i = 0; i < d->n_grp; i++) h0[i] = gt_wan_member_heartbeats(d->grp[i].member);
+    for (uint32_t i = 0; i < d->n_grp; i++)
+        while (gt_wan_member_heartbeats(d->grp[i].member) < h0[i] + 2 &&
+               gt_time_ns() - t0 < limit) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
     if (d->wan_error) return (gt_status_t)d->wan_error;
-    if (gt_wan_member_health(d->member) != GT_OK) {
-        GT_ERROR("site %s: was away longer than its lease and lost it: the others have removed "
-                 "it; it leaves without sending or applying anything more, and rejoins as a "
-                 "joiner when started again",
-                 d->name);
-        return GT_ERR_PEER_LOST;
-    }
+    for (uint32_t i = 0; i < d->n_grp; i++)
+        if (gt_wan_member_health(d->grp[i].member) != GT_OK) {
+            GT_ERROR("site %s: was away longer than its lease and lost it: the others have "
+                     "removed it; it leaves without sending or applying anything more, and "
+                     "rejoins as a joiner when started again",
+                     d->name);
+            return GT_ERR_PEER_LOST;
+        }
     return GT_OK;
 }
 
-/* The live peers of the current view (site indices), not us. */
-uint32_t dl_view_peers(gt_diloco_t *d, uint32_t *peers, int *self_in_p)
+/* The live peers of group i's current view (site indices), not us. */
+uint32_t dl_view_peers(gt_diloco_t *d, uint32_t i, uint32_t *peers, int *self_in_p)
 {
     uint32_t n = 0;
     *self_in_p = 0;
     pthread_mutex_lock(&d->lock);
-    for (uint32_t k = 0; k < d->view.n_members; k++) {
-        uint32_t i;
-        if (gt_topo_site_index(d->cfg, d->view.members[k].name, &i) != GT_OK) continue;
-        if (i == d->site)
+    const gt_wan_view_t *v = &d->grp[i].view;
+    for (uint32_t k = 0; k < v->n_members; k++) {
+        uint32_t s;
+        if (gt_topo_site_index(d->cfg, v->members[k].name, &s) != GT_OK) continue;
+        if (s == d->site)
             *self_in_p = 1;
         else
-            peers[n++] = i;
+            peers[n++] = s;
     }
     pthread_mutex_unlock(&d->lock);
     return n;

@@ -223,13 +223,10 @@ static gt_status_t resolve(gt_diloco_t *d)
     else
         snprintf(d->run_dir, sizeof d->run_dir, "%s/%s", c->run.run_dir, c->run.name);
     snprintf(d->site_dir, sizeof d->site_dir, "%s/%s", d->run_dir, d->name);
-    /* Rank k of every site forms one WAN group for lanes l mod R = k: its own membership
-     * keys, secure-channel run id and listening port (the site's port + k). */
+    /* The run's id; each WAN group (dl_layout) adds its own suffix, RUN.rankG, for its
+     * membership keys and secure channel (the same at every site, whatever its ranks). */
     const char *id = p->run_id && *p->run_id ? p->run_id : c->run.name;
-    if (d->ranks > 1)
-        snprintf(d->run_id, sizeof d->run_id, "%s.rank%u", id, d->rank);
-    else
-        snprintf(d->run_id, sizeof d->run_id, "%s", id);
+    snprintf(d->run_id, sizeof d->run_id, "%s", id);
     return dl_mkdirs(d->site_dir);
 }
 
@@ -264,8 +261,9 @@ static void destroy(gt_diloco_t *d)
     free(d->exch);
     free(d->mom);
     free(d->delta);
-    for (uint32_t f = 0; f < DL_MAX_FRAGMENTS; f++) free(d->g[f]);
+    for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) free(d->g[e]);
     free(d->own_lanes);
+    free(d->grp);
     free(d->hist[0]);
     free(d->hist[1]);
     free(d->fetch);
@@ -279,12 +277,12 @@ static void destroy(gt_diloco_t *d)
 /* Leaves: the last messages out, the thread stopped, the summary written, deregistered. */
 static void leave(gt_diloco_t *d, gt_status_t result)
 {
-    if (result == GT_OK && d->mesh) {
+    if (result == GT_OK && d->grp && d->grp[0].mesh) {
         /* Let our last messages (results we own) reach the others before leaving. */
         uint64_t t0 = gt_time_ns();
         for (;;) {
             pthread_mutex_lock(&d->lock);
-            size_t queued = gt_wan_mesh_pending(d->mesh);
+            size_t queued = dl_mesh_pending(d);
             pthread_mutex_unlock(&d->lock);
             if (!queued || gt_time_ns() - t0 > 5000000000ull) break;
             struct timespec ts = {0, 1000000};
@@ -298,7 +296,8 @@ static void leave(gt_diloco_t *d, gt_status_t result)
                                          : GT_DILOCO_FAILED;
     /* The summary sums the ranks' WAN counters, a collective: a multi-rank site that failed
      * skips it, since its ranks may have failed in different places. */
-    if (d->mesh && d->outer && (d->ranks == 1 || result == GT_OK || result == GT_ERR_CLOSED)) {
+    if (d->grp && d->grp[0].mesh && d->outer &&
+        (d->ranks == 1 || result == GT_OK || result == GT_ERR_CLOSED)) {
         dl_write_status(d, 1);
         if (dl_write_summary(d, result) != GT_OK)
             GT_WARN("site %s: cannot write its summary", d->name);
@@ -330,7 +329,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;
     /* A run already marked as started is joined, not started: this site comes late, or back. */
     int started = 0;
-    if (d->rank == 0 && gt_wan_member_started(d->member, &started) != GT_OK) started = 0;
+    if (d->rank == 0 && gt_wan_member_started(d->grp[0].member, &started) != GT_OK) started = 0;
     uint64_t v = (uint64_t)started;
     if ((st = dl_allreduce(d, &v, 1, GT_DILOCO_OP_MAX)) != GT_OK) goto fail;
     started = v != 0;
@@ -355,8 +354,9 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
         if (d->resumed_step < 0 && (st = dl_agree(d, dl_start_check(d))) != GT_OK) goto fail;
     }
     d->started_run = !started;
-    if (gt_wan_member_mark_started(d->member) != GT_OK)
-        GT_WARN("site %s: cannot mark the run as started in etcd", d->name);
+    for (uint32_t i = 0; i < d->n_grp; i++)
+        if (gt_wan_member_mark_started(d->grp[i].member) != GT_OK)
+            GT_WARN("site %s: cannot mark the run as started in etcd", d->name);
     d->step = d->first_step;
     d->state = d->step >= d->total ? GT_DILOCO_DONE : GT_DILOCO_TRAINING;
     d->t_train = d->t_last = d->metrics_t = gt_time_ns();
@@ -375,12 +375,12 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
             d->name, (unsigned long long)(d->total - d->step),
             (unsigned long long)((d->total - d->step) / d->H), (unsigned long long)d->H,
-            (unsigned long long)d->tau, d->view.n_members);
+            (unsigned long long)d->tau, dl_view(d)->n_members);
     dl_write_status(d, 1);
     *diloco_p = d;
     return GT_OK;
 fail:
-    if (d->member && st != GT_ERR_CLOSED)
+    if (d->grp && d->grp[0].member && st != GT_ERR_CLOSED)
         GT_ERROR("site %s: cannot take part in the run: %s", d->name, gt_status_str(st));
     leave(d, st);
     return st;
@@ -548,10 +548,10 @@ void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *s)
     memset(&ms, 0, sizeof ms);
     memset(&os, 0, sizeof os);
     pthread_mutex_lock(&d->lock);
-    if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
+    dl_mesh_stats(d, &ms);
     if (d->outer) dl_outer_stats(d, &os);
-    s->view_epoch = d->view.epoch;
-    s->live_sites = d->view.n_members;
+    s->view_epoch = dl_view(d)->epoch;
+    s->live_sites = dl_view(d)->n_members;
     pthread_mutex_unlock(&d->lock);
     s->state = d->state;
     s->site_index = d->site;

@@ -18,14 +18,18 @@
  *   delta   (n_sub)  Δ of the round being submitted (the engine encodes it)
  *   g       (n_sub)  the last applied result (swapped with the engine: decoded once)
  *   hist[2] (2n_sub) (θ_a, m) of this rank's lanes after the last two rounds, served to peers
- * Streaming fragments (outer.fragments = F, docs/diloco.md#streaming-fragments): fragment f is
- * the lanes l with (l div R) mod F = f (layout.c cuts with R·F "ranks": a lane's rank is l mod
- * R·F, its rank in the site that mod R, its fragment that div R). This rank's lanes are packed
- * fragment after fragment, so fragment f is [frag_off[f], frag_off[f+1]) of every packed
- * vector and has its own outer engine over exactly that slice (outers[f]; outer = outers[0]).
+ * WAN groups (docs/diloco.md#lanes-across-ranks): the run has G = lcm(sites' ranks) groups;
+ * this rank runs n_grp = G / R of them, grp[i] being group rank + i·R. Streaming fragments
+ * (outer.fragments = F, docs/diloco.md#streaming-fragments): fragment f is the lanes l with
+ * (l div G) mod F = f (layout.c cuts with G·F "ranks": a lane's "rank" is l mod G·F, its group
+ * that mod G, its fragment that div G; its rank in the site is l mod R). This rank's lanes are
+ * packed fragment after fragment, and inside a fragment group after group, so fragment f is
+ * [frag_off[f], frag_off[f+1]) of every packed vector and engine e = f·n_grp + i (fragment f
+ * of grp[i]) is [eng_off[e], eng_off[e+1]) of it, with its own outer engine over exactly that
+ * slice (outers[e]; outer = outers[0]). With one group per rank engine e is fragment e.
  * Fragment f's round r is submitted at step r·H + off_f, off_f = H − (F − 1 − f)·H/F, and
  * applied τ steps later; hist[r mod 2] holds each fragment's slice after its round r.
- * Locking: `lock` guards the mesh, the outer engine, the view, the history and the fetch
+ * Locking: `lock` guards the meshes, the outer engines, the views, the history and the fetch
  * state, which the WAN thread touches; everything else belongs to the caller's thread.
  */
 #ifndef GT_DILOCO_INTERNAL_H
@@ -40,10 +44,26 @@
 #define GT_DILOCO_MAGIC  0x444C4F43u /* "DLOC" */
 #define DL_MAX_RESULTS   16
 #define DL_MAX_FRAGMENTS 64
+#define DL_MAX_ENGINES   64 /* outer engines of one rank: its WAN groups x fragments */
 
-struct dl_frag_io { /* the io context of fragment f's engine */
+struct dl_frag_io { /* the io context of engine e = f·n_grp + i: fragment f of group i */
     struct gt_diloco *d;
-    uint32_t f;
+    uint32_t f, i;
+};
+
+/* One WAN group this rank runs (docs/diloco.md#lanes-across-ranks): group g of the run carries
+ * lanes {l : l mod G = g} and rank k of a site of R ranks runs the groups g mod R = k. A group
+ * has, at every site, the same mesh port (the site's port + g) and run id (RUN.rankG when
+ * G > 1), so its peers find it whatever their ranks; its engines are one per fragment. */
+struct dl_group {
+    struct gt_diloco *d;
+    uint32_t g;       /* the run's group index */
+    uint32_t i;       /* its index among this rank's groups */
+    char run_id[640]; /* membership keys and secure-channel id */
+    gt_wan_member_t *member;
+    gt_wan_mesh_t *mesh;
+    gt_wan_view_t view;
+    uint64_t last_view_ns;
 };
 
 /* STATE_REQ / STATE_CHUNK (between the same rank of two sites). A request names a round — or
@@ -71,48 +91,50 @@ struct gt_diloco {
     char run_dir[2048], site_dir[2200], run_id[600];
     uint64_t H, tau, total;
     int sync_dp;
-    /* Ranks and lanes (DESIGN §3): rank k carries the lanes of the layout whose rank is k. */
+    /* Ranks and lanes (DESIGN §3): rank k carries the lanes l mod R = k, in G / R WAN groups. */
     uint32_t rank, ranks;
+    uint32_t G;     /* the run's WAN groups (gt_topo_wan_groups) */
+    uint32_t n_grp; /* this rank's: G / R */
+    struct dl_group *grp;
     gt_topo_layout_t *layout; /* the full vector's, from topology/layout.c */
     size_t n, n_sub;
     size_t *gcounts, *gdispls; /* [ranks]: one all-gather's counts and displacements */
     float *x, *anchor, *snap, *mom, *delta;
-    float *g[DL_MAX_FRAGMENTS]; /* fragment f's last applied result (its slice's length) */
+    float *g[DL_MAX_ENGINES]; /* engine e's last applied result (its slice's length) */
     float *hist[2];
     int64_t hist_round[DL_MAX_FRAGMENTS][2]; /* the round each fragment's slice of hist[k] holds */
-    uint64_t own_hash; /* hash of this rank's lanes of θ_a after the last applied round */
-    /* Streaming fragments */
-    uint32_t F;
+    uint64_t own_hash; /* hash of engine 0's lanes of θ_a after the last applied round */
+    /* Streaming fragments, and engines (a fragment of a group) */
+    uint32_t F, n_eng;                        /* n_eng = F·n_grp */
     uint32_t *own_lanes, n_own;               /* this rank's lanes, fragment after fragment */
     uint32_t frag_lane[DL_MAX_FRAGMENTS + 1]; /* fragment f: own_lanes[frag_lane[f] ..) */
     size_t frag_off[DL_MAX_FRAGMENTS + 1];    /* fragment f: packed [frag_off[f] ..) */
-    gt_wan_outer_t *outers[DL_MAX_FRAGMENTS];
-    struct dl_frag_io fio[DL_MAX_FRAGMENTS];
+    uint32_t eng_lane[DL_MAX_ENGINES + 1];    /* engine e: own_lanes[eng_lane[e] ..) */
+    size_t eng_off[DL_MAX_ENGINES + 1];       /* engine e: packed [eng_off[e] ..) */
+    gt_wan_outer_t *outers[DL_MAX_ENGINES];
+    struct dl_frag_io fio[DL_MAX_ENGINES];
     int64_t fpending[DL_MAX_FRAGMENTS]; /* fragment f's round still to apply (-1: none) */
     uint64_t fnext[DL_MAX_FRAGMENTS];   /* the next round fragment f submits */
-    uint64_t fhash[DL_MAX_FRAGMENTS];   /* hash of fragment f's lanes of θ_a (its vote) */
+    uint64_t ehash[DL_MAX_ENGINES];     /* hash of engine e's lanes of θ_a (its vote) */
     uint64_t ftokens[DL_MAX_FRAGMENTS]; /* tokens since fragment f's last submit */
     double tok_acc; /* tokens of the round being applied, fragment by fragment */
     double passes;  /* full sweeps over the vector by the outer step (fractions for parts) */
-    /* WAN (connect.c) */
-    gt_wan_member_t *member;
-    gt_wan_mesh_t *mesh;
+    /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
     gt_wan_outer_t *outer;
-    gt_wan_view_t view;
-    uint64_t last_view_ns;
     size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */
     pthread_mutex_t lock;
     pthread_t thread;
     int thread_running;
     volatile int thread_stop;
     volatile int wan_error; /* gt_status_t: the lease was lost */
-    /* State transfer (state.c), under `lock`. */
-    float *fetch; /* 2 n_sub floats */
+    /* State transfer (state.c), under `lock`: one fetch at a time, over one group's mesh. */
+    float *fetch;       /* 2 n_sub floats */
+    uint32_t fetch_grp; /* the group (index into grp) whose state is fetched */
     uint64_t fetch_round;
     int fetching;
     uint64_t fetch_id;
     uint32_t fetch_n;
-    int fetch_frag;     /* the fragment fetched, -1: the whole state */
+    int fetch_frag;     /* the fragment fetched, -1: the whole state (of the group) */
     size_t fetch_total; /* floats the fetch fills */
     uint32_t fetch_peer[GT_WAN_MAX_MEMBERS];
     size_t fetch_floats;
@@ -174,11 +196,16 @@ gt_status_t dl_connect(gt_diloco_t *d);
 gt_status_t dl_start_thread(gt_diloco_t *d);
 void dl_stop_thread(gt_diloco_t *d);
 gt_status_t dl_refresh_view(gt_diloco_t *d, int force);
+/* The views, meshes' counters and queued bytes of all of this rank's groups. */
+const gt_wan_view_t *dl_view(const gt_diloco_t *d); /* group 0's (under `lock`) */
+void dl_mesh_stats(const gt_diloco_t *d, gt_wan_mesh_stats_t *ms);
+size_t dl_mesh_pending(const gt_diloco_t *d);
 /* After a pause longer than the lease: waits for a fresh heartbeat; GT_ERR_PEER_LOST when the
  * lease is gone (the site was removed). */
 gt_status_t dl_confirm_member(gt_diloco_t *d);
 gt_status_t dl_await_sites(gt_diloco_t *d);
-uint32_t dl_view_peers(gt_diloco_t *d, uint32_t *peers, int *self_in_p);
+/* The live peers (site indices) of group i's view, not us. */
+uint32_t dl_view_peers(gt_diloco_t *d, uint32_t i, uint32_t *peers, int *self_in_p);
 void dl_disconnect(gt_diloco_t *d);
 /* The worst status of the site's ranks (collective); st itself with one rank. */
 gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st);
@@ -199,17 +226,24 @@ void dl_keep_state(gt_diloco_t *d, int64_t round);
 uint64_t dl_own_hash(const gt_diloco_t *d);
 void dl_own_to_packed(const gt_diloco_t *d, const float *full, float *packed);
 void dl_packed_to_own(const gt_diloco_t *d, const float *packed, float *full);
+/* Engine e's lanes of a full vector from its packed slice `src` (eng_off[e + 1] - eng_off[e]
+ * floats). */
+void dl_engine_to_full(const gt_diloco_t *d, uint32_t e, const float *src, float *full);
 gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t tokens);
 
 /* state.c */
-void dl_on_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const void *buf, size_t len);
-gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers, uint32_t n);
-/* The same for fragment f's slices of (θ_a, m) only (frag -1: the whole state). */
-gt_status_t dl_fetch_frag(gt_diloco_t *d, uint64_t round, int frag, const uint32_t *peers,
-                          uint32_t n);
+/* A STATE message on group gr's mesh (the WAN thread, under `lock`). */
+void dl_on_state(struct dl_group *gr, const gt_wan_msg_t *msg, const void *buf, size_t len);
+/* Over group i's mesh: (θ_a, m) of the group's lanes (fetch_state), or of fragment frag's
+ * engine of the group only (fetch_frag; frag -1: the whole group's). */
+gt_status_t dl_fetch_state(gt_diloco_t *d, uint32_t i, uint64_t round, const uint32_t *peers,
+                           uint32_t n);
+gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
+                          const uint32_t *peers, uint32_t n);
 gt_status_t dl_start_check(gt_diloco_t *d);
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
-gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r);
+/* Re-fetches fragment f's lanes of the groups whose bit is set in `bad` (bit i: grp[i]). */
+gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);
 
 /* checkpoint.c: the steps this site can resume at, into resume_note (before dl_connect); then,
  * once every site registered, the common step agreed and the outer state loaded. */

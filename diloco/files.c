@@ -97,7 +97,7 @@ static void wan_bytes(gt_diloco_t *d, uint64_t *sent_p, uint64_t *recv_p)
     gt_wan_mesh_stats_t ms;
     memset(&ms, 0, sizeof ms);
     pthread_mutex_lock(&d->lock);
-    if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
+    dl_mesh_stats(d, &ms);
     pthread_mutex_unlock(&d->lock);
     *sent_p = ms.bytes_sent;
     *recv_p = ms.bytes_received;
@@ -121,8 +121,8 @@ void dl_write_status(gt_diloco_t *d, int force)
                           "step", (json_int_t)d->step, "total_steps", (json_int_t)d->total,
                           "rounds_applied", (json_int_t)d->rounds_applied, "loss", d->loss,
                           "tokens_per_s", wall > 0 ? (double)d->tokens / wall : 0.0, "wan_mbps",
-                          d->wan_mbps, "wait_s", d->wait_s, "view_epoch", (json_int_t)d->view.epoch,
-                          "live_sites", (int)d->view.n_members);
+                          d->wan_mbps, "wait_s", d->wait_s, "view_epoch",
+                          (json_int_t)dl_view(d)->epoch, "live_sites", (int)dl_view(d)->n_members);
     if (o && d->train_start_unix > 0)
         json_object_set_new(o, "train_start_unix", json_real(d->train_start_unix));
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -152,7 +152,7 @@ void dl_metrics_line(gt_diloco_t *d)
             (unsigned long long)d->step, (unsigned long long)(d->step / d->H), d->loss,
             (unsigned long long)d->tokens, tps, wall, (unsigned long long)sent,
             (unsigned long long)recv, d->wait_s, wall > 0 ? d->compute_s / wall : 0.0,
-            (unsigned long long)d->view.epoch);
+            (unsigned long long)dl_view(d)->epoch);
     fflush(d->metrics);
 }
 
@@ -165,7 +165,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     memset(&ms, 0, sizeof ms);
     memset(&os, 0, sizeof os);
     pthread_mutex_lock(&d->lock);
-    if (d->mesh) gt_wan_mesh_stats(d->mesh, &ms);
+    dl_mesh_stats(d, &ms);
     if (d->outer) dl_outer_stats(d, &os);
     pthread_mutex_unlock(&d->lock);
     uint64_t refetches = d->refetches;
@@ -203,9 +203,9 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         d->compute_s, "wait_s", d->wait_s, "compute_utilization",
         train > 0 ? d->compute_s / train : 0.0, "wan_bytes_sent", (json_int_t)ms.bytes_sent,
         "wan_bytes_received", (json_int_t)ms.bytes_received, "params", (json_int_t)d->n,
-        "view_epoch", (json_int_t)d->view.epoch, "contributions", "on_time", (json_int_t)os.on_time,
-        "late", (json_int_t)os.late, "dropped", (json_int_t)os.dropped, "rejected",
-        (json_int_t)os.rejected, "clipped", (json_int_t)os.clipped, "open_at_end",
+        "view_epoch", (json_int_t)dl_view(d)->epoch, "contributions", "on_time",
+        (json_int_t)os.on_time, "late", (json_int_t)os.late, "dropped", (json_int_t)os.dropped,
+        "rejected", (json_int_t)os.rejected, "clipped", (json_int_t)os.clipped, "open_at_end",
         (json_int_t)os.open, "hash_checks", (json_int_t)os.hash_checks, "hash_mismatches",
         (json_int_t)os.hash_mismatches, "frames_rejected", (json_int_t)ms.rejected, "deltas_sent",
         (json_int_t)os.deltas_sent, "error",

@@ -33,27 +33,32 @@ gt_status_t dl_layout(gt_diloco_t *d)
 {
     const gt_topo_config_t *c = d->cfg;
     uint32_t L = c->wan.lanes, R = d->ranks, F = c->outer.fragments ? c->outer.fragments : 1;
+    uint32_t G = gt_topo_wan_groups(c);
     if (d->sync_dp) F = 1;
-    if (F > DL_MAX_FRAGMENTS || (uint64_t)F * R > L) {
-        GT_ERROR("site %s: outer.fragments = %u needs wan.lanes (%u) of at least fragments x "
-                 "ranks (%u x %u), and at most %d fragments",
-                 d->name, F, L, F, R, DL_MAX_FRAGMENTS);
+    if (G == 0 || G % R != 0) { /* the loader refuses such a config */
+        GT_ERROR("site %s: the sites' ranks have no common multiple of at most %d (the run's WAN "
+                 "groups)",
+                 d->name, GT_TOPO_MAX_GROUPS);
+        return GT_ERR_CONFIG;
+    }
+    uint32_t NG = G / R;
+    if (F > DL_MAX_FRAGMENTS || (uint64_t)F * NG > DL_MAX_ENGINES || (uint64_t)F * G > L) {
+        GT_ERROR("site %s: outer.fragments = %u needs wan.lanes (%u) of at least fragments x WAN "
+                 "groups (%u x %u), at most %d fragments and at most %d outer engines a rank "
+                 "(fragments x groups / ranks = %u x %u)",
+                 d->name, F, L, F, G, DL_MAX_FRAGMENTS, DL_MAX_ENGINES, F, NG);
         return GT_ERR_CONFIG;
     }
     d->F = F;
-    if (L < R) {
-        GT_ERROR("site %s: wan.lanes (%u) must be at least the site's ranks (%u): every rank "
-                 "carries its own lanes",
-                 d->name, L, R);
+    d->G = G;
+    d->n_grp = NG;
+    d->n_eng = F * NG;
+    if (L < G) {
+        GT_ERROR("site %s: wan.lanes (%u) must be at least the run's WAN groups (%u, the least "
+                 "common multiple of the sites' ranks): every group carries its own lanes",
+                 d->name, L, G);
         return GT_ERR_CONFIG;
     }
-    for (uint32_t i = 0; i < c->n_sites; i++)
-        if (c->sites[i].ranks != R) {
-            GT_ERROR("site %s has %u ranks but site %s has %u: every site of a run needs the same "
-                     "number of ranks (rank k of each site carries lanes l mod R = k)",
-                     d->name, R, c->sites[i].name, c->sites[i].ranks);
-            return GT_ERR_CONFIG;
-        }
     if (c->outer.optimizer == GT_OUTER_SPARSELOCO && !c->codec.error_feedback) {
         /* without the residual nothing carries what top-k left out, nor stands in for m */
         GT_ERROR("site %s: outer.optimizer sparseloco needs codec.error_feedback: true (its "
@@ -65,7 +70,7 @@ gt_status_t dl_layout(gt_diloco_t *d)
     lp.n_elems = d->n;
     lp.n_lanes = L;
     lp.n_sites = c->n_sites;
-    lp.ranks = R * F; /* a lane's rank mod R is its rank, div R its fragment */
+    lp.ranks = G * F; /* a lane's "rank" mod G is its group, div G its fragment */
     lp.align = c->codec.block_size ? c->codec.block_size : 1;
     gt_status_t st = gt_topo_layout_create(&lp, &d->layout);
     if (st != GT_OK) {
@@ -74,21 +79,39 @@ gt_status_t dl_layout(gt_diloco_t *d)
                  d->name, d->n, L, lp.align);
         return st;
     }
+    d->grp = calloc(NG, sizeof *d->grp);
     d->own_lanes = calloc(L, sizeof *d->own_lanes);
-    if (!d->own_lanes) return GT_ERR_NOMEM;
+    if (!d->grp || !d->own_lanes) return GT_ERR_NOMEM;
+    /* Group g = rank + i·R is ours; its run id (membership keys, secure channel) and port
+     * offset are g's at every site. */
+    for (uint32_t i = 0; i < NG; i++) {
+        struct dl_group *gr = &d->grp[i];
+        gr->d = d;
+        gr->i = i;
+        gr->g = d->rank + i * R;
+        if (G > 1)
+            snprintf(gr->run_id, sizeof gr->run_id, "%s.rank%u", d->run_id, gr->g);
+        else
+            snprintf(gr->run_id, sizeof gr->run_id, "%s", d->run_id);
+    }
     d->n_sub = 0;
     d->n_own = 0;
     for (uint32_t f = 0; f < F; f++) {
         d->frag_lane[f] = d->n_own;
         d->frag_off[f] = d->n_sub;
-        for (uint32_t l = 0; l < L; l++)
-            if (d->layout->lanes[l].rank == d->rank + R * f) {
-                d->own_lanes[d->n_own++] = l;
-                d->n_sub += d->layout->lanes[l].count;
-            }
+        for (uint32_t i = 0; i < NG; i++) {
+            uint32_t e = f * NG + i;
+            d->eng_lane[e] = d->n_own;
+            d->eng_off[e] = d->n_sub;
+            for (uint32_t l = 0; l < L; l++)
+                if (d->layout->lanes[l].rank == d->grp[i].g + G * f) {
+                    d->own_lanes[d->n_own++] = l;
+                    d->n_sub += d->layout->lanes[l].count;
+                }
+        }
     }
-    d->frag_lane[F] = d->n_own;
-    d->frag_off[F] = d->n_sub;
+    d->frag_lane[F] = d->eng_lane[d->n_eng] = d->n_own;
+    d->frag_off[F] = d->eng_off[d->n_eng] = d->n_sub;
     d->gcounts = calloc(R, sizeof *d->gcounts);
     d->gdispls = calloc(R, sizeof *d->gdispls);
     return d->gcounts && d->gdispls ? GT_OK : GT_ERR_NOMEM;
@@ -121,25 +144,36 @@ void dl_packed_to_own(const gt_diloco_t *d, const float *packed, float *full)
     }
 }
 
-/* The hash of fragment f's lanes of θ_a on this rank, as if packed (what its vote compares). */
-static uint64_t frag_hash(const gt_diloco_t *d, uint32_t f)
+void dl_engine_to_full(const gt_diloco_t *d, uint32_t e, const float *src, float *full)
+{
+    size_t o = 0;
+    for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1]; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        memcpy(full + ln->offset, src + o, ln->count * sizeof(float));
+        o += ln->count;
+    }
+}
+
+/* The hash of engine e's lanes of θ_a, as if packed (what its vote compares: the same lanes at
+ * every site, whatever its ranks). */
+static uint64_t eng_hash(const gt_diloco_t *d, uint32_t e)
 {
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
-    for (uint32_t i = d->frag_lane[f]; i < d->frag_lane[f + 1]; i++) {
+    for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1]; i++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
         XXH3_64bits_update(&h, d->anchor + ln->offset, ln->count * sizeof(float));
     }
     return XXH3_64bits_digest(&h);
 }
 
-/* The hash of this rank's lanes of θ_a (fragment 0's with F = 1: all of them); every
- * fragment's own hash is refreshed too. */
+/* The hash of engine 0's lanes of θ_a (with one engine: all of this rank's lanes); every
+ * engine's own hash is refreshed too. */
 uint64_t dl_own_hash(const gt_diloco_t *d)
 {
     gt_diloco_t *w = (gt_diloco_t *)d;
-    for (uint32_t f = 0; f < d->F; f++) w->fhash[f] = frag_hash(d, f);
-    return d->fhash[0];
+    for (uint32_t e = 0; e < d->n_eng; e++) w->ehash[e] = eng_hash(d, e);
+    return d->ehash[0];
 }
 
 /* Keeps (θ_a, m) of our lanes after `round` for peers that may need them (the slot of round
@@ -160,14 +194,15 @@ void dl_keep_state(gt_diloco_t *d, int64_t round)
 }
 
 /* The full vector `full` on every rank from each rank's lanes of it (the in-site all-gather;
- * lanes l·R .. l·R + R - 1 are contiguous and one per rank, so each group is one call). */
+ * lanes l·R .. l·R + R - 1 are contiguous and one per rank, so each window is one call). */
 static gt_status_t gather_frag(gt_diloco_t *d, float *full, int frag)
 {
     if (d->ranks <= 1) return GT_OK;
     uint32_t L = d->layout->n_lanes, R = d->ranks;
     gt_status_t st = GT_OK;
     for (uint32_t l0 = 0; l0 < L && st == GT_OK; l0 += R) {
-        if (frag >= 0 && gt_topo_lane_fragment(l0, R, d->F) != (uint32_t)frag) continue;
+        /* R divides G, so the R lanes from l0 lie in one fragment, lane l0 + k on rank k */
+        if (frag >= 0 && gt_topo_lane_fragment(l0, d->G, d->F) != (uint32_t)frag) continue;
         for (uint32_t k = 0; k < R; k++) {
             const gt_topo_lane_t *ln = l0 + k < L ? &d->layout->lanes[l0 + k] : NULL;
             d->gcounts[k] = ln ? ln->count : 0;
@@ -201,7 +236,7 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
     for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[l];
         size_t off = ln->offset, cnt = ln->count;
-        if (gt_topo_lane_fragment(l, R, d->F) != f) continue; /* another fragment's lane */
+        if (gt_topo_lane_fragment(l, d->G, d->F) != f) continue; /* another fragment's lane */
         if (ln->rank % R != d->rank) {
             memcpy(d->snap + off, x + off, cnt * sizeof(float));
             continue;
@@ -215,18 +250,20 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
         o += cnt;
     }
     d->passes += 1.0 / d->F;
-    gt_wan_outer_t *outer = d->outers[f];
     pthread_mutex_lock(&d->lock);
     if (d->cfg->outer.optimizer == GT_OUTER_SPARSELOCO) {
         /* SparseLoCo (arXiv 2508.15706): e <- beta * e before the codec adds Delta and keeps
          * what it did not send, so e = sum_j beta^(r-j) (unsent part of Delta_j) is a momentum
          * over exactly what top-k has not sent yet; no separate m. The residual is the WAN
          * engine's, written only by submit (here, under the lock) and read by checkpoints. */
-        float *e = gt_wan_outer_residual(outer, 0);
-        const float beta = (float)d->cfg->outer.momentum;
-        size_t len = gt_wan_outer_len(outer);
-        for (size_t i = 0; i < len; i++) e[i] *= beta;
-        d->passes += (double)len / (double)d->n;
+        for (uint32_t i = 0; i < d->n_grp; i++) {
+            gt_wan_outer_t *outer = d->outers[f * d->n_grp + i];
+            float *e = gt_wan_outer_residual(outer, 0);
+            const float beta = (float)d->cfg->outer.momentum;
+            size_t len = gt_wan_outer_len(outer);
+            for (size_t k = 0; k < len; k++) e[k] *= beta;
+            d->passes += (double)len / (double)d->n;
+        }
     }
     /* logged before the frames can leave: a site killed in between is then in the ledger with
      * a contribution that may not have gone out (counted lost), never the other way round */
@@ -237,8 +274,14 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
         d->F > 1 ? (uint64_t)llround((double)tok * (double)(d->frag_off[f + 1] - d->frag_off[f]) /
                                      (double)d->n_sub)
                  : tok);
-    st = gt_wan_outer_submit(outer, r, d->delta + d->frag_off[f], (double)tok, d->fhash[f],
-                             gt_time_ns());
+    /* Each of the fragment's engines (one per WAN group of ours) sends its slice, weighted by
+     * the site's tokens: a group's average weighs every site by what it trained, whatever
+     * share of the site's ranks carries the group. */
+    for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
+        uint32_t e = f * d->n_grp + i;
+        st = gt_wan_outer_submit(d->outers[e], r, d->delta + d->eng_off[e], (double)tok,
+                                 d->ehash[e], gt_time_ns());
+    }
     d->fnext[f] = r + 1;
     uint64_t next = d->fnext[0];
     for (uint32_t k = 1; k < d->F; k++)
@@ -262,7 +305,7 @@ static int cut_off(gt_diloco_t *d)
 {
     gt_wan_view_t v;
     pthread_mutex_lock(&d->lock);
-    v = d->view;
+    v = d->grp[0].view; /* every group's view holds the same sites, give or take a heartbeat */
     pthread_mutex_unlock(&d->lock);
     uint32_t n = 0, reach = 0, first = UINT32_MAX, first_reached = 0;
     for (uint32_t k = 0; k < v.n_members; k++) {
@@ -270,7 +313,7 @@ static int cut_off(gt_diloco_t *d)
         if (gt_topo_site_index(d->cfg, v.members[k].name, &i) != GT_OK) continue;
         int r = i == d->site;
         if (!r) {
-            gt_status_t st = dl_fetch_state(d, STATE_PROBE, &i, 1);
+            gt_status_t st = dl_fetch_state(d, 0, STATE_PROBE, &i, 1);
             r = st == GT_OK || st == GT_ERR_AGAIN; /* an answer, even "busy" (a joiner) */
         }
         n++;
@@ -286,9 +329,9 @@ static int cut_off(gt_diloco_t *d)
     return n > 1 && (2 * reach < n || (2 * reach == n && !first_reached));
 }
 
-/* Drives nothing itself (the WAN thread does): waits until round r's g is in d->g. Bounded: a
- * result cannot be missing longer than the straggler deadline plus the time to notice a dead
- * site. */
+/* Drives nothing itself (the WAN thread does): waits until round r's g of every engine of
+ * fragment f (one per WAN group of ours) is in d->g. Bounded: a result cannot be missing
+ * longer than the straggler deadline plus the time to notice a dead site. */
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     const gt_topo_config_t *c = d->cfg;
@@ -303,9 +346,19 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     uint64_t next_probe = 0;
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
+    uint64_t got = 0; /* bit i: group i's result taken */
     for (;;) {
+        st = GT_OK;
         pthread_mutex_lock(&d->lock);
-        st = gt_wan_outer_result_swap(d->outers[f], r, &d->g[f]);
+        for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
+            if (got >> i & 1) continue;
+            uint32_t e = f * d->n_grp + i;
+            gt_status_t one = gt_wan_outer_result_swap(d->outers[e], r, &d->g[e]);
+            if (one == GT_OK)
+                got |= 1ull << i;
+            else
+                st = one;
+        }
         pthread_mutex_unlock(&d->lock);
         if (st != GT_ERR_AGAIN) break;
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
@@ -353,7 +406,7 @@ static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float 
     return GT_OK;
 }
 
-/* The outer step on our lanes of fragment f, with the kept state and the fragment's hash in
+/* The outer step on our lanes of fragment f, with the kept state and its engines' hashes in
  * the same sweep. */
 static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
@@ -364,22 +417,24 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
     float *hist = d->hist[k];
     pthread_mutex_unlock(&d->lock);
     if (!hist) return GT_ERR_NOMEM;
-    XXH3_state_t h;
-    XXH3_64bits_reset(&h);
-    size_t o = d->frag_off[f], o0 = o;
-    const float *g = d->g[f]; /* the fragment's result: g[o - o0] is packed position o */
     gt_status_t st = GT_OK;
-    for (uint32_t i = d->frag_lane[f]; i < d->frag_lane[f + 1] && st == GT_OK; i++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
-        float *a = d->anchor + ln->offset;
-        st = outer_update(d, a, d->mom + o, g + (o - o0), ln->count);
-        memcpy(hist + o, a, ln->count * sizeof(float));
-        memcpy(hist + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
-        XXH3_64bits_update(&h, a, ln->count * sizeof(float));
-        o += ln->count;
+    for (uint32_t e = f * d->n_grp; e < (f + 1) * d->n_grp && st == GT_OK; e++) {
+        XXH3_state_t h;
+        XXH3_64bits_reset(&h);
+        size_t o = d->eng_off[e], o0 = o;
+        const float *g = d->g[e]; /* the engine's result: g[o - o0] is packed position o */
+        for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1] && st == GT_OK; i++) {
+            const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+            float *a = d->anchor + ln->offset;
+            st = outer_update(d, a, d->mom + o, g + (o - o0), ln->count);
+            memcpy(hist + o, a, ln->count * sizeof(float));
+            memcpy(hist + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
+            XXH3_64bits_update(&h, a, ln->count * sizeof(float));
+            o += ln->count;
+        }
+        d->ehash[e] = XXH3_64bits_digest(&h);
     }
-    d->fhash[f] = XXH3_64bits_digest(&h);
-    if (f == 0) d->own_hash = d->fhash[0];
+    if (f == 0) d->own_hash = d->ehash[0];
     d->passes += (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n;
     pthread_mutex_lock(&d->lock);
     d->hist_round[f][k] = (int64_t)r;
@@ -394,7 +449,7 @@ static void rebase_frag(gt_diloco_t *d, uint32_t f)
     const float *a = d->anchor, *snap = d->snap;
     for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (gt_topo_lane_fragment(l, d->ranks, d->F) != f) continue;
+        if (gt_topo_lane_fragment(l, d->G, d->F) != f) continue;
         for (size_t i = ln->offset; i < ln->offset + ln->count; i++) x[i] = a[i] + (x[i] - snap[i]);
     }
     d->passes += 1.0 / d->F;
@@ -447,7 +502,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
         else
             for (size_t i = o; i < o + cnt; i++) x[i] = a[i] + (x[i] - snap[i]);
     }
-    d->own_hash = d->fhash[0] = XXH3_64bits_digest(&h);
+    d->own_hash = d->ehash[0] = XXH3_64bits_digest(&h);
     d->passes += 1.0;
     pthread_mutex_lock(&d->lock);
     d->hist_round[0][k] = (int64_t)r;
@@ -473,7 +528,7 @@ static size_t full_index(const gt_diloco_t *d, size_t p)
  * its last fragment is: every fragment then holds round r and none r + 1 yet (τ < H/F). */
 gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
 {
-    gt_wan_outer_t *outer = d->outers[f];
+    uint32_t e0 = f * d->n_grp, e1 = e0 + d->n_grp; /* the fragment's engines, one a group */
     gt_status_t st = dl_wait_result(d, f, r);
     /* The wait outlasted a lease — or this process was stopped inside it (SIGSTOP): the others
      * may have removed this site and redone its chunks of round r without it, so the result it
@@ -482,8 +537,8 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     uint64_t away =
         st == GT_OK && !d->sync_dp &&
         gt_time_ns() - d->t_last > (uint64_t)d->cfg->membership.lease_ttl_s * 1000000000ull;
-    gt_status_t e = dl_allreduce(d, &away, 1, GT_DILOCO_OP_MAX);
-    if (e != GT_OK) return e;
+    gt_status_t ast = dl_allreduce(d, &away, 1, GT_DILOCO_OP_MAX);
+    if (ast != GT_OK) return ast;
     if (away) {
         gt_status_t live = dl_confirm_member(d);
         if ((live = dl_agree(d, live)) != GT_OK) {
@@ -494,9 +549,13 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     }
     double tokens = 0;
     int verdict = 0;
-    if (st == GT_OK) { /* the exchange time, for exchange_s_median in the summary */
+    if (st == GT_OK) {   /* the exchange time, for exchange_s_median in the summary */
+        double ex = NAN; /* the slowest group's */
         pthread_mutex_lock(&d->lock);
-        double ex = gt_wan_outer_exchange_s(outer, r);
+        for (uint32_t e = e0; e < e1; e++) {
+            double one = gt_wan_outer_exchange_s(d->outers[e], r);
+            if (isfinite(one) && !(ex >= one)) ex = one;
+        }
         pthread_mutex_unlock(&d->lock);
         if (d->exch_n == d->exch_cap) {
             size_t cap = d->exch_cap ? 2 * d->exch_cap : 64;
@@ -507,23 +566,36 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             }
         }
         if (isfinite(ex) && d->exch_n < d->exch_cap) d->exch[d->exch_n++] = ex;
+        /* The tokens of the fragment's result: each group's (every site's tokens that its
+         * average weighed) by the group's share of our lanes — exactly the common count when
+         * every group closed with the same contributions (integers, products exact). */
+        double tl = 0;
         pthread_mutex_lock(&d->lock);
-        tokens = gt_wan_outer_result_tokens(outer, r);
+        for (uint32_t e = e0; e < e1; e++)
+            tl += gt_wan_outer_result_tokens(d->outers[e], r) *
+                  (double)(d->eng_off[e + 1] - d->eng_off[e]);
         pthread_mutex_unlock(&d->lock);
+        tokens = tl / (double)(d->frag_off[f + 1] - d->frag_off[f]);
         if (d->F > 1) { /* the fragment's tokens count by its share of the vector */
             d->tok_acc += tokens * (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n_sub;
             tokens = d->tok_acc;
         }
     }
+    uint64_t bad = 0; /* bit i: group i's lanes disagreed with its majority */
     if (st == GT_OK && r > 0) {
+        verdict = 1;
         pthread_mutex_lock(&d->lock);
-        verdict = gt_wan_outer_hash_verdict(outer, r - 1);
+        for (uint32_t e = e0; e < e1; e++) {
+            int v = gt_wan_outer_hash_verdict(d->outers[e], r - 1);
+            if (v < 0) bad |= 1ull << (e - e0);
+            if (v < verdict) verdict = v;
+        }
         pthread_mutex_unlock(&d->lock);
     }
     int chaos = d->p.corrupt_anchor_round >= 0 && r == (uint64_t)d->p.corrupt_anchor_round &&
                 d->rank == 0 && f == 0;
     uint64_t hash = 0;
-    int fused = st == GT_OK && d->ranks == 1 && d->F == 1 && verdict >= 0 && !chaos;
+    int fused = st == GT_OK && d->ranks == 1 && d->n_eng == 1 && verdict >= 0 && !chaos;
     if (fused) {
         st = apply_fused(d, r, final);
         hash = d->own_hash;
@@ -536,11 +608,11 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             memcpy(&bits, &d->anchor[at], 4);
             bits ^= 1u << 20;
             memcpy(&d->anchor[at], &bits, 4);
-            d->fhash[f] = frag_hash(d, f);
+            for (uint32_t e = e0; e < e1; e++) d->ehash[e] = eng_hash(d, e);
             GT_WARN("site %s: chaos: flipped a bit of the anchor (fragment 0) after round %llu",
                     d->name, (unsigned long long)r);
         }
-        if (st == GT_OK && verdict < 0) st = dl_refetch(d, f, r);
+        if (st == GT_OK && verdict < 0) st = dl_refetch(d, f, r, bad);
         if ((st = dl_agree(d, st)) != GT_OK) return st;
         if ((st = gather_frag(d, d->anchor, (int)f)) != GT_OK) return st;
         rebase_frag(d, f);
@@ -559,7 +631,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             GT_WARN("site %s: chaos: flipped a bit of the anchor after round %llu", d->name,
                     (unsigned long long)r);
         }
-        if (st == GT_OK && verdict < 0) st = dl_refetch(d, 0, r);
+        if (st == GT_OK && verdict < 0) st = dl_refetch(d, 0, r, bad);
         if ((st = dl_agree(d, st)) != GT_OK) return st;
         if ((st = dl_gather_anchor(d)) != GT_OK) return st;
         hash = rebase(d, final);
@@ -582,24 +654,29 @@ gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t 
     gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
     if (st != GT_OK) return st;
     dl_own_to_packed(d, grads, d->delta);
-    XXH3_state_t h;
-    XXH3_64bits_reset(&h);
-    for (uint32_t i = 0; i < d->n_own; i++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
-        XXH3_64bits_update(&h, d->x + ln->offset, ln->count * sizeof(float));
+    uint64_t hash[DL_MAX_ENGINES]; /* each engine's (group's) lanes of the parameters */
+    for (uint32_t e = 0; e < d->n_eng; e++) {
+        XXH3_state_t h;
+        XXH3_64bits_reset(&h);
+        for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1]; i++) {
+            const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+            XXH3_64bits_update(&h, d->x + ln->offset, ln->count * sizeof(float));
+        }
+        hash[e] = XXH3_64bits_digest(&h);
     }
-    uint64_t hash = XXH3_64bits_digest(&h);
     pthread_mutex_lock(&d->lock);
     double prev_tokens = step > 0 ? gt_wan_outer_result_tokens(d->outers[0], step - 1) : 0.0;
     pthread_mutex_unlock(&d->lock);
     if (step > 0) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n), prev_tokens);
     pthread_mutex_lock(&d->lock);
     dl_log_submit(d, step, tokens); /* before the frames can leave, as in dl_submit */
-    st = gt_wan_outer_submit(d->outers[0], step, d->delta, (double)tokens, hash, gt_time_ns());
+    for (uint32_t e = 0; e < d->n_eng && st == GT_OK; e++)
+        st = gt_wan_outer_submit(d->outers[e], step, d->delta + d->eng_off[e], (double)tokens,
+                                 hash[e], gt_time_ns());
     pthread_mutex_unlock(&d->lock);
     if (st == GT_OK) st = dl_wait_result(d, 0, step);
     if ((st = dl_agree(d, st)) != GT_OK) return st;
     d->rounds_applied++;
-    dl_packed_to_own(d, d->g[0], grads);
+    for (uint32_t e = 0; e < d->n_eng; e++) dl_engine_to_full(d, e, d->g[e], grads);
     return gather_full(d, grads);
 }

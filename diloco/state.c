@@ -2,7 +2,8 @@
  * joining a run in progress (DESIGN.md §4).
  *
  * Everything rides on two message types of the mesh, STATE_REQ and STATE_CHUNK (formats in
- * diloco_internal.h), between the same rank of two sites:
+ * diloco_internal.h), between two sites' ends of one WAN group (a rank runs G / R groups; a
+ * group's state is (θ_a, m) of its lanes, the same lanes at every site whatever its ranks):
  * - HELLO at start: every site tells every peer its parameter count and the hash of its
  *   initial vector. A count that differs is an error on both sides, at once, naming both
  *   counts (a model that differs between sites would otherwise show up as frames that never
@@ -10,7 +11,7 @@
  *   the first site in sites.yaml order (STATE_INITIAL), so every site starts from one θ_a.
  * - a probe asks a peer which round it submits next, its parameter count and its table of
  *   first rounds (a joiner plans with it);
- * - a fetch asks for (θ_a, m) of our lanes after round r, striped across n peers, each stripe
+ * - a fetch asks for (θ_a, m) of a group's lanes after round r, striped across n peers, each stripe
  *   in parts that fit every site's receive buffer, with the hash of the server's whole state;
  *   peers keep the state after their last two rounds to serve it.
  * Hostile or stale replies are checked before anything is written. The WAN thread serves and
@@ -22,10 +23,11 @@
 #include <string.h>
 #include <time.h>
 
-static void state_reply(gt_diloco_t *d, const gt_wan_msg_t *req, uint32_t status, uint64_t off,
+static void state_reply(struct dl_group *gr, const gt_wan_msg_t *req, uint32_t status, uint64_t off,
                         uint64_t hash, const void *data, size_t bytes, uint32_t part,
                         uint32_t parts, uint8_t *buf)
 {
+    gt_diloco_t *d = gr->d;
     gt_wan_msg_t m;
     memset(&m, 0, sizeof m);
     m.type = GT_WAN_MSG_STATE_CHUNK;
@@ -38,15 +40,16 @@ static void state_reply(gt_diloco_t *d, const gt_wan_msg_t *req, uint32_t status
     gt_le_put64(buf + 8, off);
     gt_le_put64(buf + 16, hash);
     if (bytes) memcpy(buf + STATE_HDR, data, bytes);
-    if (gt_wan_mesh_send(d->mesh, req->sender, &m, buf, STATE_HDR + bytes) != GT_OK)
+    if (gt_wan_mesh_send(gr->mesh, req->sender, &m, buf, STATE_HDR + bytes) != GT_OK)
         GT_WARN("site %s: cannot answer site %u's state request", d->name, req->sender);
 }
 
-/* A peer asks where we are (a probe), says hello, or asks for (θ_a, m) of our lanes after
- * req->round (or the initial state) — all of it, or stripe k of n: sent in parts that fit
- * every site's receive buffer; or a status when we do not hold that round. */
-static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *in, size_t len)
+/* A peer asks where we are (a probe), says hello, or asks for (θ_a, m) of group gr's lanes
+ * after req->round (or the initial state) — all of it, or stripe k of n: sent in parts that
+ * fit every site's receive buffer; or a status when we do not hold that round. */
+static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint8_t *in, size_t len)
 {
+    gt_diloco_t *d = gr->d;
     if (req->round == STATE_HELLO) {
         if (len != 16 || req->sender >= d->cfg->n_sites || req->sender == d->site) {
             GT_WARN("site %s: rejected a malformed hello from site %u", d->name, req->sender);
@@ -64,12 +67,12 @@ static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *
         uint64_t first[GT_WAN_OUTER_MAX_SITES];
         uint8_t info[8 + 8 + 4 + 8 * GT_WAN_OUTER_MAX_SITES];
         uint32_t n = d->cfg->n_sites;
-        gt_wan_outer_first_rounds(d->outer, first);
+        gt_wan_outer_first_rounds(d->outers[gr->i], first);
         gt_le_put64(info, d->next_submit);
         gt_le_put64(info + 8, d->n);
         gt_le_put32(info + 16, n);
         for (uint32_t i = 0; i < n; i++) gt_le_put64(info + 20 + 8 * i, first[i]);
-        state_reply(d, req, d->training ? STATE_INFO : STATE_BUSY, 0, 0, info, 20 + 8 * n, 0, 1,
+        state_reply(gr, req, d->training ? STATE_INFO : STATE_BUSY, 0, 0, info, 20 + 8 * n, 0, 1,
                     buf);
         free(buf);
         return;
@@ -90,20 +93,28 @@ static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *
         gone = req->round != STATE_INITIAL && want <= newest;
     }
     float *part_buf = NULL;
-    if (held && fq) { /* one fragment: its θ_a then its m, as one vector */
-        size_t o = d->frag_off[f0], fl = d->frag_off[f0 + 1] - o;
+    if (held && fq == 0 && d->n_grp == 1) {
+        src = d->hist[kw]; /* our one group: the whole kept state */
+    } else if (held) {
+        /* the group's engines of the fragments asked for: their θ_a, then their m */
+        size_t fl = 0, o = 0;
+        for (uint32_t f = f0; f < f1; f++) {
+            uint32_t e = f * d->n_grp + gr->i;
+            fl += d->eng_off[e + 1] - d->eng_off[e];
+        }
         total = 2 * fl;
         part_buf = malloc(total * sizeof(float));
-        if (part_buf) {
-            memcpy(part_buf, d->hist[kw] + o, fl * sizeof(float));
-            memcpy(part_buf + fl, d->hist[kw] + d->n_sub + o, fl * sizeof(float));
+        for (uint32_t f = f0; f < f1 && part_buf; f++) {
+            uint32_t e = f * d->n_grp + gr->i;
+            size_t el = d->eng_off[e + 1] - d->eng_off[e];
+            memcpy(part_buf + o, d->hist[kw] + d->eng_off[e], el * sizeof(float));
+            memcpy(part_buf + fl + o, d->hist[kw] + d->n_sub + d->eng_off[e], el * sizeof(float));
+            o += el;
         }
         src = part_buf;
-    } else if (held) {
-        src = d->hist[kw];
     }
     if (!src || k >= n) {
-        state_reply(d, req, gone ? STATE_GONE : STATE_NOT_YET, 0, 0, NULL, 0, 0, 1, buf);
+        state_reply(gr, req, gone ? STATE_GONE : STATE_NOT_YET, 0, 0, NULL, 0, 0, 1, buf);
         if (gone)
             GT_WARN("site %s: site %u asked for the anchor after round %llu, which we no longer "
                     "hold",
@@ -118,7 +129,7 @@ static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *
     for (size_t p = 0; p < parts; p++) {
         size_t off = lo + p * pf, cnt = hi - off < pf ? hi - off : pf;
         if (hi == lo) cnt = 0;
-        state_reply(d, req, STATE_OK, off, hash, src + off, cnt * sizeof(float), (uint32_t)p,
+        state_reply(gr, req, STATE_OK, off, hash, src + off, cnt * sizeof(float), (uint32_t)p,
                     (uint32_t)parts, buf);
     }
     free(buf);
@@ -126,9 +137,11 @@ static void serve_state(gt_diloco_t *d, const gt_wan_msg_t *req, const uint8_t *
 }
 
 /* A reply to our probe or fetch. Hostile input is checked before anything is written. */
-static void take_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
+static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
 {
-    if (!d->fetching || msg->view_epoch != d->fetch_id || len < STATE_HDR) return;
+    gt_diloco_t *d = gr->d;
+    if (!d->fetching || gr->i != d->fetch_grp || msg->view_epoch != d->fetch_id || len < STATE_HDR)
+        return;
     uint32_t status = gt_le_get32(buf), k = 0;
     while (k < d->fetch_n && d->fetch_peer[k] != msg->sender) k++;
     if (k == d->fetch_n || d->fetch_round != msg->round) return;
@@ -170,27 +183,33 @@ static void take_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const uint8_t *b
     d->fetch_floats += cnt;
 }
 
-void dl_on_state(gt_diloco_t *d, const gt_wan_msg_t *msg, const void *buf, size_t len)
+void dl_on_state(struct dl_group *gr, const gt_wan_msg_t *msg, const void *buf, size_t len)
 {
     if (msg->type == GT_WAN_MSG_STATE_REQ)
-        serve_state(d, msg, buf, len);
+        serve_state(gr, msg, buf, len);
     else
-        take_state(d, msg, buf, len);
+        take_state(gr, msg, buf, len);
 }
 
-/* Asks peers[0..n) for stripe k of n of our lanes' (θ_a, m) after `round` (or, with
- * STATE_PROBE, the first of them where it is) and waits for the answer, at most
+/* Asks peers[0..n) of group i for stripe k of n of the group's lanes' (θ_a, m) after `round`
+ * (or, with STATE_PROBE, the first of them where it is) and waits for the answer, at most
  * wan.peer_timeout_ms. GT_OK: d->fetch holds the state, its hash checked against the one every
  * server sent; GT_ERR_AGAIN: a server does not hold the round yet; GT_ERR_NOT_FOUND: a server
  * no longer holds it; GT_ERR_TIMEOUT / GT_ERR_CORRUPT otherwise. Not under the lock. */
-gt_status_t dl_fetch_state(gt_diloco_t *d, uint64_t round, const uint32_t *peers, uint32_t n)
+gt_status_t dl_fetch_state(gt_diloco_t *d, uint32_t i, uint64_t round, const uint32_t *peers,
+                           uint32_t n)
 {
-    return dl_fetch_frag(d, round, -1, peers, n);
+    return dl_fetch_frag(d, i, round, -1, peers, n);
 }
 
-gt_status_t dl_fetch_frag(gt_diloco_t *d, uint64_t round, int frag, const uint32_t *peers,
-                          uint32_t n)
+gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
+                          const uint32_t *peers, uint32_t n)
 {
+    size_t want = 0; /* floats of θ_a (and as many of m) asked for */
+    for (uint32_t f = 0; f < d->F; f++) {
+        uint32_t e = f * d->n_grp + i;
+        if (frag < 0 || (uint32_t)frag == f) want += d->eng_off[e + 1] - d->eng_off[e];
+    }
     if (!d->fetch) d->fetch = malloc(2 * d->n_sub * sizeof(float));
     if (!d->fetch || n == 0 || n > GT_WAN_MAX_MEMBERS)
         return d->fetch ? GT_ERR_INVALID : GT_ERR_NOMEM;
@@ -202,7 +221,8 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint64_t round, int frag, const uint32
     memcpy(d->fetch_peer, peers, n * sizeof *peers);
     d->fetch_floats = 0;
     d->fetch_frag = frag;
-    d->fetch_total = frag >= 0 ? 2 * (d->frag_off[frag + 1] - d->frag_off[frag]) : 2 * d->n_sub;
+    d->fetch_grp = i;
+    d->fetch_total = 2 * want;
     d->fetch_hash_set = 0;
     d->fetch_status = 0;
     d->probe_got = 0;
@@ -215,7 +235,7 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint64_t round, int frag, const uint32
         m.view_epoch = d->fetch_id;
         m.lane = k | (frag >= 0 ? (uint32_t)(frag + 1) << 16 : 0u);
         m.chunk = d->fetch_n;
-        st = gt_wan_mesh_send(d->mesh, peers[k], &m, "", 0);
+        st = gt_wan_mesh_send(d->grp[i].mesh, peers[k], &m, "", 0);
     }
     pthread_mutex_unlock(&d->lock);
     uint64_t t0 = gt_time_ns();
@@ -244,22 +264,26 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint64_t round, int frag, const uint32
     return GT_OK;
 }
 
-/* The fetched state becomes ours. */
-static void take_fetched(gt_diloco_t *d)
+/* The fetched state of group i (its engines' θ_a, fragment after fragment, then their m)
+ * becomes ours. */
+static void take_fetched(gt_diloco_t *d, uint32_t i)
 {
-    dl_packed_to_own(d, d->fetch, d->anchor);
-    memcpy(d->mom, d->fetch + d->n_sub, d->n_sub * sizeof(float));
+    size_t half = d->fetch_total / 2, p = 0;
+    for (uint32_t f = 0; f < d->F; f++) {
+        uint32_t e = f * d->n_grp + i;
+        size_t el = d->eng_off[e + 1] - d->eng_off[e];
+        dl_engine_to_full(d, e, d->fetch + p, d->anchor);
+        memcpy(d->mom + d->eng_off[e], d->fetch + half + p, el * sizeof(float));
+        p += el;
+    }
 }
 
-/* A fetched fragment f (its θ_a then its m) becomes ours. */
-static void take_fetched_frag(gt_diloco_t *d, uint32_t f)
+/* A fetched fragment f of group i (its θ_a then its m) becomes ours. */
+static void take_fetched_frag(gt_diloco_t *d, uint32_t i, uint32_t f)
 {
-    size_t o = d->frag_off[f], fl = d->frag_off[f + 1] - o, p = 0;
-    for (uint32_t i = d->frag_lane[f]; i < d->frag_lane[f + 1]; i++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
-        memcpy(d->anchor + ln->offset, d->fetch + p, ln->count * sizeof(float));
-        p += ln->count;
-    }
+    uint32_t e = f * d->n_grp + i;
+    size_t o = d->eng_off[e], fl = d->eng_off[e + 1] - o;
+    dl_engine_to_full(d, e, d->fetch, d->anchor);
     memcpy(d->mom + o, d->fetch + fl, fl * sizeof(float));
     int k = 0; /* the kept state: the fragment's slice of the slot that holds its newest round */
     if (d->hist_round[f][1] > d->hist_round[f][0]) k = 1;
@@ -289,26 +313,31 @@ gt_status_t dl_start_check(gt_diloco_t *d)
     uint64_t mine = gt_wan_outer_hash(d->x, d->n);
     uint32_t peers[GT_WAN_MAX_MEMBERS];
     int self_in = 0;
-    uint32_t n = dl_view_peers(d, peers, &self_in);
+    uint32_t n = dl_view_peers(d, 0, peers, &self_in);
     uint8_t hello[16];
     gt_le_put64(hello, d->n);
     gt_le_put64(hello + 8, mine);
     gt_status_t st = GT_OK;
-    pthread_mutex_lock(&d->lock);
-    for (uint32_t k = 0; k < n && st == GT_OK; k++) {
-        gt_wan_msg_t m;
-        memset(&m, 0, sizeof m);
-        m.type = GT_WAN_MSG_STATE_REQ;
-        m.round = STATE_HELLO;
-        st = gt_wan_mesh_send(d->mesh, peers[k], &m, hello, sizeof hello);
+    /* over every group's mesh: each of a peer's ranks waits for it on its own groups */
+    for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
+        uint32_t gp[GT_WAN_MAX_MEMBERS];
+        uint32_t gn = dl_view_peers(d, i, gp, &self_in);
+        pthread_mutex_lock(&d->lock);
+        for (uint32_t k = 0; k < gn && st == GT_OK; k++) {
+            gt_wan_msg_t m;
+            memset(&m, 0, sizeof m);
+            m.type = GT_WAN_MSG_STATE_REQ;
+            m.round = STATE_HELLO;
+            st = gt_wan_mesh_send(d->grp[i].mesh, gp[k], &m, hello, sizeof hello);
+        }
+        pthread_mutex_unlock(&d->lock);
     }
-    pthread_mutex_unlock(&d->lock);
     uint64_t t0 = gt_time_ns();
     uint32_t got = 0;
     /* Our hello out first: a peer must learn of a mismatch even if we fail at once. */
     for (size_t queued = 1; st == GT_OK && queued && gt_time_ns() - t0 < 5000000000ull;) {
         pthread_mutex_lock(&d->lock);
-        queued = gt_wan_mesh_pending(d->mesh);
+        queued = dl_mesh_pending(d);
         pthread_mutex_unlock(&d->lock);
         struct timespec ts = {0, 1000000};
         if (queued) nanosleep(&ts, NULL);
@@ -343,14 +372,15 @@ gt_status_t dl_start_check(gt_diloco_t *d)
         GT_INFO("site %s: its initial parameters differ from site %s's; starting from those",
                 d->name, c->sites[src].name);
         uint64_t tf = gt_time_ns();
-        do {
-            st = dl_fetch_state(d, STATE_INITIAL, &src, 1);
-        } while (st == GT_ERR_AGAIN &&
-                 gt_time_ns() - tf < (uint64_t)c->wan.connect_timeout_ms * 1000000ull);
+        for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) { /* each group's lanes */
+            do {
+                st = dl_fetch_state(d, i, STATE_INITIAL, &src, 1);
+            } while (st == GT_ERR_AGAIN &&
+                     gt_time_ns() - tf < (uint64_t)c->wan.connect_timeout_ms * 1000000ull);
+            if (st == GT_OK) take_fetched(d, i);
+        }
         d->wait_s += (gt_time_ns() - tf) * 1e-9;
-        if (st == GT_OK)
-            take_fetched(d);
-        else
+        if (st != GT_OK)
             GT_ERROR("site %s: cannot fetch the initial parameters from site %s: %s", d->name,
                      c->sites[src].name, gt_status_str(st));
     }
@@ -363,11 +393,11 @@ gt_status_t dl_start_check(gt_diloco_t *d)
     return d->p.after_write ? d->p.after_write(d->p.hook_ctx) : GT_OK;
 }
 
-/* Our anchor disagreed with the majority (invariant I1): fetch (θ_a, m) of our lanes after
- * round r from a live peer and replace ours (θ_s is rebased onto it right after). Peers that
- * do not hold round r any more are skipped; if none can serve it, the run goes on and the event
- * stays logged. */
-gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r)
+/* Our anchor disagreed with the majority (invariant I1): fetch (θ_a, m) of the lanes of each
+ * group in `bad` (of fragment f with fragments) after round r from a live peer of the group and
+ * replace ours (θ_s is rebased onto it right after). Peers that do not hold round r any more
+ * are skipped; if none can serve it, the run goes on and the event stays logged. */
+gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
 {
     const gt_topo_config_t *c = d->cfg;
     if (d->F > 1)
@@ -377,33 +407,45 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r)
     else
         GT_ERROR("site %s: our anchor after round %llu differs from the majority's; re-fetching it",
                  d->name, (unsigned long long)r - 1);
-    pthread_mutex_lock(&d->lock);
-    gt_wan_view_t view = d->view;
-    pthread_mutex_unlock(&d->lock);
-    for (uint32_t k = 0; k < view.n_members; k++) {
-        uint32_t peer;
-        if (gt_topo_site_index(c, view.members[k].name, &peer) != GT_OK || peer == d->site)
-            continue;
-        uint64_t t0 = gt_time_ns();
-        gt_status_t st = dl_fetch_frag(d, r, d->F > 1 ? (int)f : -1, &peer, 1);
-        d->wait_s += (gt_time_ns() - t0) * 1e-9;
-        dl_write_status(d, 0);
-        if (st == GT_ERR_NOMEM) return st;
-        if (st != GT_OK) continue;
-        if (d->F > 1) {
-            take_fetched_frag(d, f);
-            d->fhash[f] = gt_wan_outer_hash(d->fetch, (d->frag_off[f + 1] - d->frag_off[f]));
-        } else {
-            take_fetched(d);
-            dl_keep_state(d, (int64_t)r);
+    int fixed = 0;
+    for (uint32_t i = 0; i < d->n_grp; i++) {
+        if (!(bad >> i & 1)) continue;
+        pthread_mutex_lock(&d->lock);
+        gt_wan_view_t view = d->grp[i].view;
+        pthread_mutex_unlock(&d->lock);
+        int done = 0;
+        for (uint32_t k = 0; k < view.n_members && !done; k++) {
+            uint32_t peer;
+            if (gt_topo_site_index(c, view.members[k].name, &peer) != GT_OK || peer == d->site)
+                continue;
+            uint64_t t0 = gt_time_ns();
+            gt_status_t st = dl_fetch_frag(d, i, r, d->F > 1 ? (int)f : -1, &peer, 1);
+            d->wait_s += (gt_time_ns() - t0) * 1e-9;
+            dl_write_status(d, 0);
+            if (st == GT_ERR_NOMEM) return st;
+            if (st != GT_OK) continue;
+            if (d->F > 1) {
+                uint32_t e = f * d->n_grp + i;
+                take_fetched_frag(d, i, f);
+                d->ehash[e] = gt_wan_outer_hash(d->fetch, d->eng_off[e + 1] - d->eng_off[e]);
+            } else {
+                take_fetched(d, i);
+            }
+            done = 1;
+            GT_WARN("site %s: re-fetched the anchor after round %llu from site %s", d->name,
+                    (unsigned long long)r, c->sites[peer].name);
         }
-        d->refetches++;
-        GT_WARN("site %s: re-fetched the anchor after round %llu from site %s", d->name,
-                (unsigned long long)r, c->sites[peer].name);
-        return GT_OK;
+        if (!done) {
+            GT_ERROR("site %s: no peer could serve the anchor after round %llu; going on with ours",
+                     d->name, (unsigned long long)r);
+            continue;
+        }
+        fixed = 1;
     }
-    GT_ERROR("site %s: no peer could serve the anchor after round %llu; going on with ours",
-             d->name, (unsigned long long)r);
+    if (fixed) {
+        if (d->F == 1) dl_keep_state(d, (int64_t)r);
+        d->refetches++;
+    }
     return GT_OK;
 }
 
@@ -427,6 +469,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                      (uint64_t)c->outer.deadline_max_ms * 4000000ull + 600000000000ull;
     uint32_t peers[GT_WAN_MAX_MEMBERS];
     int have = 0, planned = 0;
+    uint64_t have_grp = 0; /* bit i: group i's state fetched for the planned round */
     uint64_t planned_at = 0;
     uint64_t replan_ns = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
                          (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
@@ -443,7 +486,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         int64_t fail = 0;
         const char *why = NULL;
         int self_in = 0;
-        uint32_t n = dl_view_peers(d, peers, &self_in);
+        uint32_t n = dl_view_peers(d, 0, peers, &self_in); /* the probes go over group 0's */
         uint64_t now = gt_time_ns();
         /* Alone: not in the view, no peer in it, or (below) only peers that answer and do not
          * train — a view of joiners has nobody to join from. */
@@ -469,7 +512,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
             uint64_t differ = 0;
             uint32_t busy = 0; /* peers that answered "not training" (joiners) */
             for (uint32_t k = 0; self_in && k < n; k++) {
-                st = dl_fetch_state(d, STATE_PROBE, &peers[k], 1);
+                st = dl_fetch_state(d, 0, STATE_PROBE, &peers[k], 1);
                 busy += st == GT_ERR_AGAIN;
                 if (st != GT_OK) continue;
                 if (d->probe_params != d->n) {
@@ -501,6 +544,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                 planned = 1;
                 planned_at = now;
                 have = 0;
+                have_grp = 0;
                 if (R >= c->run.rounds) {
                     GT_WARN("site %s: the run ends (round %llu of %u) before this site could take "
                             "part",
@@ -508,8 +552,8 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     return GT_OK;
                 }
                 pthread_mutex_lock(&d->lock);
-                for (uint32_t f = 0; f < d->F && st == GT_OK; f++)
-                    st = gt_wan_outer_start_at(d->outers[f], R, d->probe_first, gt_time_ns());
+                for (uint32_t e = 0; e < d->n_eng && st == GT_OK; e++)
+                    st = gt_wan_outer_start_at(d->outers[e], R, d->probe_first, gt_time_ns());
                 pthread_mutex_unlock(&d->lock);
                 if (st != GT_OK) return st;
                 GT_INFO("site %s: joining the run: first contribution to round %llu, from the "
@@ -521,23 +565,32 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         if (planned) {
             code = 0;
             if (!have) {
-                st = n ? dl_fetch_state(d, R - 1, peers, n) : GT_ERR_AGAIN;
-                if (st != GT_OK && st != GT_ERR_NOMEM && n > 1) {
-                    /* Striped failed (a peer does not hold R - 1: it lags, or is ahead by two
-                     * rounds): the whole from one peer after another. Plan again only when
-                     * every peer is past it. */
-                    uint32_t gone = 0;
-                    for (uint32_t k = 0; k < n && st != GT_OK; k++) {
-                        gt_status_t one = dl_fetch_state(d, R - 1, &peers[k], 1);
-                        if (one == GT_OK) st = GT_OK;
-                        gone += one == GT_ERR_NOT_FOUND;
+                /* Each of our groups' state from its own peers (their ranks that run it). */
+                st = GT_OK;
+                for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
+                    if (have_grp >> i & 1) continue;
+                    uint32_t gp[GT_WAN_MAX_MEMBERS];
+                    int gin = 0;
+                    uint32_t gn = dl_view_peers(d, i, gp, &gin);
+                    st = gn ? dl_fetch_state(d, i, R - 1, gp, gn) : GT_ERR_AGAIN;
+                    if (st != GT_OK && st != GT_ERR_NOMEM && gn > 1) {
+                        /* Striped failed (a peer does not hold R - 1: it lags, or is ahead by
+                         * two rounds): the whole from one peer after another. Plan again only
+                         * when every peer is past it. */
+                        uint32_t gone = 0;
+                        for (uint32_t k = 0; k < gn && st != GT_OK; k++) {
+                            gt_status_t one = dl_fetch_state(d, i, R - 1, &gp[k], 1);
+                            if (one == GT_OK) st = GT_OK;
+                            gone += one == GT_ERR_NOT_FOUND;
+                        }
+                        if (st != GT_OK) st = gone == gn ? GT_ERR_NOT_FOUND : GT_ERR_AGAIN;
                     }
-                    if (st != GT_OK) st = gone == n ? GT_ERR_NOT_FOUND : GT_ERR_AGAIN;
+                    if (st == GT_OK) {
+                        have_grp |= 1ull << i;
+                        take_fetched(d, i);
+                    }
                 }
-                if (st == GT_OK) {
-                    have = 1;
-                    take_fetched(d);
-                }
+                if (st == GT_OK) have = 1;
                 code = st == GT_OK ? 0 : st == GT_ERR_NOT_FOUND ? 2 : 1;
             }
         }

@@ -341,11 +341,20 @@ GT_API gt_status_t gt_topo_chunk_shares(const gt_topo_config_t *cfg, double *sha
 GT_API gt_status_t gt_topo_layout_rank(const gt_topo_layout_t *full, uint32_t rank,
                                        gt_topo_layout_t **sub_p) GT_MUST_USE;
 
+/* The run's WAN groups G (docs/diloco.md#lanes-across-ranks): the least common multiple of
+ * every site's ranks, so every site's R divides it (G = R when all sites have R ranks). Group
+ * g carries the lanes {l : l mod G = g} and has one mesh, one set of membership keys and one
+ * outer engine per fragment at every site; rank k of a site of R ranks runs the groups
+ * {g : g mod R = k} (G / R of them) — its lanes are still {l : l mod R = k}. 1 for a config
+ * without sites; 0 when the multiple exceeds GT_TOPO_MAX_GROUPS (the loader refuses that). */
+#define GT_TOPO_MAX_GROUPS 64
+GT_API uint32_t gt_topo_wan_groups(const gt_topo_config_t *cfg);
+
 /* Streaming DiLoCo (outer.fragments = F, docs/diloco.md#streaming-fragments). A layout cut for
- * ranks x F "ranks" gives lane l the rank l mod (ranks x F): its rank in the site is that mod
- * ranks, its fragment that div ranks, i.e. fragment (l div ranks) mod F — fragments interleave
- * across the vector (and so across the model's layers) in groups of one lane per rank. */
-GT_API uint32_t gt_topo_lane_fragment(uint32_t lane, uint32_t ranks, uint32_t fragments);
+ * G x F "ranks" (G = gt_topo_wan_groups) gives lane l the "rank" l mod (G x F): its WAN group
+ * is that mod G, its fragment that div G, i.e. fragment (l div G) mod F — fragments interleave
+ * across the vector (and so across the model's layers) in groups of one lane per WAN group. */
+GT_API uint32_t gt_topo_lane_fragment(uint32_t lane, uint32_t groups, uint32_t fragments);
 /* The inner step (within a round of H) at which fragment f syncs: fragment f submits its round
  * r at step r x H + offset and applies it overlap_steps later; offset = H - (F - 1 - f) x H/F,
  * so fragment F - 1 syncs at the round's end as one fragment would, and fragment f - 1 H/F

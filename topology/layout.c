@@ -174,11 +174,27 @@ gt_status_t gt_topo_layout_rank(const gt_topo_layout_t *full, uint32_t rank,
     return GT_OK;
 }
 
-uint32_t gt_topo_lane_fragment(uint32_t lane, uint32_t ranks, uint32_t fragments)
+uint32_t gt_topo_wan_groups(const gt_topo_config_t *cfg)
 {
-    if (ranks == 0) ranks = 1;
+    uint64_t G = 1;
+    for (uint32_t i = 0; cfg && i < cfg->n_sites; i++) {
+        uint64_t a = G, b = cfg->sites[i].ranks ? cfg->sites[i].ranks : 1;
+        while (b) { /* gcd(G, R) */
+            uint64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        G = G / a * (cfg->sites[i].ranks ? cfg->sites[i].ranks : 1);
+        if (G > GT_TOPO_MAX_GROUPS) return 0;
+    }
+    return (uint32_t)G;
+}
+
+uint32_t gt_topo_lane_fragment(uint32_t lane, uint32_t groups, uint32_t fragments)
+{
+    if (groups == 0) groups = 1;
     if (fragments == 0) fragments = 1;
-    return (lane / ranks) % fragments;
+    return (lane / groups) % fragments;
 }
 
 uint64_t gt_topo_fragment_offset(uint64_t H, uint32_t fragments, uint32_t f)

@@ -1019,6 +1019,8 @@ static void check_cross(loader_t *L)
                "key 'sites': no sites defined; allowed: a list of at least one site "
                "(- name: ..., address: host:port)");
     }
+    uint64_t lcm = 1; /* of the sites' ranks so far: the run's WAN groups */
+    int groups_reported = 0;
     for (uint32_t i = 0; i < c->n_sites; i++) {
         for (uint32_t j = 0; j < i; j++) {
             if (c->sites[i].name[0] && strcmp(c->sites[i].name, c->sites[j].name) == 0) {
@@ -1038,13 +1040,23 @@ static void check_cross(loader_t *L)
                        i, c->sites[i].address, c->sites[j].name);
             }
         }
-        if (c->n_sites > 1 && c->sites[i].ranks != c->sites[0].ranks) {
+        /* Sites may have different ranks: the run has G = lcm of them WAN groups (group g:
+         * lanes l mod G = g), and rank k of a site of R ranks runs the groups g mod R = k. */
+        uint64_t a = lcm, b = c->sites[i].ranks ? c->sites[i].ranks : 1;
+        while (b) { /* gcd */
+            uint64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        if (lcm <= GT_TOPO_MAX_GROUPS) lcm = lcm / a * (c->sites[i].ranks ? c->sites[i].ranks : 1);
+        if (c->n_sites > 1 && lcm > GT_TOPO_MAX_GROUPS && !groups_reported) {
             snprintf(where, sizeof where, "%s:%u:%u", L->name, c->sites[i].line, 1u);
             report(L, where,
-                   "key 'sites[%u].ranks': %u ranks, but site '%s' has %u; allowed: the same "
-                   "number at every site of a multi-site run (rank k of each site carries "
-                   "lanes l mod ranks = k)",
-                   i, c->sites[i].ranks, c->sites[0].name, c->sites[0].ranks);
+                   "key 'sites[%u].ranks': %u ranks makes the run's WAN groups (the least "
+                   "common multiple of every site's ranks) exceed %d; allowed: rank counts "
+                   "whose least common multiple is at most %d (e.g. powers of two)",
+                   i, c->sites[i].ranks, GT_TOPO_MAX_GROUPS, GT_TOPO_MAX_GROUPS);
+            groups_reported = 1;
         }
         if (c->sites[i].ranks % c->local.tensor_parallel != 0) {
             snprintf(where, sizeof where, "%s:%u:%u", L->name, c->sites[i].line, 1u);
@@ -1054,12 +1066,13 @@ static void check_cross(loader_t *L)
                    i, c->sites[i].ranks, c->local.tensor_parallel);
         }
     }
-    if (c->n_sites > 1 && c->wan.lanes < c->sites[0].ranks) {
+    uint32_t G = gt_topo_wan_groups(c);
+    if (c->n_sites > 1 && G && c->wan.lanes < G) {
         blame(L, "wan.lanes", NULL, where, sizeof where);
         report(L, where,
-               "key 'wan.lanes': %u lanes for sites of %u ranks; allowed: at least a site's "
-               "ranks (each rank carries its own lanes)",
-               c->wan.lanes, c->sites[0].ranks);
+               "key 'wan.lanes': %u lanes for %u WAN groups (the least common multiple of the "
+               "sites' ranks); allowed: at least %u (each group carries its own lanes)",
+               c->wan.lanes, G, G);
     }
     if (c->outer.deadline_min_ms > c->outer.deadline_max_ms) {
         blame(L, "outer.deadline_min_ms", "outer.deadline_max_ms", where, sizeof where);
@@ -1088,7 +1101,10 @@ static void check_cross(loader_t *L)
         /* Streaming DiLoCo (docs/diloco.md#streaming-fragments): fragment f syncs at steps
          * (r + 1)·H − (F − 1 − f)·H/F, so H/F must be whole, τ must end before the next
          * fragment's sync, and every rank needs a lane of every fragment. */
-        uint32_t F = c->outer.fragments, R = c->n_sites ? c->sites[0].ranks : 1;
+        uint32_t F = c->outer.fragments, Rmin = UINT32_MAX, Gf = G ? G : 1;
+        for (uint32_t i = 0; i < c->n_sites; i++)
+            if (c->sites[i].ranks && c->sites[i].ranks < Rmin) Rmin = c->sites[i].ranks;
+        if (Rmin == UINT32_MAX) Rmin = 1;
         const char *why = NULL;
         char buf[160];
         if (F > 64)
@@ -1105,11 +1121,17 @@ static void check_cross(loader_t *L)
                      "must be below H/F = %u)",
                      c->outer.overlap_steps, c->inner.steps / F);
             why = buf;
-        } else if ((uint64_t)F * R > c->wan.lanes) {
+        } else if ((uint64_t)F * Gf > c->wan.lanes) {
             snprintf(buf, sizeof buf,
-                     "F with F x ranks <= wan.lanes = %u (every rank carries a "
-                     "lane of every fragment)",
-                     c->wan.lanes);
+                     "F with F x G <= wan.lanes = %u (G = %u WAN groups; every group "
+                     "carries a lane of every fragment)",
+                     c->wan.lanes, Gf);
+            why = buf;
+        } else if ((uint64_t)F * (Gf / Rmin) > 64) {
+            snprintf(buf, sizeof buf,
+                     "F with F x G / ranks <= 64 (outer engines per rank; G = %u, a site "
+                     "has %u ranks)",
+                     Gf, Rmin);
             why = buf;
         } else if (c->outer.mode == GT_OUTER_SYNC_DP)
             why = "1 with outer.mode: sync-dp (every step is a round)";

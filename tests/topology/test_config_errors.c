@@ -120,13 +120,22 @@ static const bad_case_t cases[] = {
     {"text data without a path", "data:\n  kind: text\n" SITES, "2:9", "'data.path'", "missing"},
     {"unknown model preset", "model:\n  preset: gpt3\n" SITES, "2:11", "'model.preset'",
      "tiny, small, gpt2-124m"},
-    {"sites with different ranks",
-     "sites:\n  - name: a\n    address: h:1\n    ranks: 2\n  - name: b\n    address: h:2\n", "5:1",
-     "'sites[1].ranks'", "the same number"},
+    {"sites' ranks without a small common multiple",
+     "wan:\n  lanes: 128\nsites:\n  - name: a\n    address: h:1\n    ranks: 7\n"
+     "  - name: b\n    address: h:2\n    ranks: 11\n",
+     "7:1", "'sites[1].ranks'", "least common multiple is at most 64"},
     {"fewer lanes than ranks",
      "wan:\n  lanes: 1\nsites:\n  - name: a\n    address: h:1\n    ranks: 2\n"
      "  - name: b\n    address: h:2\n    ranks: 2\n",
-     "2:10", "'wan.lanes'", "at least a site's ranks"},
+     "2:10", "'wan.lanes'", "at least 2 (each group"},
+    {"fewer lanes than WAN groups",
+     "wan:\n  lanes: 4\nsites:\n  - name: a\n    address: h:1\n    ranks: 2\n"
+     "  - name: b\n    address: h:2\n    ranks: 3\n",
+     "2:10", "'wan.lanes'", "4 lanes for 6 WAN groups"},
+    {"fragments: more than lanes / WAN groups",
+     "inner:\n  steps: 20\nwan:\n  lanes: 4\nouter:\n  fragments: 4\nsites:\n  - name: a\n"
+     "    address: h:1\n    ranks: 2\n  - name: b\n    address: h:2\n",
+     "6:14", "'outer.fragments'", "F x G <= wan.lanes = 4 (G = 2"},
     {"tensor parallel does not divide ranks",
      "local:\n  tensor_parallel: 2\nsites:\n  - name: a\n    address: h:1\n    ranks: 3\n", "4:1",
      "'sites[0].ranks'", "multiple of"},
@@ -188,6 +197,28 @@ static void test_all_errors_reported(void)
     load("run:\n  rounds: 0\nouter:\n  lr: 99\n" SITES, &lp, &errs, NULL);
     CHECK_STR_CONTAINS(errs, "t.yaml:2:11: key 'run.rounds'");
     CHECK_STR_CONTAINS(errs, "t.yaml:4:7: key 'outer.lr'");
+    free(errs);
+}
+
+/* Sites with different ranks load (the run gets lcm(ranks) WAN groups). */
+static void test_unequal_ranks(void)
+{
+    char *errs = NULL;
+    gt_topo_config_t *cfg = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    CHECK_EQ_INT(
+        load("wan:\n  lanes: 4\nsites:\n  - name: a\n    address: h:1\n    ranks: 2\n"
+             "  - name: b\n    address: h:2\n  - name: c\n    address: h:3\n    ranks: 4\n",
+             &lp, &errs, &cfg),
+        GT_OK);
+    CHECK_MSG(cfg != NULL, "2 + 1 + 4 ranks refused:\n%s", errs ? errs : "");
+    if (cfg) {
+        CHECK_EQ_INT(cfg->sites[0].ranks, 2);
+        CHECK_EQ_INT(cfg->sites[1].ranks, 1);
+        CHECK_EQ_INT(gt_topo_wan_groups(cfg), 4);
+        gt_topo_destroy(cfg);
+    }
     free(errs);
 }
 
@@ -316,6 +347,7 @@ int main(void)
 {
     test_bad_cases();
     test_all_errors_reported();
+    test_unequal_ranks();
     test_defaults_and_precedence();
     test_print_round_trip();
     test_repo_sites_yaml();
