@@ -439,14 +439,140 @@ static void test_fragments(const char *tmp)
     CHECK(check_late_site(run, 30, 0) >= 3);
 }
 
+/* Reads SITE/submits.jsonl: tokens[round] of every delta the site submitted; returns the lines. */
+static int submits(const char *run, const char *site, double *tokens, int max)
+{
+    char path[2048], line[256];
+    snprintf(path, sizeof path, "%s/%s/submits.jsonl", run, site);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    for (int r = 0; r < max; r++) tokens[r] = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *j = json_loads(line, 0, NULL);
+        int r = (int)json_integer_value(json_object_get(j, "round"));
+        if (r >= 0 && r < max) tokens[r] += json_number_value(json_object_get(j, "tokens"));
+        json_decref(j);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Reads the tokens of each round's result from SITE/anchors.jsonl (what the outer average
+ * weighed: the sum of the contributions' tokens). */
+static void result_tokens(const char *run, const char *site, double *tokens, int max)
+{
+    char path[2048], line[256];
+    snprintf(path, sizeof path, "%s/%s/anchors.jsonl", run, site);
+    FILE *f = fopen(path, "r");
+    for (int r = 0; r < max; r++) tokens[r] = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *j = json_loads(line, 0, NULL);
+        int r = (int)json_integer_value(json_object_get(j, "round"));
+        json_t *t = json_object_get(j, "tokens");
+        if (r >= 0 && r < max && t) tokens[r] = json_number_value(t);
+        json_decref(j);
+    }
+    if (f) fclose(f);
+}
+
+/* Sites with different rank counts (issue 12; docs/diloco.md#lanes-across-ranks): site a is an
+ * MPI job of 2 ranks, b and c single processes, so the run has G = 2 WAN groups, a's rank k
+ * running group k and b's and c's one rank both. The anchors agree after every round (I1),
+ * every contribution is counted (6 chunks a round, as with equal ranks), every site sends the
+ * same bytes within 10% whatever its ranks, and the contributions are weighted by tokens: a
+ * trains 2x the tokens of b a step (B per rank), its ledger says so, and each round's result
+ * carries the sum of the three sites' tokens. Then a 2-rank site joins a run of 1-rank sites,
+ * and the 2-rank site is killed: the others go on with anchors that agree. */
+static void test_unequal(const char *tmp)
+{
+    char run[1024];
+    const char *sites[] = {"a", "b", "c"};
+    char h[3][16][24];
+    run_launch(tmp, "unequal", "--set sites.a.ranks=2", run, sizeof run);
+    json_t *sum = load(run, "summary.json");
+    if (!sum) return;
+    double bytes[3], lo = 0, hi = 0;
+    for (int i = 0; i < 3; i++) {
+        json_t *s = json_object_get(json_object_get(sum, "sites"), sites[i]);
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(s, "status")), "finished");
+        CHECK_EQ_INT(json_integer_value(json_object_get(s, "rounds_applied")), 6);
+        CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        bytes[i] = json_number_value(json_object_get(s, "wan_bytes_sent"));
+        if (i == 0 || bytes[i] < lo) lo = bytes[i];
+        if (i == 0 || bytes[i] > hi) hi = bytes[i];
+    }
+    fprintf(stderr, "WAN bytes sent: a (2 ranks) %.0f, b (1) %.0f, c (1) %.0f\n", bytes[0],
+            bytes[1], bytes[2]);
+    CHECK_MSG(lo > 0 && hi <= 1.10 * lo, "bytes per site differ by more than 10%%: %.0f .. %.0f",
+              lo, hi);
+    for (int r = 0; r < 6; r++)
+        CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0 && strcmp(h[0][r], h[2][r]) == 0,
+                  "2+1+1 ranks: round %d anchors differ: %s %s %s", r, h[0][r], h[1][r], h[2][r]);
+    json_t *c = json_object_get(sum, "contributions");
+    /* 6 rounds x (2 lanes x 3 chunks) x 3 contributions, all on time, none lost */
+    CHECK_EQ_INT(json_integer_value(json_object_get(c, "on_time")), 6 * 6 * 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(c, "late")), 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(c, "dropped")), 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 0);
+    /* tokens: B x T per rank per step, H = 10 steps a round */
+    double ta[16], tb[16], tc[16], res[16];
+    CHECK_EQ_INT(submits(run, "a", ta, 16), 6);
+    CHECK_EQ_INT(submits(run, "b", tb, 16), 6);
+    CHECK_EQ_INT(submits(run, "c", tc, 16), 6);
+    result_tokens(run, "b", res, 16);
+    for (int r = 0; r < 6; r++) {
+        CHECK_MSG(tb[r] > 0 && ta[r] == 2 * tb[r] && tc[r] == tb[r],
+                  "round %d: a submitted %.0f tokens, b %.0f, c %.0f (want a = 2 b = 2 c)", r,
+                  ta[r], tb[r], tc[r]);
+        CHECK_MSG(res[r] == ta[r] + tb[r] + tc[r],
+                  "round %d: the result weighed %.0f tokens, the sites submitted %.0f", r, res[r],
+                  ta[r] + tb[r] + tc[r]);
+    }
+    fprintf(stderr, "tokens a round: a %.0f, b %.0f, c %.0f; the result weighed %.0f\n", ta[0],
+            tb[0], tc[0], res[0]);
+    double tok_a = json_number_value(
+        json_object_get(json_object_get(json_object_get(sum, "sites"), "a"), "tokens"));
+    double tok_b = json_number_value(
+        json_object_get(json_object_get(json_object_get(sum, "sites"), "b"), "tokens"));
+    CHECK_MSG(tok_a == 2 * tok_b, "summary tokens: a %.0f, b %.0f", tok_a, tok_b);
+    json_decref(sum);
+
+    /* A 2-rank site joins a run of 1-rank sites: its ranks fetch their groups' state. */
+    run_launch(tmp, "unequal_join",
+               "--set sites.c.ranks=2 --join c@2 --set run.rounds=30 --slow a=5 --slow b=5 "
+               "--slow c=5",
+               run, sizeof run);
+    CHECK(check_late_site(run, 30, 0) >= 3);
+
+    /* The 2-rank site dies: the 1-rank sites go on, their anchors agree. */
+    run_launch(tmp, "unequal_kill", "--set sites.a.ranks=2 --kill a@2", run, sizeof run);
+    if ((sum = load(run, "summary.json"))) {
+        for (int i = 1; i < 3; i++) {
+            json_t *s = json_object_get(json_object_get(sum, "sites"), sites[i]);
+            CHECK_STR_CONTAINS(json_string_value(json_object_get(s, "status")), "finished");
+            CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        }
+        for (int r = 0; r < 6; r++)
+            CHECK_MSG(strcmp(h[1][r], h[2][r]) == 0, "2+1+1, a killed: round %d differs", r);
+        CHECK(json_is_true(
+            json_object_get(json_object_get(json_object_get(sum, "sites"), "a"), "killed")));
+        json_decref(sum);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_transport = argc > 1 ? argv[1] : "ucx";
     char *tmp = gt_test_tmpdir();
-    /* GT_LAUNCH_ONLY=join,restart runs only those (while developing). */
-    const char *only = getenv("GT_LAUNCH_ONLY");
+    /* argv[2] or GT_LAUNCH_ONLY=join,restart runs only those (ctest runs `unequal` as its own
+     * test, test_launch_unequal_TRANSPORT, and the others as test_launch_TRANSPORT). */
+    const char *only = argc > 2 ? argv[2] : getenv("GT_LAUNCH_ONLY");
 #define RUN(name) \
     if (!only || strstr(only, #name)) test_##name(tmp)
+#define RUN_NAMED(name) \
+    if (only && strstr(only, #name)) test_##name(tmp)
     RUN(three_sites);
     RUN(kill);
     RUN(corrupt);
@@ -454,7 +580,9 @@ int main(int argc, char **argv)
     RUN(restart);
     RUN(ranks);
     RUN(fragments);
+    RUN_NAMED(unequal);
 #undef RUN
+#undef RUN_NAMED
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);
     else

@@ -5,11 +5,16 @@
 # once it applied round 3 (before it could checkpoint that round); site a's newest outer-state
 # checkpoint is then damaged, so a must fall back to its previous one, and the run resumes at
 # the newest step that every site has intact. RANKS (optional, default 1): every site runs that
-# many ranks (mpirun), each rank saving and resuming its own lanes' outer state.
+# many ranks (mpirun), each rank saving and resuming its own lanes' outer state; or A,B,C: site
+# a runs A ranks, b B and c C (sites with different ranks: a rank of a site with fewer ranks
+# than the run's WAN groups saves and resumes several groups' engines).
 set -u
 geotrain=$1 config=$2 ranks=${3:-1}
+IFS=, read -r ranks_a ranks_b ranks_c <<<"$ranks"
+ranks_b=${ranks_b:-$ranks_a} ranks_c=${ranks_c:-$ranks_a}
+declare -A R=([a]=$ranks_a [b]=$ranks_b [c]=$ranks_c)
 extra=()
-[ "$ranks" -gt 1 ] && extra=(--set sites.a.ranks="$ranks" --set sites.b.ranks="$ranks" --set sites.c.ranks="$ranks")
+for s in a b c; do [ "${R[$s]}" -gt 1 ] && extra+=(--set sites.$s.ranks="${R[$s]}"); done
 dir=$(mktemp -d /tmp/gt-resume-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$dir"/*/logs/*.log; do echo "== $f" >&2; tail -n 25 "$f" >&2; done; exit 1; }
@@ -25,12 +30,12 @@ for s in a b c; do
   # (with ranks, mpirun takes the other rank down at once and may lose the line its killed
   # rank wrote: then the missing rounds say it)
   grep -q "chaos: SIGKILL after 3 rounds" "$dir/cut/logs/$s.log" ||
-    { [ "$ranks" -gt 1 ] && ! grep -q '"round":5' "$dir/cut/$s/anchors.jsonl"; } ||
+    { [ "${R[$s]}" -gt 1 ] && ! grep -q '"round":5' "$dir/cut/$s/anchors.jsonl"; } ||
     fail "site $s was not killed"
 done
 for s in a b c; do
   n=$(ls "$dir/cut/$s/checkpoints/outer/" | grep -c '\.gtos$')
-  [ "$n" -eq $((2 * ranks)) ] || fail "site $s keeps $n outer checkpoints, expected the newest 2 of each of $ranks ranks"
+  [ "$n" -eq $((2 * ${R[$s]})) ] || fail "site $s keeps $n outer checkpoints, expected the newest 2 of each of ${R[$s]} ranks"
   grep -q '"round":2' "$dir/cut/$s/anchors.jsonl" || fail "site $s never applied round 2"
 done
 # Damage site a's newest outer state: one byte in the middle of the anchor.
