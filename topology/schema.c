@@ -109,8 +109,9 @@ const gt_key_t gt_topo_keys[] = {
     {"outer.clip_k", GT_KEY_F64, NUM(outer.clip_k), 0, 1000, 0, 0, NULL, "5",
      "robust aggregation: clip a contribution's norm to k x the median norm; 0 = off"},
     {"outer.fragments", GT_KEY_U32, NUM(outer.fragments), 1, 1024, 0, 0, NULL, "1",
-     "streaming DiLoCo: F fragments (lanes l with (l div ranks) mod F = f), each synced H/F steps "
-     "after the previous; needs H mod F = 0, overlap_steps < H/F, F x ranks <= wan.lanes"},
+     "streaming DiLoCo: F fragments (lanes l with (l div G) mod F = f, G = the run's WAN groups), "
+     "each synced H/F steps after the previous; needs H mod F = 0, overlap_steps < H/F, "
+     "F x G <= wan.lanes"},
 
     {"outer.chunk_split", GT_KEY_ENUM, NUM(outer.chunk_split), 0, 0, 0, 0, "bandwidth|equal",
      "bandwidth", "chunk ownership: each site aggregates a share that follows its link capacity "
@@ -138,7 +139,8 @@ const gt_key_t gt_topo_keys[] = {
     {"wan.transport", GT_KEY_ENUM, NUM(wan.transport), 0, 0, 0, 0, "ucx|libfabric", "ucx",
      "transport backend: ucx (UCP) or libfabric (tcp provider)"},
     {"wan.lanes", GT_KEY_U32, NUM(wan.lanes), 1, 4096, 0, 0, NULL, "4",
-     "L: the parameter vector is cut into this many lanes, spread over a site's ranks"},
+     "L: the parameter vector is cut into this many lanes, spread over a site's ranks; at least "
+     "the run's WAN groups G = lcm of the sites' ranks (group g: lanes l mod G = g)"},
     {"wan.connect_timeout_ms", GT_KEY_U32, NUM(wan.connect_timeout_ms), 100, 3600000, 0, 0, NULL,
      "10000", "give up connecting to a peer after this long"},
     {"wan.peer_timeout_ms", GT_KEY_U32, NUM(wan.peer_timeout_ms), 100, 3600000, 0, 0, NULL,
@@ -240,7 +242,8 @@ const gt_key_t gt_topo_site_keys[] = {
     {"address", GT_KEY_ADDR, SITE(address), sizeof(((gt_topo_site_t *)0)->address), 0, 0, 0, 0,
      NULL, NULL, "host:port where the site listens for WAN peers (port 0: any free port)"},
     {"ranks", GT_KEY_U32, SITE(ranks), 0, 1, 65536, 0, 0, NULL, "1",
-     "processes (ranks) in the site; more than 1 runs under mpirun"},
+     "processes (ranks) in the site; more than 1 runs under mpirun; sites may differ (rank k "
+     "runs the WAN groups g mod ranks = k; lcm of all sites' ranks <= 64)"},
     {"backend", GT_KEY_ENUM, SITE(backend), 0, 0, 0, 0, 0, "cpu|cuda", "cpu",
      "compute backend of the site's ranks"},
     {"public_key", GT_KEY_B64KEY, SITE(public_key), 0, 0, 0, 0, 0, NULL, "\"\"",

@@ -634,8 +634,9 @@ typedef struct {
     uint64_t start_ns;               /* origin of emulated link cuts */
     void (*on_message)(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len);
     void *ctx;
-    /* Added to the site's configured port when that is not 0: rank k of a multi-rank site
-     * listens on port + k (each rank carries its own lanes, DESIGN §3). 0 for rank 0. */
+    /* Added to the site's configured port when that is not 0: WAN group g of a run listens on
+     * port + g at every site (docs/diloco.md#lanes-across-ranks; with equal ranks group g is
+     * rank g of each site, each rank carrying its own lanes, DESIGN §3). 0 for group 0. */
     uint32_t port_offset;
 } gt_wan_mesh_params_t;
 
