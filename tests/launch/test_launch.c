@@ -483,8 +483,9 @@ static void result_tokens(const char *run, const char *site, double *tokens, int
  * every contribution is counted (6 chunks a round, as with equal ranks), every site sends the
  * same bytes within 10% whatever its ranks, and the contributions are weighted by tokens: a
  * trains 2x the tokens of b a step (B per rank), its ledger says so, and each round's result
- * carries the sum of the three sites' tokens. Then a 2-rank site joins a run of 1-rank sites,
- * and the 2-rank site is killed: the others go on with anchors that agree. */
+ * carries the sum of the three sites' tokens. Then the same with streaming fragments, with a
+ * 1-rank site's anchor corrupted (re-fetched per group), a 2-rank site joining a run of 1-rank
+ * sites, and the 2-rank site killed: the others go on with anchors that agree. */
 static void test_unequal(const char *tmp)
 {
     char run[1024];
@@ -538,6 +539,43 @@ static void test_unequal(const char *tmp)
         json_object_get(json_object_get(json_object_get(sum, "sites"), "b"), "tokens"));
     CHECK_MSG(tok_a == 2 * tok_b, "summary tokens: a %.0f, b %.0f", tok_a, tok_b);
     json_decref(sum);
+
+    /* Streaming fragments over unequal ranks: 4 lanes, F = 2, so each of a's ranks runs one
+     * group's 2 engines and b's and c's one rank 4 engines. */
+    run_launch(tmp, "unequal_frag",
+               "--set sites.a.ranks=2 --set outer.fragments=2 --set wan.lanes=4", run, sizeof run);
+    if ((sum = load(run, "summary.json"))) {
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        for (int r = 0; r < 6; r++)
+            CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0 && strcmp(h[0][r], h[2][r]) == 0,
+                      "2+1+1 ranks, fragments: round %d anchors differ", r);
+        /* 6 rounds x 4 lanes x 3 chunks x 3 sites */
+        CHECK_EQ_INT(
+            json_integer_value(json_object_get(json_object_get(sum, "contributions"), "on_time")),
+            6 * 12 * 3);
+        CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 0);
+        json_decref(sum);
+    }
+
+    /* A 1-rank site's anchor silently corrupted: the vote of the group that holds the flipped
+     * bit catches it, and b re-fetches that group's lanes from the group's peers. */
+    run_launch(tmp, "unequal_corrupt", "--set sites.a.ranks=2 --corrupt-anchor b@2", run,
+               sizeof run);
+    if ((sum = load(run, "summary.json"))) {
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(anchors(run, sites[i], h[i], 16), 6);
+        for (int r = 0; r < 6; r++) {
+            CHECK(strcmp(h[0][r], h[2][r]) == 0);
+            if (r == 2)
+                CHECK_MSG(strcmp(h[0][r], h[1][r]) != 0, "the corruption did not happen");
+            else
+                CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0, "2+1+1: round %d: b's anchor %s, a's %s",
+                          r, h[1][r], h[0][r]);
+        }
+        json_t *b = json_object_get(json_object_get(sum, "sites"), "b");
+        CHECK_EQ_INT(json_integer_value(json_object_get(b, "anchor_refetches")), 1);
+        CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 1);
+        json_decref(sum);
+    }
 
     /* A 2-rank site joins a run of 1-rank sites: its ranks fetch their groups' state. */
     run_launch(tmp, "unequal_join",
