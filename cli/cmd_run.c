@@ -176,7 +176,8 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
     if (s == GT_ERR_PEER_LOST) {
         fprintf(stderr,
                 "geotrain run: site %s was removed from the run (it was stopped or cut "
-                "off past its lease); start it again to rejoin as a joiner (exit 3)\n",
+                "off past its lease, or fell too far behind); start it again to rejoin as a "
+                "joiner (exit 3)\n",
                 site);
         return 3;
     }

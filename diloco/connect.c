@@ -288,14 +288,25 @@ static gt_status_t apply_view(struct dl_group *gr, const gt_wan_view_t *v)
 {
     gt_diloco_t *d = gr->d;
     uint32_t live[GT_WAN_MAX_MEMBERS], n = 0;
+    uint64_t restarted = 0; /* in the last view and this one, under another lease */
     for (uint32_t k = 0; k < v->n_members; k++) {
         uint32_t i;
-        if (gt_topo_site_index(d->cfg, v->members[k].name, &i) == GT_OK) live[n++] = i;
+        if (gt_topo_site_index(d->cfg, v->members[k].name, &i) != GT_OK) continue;
+        live[n++] = i;
+        for (uint32_t j = 0; j < gr->view.n_members; j++)
+            if (strcmp(gr->view.members[j].name, v->members[k].name) == 0 &&
+                gr->view.members[j].lease && v->members[k].lease &&
+                gr->view.members[j].lease != v->members[k].lease && i < 64) {
+                restarted |= 1ull << i;
+                GT_INFO("site %s: site %s was started again (a new lease): what it owned and "
+                        "announced before is its previous life's",
+                        d->name, v->members[k].name);
+            }
     }
     gt_status_t st = gt_wan_mesh_set_view(gr->mesh, v);
     for (uint32_t f = 0; f < d->F && st == GT_OK; f++)
-        st =
-            gt_wan_outer_set_view(d->outers[f * d->n_grp + gr->i], v->epoch, live, n, gt_time_ns());
+        st = gt_wan_outer_set_view_restarts(d->outers[f * d->n_grp + gr->i], v->epoch, live, n,
+                                            restarted, gt_time_ns());
     if (st == GT_OK) {
         if (gr->view.epoch && v->epoch != gr->view.epoch) {
             if (d->n_grp > 1)

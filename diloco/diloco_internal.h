@@ -144,6 +144,11 @@ struct gt_diloco {
     int probe_got;
     uint64_t probe_next, probe_params;
     uint64_t probe_first[GT_WAN_OUTER_MAX_SITES];
+    /* The partition rule's probe (outer_step.c): a STATE_PROBE sent to every member at once and
+     * never waited on; reach_id (high bit set, unlike a fetch id) tells its answers apart. */
+    uint64_t reach_id, reach_sent_ns;
+    uint8_t reach_asked[GT_WAN_OUTER_MAX_SITES], reach_got[GT_WAN_OUTER_MAX_SITES];
+    uint32_t reach_members, reach_first; /* the view's members when sent; its first site */
     uint8_t hello_got[GT_WAN_OUTER_MAX_SITES];
     uint64_t hello_params[GT_WAN_OUTER_MAX_SITES], hello_hash[GT_WAN_OUTER_MAX_SITES];
     /* The schedule (diloco.c) */

@@ -300,32 +300,65 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
  * waiting on it until the cut heals or the wait gives up. "Reaches" means the peer answered a
  * probe just now (a STATE_REQ round trip, within wan.peer_timeout_ms): whether a connection is
  * up says little — across a cut that drops traffic, connections come up and fail again — and
- * silence says nothing, as a slower peer may be computing a long round. Not under d->lock. */
-static int cut_off(gt_diloco_t *d)
+ * silence says nothing, as a slower peer may be computing a long round.
+ *
+ * The probe goes to every member at once and is never waited on: the result wait goes on
+ * checking for its result while the answers come in. (Probing one peer after another, each
+ * for up to peer_timeout_ms, kept a waiting site of the majority from noticing that its result
+ * had arrived for 5 s and more; its peers, not waiting for a site that had missed rounds, got
+ * 16 rounds ahead meanwhile and its result was no longer kept.) Not under d->lock. */
+static void reach_start(gt_diloco_t *d)
 {
-    gt_wan_view_t v;
     pthread_mutex_lock(&d->lock);
-    v = d->grp[0].view; /* every group's view holds the same sites, give or take a heartbeat */
-    pthread_mutex_unlock(&d->lock);
-    uint32_t n = 0, reach = 0, first = UINT32_MAX, first_reached = 0;
+    gt_wan_view_t v = d->grp[0].view; /* every group's view holds the same sites, give or
+                                          take a heartbeat; the probe goes over group 0's mesh */
+    d->reach_id = (1ull << 63) | (d->reach_id + 1);
+    d->reach_sent_ns = gt_time_ns();
+    d->reach_members = 0;
+    d->reach_first = UINT32_MAX;
+    memset(d->reach_asked, 0, sizeof d->reach_asked);
+    memset(d->reach_got, 0, sizeof d->reach_got);
     for (uint32_t k = 0; k < v.n_members; k++) {
         uint32_t i;
         if (gt_topo_site_index(d->cfg, v.members[k].name, &i) != GT_OK) continue;
-        int r = i == d->site;
-        if (!r) {
-            gt_status_t st = dl_fetch_state(d, 0, STATE_PROBE, &i, 1);
-            r = st == GT_OK || st == GT_ERR_AGAIN; /* an answer, even "busy" (a joiner) */
-        }
-        n++;
-        reach += (uint32_t)r;
-        if (i < first) {
-            first = i;
-            first_reached = r;
-        }
+        d->reach_members++;
+        if (i < d->reach_first) d->reach_first = i;
+        if (i == d->site) continue;
+        d->reach_asked[i] = 1;
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_STATE_REQ;
+        m.round = STATE_PROBE;
+        m.view_epoch = d->reach_id;
+        m.chunk = 1;
+        if (gt_wan_mesh_send(d->grp[0].mesh, i, &m, "", 0) != GT_OK)
+            d->reach_asked[i] = 0; /* unsent */
     }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* The verdict of the probe reach_start sent: -1 while answers may still come (within
+ * wan.peer_timeout_ms, and not every peer has answered), else 1 when this site is the cut-off
+ * side, 0 when not. */
+static int reach_verdict(gt_diloco_t *d, uint64_t now)
+{
+    pthread_mutex_lock(&d->lock);
+    uint32_t asked = 0, got = 0;
+    for (uint32_t i = 0; i < GT_WAN_OUTER_MAX_SITES; i++) {
+        asked += d->reach_asked[i];
+        got += d->reach_got[i];
+    }
+    uint32_t n = d->reach_members, reach = got + 1; /* itself */
+    int first_reached = d->reach_first == d->site ||
+                        (d->reach_first < GT_WAN_OUTER_MAX_SITES && d->reach_got[d->reach_first]);
+    uint64_t epoch = d->grp[0].view.epoch;
+    int pending =
+        got < asked && now - d->reach_sent_ns < (uint64_t)d->cfg->wan.peer_timeout_ms * 1000000ull;
+    pthread_mutex_unlock(&d->lock);
+    if (pending) return -1;
     if (n > 1 && 2 * reach <= n)
         GT_WARN("site %s: %u of the %u sites of view %llu answer (itself included)", d->name, reach,
-                n, (unsigned long long)v.epoch);
+                n, (unsigned long long)epoch);
     return n > 1 && (2 * reach < n || (2 * reach == n && !first_reached));
 }
 
@@ -344,6 +377,7 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     uint64_t partition_ns = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
                             (uint64_t)c->membership.lease_ttl_s * 1000000000ull;
     uint64_t next_probe = 0;
+    int probing = 0;
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     uint64_t got = 0; /* bit i: group i's result taken */
@@ -359,15 +393,45 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             else
                 st = one;
         }
+        int gone = 0; /* a group's result for r is no longer kept */
+        for (uint32_t i = 0; i < d->n_grp && st == GT_ERR_AGAIN; i++)
+            if (!(got >> i & 1) && gt_wan_outer_result_gone(d->outers[f * d->n_grp + i], r))
+                gone = 1;
         pthread_mutex_unlock(&d->lock);
         if (st != GT_ERR_AGAIN) break;
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
         if (d->wan_error) return (gt_status_t)d->wan_error;
-        uint64_t waited = gt_time_ns() - t0;
-        if (waited > partition_ns && gt_time_ns() >= next_probe) {
-            int cut = cut_off(d);
-            next_probe = gt_time_ns() + (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
-            if (cut) {
+        if (gone) {
+            GT_ERROR("site %s: the other sites are more than %u rounds ahead: round %llu's result "
+                     "is no longer kept here; it leaves, and rejoins as a joiner (from their "
+                     "anchor) when started again",
+                     d->name, gt_wan_outer_rounds_kept(), (unsigned long long)r);
+            return GT_ERR_PEER_LOST;
+        }
+        uint64_t now = gt_time_ns(), waited = now - t0;
+        if (waited > limit) {
+            char missing[256];
+            uint32_t i = 0; /* the first group whose result is missing */
+            while (i + 1 < d->n_grp && (got >> i & 1)) i++;
+            pthread_mutex_lock(&d->lock);
+            size_t n =
+                gt_wan_outer_missing(d->outers[f * d->n_grp + i], r, missing, sizeof missing);
+            pthread_mutex_unlock(&d->lock);
+            GT_ERROR("site %s: round %llu's result has not arrived in %.0f s (%zu chunks missing: "
+                     "%s); giving up",
+                     d->name, (unsigned long long)r, waited * 1e-9, n, missing);
+            return GT_ERR_TIMEOUT;
+        }
+        if (waited > partition_ns && !probing && now >= next_probe) {
+            reach_start(d);
+            probing = 1;
+        } else if (probing) {
+            int cut = reach_verdict(d, now);
+            if (cut >= 0) {
+                probing = 0;
+                next_probe = now + (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
+            }
+            if (cut > 0) {
                 GT_ERROR("site %s: round %llu's result has not arrived in %.0f s and its WAN "
                          "reaches less than a majority of the view (a partition): it leaves, so "
                          "the others go on without it, and rejoins as a joiner when started "
@@ -377,15 +441,12 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             }
         }
         dl_write_status(d, 0);
-        if (gt_time_ns() - t0 > limit) {
-            GT_ERROR("site %s: round %llu's result has not arrived in %.0f s; giving up", d->name,
-                     (unsigned long long)r, (gt_time_ns() - t0) * 1e-9);
-            return GT_ERR_TIMEOUT;
-        }
         struct timespec ts = {0, 200000};
         nanosleep(&ts, NULL);
     }
     if (st != GT_OK) return st;
+    GT_DEBUG("site %s: round %llu's result after %.2f s", d->name, (unsigned long long)r,
+             (gt_time_ns() - t0) * 1e-9);
     d->wait_s += (gt_time_ns() - t0) * 1e-9;
     d->state = prev;
     return GT_OK;
@@ -540,7 +601,10 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     gt_status_t ast = dl_allreduce(d, &away, 1, GT_DILOCO_OP_MAX);
     if (ast != GT_OK) return ast;
     if (away) {
+        uint64_t t0 = gt_time_ns();
         gt_status_t live = dl_confirm_member(d);
+        GT_DEBUG("site %s: membership confirmed (%s) in %.2f s", d->name, gt_status_str(live),
+                 (gt_time_ns() - t0) * 1e-9);
         if ((live = dl_agree(d, live)) != GT_OK) {
             d->wan_error = (int)live;
             d->state = GT_DILOCO_FAILED;

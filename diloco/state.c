@@ -140,6 +140,12 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
 static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
 {
     gt_diloco_t *d = gr->d;
+    if (msg->round == STATE_PROBE && d->reach_id && msg->view_epoch == d->reach_id) {
+        /* any answer, even "busy" (a joiner's), shows the peer is reachable */
+        if (msg->sender < GT_WAN_OUTER_MAX_SITES && d->reach_asked[msg->sender])
+            d->reach_got[msg->sender] = 1;
+        return;
+    }
     if (!d->fetching || gr->i != d->fetch_grp || msg->view_epoch != d->fetch_id || len < STATE_HDR)
         return;
     uint32_t status = gt_le_get32(buf), k = 0;

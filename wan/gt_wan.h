@@ -293,6 +293,8 @@ typedef struct {
 typedef struct {
     char name[GT_WAN_MEMBER_NAME_MAX];
     char address[GT_WAN_MEMBER_ADDR_MAX];
+    int64_t lease; /* the etcd lease it registered with: a new one each time the site starts
+                      (0: not known) — a changed lease is a restart */
 } gt_wan_member_info_t;
 
 typedef struct {
@@ -506,6 +508,15 @@ GT_API void gt_wan_outer_destroy(gt_wan_outer_t *o);
  * left. Views older than the current one are ignored. */
 GT_API gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
                                          uint32_t n_live, uint64_t now_ns) GT_MUST_USE;
+/* The same, where the sites of bit mask `restarted` (bit s: site s) are in the view again as a
+ * new incarnation (the membership lease they registered with changed): a site that crashed and
+ * was started again before its old lease ran out never leaves the view, yet what its previous
+ * life announced and owned is gone — it is treated as a site that left and came back (its
+ * chunks move to the others until it announces its first round; the results it aggregated are
+ * forwarded), unless that announcement already came from the new incarnation. */
+GT_API gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch,
+                                                  const uint32_t *live, uint32_t n_live,
+                                                  uint64_t restarted, uint64_t now_ns) GT_MUST_USE;
 
 /* This site joins a run in progress: its first submitted round will be `round` (> 0), not 0.
  * Call before any submit, after installing a view that includes this site; it may be called
@@ -550,6 +561,15 @@ GT_API gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float 
  * frees it with free(). */
 GT_API gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round,
                                             float **g_io) GT_MUST_USE;
+/* 1 when `round`'s result can no longer arrive here: its slot holds a later round's (the
+ * other sites are gt_wan_outer_rounds_kept() rounds ahead of this one). */
+GT_API int gt_wan_outer_result_gone(const gt_wan_outer_t *o, uint64_t round);
+/* How many rounds of results an engine keeps (a site may lag the others by fewer). */
+GT_API uint32_t gt_wan_outer_rounds_kept(void);
+/* How many chunks of `round`'s result have not arrived here; buf (cap bytes, may be 0) gets
+ * them as "chunk (site owner), ..." under the current view, cut short when it is full: for a
+ * message that says what a site is waiting for. */
+GT_API size_t gt_wan_outer_missing(const gt_wan_outer_t *o, uint64_t round, char *buf, size_t cap);
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
  * the rank's share of the lanes. */
 GT_API size_t gt_wan_outer_len(const gt_wan_outer_t *o);

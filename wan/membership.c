@@ -288,6 +288,7 @@ static json_t *member_value(const gt_wan_member_t *m, const char *note)
     }
     json_object_set_new(v, "name", json_string(m->site));
     json_object_set_new(v, "address", json_string(m->address));
+    json_object_set_new(v, "lease", json_integer((json_int_t)m->lease));
     return v;
 }
 
@@ -465,7 +466,7 @@ static int cmp_member(const void *a, const void *b)
     return strcmp(((const gt_wan_member_info_t *)a)->name, ((const gt_wan_member_info_t *)b)->name);
 }
 
-/* Fills `info` from a member value {name, address}. */
+/* Fills `info` from a member value {name, address, lease}. */
 static int parse_member(const char *text, gt_wan_member_info_t *info)
 {
     json_t *j = json_loads(text, 0, NULL);
@@ -476,6 +477,8 @@ static int parse_member(const char *text, gt_wan_member_info_t *info)
     if (ok) {
         snprintf(info->name, sizeof info->name, "%s", name);
         snprintf(info->address, sizeof info->address, "%s", addr);
+        json_t *lease = json_object_get(j, "lease");
+        info->lease = json_is_integer(lease) ? (int64_t)json_integer_value(lease) : 0;
     }
     json_decref(j);
     return ok;
@@ -557,8 +560,9 @@ gt_status_t gt_wan_member_propose(gt_wan_member_t *m, const gt_wan_view_t *next,
 {
     json_t *members = json_array();
     for (uint32_t i = 0; i < next->n_members; i++)
-        json_array_append_new(members, json_pack("{s:s,s:s}", "name", next->members[i].name,
-                                                 "address", next->members[i].address));
+        json_array_append_new(members, json_pack("{s:s,s:s,s:I}", "name", next->members[i].name,
+                                                 "address", next->members[i].address, "lease",
+                                                 (json_int_t)next->members[i].lease));
     json_t *value = json_pack("{s:I,s:o}", "epoch", (json_int_t)next->epoch, "members", members);
     char *text = value ? json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(value);
@@ -590,7 +594,8 @@ static int same_members(const gt_wan_view_t *a, const gt_wan_view_t *b)
     if (a->n_members != b->n_members) return 0;
     for (uint32_t i = 0; i < a->n_members; i++)
         if (strcmp(a->members[i].name, b->members[i].name) != 0 ||
-            strcmp(a->members[i].address, b->members[i].address) != 0)
+            strcmp(a->members[i].address, b->members[i].address) != 0 ||
+            a->members[i].lease != b->members[i].lease)
             return 0;
     return 1;
 }

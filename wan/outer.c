@@ -124,6 +124,9 @@ struct gt_wan_outer {
     uint64_t first[GT_WAN_OUTER_MAX_SITES];
     uint8_t joined[GT_WAN_OUTER_MAX_SITES];
     uint64_t joined_epoch[GT_WAN_OUTER_MAX_SITES];
+    /* The view a site announced its first round from (0: the run's start): a restart of the
+     * site in a later view (a new incarnation) makes that announcement its previous life's. */
+    uint64_t first_epoch[GT_WAN_OUTER_MAX_SITES];
     int submitted;       /* a round was submitted (start_at must come before) */
     uint64_t last_round; /* the run's last: closed complete only (UINT64_MAX: not set) */
     send_slot_t send[GT_WAN_OUTER_SLOTS];
@@ -421,6 +424,10 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
     if (!create) return NULL;
     if (r->used && !r->applied && r->round > round) return NULL; /* a newer round is pending */
     size_t nc = o->layout->n_chunks;
+    if (r->used && !r->applied && r->n_have > 0)
+        GT_WARN("outer: round %llu's result (%zu of %zu chunks here) was never applied; its slot "
+                "now holds round %llu",
+                (unsigned long long)r->round, r->n_have, nc, (unsigned long long)round);
     for (size_t c = 0; c < nc; c++) {
         free(r->frame[c]);
         r->frame[c] = NULL;
@@ -507,6 +514,8 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
         gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
         o->st.deltas_sent++;
         send_to(o, s->sent_to[c], &m, s->frame[c], s->len[c], now_ns);
+        GT_DEBUG("outer: submitted round %llu chunk %zu to site %u", (unsigned long long)round, c,
+                 s->sent_to[c]);
     }
     return GT_OK;
 }
@@ -688,6 +697,9 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
                  (unsigned long long)a->round, a->chunk, gt_status_str(st));
         return;
     }
+    GT_DEBUG("outer: closed round %llu chunk %u: %u on time (mask %#llx), %u folded late",
+             (unsigned long long)a->round, a->chunk, (uint32_t)__builtin_popcountll(mask),
+             (unsigned long long)mask, folded);
     uint8_t *b = o->scratch;
     gt_le_put32(b, RESULT_MAGIC);
     gt_le_put32(b + 4, PROTO_VERSION);
@@ -939,9 +951,13 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     result_slot_t *r = result_slot(o, m->round, 1);
     if (!r || r->applied) {
         o->st.stale_results++;
+        GT_DEBUG("outer: stale result of round %llu chunk %zu from site %u",
+                 (unsigned long long)m->round, c, m->sender);
         return GT_OK;
     }
     if (r->have[c]) return GT_OK; /* a forwarded copy of what we have */
+    GT_DEBUG("outer: result of round %llu chunk %zu from site %u (owner %u)",
+             (unsigned long long)m->round, c, m->sender, gt_le_get32(b + 8));
     const gt_topo_chunk_t *ch = &o->layout->chunks[c];
     /* Decoded once, here (which also validates it), into the round's result vector. */
     float *g = take_decoded(o, r);
@@ -1021,6 +1037,8 @@ static void resend_moved(gt_wan_outer_t *o, uint64_t now_ns)
             s->sent_to[c] = owner;
             gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, s->round, c);
             o->st.resends++;
+            GT_DEBUG("outer: round %llu chunk %zu moved to site %u: re-sent",
+                     (unsigned long long)s->round, c, owner);
             send_to(o, owner, &m, s->frame[c], s->len[c], now_ns);
         }
     }
@@ -1057,6 +1075,7 @@ static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8
     if (s == o->p.site_id || r == FIRST_UNKNOWN) return bad(o, m, "a JOIN from ourselves");
     if (o->first[s] == r && receiver(o, s)) return GT_OK; /* a repeat */
     o->first[s] = r;
+    o->first_epoch[s] = m->view_epoch;
     if (!o->live[s]) {
         o->joined[s] = 1;
         o->joined_epoch[s] = m->view_epoch;
@@ -1211,6 +1230,35 @@ gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round, float **
     return GT_OK;
 }
 
+int gt_wan_outer_result_gone(const gt_wan_outer_t *o, uint64_t round)
+{
+    const result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    return r->used && r->round > round;
+}
+
+uint32_t gt_wan_outer_rounds_kept(void)
+{
+    return RESULT_SLOTS;
+}
+
+size_t gt_wan_outer_missing(const gt_wan_outer_t *o, uint64_t round, char *buf, size_t cap)
+{
+    const result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    int held = r->used && r->round == round;
+    size_t nc = o->layout->n_chunks, missing = 0, at = 0;
+    if (cap) buf[0] = '\0';
+    for (size_t c = 0; c < nc; c++) {
+        if (held && r->have[c]) continue;
+        missing++;
+        if (at + 1 < cap) {
+            int k = snprintf(buf + at, cap - at, "%s%zu (site %u)", at ? ", " : "", c,
+                             owner_of(o, c, round));
+            at = k < 0 ? cap : at + (size_t)k;
+        }
+    }
+    return missing;
+}
+
 double gt_wan_outer_exchange_s(const gt_wan_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
@@ -1237,6 +1285,12 @@ int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round)
 gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
                                   uint32_t n_live, uint64_t now_ns)
 {
+    return gt_wan_outer_set_view_restarts(o, epoch, live, n_live, 0, now_ns);
+}
+
+gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
+                                           uint32_t n_live, uint64_t restarted, uint64_t now_ns)
+{
     if (epoch <= o->epoch && o->epoch != 0) return GT_OK;
     uint8_t old_live[GT_WAN_OUTER_MAX_SITES];
     memcpy(old_live, o->live, sizeof old_live);
@@ -1259,12 +1313,19 @@ gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint3
     }
     o->epoch = epoch;
     o->n_live = n_live;
+    GT_DEBUG("outer: view %llu: %u live sites", (unsigned long long)epoch, n_live);
     for (uint32_t s = 0; s < o->p.n_sites; s++) {
         if (s == o->p.site_id) continue;
-        int gone = (old_live[s] && !o->live[s]) ||
+        /* Restarted (a new incarnation, in this view for the first time): what it announced
+         * before, and the chunks it owned, were its previous life's — unless the new one has
+         * announced already (from this view or a later one). */
+        int reborn = ((restarted >> s) & 1) && old_live[s] && o->live[s] &&
+                     !(o->first[s] != FIRST_UNKNOWN && o->first_epoch[s] >= epoch);
+        if (reborn) old_live[s] = 2; /* its results are forwarded below, as a leaver's */
+        int gone = (old_live[s] && !o->live[s]) || reborn ||
                    (o->joined[s] && !o->live[s] && epoch >= o->joined_epoch[s]);
-        if (gone) { /* it left (or announced from a view this one replaces): a comeback
-                       announces its first round again */
+        if (gone) { /* it left (or announced from a view this one replaces, or restarted): a
+                       comeback announces its first round again */
             o->first[s] = FIRST_UNKNOWN;
             o->joined[s] = 0;
         } else if (o->live[s]) {
@@ -1290,12 +1351,15 @@ gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint3
         for (size_t c = 0; r->used && c < nc; c++) {
             if (!r->have[c] || !r->frame[c]) continue;
             uint32_t owner = gt_le_get32(r->frame[c] + 8);
-            if (owner < o->p.n_sites && old_live[owner] && !o->live[owner] &&
-                r->round + 1 >= newest[owner]) {
+            if (owner < o->p.n_sites && old_live[owner] &&
+                (!o->live[owner] || old_live[owner] == 2) && r->round + 1 >= newest[owner]) {
                 gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, r->round, c);
                 for (uint32_t s = 0; s < o->p.n_sites; s++) {
                     if (!receiver(o, s) || s == o->p.site_id) continue;
                     o->st.forwards++;
+                    GT_DEBUG("outer: forwarded round %llu chunk %zu's result (owner %u left) to "
+                             "site %u",
+                             (unsigned long long)r->round, c, owner, s);
                     send_to(o, s, &m, r->frame[c], r->len[c], now_ns);
                 }
             }

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAXS     4
 #define N_PARAMS 5000
@@ -339,6 +340,42 @@ static void test_chronic_straggler(void)
     teardown(n);
 }
 
+/* A site that has fallen gt_wan_outer_rounds_kept() rounds behind: the result of the round it
+ * waits for is no longer kept (its slot holds a later round's), which the engine says, so the
+ * site can leave and rejoin instead of waiting for a result that cannot come; before that, what
+ * it waits for is listed chunk by chunk. */
+static void test_lagging_gone(void)
+{
+    const uint32_t n = 2;
+    setup(n, GT_CMP_FP32, 0, 0.5, 1, 0); /* site 0 alone is a quorum */
+    const uint32_t kept = gt_wan_outer_rounds_kept();
+    CHECK(kept >= 2);
+    char what[256];
+    /* Site 1 has heard nothing yet: every chunk of round 0 is missing, each named. */
+    size_t chunks = gt_wan_outer_missing(g_o[1], 0, what, sizeof what);
+    CHECK(chunks >= 2);
+    CHECK_MSG(strstr(what, "0 (site ") != NULL, "missing list: %s", what);
+    CHECK_EQ_INT(gt_wan_outer_missing(g_o[1], 0, what, 8), chunks); /* a short buffer: cut short */
+    CHECK(strlen(what) < 8);
+    for (uint64_t r = 0; r <= kept; r++) {
+        make_deltas(n);
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], r, g_delta[0], 1.0, 0, g_now), GT_OK);
+        pump();
+        g_now += 200000000ull; /* past the deadline: site 0 closes its chunks alone */
+        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        pump();
+        pump();
+        CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_OK);
+        if (r == 0) CHECK_EQ_INT(gt_wan_outer_missing(g_o[1], 0, what, sizeof what), 0);
+        /* Site 1 applies nothing: round 0's result is there until round `kept`'s takes its slot. */
+        CHECK_EQ_INT(gt_wan_outer_result_gone(g_o[1], 0), r == kept);
+        CHECK_EQ_INT(gt_wan_outer_result_gone(g_o[1], 1), 0);
+    }
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 1, g_res[1]), GT_OK); /* the rounds after: kept */
+    teardown(n);
+}
+
 /* The run's last round waits longer (4 x deadline_max) only for a punctual site its owner has
  * heard from: one never heard from (the owner joined after its last contribution) is not
  * known to be catching up, and waiting for it stalled a chaos run's end for 10 s. */
@@ -408,6 +445,40 @@ static void test_owner_loss_resend(void)
     gt_wan_outer_stats(g_o[0], &st);
     CHECK(st.resends > 0);
     CHECK_EQ_INT(gt_wan_outer_owner(g_o[0], 0, 2), 0); /* site 2's chunk moved to site 0 */
+    teardown(n);
+}
+
+/* Site 2 crashes and is started again before its lease runs out: the view keeps the same three
+ * sites (only its lease differs). Installed as an ordinary view, nothing moves: the round
+ * waits for the chunks the dead incarnation owned. Installed with site 2 marked restarted, its
+ * chunks move to the others until it announces again, and the round completes. */
+static void test_restart_in_view(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    make_deltas(n);
+    g_dead[2] = 1; /* the old incarnation: gone before round 0's deltas reach it */
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    const uint32_t all[] = {0, 1, 2};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, all, 3, g_now), GT_OK);
+    g_now += 500000000ull;
+    for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_wan_outer_owner(g_o[0], 0, 2), 2);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view_restarts(g_o[s], 3, all, 3, 1ull << 2, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    CHECK_EQ_INT(gt_wan_outer_owner(g_o[0], 0, 2), 0); /* until site 2 announces again */
+    for (size_t i = 0; i < N_PARAMS; i += 101)
+        CHECK_CLOSE(g_res[1][i], (g_delta[0][i] + g_delta[1][i]) / 2.0, 1e-9, 1e-6);
     teardown(n);
 }
 
@@ -661,6 +732,8 @@ int main(void)
     test_late(1);
     test_late(0);
     test_chronic_straggler();
+    test_lagging_gone();
+    test_restart_in_view();
     test_last_round_unseen();
     test_owner_loss_resend();
     test_result_forwarding();
