@@ -45,11 +45,25 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
     struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t ml = sizeof me;
     if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || me.sin_port == 0) {
+        /* libfabric's tcp provider sets IP_BIND_ADDRESS_NO_PORT and binds to 127.0.0.1:0:
+         * the kernel then picks the port only in connect(), and getsockname() says 0, which
+         * the proxy cannot map (it closed such connections, unread: a reset, "Failed to read
+         * cm header"). Without the option, a second bind() of a socket that has no port yet
+         * is allowed and picks the port now. */
+        int off = 0;
+        (void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &off, sizeof off);
         me.sin_port = 0;
         me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (bind(fd, (struct sockaddr *)&me, sizeof me) != 0) return real(fd, addr, len);
         ml = sizeof me;
-        if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0) return real(fd, addr, len);
+        if (bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
+            getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || me.sin_port == 0) {
+            fprintf(stderr,
+                    "mitm_preload: no local port for a connect() to port %u; not "
+                    "proxied\n",
+                    (unsigned)ntohs(dst->sin_port));
+            errno = saved;
+            return real(fd, addr, len);
+        }
     }
     char msg[64];
     int n = snprintf(msg, sizeof msg, "%u %u", (unsigned)ntohs(me.sin_port),
