@@ -26,6 +26,7 @@ of every round are bit-identical across sites, every contribution is accounted f
 late + dropped + rejected + open at the end = rounds x lanes x sites x sites), and the
 refused/rejected counters match what was injected where the injection is countable.
 """
+import itertools
 import json
 import os
 import random
@@ -150,6 +151,146 @@ def ctl_port(run_dir, site):
 
 # ---- the man in the middle
 
+FRAME_MAGIC = struct.pack("<IH", 0x46577447, 1)  # "GtWF", version 1 (wan/frame.c)
+FRAME_HDR = 72
+MSG_DELTA, MSG_RESULT = 2, 3
+AEAD_TAG = 16
+
+
+class FrameFinder:
+    """Finds geotrain's sealed frames in one direction of a data connection's byte stream and
+    flips one byte inside a chosen frame's ciphertext or AEAD tag, deterministically, whatever
+    the stream's chunking, and never in the transport's own framing.
+
+    A frame (wan/frame.c: 72-byte header, then payload_len bytes of ciphertext and the 16-byte
+    tag) is recognised by its magic and version, a DELTA or RESULT type, zero flags and a
+    payload length that fits its message (msg_off + payload_len <= msg_len), so that random
+    ciphertext is not taken for one. It is flipped only when the transport's framing right in
+    front of it says the whole frame is one contiguous message body:
+      libfabric (tcp provider, prov/tcp/src/tcpx.h): a 16-byte tcpx_base_hdr (version 3, op,
+        flags u16, op_data, rma_iov_cnt, hdr_size 16, id, size u64) with size = 16 + frame;
+      UCX (tcp transport, UCX 1.13): the AM header (am_id u8, length u32) and UCP's 16-byte
+        eager header, 21 bytes, with length = 16 + frame: a single-segment eager message
+        (UCX_TCP_SEG_SIZE is 64 KiB; our frames here are ~28 KB). A fragmented or rendezvous
+        message (another layout) is left alone.
+    Even flips hit the ciphertext, odd ones the tag."""
+
+    def __init__(self, rng, transport, seq):
+        self.rng, self.tp, self.seq = rng, transport, seq  # seq: flips so far, all streams
+        self.tail, self.pos, self.scanned = b"", 0, 0
+        self.armed, self.at, self.what = False, None, None  # due / stream offset / its frame
+        self.flips = []  # (type, round, lane, chunk, payload_len, offset past the header)
+        self.skipped = 0  # frames seen while armed whose framing was not the expected one
+
+    @staticmethod
+    def parse(h):
+        if h[:6] != FRAME_MAGIC:
+            return None
+        mtype, flags = h[6], h[7]
+        lane, = struct.unpack_from("<I", h, 12)
+        rnd, = struct.unpack_from("<Q", h, 32)
+        chunk, plen = struct.unpack_from("<II", h, 40)
+        mlen, moff = struct.unpack_from("<QQ", h, 56)
+        if mtype not in (MSG_DELTA, MSG_RESULT) or flags != 0 or plen < 32 or moff + plen > mlen:
+            return None
+        return mtype, rnd, lane, chunk, plen
+
+    def contiguous(self, w, i, frame):
+        """Whether the transport's header in front of w[i] frames exactly this frame."""
+        if self.tp == "libfabric":
+            return i >= 16 and w[i - 16] == 3 and w[i - 10] == 16 and \
+                struct.unpack_from("<Q", w, i - 8)[0] == 16 + frame
+        return i >= 21 and struct.unpack_from("<I", w, i - 20)[0] == 16 + frame
+
+    def feed(self, data):
+        """data: the next bytes of the stream; returns them, one byte flipped if due."""
+        window = self.tail + data
+        base = self.pos - len(self.tail)
+        i = window.find(FRAME_MAGIC, max(0, self.scanned - base))
+        while i >= 0 and i + FRAME_HDR <= len(window):
+            self.scanned = base + i + 1
+            f = self.parse(window[i:i + FRAME_HDR]) if self.armed and self.at is None else None
+            if f and self.contiguous(window, i, FRAME_HDR + f[4] + AEAD_TAG):
+                if next(self.seq) % 2 == 0:
+                    k = self.rng.randrange(f[4])  # the ciphertext
+                else:
+                    k = f[4] + self.rng.randrange(AEAD_TAG)  # the tag
+                self.at = base + i + FRAME_HDR + k  # past the header: in this chunk or later
+                self.what = f + (k,)
+            elif f:
+                self.skipped += 1
+            i = window.find(FRAME_MAGIC, i + 1)
+        if self.at is not None and self.pos <= self.at < self.pos + len(data):
+            j = self.at - self.pos
+            data = data[:j] + bytes([data[j] ^ 0x5A]) + data[j + 1:]
+            self.flips.append(self.what)
+            self.at, self.armed = None, False
+        self.pos += len(data)
+        # Keep enough to see a transport header (21 bytes) in front of a frame's header.
+        self.tail = window[-(FRAME_HDR + 24):]
+        return data
+
+
+class OfiStream:
+    """Follows one direction of a libfabric tcp-provider connection (libfabric 1.17, prov/tcp
+    tcpx.h): first the connection manager's message (ofi_ctrl_hdr, 32 bytes, version 3, its
+    seg_size big-endian at byte 2, then seg_size bytes of connect data: our token), then
+    messages, each a tcpx_base_hdr (version 3, op, flags u16, op_data, rma_iov_cnt, hdr_size,
+    id, size u64 = the whole message, header included) and its body, which on our data path is
+    always one of our frames (checked: `frames` counts bodies that start with its magic, `bad`
+    says where the parse lost the stream). When armed it flips byte `off` of the next message
+    header: what the provider does with an altered byte of its own framing (docs/security.md,
+    "Known limits")."""
+
+    def __init__(self, off):
+        self.off, self.pos, self.buf = off, 0, b""
+        self.hdr_at, self.hdr_len = 0, 32  # where the next header starts, its length
+        self.body_at = None  # where the current message's body starts (to check its magic)
+        self.armed, self.at, self.flips, self.frames, self.bad = False, None, [], 0, None
+
+    def feed(self, data):
+        end, p, starts = self.pos + len(data), self.pos, []
+        while not self.bad and p < end:
+            if self.body_at is not None and p >= self.body_at:
+                if end - p >= 4:  # (a magic split between two chunks is not checked)
+                    self.frames += data[p - self.pos:p - self.pos + 4] == FRAME_MAGIC[:4]
+                self.body_at = None
+            if p < self.hdr_at:
+                p = min(self.hdr_at if self.body_at is None else self.body_at, end)
+                continue
+            if self.hdr_len == 16 and not self.buf:
+                starts.append(p)
+            take = min(self.hdr_len - len(self.buf), end - p)
+            self.buf += data[p - self.pos:p - self.pos + take]
+            p += take
+            if len(self.buf) < self.hdr_len:
+                break
+            if self.hdr_len == 32:  # the CM message, then the first message header
+                if self.buf[0] != 3:
+                    self.bad = "cm header " + self.buf.hex()
+                self.hdr_at, self.hdr_len = p + struct.unpack_from(">H", self.buf, 2)[0], 16
+            else:
+                size, = struct.unpack_from("<Q", self.buf, 8)
+                if self.buf[0] != 3 or self.buf[6] < 16 or size < self.buf[6]:
+                    self.bad = "message header " + self.buf.hex()
+                self.body_at, self.hdr_at = p - 16 + self.buf[6], p - 16 + size
+            self.buf = b""
+        if self.armed and self.at is None and not self.bad:
+            later = [h for h in starts if h + self.off >= self.pos]
+            if later:
+                self.at = later[0] + self.off
+            elif self.hdr_len == 16 and self.hdr_at >= end:
+                self.at = self.hdr_at + self.off
+        out = data
+        if self.at is not None and self.pos <= self.at < end:
+            j = self.at - self.pos
+            out = data[:j] + bytes([data[j] ^ 0x5A]) + data[j + 1:]
+            self.flips.append(self.at)
+            self.at, self.armed = None, False
+        self.pos = end
+        return out
+
+
 class Proxy:
     """Relays every connection the sites open (the LD_PRELOAD shim registers 'local port ->
     destination' on a Unix datagram socket first). Connections to etcd pass untouched; on
@@ -173,6 +314,14 @@ class Proxy:
         self.pending = None  # the fault the next chunk of some site stream gets
         self.next_fault = {"ctl": float("inf"), "data": float("inf")}  # start() arms them
         self.streams = 0
+        self.by_kind = {}  # site-to-site connections relayed: "ctl"/"data" -> count
+        self.unmapped = 0  # connections whose registration never came (closed unrelayed)
+        # Frame flips on data connections (scenario dataflip): mode "payload" (FrameFinder) or
+        # "ofi_hdr" (OfiStream, byte flip_off of libfabric's header), at most flip_max, one
+        # every `interval` once start() is called, at most one per connection.
+        self.flip_mode, self.flip_off, self.flip_max = None, 0, 0
+        self.finders, self.flip_seq = [], itertools.count()
+        self.transport = None  # "ucx"/"libfabric": how FrameFinder checks the framing
         self.recorded = {}  # "ctl"/"data" -> (port, first bytes client -> server)
         self.stop = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -199,6 +348,9 @@ class Proxy:
                 if dport:
                     break
             if not dport:
+                self.unmapped += 1
+                print(f"proxy: no registration for a connection from port {sport}; closed",
+                      file=sys.stderr, flush=True)
                 c.close()
                 continue
             threading.Thread(target=self._relay, args=(c, dport), daemon=True).start()
@@ -215,6 +367,7 @@ class Proxy:
         kind = None
         if site:
             kind = "ctl" if dport in self.ctl_ports() else "data"
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
         for a, b, up in ((c, s, True), (s, c, False)):
             threading.Thread(target=self._pump, args=(a, b, kind, up, dport), daemon=True).start()
 
@@ -242,14 +395,39 @@ class Proxy:
             self.injected[kind + ":" + f] = self.injected.get(kind + ":" + f, 0) + 1
             return f
 
+    def flips(self):
+        return sum(len(f.flips) for f in self.finders)
+
+    def _arm_flip(self):
+        """A frame flip is due: one every `interval`, at most flip_max done or pending."""
+        with self.lock:
+            now = time.time()
+            pending = sum(1 for f in self.finders if f.armed)
+            if not self.interval or self.flips() + pending >= self.flip_max or \
+                    now < self.next_fault["data"]:
+                return False
+            self.next_fault["data"] = now + self.interval
+            return True
+
     def _pump(self, a, b, kind, up, dport):
         held, rec, chunks = None, b"", 0
+        finder = None
+        if kind == "data" and self.flip_mode:
+            finder = FrameFinder(self.rng, self.transport, self.flip_seq) if self.flip_mode == "payload" else \
+                OfiStream(self.flip_off)
+            self.finders.append(finder)
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
                 chunks += 1
+                if finder:
+                    # One flip per connection: the receiver drops the connection at the first
+                    # rejected frame, so a second could not be counted.
+                    if not finder.armed and not finder.flips and self._arm_flip():
+                        finder.armed = True
+                    data = finder.feed(data)
                 if kind and up and len(rec) < 262144:
                     rec += data
                     if kind not in self.recorded or len(self.recorded[kind][1]) < len(rec):
@@ -516,10 +694,17 @@ def shim_path():
     return os.path.join(os.environ["GT_BINARY_DIR"], "tests/adversarial/libgt_mitm_preload.so")
 
 
-def mitm_run(tmp, tp, name, faults, interval):
+def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40):
+    """A two-site run with every site connection through the proxy, faults from the first
+    training steps on. flip: None, or "payload"/("ofi_hdr", offset) for frame flips on the
+    data path (FrameFinder / OfiStream), at most flip_max."""
     px = Proxy(tmp, interval=interval, faults=faults)
     px.run_dir = os.path.join(tmp, name)
-    L = Launch(tmp, name, tp, rounds=40, env=px.env(shim_path()),
+    if flip:
+        px.flip_mode, px.flip_off = (flip, 0) if isinstance(flip, str) else flip
+        px.transport = tp
+        px.flip_max = flip_max
+    L = Launch(tmp, name, tp, rounds=rounds, env=px.env(shim_path()),
                sets=["wan.max_link_failures=1000", "wan.preauth_timeout_ms=1500"],
                args=["--slow", "a=3", "--slow", "b=3"])
     check(L.wait_training(min_step=5), "the sites never started training")
@@ -527,11 +712,14 @@ def mitm_run(tmp, tp, name, faults, interval):
     rc = L.finish(timeout=300)
     px.interval = None
     px.close()
-    log(f"{name}: {px.streams} site-to-site connections through the proxy; faults injected "
-        f"{px.injected}")
+    log(f"{name}: {px.streams} site-to-site connections through the proxy {px.by_kind}; "
+        f"faults injected {px.injected}; frames flipped {px.flips()}")
     check(rc == 0, f"launch exited {rc}")
-    check(px.streams >= 2, "the proxy saw no site-to-site connection")
-    check(sum(px.injected.values()) >= 4, f"too few faults injected: {px.injected}")
+    check(px.by_kind.get("ctl", 0) >= 1 and px.by_kind.get("data", 0) >= 1,
+          f"the proxy did not see both kinds of site connection: {px.by_kind}")
+    check(px.unmapped == 0, f"{px.unmapped} connections reached the proxy unregistered")
+    check(sum(px.injected.values()) + px.flips() >= 4,
+          f"too few faults injected: {px.injected}, {px.flips()} flips")
     s = L.verify()
     rec = sum(wan(s, x, "reconnects") for x in ("a", "b"))
     log(f"{name}: reconnects {rec}, re-sent {sum(wan(s, x, 'resent') for x in ('a', 'b'))}, "
@@ -563,6 +751,31 @@ def scenario_tamper(tmp, tp):
     # Each altered handshake message costs its connection: the responder refuses it or lets
     # it time out, once; nothing else in this run is refused.
     check(got == n_ctl, f"{got} handshakes refused or timed out, {n_ctl} altered")
+
+
+def scenario_dataflip(tmp, tp):
+    """One byte flipped inside our sealed frames on the site-to-site data connections while
+    the run trains: a DELTA or RESULT frame's ciphertext or tag, found in the transport's stream
+    by FrameFinder (never the transport's own framing: see docs/security.md, "Known limits"),
+    once per connection, one every 1.5 s, 5 in all. Every flipped frame must be rejected and
+    counted (frames_rejected = flips, exactly: the receiver drops the connection at the first
+    bad frame, and nothing else in this run is rejected), the connection re-established, the
+    frame's message re-sent, and the run must finish with equal anchors and every contribution
+    accounted for."""
+    n = 5
+    px, s, _ = mitm_run(tmp, tp, "dataflip", {}, 1.5, flip="payload", flip_max=n)
+    flips = [f for x in px.finders for f in x.flips]
+    log("dataflip: flipped " + "; ".join(
+        f"{('DELTA', 'RESULT')[t - 2]} round {r} lane {ln} chunk {c}, {p} B, byte {k}"
+        for t, r, ln, c, p, k in flips))
+    rej = sum(wan(s, x, "frames_rejected") for x in ("a", "b"))
+    rec = sum(wan(s, x, "reconnects") for x in ("a", "b"))
+    resent = sum(wan(s, x, "resent") for x in ("a", "b"))
+    check(len(flips) >= 3, f"only {len(flips)} frames flipped of {n}")
+    check(rej == len(flips), f"{rej} frames rejected, {len(flips)} flipped")
+    check(rec >= len(flips), f"{rec} reconnects for {len(flips)} dropped connections")
+    # The flipped frame's message was not acknowledged (it never arrived): re-sent, each.
+    check(resent >= len(flips), f"{resent} messages re-sent for {len(flips)} flipped frames")
 
 
 def scenario_replay(tmp, tp):
