@@ -263,6 +263,15 @@ static void ctl_on_hello(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, const uin
         ctl_fail(ep, GT_ERR_CORRUPT, "handshake messages out of order");
         return;
     }
+    /* The frame header around a handshake message is not authenticated (the handshake
+     * authenticates its own 16-byte header and everything after it), so its fields that mean
+     * nothing here must be zero and its sender must be the site the handshake proves: no byte
+     * of a handshake frame can then be altered without costing the handshake, and each such
+     * alteration is counted once (the adversarial suite counts them exactly). */
+    if (h->lane || h->chunk || h->view_epoch || h->round) {
+        ctl_fail(ep, GT_ERR_CORRUPT, "bytes that are not a handshake");
+        return;
+    }
     int plain_msg = len == 12 && memcmp(msg, PLAIN_HELLO, 8) == 0;
     if (!net->sec) {
         if (!plain_msg) {
@@ -311,10 +320,19 @@ static void ctl_on_hello(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, const uin
             goto fail;
         }
         gt_wan_hs_info(ep->hs, &info);
+        if (h->sender != info.peer_site_id) {
+            ctl_fail(ep, GT_ERR_AUTH, "a handshake whose frame names another site");
+            return;
+        }
         ep->peer = info.peer_site_id;
         ep->hs_step = 1;
         st = ctl_send(ep, out, out_len, 0);
         if (st != GT_OK) goto fail;
+        return;
+    }
+    if (h->sender != ep->peer) {
+        if (!ep->incoming) net->gate.dials_refused++;
+        ctl_fail(ep, GT_ERR_AUTH, "a handshake whose frame names another site");
         return;
     }
     if (ep->incoming) {
