@@ -632,7 +632,7 @@ def scenario_garbage(tmp, tp):
 
 def scenario_flood(tmp, tp):
     n_src, per_src, one_src = 125, 8, 40
-    L = Launch(tmp, "flood", tp, rounds=80, sets=["wan.preauth_timeout_ms=2000"],
+    L = Launch(tmp, "flood", tp, rounds=70, sets=["wan.preauth_timeout_ms=2000"],
                args=["--slow", "a=4", "--slow", "b=4"])
     if not check(L.wait_training(min_step=5), "the sites never started training"):
         return L.finish()
