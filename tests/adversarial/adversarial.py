@@ -414,8 +414,10 @@ class Proxy:
         held, rec, chunks = None, b"", 0
         finder = None
         if kind == "data" and self.flip_mode:
-            finder = FrameFinder(self.rng, self.transport, self.flip_seq) if self.flip_mode == "payload" else \
-                OfiStream(self.flip_off)
+            if self.flip_mode == "payload":
+                finder = FrameFinder(self.rng, self.transport, self.flip_seq)
+            else:
+                finder = OfiStream(self.flip_off)
             self.finders.append(finder)
         try:
             while True:
@@ -428,6 +430,8 @@ class Proxy:
                     # rejected frame, so a second could not be counted.
                     if not finder.armed and not finder.flips and self._arm_flip():
                         finder.armed = True
+                    elif finder.armed and not self.interval:  # faults have stopped
+                        finder.armed, finder.at = False, None
                     data = finder.feed(data)
                 if kind and up and len(rec) < 262144:
                     rec += data
@@ -779,6 +783,8 @@ def scenario_tamper(tmp, tp):
     # where the sealed address belongs and drops the connection (a failed dial on its side,
     # which summary.json does not count). Every other fault costs the connection before the
     # responder authenticates it, and the responder counts it once.
+    log(f"tamper: {n_ctl} handshake messages altered ({px.msg2_dups} a duplicated msg2), "
+        f"{got} handshakes refused or timed out")
     check(got == n_ctl - px.msg2_dups, f"{got} handshakes refused or timed out, {n_ctl} "
           f"altered ({px.msg2_dups} of them a duplicated msg2, not counted by the responder)")
     flips = [f for x in px.finders for f in x.flips]
