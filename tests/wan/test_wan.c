@@ -10,8 +10,12 @@
 #include "gt_test.h"
 #include "wan_harness.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sodium.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -703,6 +707,97 @@ static void case_wrongkey(const wt_cfg_t *cfg)
     gt_wan_net_destroy(net);
 }
 
+/* ---- a handshake frame's header ------------------------------------------------------ */
+
+/* The frame header around a handshake message is not authenticated (the handshake authenticates
+ * its own bytes), so the control connection checks its fields: lane, chunk, view epoch and
+ * round must be zero and the sender must be the site the handshake proves. Three raw
+ * connections send a real msg1 of ours: with lane 1 and with another sender (both refused at
+ * once, no answer), and unaltered (answered with msg2: the control, which shows the first two
+ * were refused for that field alone; we then close it). The server must count exactly 3
+ * refused handshakes and authenticate nobody. */
+static int srv_hello_hdr(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
+{
+    (void)cfg;
+    (void)arg;
+    gt_wan_ep_t *ep = wt_accept(net, 4000);
+    gt_wan_gate_stats_t gs;
+    gt_wan_net_gate_stats(net, &gs);
+    fprintf(stderr, "server: accepted %s, handshakes refused %llu, timed out %llu, ok %llu\n",
+            ep ? "a peer" : "nobody", (unsigned long long)gs.handshakes_refused,
+            (unsigned long long)gs.handshakes_timed_out, (unsigned long long)gs.handshakes_ok);
+    return (!ep && gs.handshakes_refused == 3 && gs.handshakes_timed_out == 0 &&
+            gs.handshakes_ok == 0)
+               ? 0
+               : 20;
+}
+
+/* Sends frame on a new connection to port and reads until EOF, `want` bytes or 3 s. */
+static size_t raw_exchange(uint16_t port, const uint8_t *frame, size_t len, size_t want)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    size_t got = 0;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        send(fd, frame, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        CHECK_MSG(0, "cannot send a handshake frame to port %u", (unsigned)port);
+        if (fd >= 0) close(fd);
+        return 0;
+    }
+    uint8_t buf[512];
+    double t0 = wt_now_s();
+    while (got < want && wt_now_s() - t0 < 3.0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    return got;
+}
+
+static void case_hello_hdr(const wt_cfg_t *cfg)
+{
+    if (cfg->security == GT_WAN_SECURITY_NONE) return;
+    uint16_t port;
+    pid_t pid = wt_spawn_server(cfg, "srv_hello_hdr", NULL, &port);
+    CHECK(pid > 0);
+    gt_wan_net_t *net = NULL;
+    CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
+    for (int variant = 0; net && pid > 0 && variant < 3; variant++) {
+        gt_wan_hs_t *hs = NULL;
+        uint8_t frame[GT_WAN_FRAME_HDR_LEN + GT_WAN_HS_MSG_MAX];
+        size_t len = 0;
+        CHECK_EQ_INT(gt_wan_hs_create(net->sec, GT_WAN_HS_INITIATOR, SITE_SERVER, &hs), GT_OK);
+        CHECK_EQ_INT(
+            gt_wan_hs_initiator_start(hs, frame + GT_WAN_FRAME_HDR_LEN, GT_WAN_HS_MSG_MAX, &len),
+            GT_OK);
+        gt_wan_hs_destroy(hs);
+        gt_wan_frame_hdr_t h = {.type = GT_WAN_MSG_HELLO,
+                                .sender = variant == 1 ? SITE_INTRUDER : SITE_CLIENT,
+                                .lane = variant == 0 ? 1u : 0u,
+                                .run_id = net->run_hash,
+                                .payload_len = (uint32_t)len,
+                                .msg_len = len};
+        gt_wan_frame_encode(&h, frame);
+        size_t want = 2 * GT_WAN_FRAME_HDR_LEN; /* msg2's frame header and more */
+        size_t got = raw_exchange(port, frame, GT_WAN_FRAME_HDR_LEN + len, want);
+        fprintf(stderr, "%s: %zu bytes of answer\n",
+                variant == 0   ? "lane 1"
+                : variant == 1 ? "another sender"
+                               : "unaltered",
+                got);
+        if (variant < 2)
+            CHECK_EQ_INT(got, 0); /* refused at once */
+        else
+            CHECK(got >= want); /* answered: the frame is otherwise a good msg1 */
+    }
+    CHECK_EQ_INT(wt_wait(pid, 10000), 0);
+    gt_wan_net_destroy(net);
+}
+
 /* ---- emulator accuracy -------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)
@@ -869,11 +964,17 @@ static void case_emu_cut(wt_cfg_t *cfg)
 }
 
 static const wt_server_t servers[] = {
-    {"srv_echo", srv_echo},     {"srv_fan", srv_fan},
-    {"srv_many", srv_many},     {"srv_big", srv_big},
-    {"srv_stream", srv_stream}, {"srv_sink", srv_sink},
-    {"srv_tamper", srv_tamper}, {"srv_expect_reject", srv_expect_reject},
-    {"srv_rate", srv_rate},     {NULL, NULL},
+    {"srv_echo", srv_echo},
+    {"srv_fan", srv_fan},
+    {"srv_many", srv_many},
+    {"srv_big", srv_big},
+    {"srv_stream", srv_stream},
+    {"srv_sink", srv_sink},
+    {"srv_tamper", srv_tamper},
+    {"srv_expect_reject", srv_expect_reject},
+    {"srv_rate", srv_rate},
+    {"srv_hello_hdr", srv_hello_hdr},
+    {NULL, NULL},
 };
 
 int main(int argc, char **argv)
@@ -909,6 +1010,8 @@ int main(int argc, char **argv)
         case_freeze(&cfg);
     } else if (strcmp(c, "wrongkey") == 0)
         case_wrongkey(&cfg);
+    else if (strcmp(c, "hello_hdr") == 0)
+        case_hello_hdr(&cfg);
     else if (strcmp(c, "flipbit") == 0 || strcmp(c, "replay") == 0 || strcmp(c, "truncate") == 0 ||
              strcmp(c, "oversize") == 0 || strcmp(c, "oversize_wire") == 0)
         case_tamper(&cfg, c);
