@@ -705,7 +705,7 @@ def shim_path():
     return os.path.join(os.environ["GT_BINARY_DIR"], "tests/adversarial/libgt_mitm_preload.so")
 
 
-def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40):
+def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, min_faults=4):
     """A two-site run with every site connection through the proxy, faults from the first
     training steps on. flip: None, or "payload"/("ofi_hdr", offset) for frame flips on the
     data path (FrameFinder / OfiStream), at most flip_max."""
@@ -739,7 +739,7 @@ def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40):
     check(px.by_kind.get("ctl", 0) >= 1 and px.by_kind.get("data", 0) >= 1,
           f"the proxy did not see both kinds of site connection: {px.by_kind}")
     check(px.unmapped == 0, f"{px.unmapped} connections reached the proxy unregistered")
-    check(sum(px.injected.values()) + px.flips() >= 4,
+    check(sum(px.injected.values()) + px.flips() >= min_faults,
           f"too few faults injected: {px.injected}, {px.flips()} flips")
     s = L.verify()
     rec = sum(wan(s, x, "reconnects") for x in ("a", "b"))
@@ -806,7 +806,7 @@ def scenario_tamper(tmp, tp):
 
 def scenario_ofihdr(tmp, tp):
     """libfabric only: one byte of the tcp provider's own 16-byte message header flipped on a
-    data connection (OfiStream), one every 1.5 s, once per connection, 5 in all: byte 1 (op),
+    data connection (OfiStream), one every 1 s, once per connection, 5 in all: byte 1 (op),
     6 (hdr_size), 8 (size, low byte), 13 (size, a high byte) in turn, or GT_ADV_OFI_OFF.
     (Bytes 0, 2-5 and 7 — version, flags, op_data, rma_iov_cnt, id — were measured to change
     nothing: the message arrives intact. docs/security.md, "Known limits".) Not our framing:
@@ -825,7 +825,8 @@ def scenario_ofihdr(tmp, tp):
     def init(self, off):
         orig(self, next(cycle))
     OfiStream.__init__ = init
-    px, s, _ = mitm_run(tmp, tp, "ofihdr", {}, 1.5, flip=("ofi_hdr", 0), flip_max=5)
+    px, s, _ = mitm_run(tmp, tp, "ofihdr", {}, 1.0, flip=("ofi_hdr", 0), flip_max=5,
+                        min_faults=3)
     done = [(f.off, f.flips[0], f.frames) for f in px.finders if f.flips]
     log("ofihdr: flipped (header byte, stream offset, frames parsed before it): " +
         "; ".join(str(d) for d in done))
@@ -839,7 +840,15 @@ def scenario_ofihdr(tmp, tp):
     rej = sum(wan(s, x, "frames_rejected") for x in ("a", "b"))
     check(len(done) >= 3, f"only {len(done)} header bytes flipped")
     check(rec >= len(done), f"{rec} reconnects for {len(done)} altered connections")
-    check(rej <= len(done), f"{rej} frames rejected, more than the {len(done)} flips")
+    # hdr_size and the size's low byte hand our channel a frame of the wrong shape: rejected,
+    # once each. A size beyond the posted buffer is a truncation the provider reports, which
+    # the channel counts as a rejected (oversized) frame unless the provider's teardown of the
+    # connection comes first (as in wan_libfabric_oversize_wire). op: the provider drops the
+    # connection, nothing reaches us.
+    exact = sum(1 for off, _, _ in done if off in (6, 8))
+    maybe = sum(1 for off, _, _ in done if off == 13)
+    check(exact <= rej <= exact + maybe, f"{rej} frames rejected; {exact} flips of hdr_size or "
+          f"the size's low byte (each rejected) and {maybe} of a high size byte (rejected or not)")
     for site in ("a", "b"):
         lg = open(os.path.join(tmp, "ofihdr", "logs", site + ".log")).read()
         log(f"ofihdr: site {site}: " + "; ".join(sorted(set(
