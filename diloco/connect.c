@@ -78,6 +78,8 @@ void dl_mesh_stats(const gt_diloco_t *d, gt_wan_mesh_stats_t *ms)
         for (size_t k = 0; k < n64; k++) sum[k] += add[k];
         ms->gate.preauth_now += one.gate.preauth_now;
         ms->gate.preauth_peak += one.gate.preauth_peak;
+        ms->emu_held_by_cut += one.emu_held_by_cut;
+        ms->emu_refused_by_cut += one.emu_refused_by_cut;
     }
 }
 

@@ -672,6 +672,9 @@ typedef struct {
     uint64_t malformed;       /* received messages without a valid mesh header (dropped) */
     uint64_t peers_cut;       /* times a peer was cut off for failing too often */
     gt_wan_gate_stats_t gate; /* the listening socket and the handshakes */
+    /* With wan.emulation: messages this site sent that a link cut (links[].cuts) held until
+     * it healed, and that it refused as lost (held past wan.peer_timeout_ms). */
+    uint64_t emu_held_by_cut, emu_refused_by_cut;
 } gt_wan_mesh_stats_t;
 
 typedef struct gt_wan_mesh gt_wan_mesh_t;

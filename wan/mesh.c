@@ -565,6 +565,13 @@ void gt_wan_mesh_stats(const gt_wan_mesh_t *m, gt_wan_mesh_stats_t *stats_p)
     s.rejected = es.rejected_auth + es.rejected_replay + es.rejected_truncated +
                  es.rejected_oversized + es.rejected_malformed;
     gt_wan_net_gate_stats(m->net, &s.gate);
+    for (uint32_t dst = 0; m->emu && dst < m->p.cfg->n_sites; dst++) {
+        gt_wan_emu_link_stats_t ls;
+        if (dst == m->p.site || gt_wan_emu_link_stats(m->emu, m->p.site, dst, &ls) != GT_OK)
+            continue;
+        s.emu_held_by_cut += ls.held_by_cut;
+        s.emu_refused_by_cut += ls.failed;
+    }
     *stats_p = s;
 }
 

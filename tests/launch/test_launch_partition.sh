@@ -4,7 +4,7 @@
 # keeps its lease and stays in the view.
 # CONFIG: a 5 s cut, shorter than wan.peer_timeout_ms. Checks:
 #  - the run finishes: every site finished every round (launch exits 0);
-#  - rounds were closed at the deadline without c during the cut (the cut happened);
+#  - the cut met the run's traffic (the emulator held or refused a message across it);
 #  - I1: every site's anchor for every round equals the others'; no hash mismatch;
 #  - nothing counted twice or lost: the owners counted exactly sites x rounds x chunks
 #    contributions (on time + late + dropped + open at the end), and the token ledger
@@ -18,9 +18,17 @@ fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$
 # Steps 3x slower (sleeps) so that the run outlasts the cut on a loaded machine.
 timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" --slow a=3 --slow b=3 --slow c=3 \
   >"$dir/launch.out" 2>&1 || fail "launch failed"
-# (at the deadline, or — once c counts as a chronic straggler — as soon as a and b are in)
-grep -q "closing round .* with 2 of 3 sites" "$dir/run/logs/a.log" "$dir/run/logs/b.log" ||
-  fail "no round closed without c: the cut did not happen during the run (slower machine?)"
+# The cut met the run's traffic: a message across it was held or refused. (Rounds closed
+# without c are one effect, not the only one: when the cut begins while every contribution of a
+# round is in and only c's result is on its way, a and b wait for it until the cut heals, and
+# no round closes without c — one run in three here.)
+python3 - "$dir/run" <<'PY' || fail "no message met the cut: it did not happen during the run (slower machine?)"
+import json, sys
+tot = json.load(open(f"{sys.argv[1]}/summary.json"))
+met = {s: j["wan"]["emu_held_by_cut"] + j["wan"]["emu_refused_by_cut"] for s, j in tot["sites"].items()}
+print(f"messages held or refused by the cut, per sending site: {met}")
+assert met["c"] > 0 and met["a"] + met["b"] > 0
+PY
 
 python3 - "$dir/run" <<'PY' || fail "partition checks"
 import json, sys, collections
