@@ -28,7 +28,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: geotrain bench chaos [--config FILE] [--seed S] [--mtbf-rounds M ...]\n"
             "                            [--run-dir DIR] [--set KEY=VALUE ...] [--slow F]\n"
-            "                            [--json]\n\n"
+            "                            [--chaos-round-s S] [--json]\n\n"
             "Runs FILE (default bench/chaos.yaml) under `geotrain launch --chaos S` (default\n"
             "seed 1) for each failure rate M (mean rounds between failures of one site;\n"
             "repeatable; default 20 and 5), once as DiLoCo and once with outer.mode=sync-dp\n"
@@ -41,7 +41,9 @@ static void usage(FILE *out)
             "skipped, sync-dp's whole-run restarts, held-out loss and wall time. --set applies\n"
             "to every run; --slow F makes every site's steps F times slower (launch --slow:\n"
             "sleeps, so rounds get long against the lease without the sites fighting over this\n"
-            "machine's cores; the measured speed is the slowed one). Run directories go under\n"
+            "machine's cores; the measured speed is the slowed one). --chaos-round-s S places\n"
+            "the schedule's link cuts on the emulation clock (launch --chaos-round-s; default 3,\n"
+            "bench/chaos.yaml's rounds with --slow 20; 0: no cuts). Run directories go under\n"
             "DIR (default runs/bench-chaos-TIME) and are kept; --json prints JSON lines only.\n");
 }
 
@@ -75,16 +77,13 @@ static double submitted(const char *run, json_t *sum)
 
 int gt_bench_chaos(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"run-dir", required_argument, NULL, 'd'},
-                                         {"seed", required_argument, NULL, 'S'},
-                                         {"mtbf-rounds", required_argument, NULL, 'M'},
-                                         {"set", required_argument, NULL, 's'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"slow", required_argument, NULL, 'w'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    const char *config = "bench/chaos.yaml", *dir_opt = NULL, *seed = "1";
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"run-dir", required_argument, NULL, 'd'},
+        {"seed", required_argument, NULL, 'S'},   {"mtbf-rounds", required_argument, NULL, 'M'},
+        {"set", required_argument, NULL, 's'},    {"json", no_argument, NULL, 'j'},
+        {"slow", required_argument, NULL, 'w'},   {"chaos-round-s", required_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    const char *config = "bench/chaos.yaml", *dir_opt = NULL, *seed = "1", *round_s = "3";
     double mtbf[8];
     size_t n_mtbf = 0;
     char sets[8192] = "", *end;
@@ -118,6 +117,14 @@ int gt_bench_chaos(int argc, char **argv)
         }
         case 's':
             if (gt_cli_append_set(sets, sizeof sets, optarg, "bench chaos", "--set") != 0) return 2;
+            break;
+        case 'r':
+            if (!(strtod(optarg, &end) >= 0) || *end) {
+                fprintf(stderr, "geotrain bench chaos: --chaos-round-s %s: expected seconds\n",
+                        optarg);
+                return 2;
+            }
+            round_s = optarg;
             break;
         case 'j': json = 1; break;
         case 'w':
@@ -171,11 +178,12 @@ int gt_bench_chaos(int argc, char **argv)
         for (int m = 0; m < 2; m++) {
             char cmd[16384], run[PATH_MAX + 64], path[PATH_MAX + 96];
             snprintf(run, sizeof run, "%s/%s-mtbf%g", dir, modes[m], mtbf[k]);
-            snprintf(cmd, sizeof cmd,
-                     "'%s' launch '%s' --run-dir '%s' --chaos %s --mtbf-rounds %g %s %s > '%s.log' "
-                     "2>&1",
-                     self, config, run, seed, mtbf[k], sets,
-                     m ? "--set outer.mode=sync-dp --set outer.overlap_steps=0" : "", run);
+            snprintf(
+                cmd, sizeof cmd,
+                "'%s' launch '%s' --run-dir '%s' --chaos %s --mtbf-rounds %g --chaos-round-s %s "
+                "%s %s > '%s.log' 2>&1",
+                self, config, run, seed, mtbf[k], round_s, sets,
+                m ? "--set outer.mode=sync-dp --set outer.overlap_steps=0" : "", run);
             if (!json)
                 fprintf(stderr, "bench chaos: %s, one failure per site per %g rounds ...\n",
                         modes[m], mtbf[k]);

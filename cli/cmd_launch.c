@@ -10,9 +10,10 @@
  * others start round 0 without waiting for it) and --restart SITE@ROUND (after its --kill,
  * SITE is started again once another site has applied ROUND rounds); a site started late
  * joins the run by itself (diloco/). --chaos SEED draws a fault schedule over the rounds
- * (launch_chaos.c) and fires it from the same polling loop. Ctrl-C stops every site cleanly
- * (SIGTERM: each finishes its step, deregisters and exits), then etcd. At the end it writes
- * RUN_DIR/summary.json.
+ * (launch_chaos.c) and fires it from the same polling loop, except its link cuts, which every
+ * site gets before it starts (--set links[A,B].cuts=..., on the shared emulation clock).
+ * Ctrl-C stops every site cleanly (SIGTERM: each finishes its step, deregisters and exits),
+ * then etcd. At the end it writes RUN_DIR/summary.json.
  *
  * `launch CONFIG -- CMD ARGS...` runs a trainer of the user's own instead of `geotrain run`:
  * CMD once per site, told where it stands through the environment (GT_CONFIG and GT_SET: the
@@ -160,8 +161,14 @@ static void usage(FILE *out)
             "                       1-3 rounds later; SIGSTOP it for 0.5-2 leases, then SIGCONT\n"
             "                       (past its lease it is a zombie: exit 3, rejoins); its steps\n"
             "                       3-10x slower for 1-3 rounds; kill -9 an etcd member and\n"
-            "                       start it again. Faults fire when the run (its furthest site)\n"
-            "                       reaches their round; a kill or stop that would leave fewer\n"
+            "                       start it again; cut a site's links to every other site, or\n"
+            "                       one of them, for 2 s to 2.5 x wan.peer_timeout_ms (a short\n"
+            "                       cut delays rounds; a long one makes the cut-off site leave\n"
+            "                       as the minority, exit 3, and rejoin). Faults fire when the\n"
+            "                       run (its furthest site) reaches their round, except cuts:\n"
+            "                       they are handed to every site before it starts (--set\n"
+            "                       links[A,B].cuts=...) at round x --chaos-round-s seconds of\n"
+            "                       the emulation clock. A kill or stop that would leave fewer\n"
             "                       than a majority training is skipped (chaos_skipped). Once\n"
             "                       a site finished, a site more than a round from the end is\n"
             "                       stopped (nothing more it trains can reach the anchor). With\n"
@@ -170,6 +177,8 @@ static void usage(FILE *out)
             "                       (run.checkpoint_every) after the fault's delay\n"
             "  --mtbf-rounds M      mean rounds between faults of one site (and of etcd),\n"
             "                       default 20\n"
+            "  --chaos-round-s S    the seconds a round is expected to take, which places the\n"
+            "                       link cuts on the emulation clock (default 2; 0: no cuts)\n"
             "  --dry-run            print the --chaos schedule as JSON and start nothing\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
             "  -h, --help           this text\n");
@@ -283,6 +292,29 @@ static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const ch
     }
     *sets_p = sets;
     *n_p = n;
+    return 0;
+}
+
+/* --chaos: the drawn link cuts join the --set list (links[A,B].cuts=...), so every site, a
+ * restarted one too, starts with the same cut windows on the run's emulation clock. */
+static int add_cut_sets(const gt_topo_config_t *cfg, char ***sets_p, size_t *n_p)
+{
+    char *cut[GT_TOPO_MAX_SITES * 4];
+    size_t n_cut = gt_chaos_cut_sets(g_chaos, g_n_chaos, cfg, cut, sizeof cut / sizeof cut[0]);
+    if (n_cut == (size_t)-1) {
+        fprintf(stderr,
+                "geotrain launch: --chaos: a link would have more than %d cuts; "
+                "use a larger --mtbf-rounds\n",
+                GT_TOPO_MAX_CUTS);
+        return -1;
+    }
+    char **grown = n_cut ? realloc(*sets_p, (*n_p + n_cut) * sizeof *grown) : *sets_p;
+    if (!grown) {
+        while (n_cut) free(cut[--n_cut]);
+        return -1;
+    }
+    for (size_t i = 0; i < n_cut; i++) grown[(*n_p)++] = cut[i];
+    *sets_p = grown;
     return 0;
 }
 
@@ -584,6 +616,7 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"chaos", required_argument, NULL, 'C'},
                                          {"mtbf-rounds", required_argument, NULL, 'M'},
                                          {"dry-run", no_argument, NULL, 'N'},
+                                         {"chaos-round-s", required_argument, NULL, 'r'},
                                          {NULL, 0, NULL, 0}};
     const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
     const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
@@ -594,7 +627,7 @@ int gt_cmd_launch(int argc, char **argv)
     char *end = NULL;
     int c, resume = 0, chaos = 0, dry_run = 0;
     unsigned long long chaos_seed = 0;
-    double mtbf = 20.0;
+    double mtbf = 20.0, round_s = 2.0;
     json_t *launch_rec = NULL; /* RUN_DIR/launch.json of the run being resumed */
     /* `-- CMD ARGS...`: everything after the first "--" is the user's trainer. */
     g_cmd = NULL;
@@ -671,6 +704,16 @@ int gt_cmd_launch(int argc, char **argv)
             mtbf = strtod(optarg, &end);
             if (*end || !(mtbf >= 1.0 && mtbf <= 1e6)) {
                 fprintf(stderr, "geotrain launch: --mtbf-rounds %s: expected rounds in [1, 1e6]\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'r':
+            round_s = strtod(optarg, &end);
+            if (*end || !(round_s == 0 || (round_s >= 0.01 && round_s <= 1e5))) {
+                fprintf(stderr,
+                        "geotrain launch: --chaos-round-s %s: expected seconds in "
+                        "[0.01, 1e5], or 0 (no link cuts)\n",
                         optarg);
                 return 2;
             }
@@ -817,7 +860,9 @@ int gt_cmd_launch(int argc, char **argv)
                              cfg->n_sites,
                              cfg->run.rounds,
                              cfg->membership.n_endpoints ? 0u : (uint32_t)etcd_members,
-                             (double)cfg->membership.lease_ttl_s};
+                             (double)cfg->membership.lease_ttl_s,
+                             cfg->wan.emulation.enabled ? round_s : 0.0,
+                             cfg->wan.peer_timeout_ms * 1e-3};
     if (chaos) {
         if (resume || n_kills || n_joins || n_restarts) {
             fprintf(stderr, "geotrain launch: --chaos draws its own faults: it does not go with "
@@ -886,7 +931,9 @@ int gt_cmd_launch(int argc, char **argv)
         rmtree(sub);
     }
     if (prepare_config(config, cfg, run_dir, endpoint, site_cfg, sizeof site_cfg) != 0) goto out;
-    if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0) goto out;
+    if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0 ||
+        add_cut_sets(cfg, &sets, &n_sets) != 0)
+        goto out;
     if (g_cmd) {
         /* `geotrain run` writes RUN_DIR/config.yaml; for the user's CMD, launch does: the
          * config as every site resolves it (with the etcd endpoints and the keys). */
@@ -910,7 +957,8 @@ int gt_cmd_launch(int argc, char **argv)
      * site process, so that a site started again later (a restart, a joiner) sees the same
      * cut windows as the others instead of windows counted from its own start. */
     char emu_start[32];
-    snprintf(emu_start, sizeof emu_start, "%llu", (unsigned long long)gt_time_ns());
+    uint64_t emu_start_ns = gt_time_ns();
+    snprintf(emu_start, sizeof emu_start, "%llu", (unsigned long long)emu_start_ns);
     if (setenv("GT_EMU_START_NS", emu_start, 1) != 0) goto out;
     printf("geotrain launch: %u sites of %s, run directory %s\n", cfg->n_sites, config, run_dir);
     printf("  WAN: %s, %s, emulation %s; codec %s; H = %u, overlap %u; %u rounds\n",
@@ -1099,6 +1147,21 @@ int gt_cmd_launch(int argc, char **argv)
             int alive = v && v->started && !v->exited && v->pid > 0;
             uint64_t tnow = gt_time_ns();
             const char *did = NULL;
+            if (ev->kind == GT_CHAOS_CUT) { /* the sites' emulators do it: only reported */
+                double t_emu = (double)(tnow - emu_start_ns) * 1e-9;
+                if (ev->state == 2 || t_emu < ev->start_s + (ev->state ? ev->duration_s : 0))
+                    continue;
+                fprintf(tty ? stdout : stderr,
+                        "-- chaos: link cut %s: %s%s%s for %.1f s at round "
+                        "%.0f (%.1f s on the emulation clock)\n",
+                        ev->state ? "healed" : "begins", sp[ev->target].name,
+                        ev->peer == GT_CHAOS_ALL_PEERS ? " off from every other site" : "-",
+                        ev->peer == GT_CHAOS_ALL_PEERS ? "" : sp[ev->peer].name, ev->duration_s,
+                        progress, t_emu);
+                ev->state++;
+                drawn = 0;
+                continue;
+            }
             if (ev->state == 0 && progress >= ev->at && !sync_chaos &&
                 (ev->kind == GT_CHAOS_KILL || ev->kind == GT_CHAOS_STOP)) {
                 /* A majority keeps training: a fault that would leave fewer is skipped (a
@@ -1250,7 +1313,8 @@ int gt_cmd_launch(int argc, char **argv)
                 free(sets);
                 sets = NULL;
                 if (build_sets(cfg, run_dir, etcd.endpoints, user_sets, n_user, &sets, &n_sets) !=
-                    0)
+                        0 ||
+                    add_cut_sets(cfg, &sets, &n_sets) != 0)
                     goto stop;
             }
             for (uint32_t k = 0; k < cfg->n_sites; k++) {

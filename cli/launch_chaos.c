@@ -6,12 +6,20 @@
  * which is what makes a DiLoCo run and a sync-dp run comparable under one schedule. Rounds
  * rather than seconds: a fault "at round 7" hits both modes at the same point of the training.
  *
+ * Link cuts are the exception: a site's emulated WAN takes its cut windows from the config when
+ * the process starts (links[].cuts, in seconds of the run's emulation clock, GT_EMU_START_NS),
+ * so launch hands every site the drawn cuts as --set links[A,B].cuts=... before anything
+ * starts, and a site restarted later gets the same windows. A cut is drawn at a round like the
+ * others and placed on the clock at round x round_s (the expected round time): near its round,
+ * not at it, and in sync-dp (slower rounds) at the same seconds, not the same round.
+ *
  * Goodput is measured from what the sites wrote, not from the schedule: the tokens each
  * applied round's result carried (anchors.jsonl, counted by the chunk owners as they folded
  * contributions in), over what every configured site would have trained at its own measured
  * speed during the run's training wall time. See docs/diloco.md#goodput.
  */
 #include "launch_chaos.h"
+#include "gt_topology.h"
 
 #include <limits.h>
 #include <math.h>
@@ -81,6 +89,29 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
             r = e.until + gap(&st, p->mtbf_rounds);
         }
     }
+    /* Link cuts: a stream of their own per site (the other faults of a seed stay put). */
+    for (uint32_t s = 0; p->round_s > 0 && p->n_sites >= 2 && s < p->n_sites; s++) {
+        uint64_t st = (p->seed ^ 0xC0FFEE0C07ull) * 0x100000001B3ull + s + 1;
+        splitmix64(&st);
+        double longest = fmax(2.0, 2.5 * p->peer_timeout_s);
+        for (uint32_t r = gap(&st, 3 * p->mtbf_rounds); r < last && n < cap;) {
+            gt_chaos_ev_t e;
+            memset(&e, 0, sizeof e);
+            e.kind = GT_CHAOS_CUT;
+            e.target = s;
+            e.at = r;
+            e.start_s = ((double)r + uniform(&st)) * p->round_s;
+            e.duration_s = 2.0 + (longest - 2.0) * uniform(&st);
+            e.peer = GT_CHAOS_ALL_PEERS;
+            if (uniform(&st) >= 0.5) {
+                uint32_t k = (uint32_t)(uniform(&st) * (p->n_sites - 1));
+                e.peer = k >= s ? k + 1 : k;
+            }
+            e.until = r + 1 + (uint32_t)ceil(e.duration_s / p->round_s);
+            ev[n++] = e;
+            r = e.until + gap(&st, 3 * p->mtbf_rounds);
+        }
+    }
     qsort(ev, n, sizeof *ev, by_round);
     /* A majority of the sites keeps training at every moment: a KILL or STOP that would take
      * more than (S - 1) / 2 sites away at once is dropped (a restarted site counts as away
@@ -89,13 +120,17 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         gt_chaos_ev_t e = ev[i];
-        if (e.kind == GT_CHAOS_KILL || e.kind == GT_CHAOS_STOP) {
+        /* a site cut off from every other one is away too (a long cut: it leaves as the
+         * minority and rejoins once the link is back) */
+        int away = e.kind == GT_CHAOS_KILL || e.kind == GT_CHAOS_STOP ||
+                   (e.kind == GT_CHAOS_CUT && e.peer == GT_CHAOS_ALL_PEERS);
+        if (away) {
             uint32_t down = 0;
             for (uint32_t s = 0; s < p->n_sites && s < 256; s++)
                 down += s != e.target && busy_until[s] > e.at;
             if (down + 1 > max_down) continue;
             if (e.target < 256)
-                busy_until[e.target] = e.kind == GT_CHAOS_KILL ? e.until + 2 : e.at + 3;
+                busy_until[e.target] = e.kind == GT_CHAOS_STOP ? e.at + 3 : e.until + 2;
         }
         ev[kept++] = e;
     }
@@ -104,7 +139,7 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
 
 static const char *kind_name(gt_chaos_kind_t k)
 {
-    static const char *const names[] = {"kill", "stop", "slow", "etcd-kill"};
+    static const char *const names[] = {"kill", "stop", "slow", "etcd-kill", "cut"};
     return names[k];
 }
 
@@ -123,6 +158,12 @@ json_t *gt_chaos_json(const gt_chaos_params_t *p, const gt_chaos_ev_t *ev, size_
             json_object_set_new(o, "site", json_string(names[e->target]));
         if (e->kind == GT_CHAOS_STOP) json_object_set_new(o, "stop_s", json_real(e->stop_s));
         if (e->kind == GT_CHAOS_SLOW) json_object_set_new(o, "factor", json_real(e->factor));
+        if (e->kind == GT_CHAOS_CUT) {
+            json_object_set_new(
+                o, "peer", json_string(e->peer == GT_CHAOS_ALL_PEERS ? "all" : names[e->peer]));
+            json_object_set_new(o, "start_s", json_real(e->start_s));
+            json_object_set_new(o, "duration_s", json_real(e->duration_s));
+        }
         json_array_append_new(arr, o);
     }
     return json_pack("{s:I,s:f,s:i,s:o}", "seed", (json_int_t)p->seed, "mtbf_rounds",
@@ -151,6 +192,15 @@ void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *co
             fprintf(out, "    round %3u  kill -9 etcd member %u, restarted at round %u\n", e->at,
                     e->target, e->until);
             break;
+        case GT_CHAOS_CUT:
+            if (e->peer == GT_CHAOS_ALL_PEERS)
+                fprintf(out, "    round ~%2u  cut %s off from every other site for %.1f s", e->at,
+                        names[e->target], e->duration_s);
+            else
+                fprintf(out, "    round ~%2u  cut the link %s-%s for %.1f s", e->at,
+                        names[e->target], names[e->peer], e->duration_s);
+            fprintf(out, " (from %.1f s on the emulation clock)\n", e->start_s);
+            break;
         }
     }
 }
@@ -163,6 +213,47 @@ void gt_chaos_slow_windows(const gt_chaos_ev_t *ev, size_t n, uint32_t site, cha
         if (ev[i].kind == GT_CHAOS_SLOW && ev[i].target == site)
             o += (size_t)snprintf(buf + o, len - o, "%s%.3f@%u-%u", o ? "," : "", ev[i].factor,
                                   ev[i].at, ev[i].until);
+}
+
+size_t gt_chaos_cut_sets(const gt_chaos_ev_t *ev, size_t n, const struct gt_topo_config *cfg,
+                         char **sets, size_t cap)
+{
+    size_t out = 0;
+    for (uint32_t a = 0; a < cfg->n_sites; a++)
+        for (uint32_t b = a + 1; b < cfg->n_sites; b++) {
+            gt_topo_link_params_t lp;
+            gt_topo_link_params(cfg, a, b, &lp);
+            uint32_t n_cfg = lp.n_cuts;
+            for (size_t i = 0; i < n; i++) {
+                const gt_chaos_ev_t *e = &ev[i];
+                uint32_t lo = e->target, hi = e->peer;
+                if (e->kind != GT_CHAOS_CUT) continue;
+                if (e->peer == GT_CHAOS_ALL_PEERS) {
+                    if (e->target != a && e->target != b) continue;
+                } else if (!((lo == a && hi == b) || (lo == b && hi == a))) {
+                    continue;
+                }
+                if (lp.n_cuts == GT_TOPO_MAX_CUTS) goto fail;
+                lp.cuts[lp.n_cuts].start_s = e->start_s;
+                lp.cuts[lp.n_cuts++].duration_s = e->duration_s;
+            }
+            if (lp.n_cuts == n_cfg) continue;
+            if (out == cap) goto fail;
+            size_t len = 64 + strlen(cfg->sites[a].name) + strlen(cfg->sites[b].name) +
+                         48 * (size_t)lp.n_cuts;
+            char *str = malloc(len);
+            if (!str) goto fail;
+            size_t o = (size_t)snprintf(str, len, "links[%s,%s].cuts=", cfg->sites[a].name,
+                                        cfg->sites[b].name);
+            for (uint32_t c = 0; c < lp.n_cuts && o < len; c++)
+                o += (size_t)snprintf(str + o, len - o, "%s%.3f+%.3f", c ? "," : "",
+                                      lp.cuts[c].start_s, lp.cuts[c].duration_s);
+            sets[out++] = str;
+        }
+    return out;
+fail:
+    while (out) free(sets[--out]);
+    return (size_t)-1;
 }
 
 static double jnum(json_t *o, const char *k)

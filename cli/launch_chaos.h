@@ -14,7 +14,11 @@ typedef enum {
     GT_CHAOS_STOP = 1, /* SIGSTOP the site at `at` for stop_s seconds, then SIGCONT */
     GT_CHAOS_SLOW = 2, /* the site's steps `factor` times slower for rounds [at, until) */
     GT_CHAOS_ETCD = 3, /* SIGKILL etcd member `target` at `at`, start it again at `until` */
+    GT_CHAOS_CUT = 4,  /* cut the links of site `target` (to `peer` only, or to every other
+                        * site) for [start_s, start_s + duration_s) of the emulation clock */
 } gt_chaos_kind_t;
+
+#define GT_CHAOS_ALL_PEERS UINT32_MAX
 
 typedef struct {
     gt_chaos_kind_t kind;
@@ -23,6 +27,9 @@ typedef struct {
     uint32_t until;    /* KILL/ETCD: round of the restart; SLOW: first round at full speed */
     double stop_s;     /* STOP: seconds stopped */
     double factor;     /* SLOW: 3 to 10 */
+    uint32_t peer;     /* CUT: the other end, or GT_CHAOS_ALL_PEERS */
+    double start_s;    /* CUT: seconds on the run's emulation clock (GT_EMU_START_NS) */
+    double duration_s; /* CUT: 2 s to 2.5 x wan.peer_timeout_ms */
     int state;         /* the launcher's: 0 pending, 1 begun, 2 over (or skipped) */
     uint64_t begun_ns; /* the launcher's: when it began */
 } gt_chaos_ev_t;
@@ -34,6 +41,8 @@ typedef struct {
     uint32_t rounds;       /* run.rounds */
     uint32_t etcd_members; /* launch's own etcd cluster (0: none, no etcd faults) */
     double lease_ttl_s;    /* a STOP lasts 0.5 to 2 leases: some sites become zombies */
+    double round_s;        /* CUT: the seconds a round is expected to take (0: no cuts) */
+    double peer_timeout_s; /* CUT: wan.peer_timeout_ms; the longest cuts last 2.5 of it */
 } gt_chaos_params_t;
 
 #define GT_CHAOS_MAX_EVENTS 256
@@ -41,6 +50,11 @@ typedef struct {
 /* Draws the schedule (same params, same schedule): per site a renewal process over the rounds
  * with exponential gaps of mean mtbf_rounds (faults of one site never overlap), each fault a
  * KILL, STOP or SLOW with equal odds; etcd members (with >= 3) one at a time at the same rate.
+ * Link cuts (round_s > 0) come from a stream of their own per site, with gaps of mean
+ * 3 x mtbf_rounds (so about a quarter of a site's faults, and the other faults of a seed stay
+ * where they were): the site's links to every other site or to one (equal odds), for 2 s to
+ * 2.5 x peer_timeout_s, starting at the drawn round x round_s plus up to a round (a cut is
+ * fixed on the emulation clock before the sites start: see gt_chaos_cut_sets).
  * No fault starts before round 1 or ends after rounds - 3 (a restarted site has rounds left to
  * rejoin); a KILL or STOP that would take more than (S - 1) / 2 sites away at once is
  * dropped, so a majority always trains. Sorted by `at`. Returns the number of events written to ev
@@ -54,6 +68,14 @@ void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *co
 
 /* GT_SLOW_WINDOWS for site i: its SLOW events as "FACTOR@FROM-TO,..." ("" if none). */
 void gt_chaos_slow_windows(const gt_chaos_ev_t *ev, size_t n, uint32_t site, char *buf, size_t len);
+
+/* The --set overrides that hand the CUT events to every site: one "links[A,B].cuts=S+D,..."
+ * per link the schedule cuts, the link's configured cuts (cfg) first. Returns the number of
+ * strings written to sets (each malloc'ed; at most cap), or (size_t)-1 when a link would have
+ * more cuts than the config allows (GT_TOPO_MAX_CUTS). */
+struct gt_topo_config;
+size_t gt_chaos_cut_sets(const gt_chaos_ev_t *ev, size_t n, const struct gt_topo_config *cfg,
+                         char **sets, size_t cap);
 
 /* Goodput of the run in run_dir (docs/diloco.md#goodput): adds goodput, tokens_in_anchor,
  * tokens_possible, goodput_wall_s and speeds to `summary`. rounds: the rounds of the run's

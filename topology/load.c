@@ -938,6 +938,74 @@ static void apply_env(loader_t *L)
     }
 }
 
+/* --set links[A,B].cuts=START+DURATION,... : the cut windows (seconds on the emulation clock)
+ * of the link between sites A and B, replacing the file's; an empty value clears them. The link
+ * entry is created when the file has none (its other settings inherit wan.emulation). This is
+ * how `geotrain launch --chaos` hands its drawn link cuts to every site it starts. */
+static void set_link_cuts(loader_t *L, const char *where, const char *key, const char *v)
+{
+    gt_topo_config_t *cfg = &L->full->cfg;
+    char a[GT_TOPO_NAME_MAX], b[GT_TOPO_NAME_MAX];
+    const char *comma = strchr(key, ','), *close = comma ? strchr(comma, ']') : NULL;
+    uint32_t ia, ib;
+    if (!comma || !close || strcmp(close, "].cuts") != 0 || (size_t)(comma - key - 6) >= sizeof a ||
+        (size_t)(close - comma - 1) >= sizeof b) {
+        report(L, where,
+               "key '%s': allowed: links[A,B].cuts=START_S+DURATION_S,... with A and B "
+               "site names",
+               key);
+        return;
+    }
+    snprintf(a, sizeof a, "%.*s", (int)(comma - key - 6), key + 6);
+    snprintf(b, sizeof b, "%.*s", (int)(close - comma - 1), comma + 1);
+    if (gt_topo_site_index(cfg, a, &ia) != GT_OK || gt_topo_site_index(cfg, b, &ib) != GT_OK ||
+        ia == ib) {
+        report(L, where,
+               "key '%s': allowed: links[A,B].cuts with two different site names from "
+               "sites",
+               key);
+        return;
+    }
+    gt_topo_cut_t cuts[GT_TOPO_MAX_CUTS];
+    uint32_t n = 0;
+    for (const char *p = v; *p;) {
+        char *e1 = NULL, *e2 = NULL;
+        double s = strtod(p, &e1), d = e1 && *e1 == '+' ? strtod(e1 + 1, &e2) : -1;
+        if (!e2 || e2 == e1 + 1 || (*e2 && *e2 != ',') || !(s >= 0 && s <= 1e7) ||
+            !(d > 0 && d <= 1e7) || n == GT_TOPO_MAX_CUTS) {
+            clip_t cv;
+            report(L, where,
+                   "key '%s': invalid value '%s'; allowed: at most %d windows START_S+DURATION_S "
+                   "separated by commas, START_S in [0, 1e7], DURATION_S in (0, 1e7]",
+                   key, clip(v, &cv), GT_TOPO_MAX_CUTS);
+            return;
+        }
+        cuts[n++] = (gt_topo_cut_t){s, d};
+        p = *e2 ? e2 + 1 : e2;
+    }
+    uint32_t lo = ia < ib ? ia : ib, hi = ia < ib ? ib : ia, i;
+    for (i = 0; i < cfg->n_links; i++)
+        if (cfg->links[i].a == lo && cfg->links[i].b == hi) break;
+    if (i == cfg->n_links) { /* a new entry, inheriting everything else */
+        gt_topo_link_t *nl = realloc(cfg->links, (i + 1) * sizeof *nl);
+        if (nl) cfg->links = nl;
+        gt_topo_link_params_t *nr = nl ? realloc(L->link_raw, (i + 1) * sizeof *nr) : NULL;
+        if (!nr) {
+            report(L, where, "out of memory");
+            return;
+        }
+        L->link_raw = nr;
+        memset(&cfg->links[i], 0, sizeof cfg->links[i]);
+        memset(&nr[i], 0, sizeof nr[i]);
+        cfg->links[i].a = lo;
+        cfg->links[i].b = hi;
+        nr[i].latency_ms = nr[i].jitter_ms = nr[i].bandwidth_mbps = nr[i].loss = -1;
+        cfg->n_links++;
+    }
+    L->link_raw[i].n_cuts = n;
+    memcpy(L->link_raw[i].cuts, cuts, n * sizeof *cuts);
+}
+
 static void apply_flag(loader_t *L, const char *set)
 {
     char key[200], where[300], hint[160], allowed[512];
@@ -950,6 +1018,10 @@ static void apply_flag(loader_t *L, const char *set)
     }
     snprintf(key, sizeof key, "%.*s", (int)(eq - set), set);
     const char *v = eq + 1;
+    if (strncmp(key, "links[", 6) == 0) {
+        set_link_cuts(L, where, key, v);
+        return;
+    }
     if (strncmp(key, "sites.", 6) == 0) {
         /* sites.NAME.key=value */
         const char *dot = strrchr(key, '.');

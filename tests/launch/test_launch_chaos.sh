@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # test_launch_chaos.sh GEOTRAIN CONFIG — a short `geotrain launch --chaos SEED` run: three
 # sites, 24 rounds, a seeded schedule with kill -9 + restart, SIGSTOP past the lease (a
-# zombie), a 3-10x slowdown window and etcd member kills. Checks:
+# zombie), a 3-10x slowdown window, etcd member kills and link cuts (a site cut off from both
+# others for 5.9 s, longer than wan.peer_timeout_ms, and one link cut for 5 s). Checks:
 #  - the same seed draws the same schedule (--dry-run twice), another seed another one, and
-#    the run's chaos.json is that schedule; every kind of fault in it was fired;
+#    the run's chaos.json is that schedule; every kind of fault in it was fired; every drawn
+#    cut is in the config the sites resolved (RUN_DIR/config.yaml: links[].cuts, handed to
+#    them with --set), with the same windows, and none else, and a message met a cut (the
+#    emulators' emu_held_by_cut / emu_refused_by_cut in summary.json);
 #  - the run finishes (launch exits 0, every site finished or, more than a round behind when
 #    another finished, was stopped), no hash mismatch, and every
 #    site's anchor for a round equals the others' for that round (I1);
@@ -17,17 +21,20 @@ geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-chaos-XXXXXX)
 trap 'pkill -KILL -f "$dir/run" 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 20 >&2; done; exit 1; }
-sets=(--set run.rounds=24 --set inner.steps=30 --set membership.lease_ttl_s=5)
+# seed 180 draws every kind of fault, link cuts of both shapes among them; --chaos-round-s 0.5
+# places the cuts 5.8 s and 7.2 s into the run, inside its training even on a fast machine
+sets=(--set run.rounds=24 --set inner.steps=30 --set membership.lease_ttl_s=5 --chaos-round-s 0.5)
+seed=180
 
-"$geotrain" launch "$config" "${sets[@]}" --chaos 1 --mtbf-rounds 8 --dry-run >"$dir/s1.json" ||
+"$geotrain" launch "$config" "${sets[@]}" --chaos $seed --mtbf-rounds 8 --dry-run >"$dir/s1.json" ||
   fail "--dry-run failed"
-"$geotrain" launch "$config" "${sets[@]}" --chaos 1 --mtbf-rounds 8 --dry-run >"$dir/s1b.json"
+"$geotrain" launch "$config" "${sets[@]}" --chaos $seed --mtbf-rounds 8 --dry-run >"$dir/s1b.json"
 "$geotrain" launch "$config" "${sets[@]}" --chaos 2 --mtbf-rounds 8 --dry-run >"$dir/s2.json"
 cmp -s "$dir/s1.json" "$dir/s1b.json" || fail "the same seed drew two schedules"
 cmp -s "$dir/s1.json" "$dir/s2.json" && fail "seeds 1 and 2 drew the same schedule"
 "$geotrain" launch "$config" "${sets[@]}" --chaos x --dry-run 2>/dev/null && fail "--chaos x accepted"
 
-timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" "${sets[@]}" --chaos 1 \
+timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" "${sets[@]}" --chaos $seed \
   --mtbf-rounds 8 >"$dir/launch.out" 2>&1 || fail "launch --chaos failed"
 
 python3 - "$dir" <<'PY' || fail "chaos run checks"
@@ -37,11 +44,40 @@ plan = json.load(open(f"{d}/s1.json"))
 ran = json.load(open(f"{run}/chaos.json"))
 assert plan == ran, "chaos.json differs from the --dry-run schedule"
 kinds = {e["kind"] for e in plan["events"]}
-assert {"kill", "stop", "slow", "etcd-kill"} <= kinds, f"seed 1 should draw every kind: {kinds}"
+assert {"kill", "stop", "slow", "etcd-kill", "cut"} <= kinds, f"the seed should draw every kind: {kinds}"
+cuts = [e for e in plan["events"] if e["kind"] == "cut"]
+assert {e["peer"] == "all" for e in cuts} == {True, False}, "cuts of one link and of a whole site"
 out = open(f"{d}/launch.out").read()
 for k, msg in [("kill", "chaos: kill -9 "), ("stop", "chaos: SIGSTOP"), ("slow", "chaos: slowed down"),
-               ("etcd-kill", "chaos: kill -9 etcd member")]:
-    assert msg in out, f"no {k} fault was fired"
+               ("etcd-kill", "chaos: kill -9 etcd member"), ("cut", "chaos: link cut begins"),
+               ("cut", "chaos: link cut healed")]:
+    assert msg in out, f"no {k} fault was fired ({msg!r})"
+# the cuts reached the sites: the config they resolved (written by `geotrain run` from the
+# --set list launch gave it) has every drawn window on the right links, and no other
+import re
+names = sorted(json.load(open(f"{run}/summary.json"))["sites"])
+want = collections.defaultdict(list)
+for e in cuts:
+    peers = [p for p in names if p != e["site"]] if e["peer"] == "all" else [e["peer"]]
+    for p in peers:
+        want[tuple(sorted((e["site"], p)))].append((round(e["start_s"], 3), round(e["duration_s"], 3)))
+got = {}
+link = None
+for line in open(f"{run}/config.yaml"):
+    m = re.match(r'\s*- between: \["?([^",\]]+)"?, "?([^",\]]+)"?\]', line)
+    if m: link = tuple(sorted(m.groups()))
+    m = re.match(r"\s*cuts: \[(.*)\]", line)
+    if m and link:
+        got[link] = sorted((float(a), float(b)) for a, b in
+                           re.findall(r"start_s: ([0-9.e+-]+), duration_s: ([0-9.e+-]+)", m.group(1)))
+assert want, "no cut drawn"
+# ... and met the run's traffic: some site's emulator held or refused a message across a cut
+# (a site's summary is its last process's; one restarted after the cuts counts none)
+met = {s: j.get("wan", {}).get("emu_held_by_cut", 0) + j.get("wan", {}).get("emu_refused_by_cut", 0)
+       for s, j in json.load(open(f"{run}/summary.json"))["sites"].items()}
+assert sum(met.values()) > 0, f"no message met a cut (held or refused, per site: {met})"
+for k in set(want) | set(got):
+    assert sorted(want.get(k, [])) == got.get(k, []), f"link {k}: cuts {got.get(k)} in config.yaml, drawn {want.get(k)}"
 tot = json.load(open(f"{run}/summary.json"))
 sites = sorted(tot["sites"])
 stopped_late = [s for s in sites if f"-- chaos: {s} (restarted) had not finished" in out or f"-- {s} (restarted) ended without rejoining" in out

@@ -14,6 +14,7 @@
     "    address: 127.0.0.1:5000\n" \
     "  - name: b\n"                 \
     "    address: 127.0.0.1:5001\n"
+#define SITES3 SITES "  - name: c\n    address: 127.0.0.1:5002\n"
 
 typedef struct {
     const char *what;
@@ -291,6 +292,66 @@ static void test_defaults_and_precedence(void)
     free(errs);
 }
 
+/* --set links[A,B].cuts=S+D,...: replaces the link's cuts (the file's link keeps its other
+ * values), creates a link entry that inherits wan.emulation, clears with an empty value; bad
+ * names and windows are refused with the flag named (launch --chaos hands its cuts this way). */
+static void test_set_link_cuts(void)
+{
+    const char *yaml = "wan:\n  emulation:\n    latency_ms: 7\n" SITES3
+                       "links:\n  - between: [a, b]\n    latency_ms: 30\n"
+                       "    cuts: [{start_s: 1, duration_s: 2}]\n";
+    char *errs = NULL;
+    gt_topo_config_t *cfg = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    const char *sets[] = {"links[b,a].cuts=4.5+3,20+0.25", "links[a,c].cuts=9+1"};
+    lp.sets = sets;
+    lp.n_sets = 2;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, &cfg), GT_OK);
+    free(errs);
+    if (cfg) {
+        gt_topo_link_params_t lk;
+        gt_topo_link_params(cfg, 0, 1, &lk);
+        CHECK_CLOSE(lk.latency_ms, 30, 0, 0);
+        CHECK_EQ_INT(lk.n_cuts, 2);
+        CHECK_CLOSE(lk.cuts[0].start_s, 4.5, 0, 0);
+        CHECK_CLOSE(lk.cuts[0].duration_s, 3, 0, 0);
+        CHECK_CLOSE(lk.cuts[1].start_s, 20, 0, 0);
+        CHECK_CLOSE(lk.cuts[1].duration_s, 0.25, 0, 0);
+        gt_topo_link_params(cfg, 0, 2, &lk);
+        CHECK_CLOSE(lk.latency_ms, 7, 0, 0); /* a new entry inherits wan.emulation */
+        CHECK_EQ_INT(lk.n_cuts, 1);
+        CHECK_CLOSE(lk.cuts[0].start_s, 9, 0, 0);
+        gt_topo_link_params(cfg, 1, 2, &lk);
+        CHECK_EQ_INT(lk.n_cuts, 0);
+        gt_topo_destroy(cfg);
+        cfg = NULL;
+    }
+    const char *clear[] = {"links[a,b].cuts="};
+    lp.sets = clear;
+    lp.n_sets = 1;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, &cfg), GT_OK);
+    free(errs);
+    if (cfg) {
+        gt_topo_link_params_t lk;
+        gt_topo_link_params(cfg, 0, 1, &lk);
+        CHECK_EQ_INT(lk.n_cuts, 0);
+        gt_topo_destroy(cfg);
+    }
+    const char *bad[] = {"links[a,zz].cuts=1+1", "links[a,a].cuts=1+1",  "links[a,b].cuts=1",
+                         "links[a,b].cuts=1+0",  "links[a,b].cuts=-1+2", "links[a,b].latency_ms=3"};
+    lp.sets = bad;
+    lp.n_sets = 6;
+    CHECK_EQ_INT(load(yaml, &lp, &errs, NULL), GT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(errs, "flag:--set links[a,zz].cuts=1+1: key 'links[a,zz].cuts'");
+    CHECK_STR_CONTAINS(errs, "flag:--set links[a,a].cuts=1+1: key 'links[a,a].cuts'");
+    CHECK_STR_CONTAINS(errs, "flag:--set links[a,b].cuts=1: key 'links[a,b].cuts': invalid value");
+    CHECK_STR_CONTAINS(errs, "flag:--set links[a,b].cuts=1+0: key 'links[a,b].cuts': invalid");
+    CHECK_STR_CONTAINS(errs, "flag:--set links[a,b].cuts=-1+2: key 'links[a,b].cuts': invalid");
+    CHECK_STR_CONTAINS(errs, "flag:--set links[a,b].latency_ms=3: key 'links[a,b].latency_ms'");
+    free(errs);
+}
+
 static void test_print_round_trip(void)
 {
     const char *yaml = "run:\n  name: x\n  seed: 99\ninner:\n  lr: 0.000123\n" SITES
@@ -349,6 +410,7 @@ int main(void)
     test_all_errors_reported();
     test_unequal_ranks();
     test_defaults_and_precedence();
+    test_set_link_cuts();
     test_print_round_trip();
     test_repo_sites_yaml();
     return GT_TEST_DONE();
