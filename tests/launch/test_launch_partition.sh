@@ -107,11 +107,15 @@ print(f"ok: a and b finished {R} rounds without c; c {tot['sites']['c'].get('sta
 PY
 echo "ok: the long partition's minority left and the majority went on"
 # After the cut c rejoins (its anchors for the rounds it logged are checked above) — unless the
-# run ended first (a fast machine), which launch reports.
+# run ended first (a fast machine), which launch or c reports.
 if grep -q "joined at step" "$dir/run/logs/c.log"; then
   echo "ok: c rejoined: $(grep -o 'joined at step [0-9]*' "$dir/run/logs/c.log" | tail -n 1)"
 else
+  # (launch says so when c fails for want of a peer to join from; c says so itself, and
+  # finishes, when the round it would join at is past the run's last)
   grep -q "c (restarted) ended without rejoining: the run was over" "$dir/launch.out" ||
+    grep -q "site c: the run ends (round [0-9]* of [0-9]*) before this site could take part" \
+      "$dir/run/logs/c.log" ||
     fail "c neither rejoined nor found the run over"
   echo "ok: the run was over before c's link came back"
 fi
