@@ -417,10 +417,14 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             size_t n =
                 gt_wan_outer_missing(d->outers[f * d->n_grp + i], r, missing, sizeof missing);
             pthread_mutex_unlock(&d->lock);
+            /* It leaves (exit 3) rather than fails: the others may well go on without it — a
+             * link cut between it and a chunk's owner while both reach the rest (neither is a
+             * minority) ended both ends of the link here — and, started again, it rejoins as a
+             * joiner from whoever it reaches. */
             GT_ERROR("site %s: round %llu's result has not arrived in %.0f s (%zu chunks missing: "
-                     "%s); giving up",
+                     "%s); giving up: it leaves, and rejoins as a joiner when started again",
                      d->name, (unsigned long long)r, waited * 1e-9, n, missing);
-            return GT_ERR_TIMEOUT;
+            return GT_ERR_PEER_LOST;
         }
         if (waited > partition_ns && !probing && now >= next_probe) {
             reach_start(d);
