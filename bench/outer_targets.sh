@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-bench/two_sites.yaml}
 shift || true
-exec ./build/cli/geotrain bench outer --config "$config" --json \
+exec ${GT_CLI:-./build/cli/geotrain} bench outer --config "$config" --json \
   --set inner.steps=270 --set run.rounds=8 --set codec.name=int4 \
   --set wan.emulation.latency_ms=50 --set wan.emulation.jitter_ms=5 \
   --set wan.emulation.bandwidth_mbps=1.5 --set outer.deadline_min_ms=1000 \
