@@ -256,7 +256,7 @@ static void judge_round(sim_t *s, uint32_t o, uint32_t i, uint64_t q, int late)
 {
     if (q + 1 <= s->late_judged[o][i]) return;
     s->late_judged[o][i] = q + 1;
-    s->late_share[o][i] = 0.5 * s->late_share[o][i] + 0.5 * (late ? 1 : 0);
+    s->late_share[o][i] = 0.7 * s->late_share[o][i] + 0.3 * (late ? 1 : 0);
 }
 
 /* outer.c gt_wan_outer_progress for one chunk at owner o. */

@@ -766,15 +766,12 @@ static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
     return a->first_ns + dl;
 }
 
-/* Counts round r in site s's share of late rounds, once a round, with weight 1/2: one round
- * closed at its deadline without a site makes it a chronic straggler (share 1/2), one on time
- * after that makes it punctual again (1/4). With weight 0.3 a 3x slower site held its peers up
- * at the deadline for two rounds instead of one (cli/plan_model.c mirrors the rule). */
+/* Counts round r in site s's share of late rounds, once a round. */
 static void judge_round(gt_wan_outer_t *o, uint32_t s, uint64_t r, int late)
 {
     if (r + 1 <= o->late_judged[s]) return;
     o->late_judged[s] = r + 1;
-    o->late_share[s] = 0.5 * o->late_share[s] + 0.5 * (late ? 1.0 : 0.0);
+    o->late_share[s] = 0.7 * o->late_share[s] + 0.3 * (late ? 1.0 : 0.0);
 }
 
 /* Whether an active site missing from `a` is one that usually contributes on time. With

@@ -117,11 +117,10 @@ static void test_straggler(void)
     /* Site 1 is 1000x slower. Site 0 submits round r at T; both chunks get its contribution
      * first (quorum 1 of 2 at once, so the deadline is deadline_min = 50 ms) and close at
      * T + 50 ms: site 0 waits 50 ms in rounds 0 and 1. The run's last round waits 4 x deadline_max
-     * (240 s) for a punctual site only (wan/outer.c gt_wan_outer_set_last_round). Round 0
-     * closed at its deadline without site 1: its share of late rounds is 1/2 — a chronic
-     * straggler, not waited for — so rounds 1 and 2 close as soon as site 0's contribution is
-     * in, the last at 0.35 s: site 0 waited 0.05 s in all (utilization 0.3/0.35). Site 1 never
-     * waits.
+     * (240 s) for a punctual site only (wan/outer.c gt_wan_outer_set_last_round). Rounds 0 and 1
+     * closed at their deadlines without site 1: its share of late rounds is 0.3, then 0.51 — a
+     * chronic straggler, not waited for — so round 2 closes as soon as site 0's contribution is
+     * in, at 0.4 s: site 0 waited 0.1 s in all (utilization 0.3/0.4). Site 1 never waits.
      * Bytes: site 0 sent 3 DELTAs and the 3 RESULTs of its chunk; site 1 the 3 RESULTs and no
      * DELTA — site 0 had finished and left before site 1 submitted round 0 at 10 s. */
     gt_plan_model_t m;
@@ -130,8 +129,8 @@ static void test_straggler(void)
     m.sites[1].t_step = 10.0 / 10 / 1; /* 1 s per step */
     m.deadline_min_s = 0.05;
     CHECK_EQ_INT(gt_plan_simulate(&m, &r), 0);
-    CHECK_CLOSE(r.sites[0].wait_s, 0.05, 1e-12, 1e-9);
-    CHECK_CLOSE(r.sites[0].utilization, 0.3 / 0.35, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].wait_s, 0.1, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].utilization, 0.3 / 0.4, 1e-12, 1e-9);
     CHECK_CLOSE(r.sites[1].wait_s, 0, 1e-12, 0);
     CHECK_CLOSE(r.sites[0].bytes_sent, 3 * 2100.0, 0, 1e-12);
     CHECK_CLOSE(r.sites[1].bytes_sent, 3 * 1100.0, 0, 1e-12);
@@ -146,20 +145,22 @@ static void test_folded_not_complete(void)
 {
     /* A folded (late) contribution does not make a round complete: only on-time ones do
      * (wan/outer.c agg_has). Site 0 takes 0.1 s a round, site 1 0.35 s; no latency, quorum 1 of
-     * 2, deadline 50 ms, 4 rounds. Site 0 submits round 0 at 0.10; it closes 50 ms later at
-     * the deadline (site 1 has no on-time history), so site 1's share of late rounds is 1/2: a
-     * chronic straggler, and rounds 1, 2 and 3 (the last, submitted at 0.25, 0.35, 0.45) close
-     * as soon as site 0's contribution is in. Site 1's round-0 contribution arrives at 0.35,
-     * after rounds 0 and 1 closed: it is folded late (it does not make a round complete,
-     * which would not change when it closes here). Wait: 0.05; training ends at 0.45. */
+     * 2, deadline 50 ms, 4 rounds. Site 0 submits rounds 0, 1, 2 at 0.10, 0.25, 0.40; each
+     * closes 50 ms later at the deadline (site 1 has no on-time history). Site 1's round-0
+     * contribution arrives at 0.35, after rounds 0 and 1 closed: it is folded into round 2,
+     * which still waits for its deadline when site 0's contribution arrives at 0.40 (counted
+     * as complete, it would wait for its deadline) — but rounds 0 and 1 closed at their
+     * deadlines without site 1, so its share of late rounds is 0.51 by then: a chronic
+     * straggler, and rounds 2 and 3 (the last) close as soon as site 0's contribution is in.
+     * Wait: 2 x 0.05. */
     gt_plan_model_t m;
     gt_plan_result_t r;
     base(&m, 0.01, 10, 0, 4);
     m.sites[1].t_step = 0.035;
     m.deadline_min_s = 0.05;
     CHECK_EQ_INT(gt_plan_simulate(&m, &r), 0);
-    CHECK_CLOSE(r.sites[0].wait_s, 0.05, 1e-12, 1e-9);
-    CHECK_CLOSE(r.sites[0].train_s, 0.45, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].wait_s, 0.1, 1e-12, 1e-9);
+    CHECK_CLOSE(r.sites[0].train_s, 0.5, 1e-12, 1e-9);
     CHECK_MSG(r.late >= 2, "%g late contributions (site 1's round 0, both chunks)", r.late);
 }
 
