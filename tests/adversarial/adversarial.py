@@ -648,7 +648,10 @@ def scenario_garbage(tmp, tp):
 
 def scenario_flood(tmp, tp):
     n_src, per_src, one_src = 125, 8, 40
-    L = Launch(tmp, "flood", tp, rounds=70, sets=["wan.preauth_timeout_ms=2000"],
+    # Long enough that site a outlives the flood's 6 s and the 2 s pre-auth deadline after it
+    # on a quiet machine too (70 rounds ended inside the flood there: 39 connections never
+    # accounted, or site a gone before the sampling ended).
+    L = Launch(tmp, "flood", tp, rounds=200, sets=["wan.preauth_timeout_ms=2000"],
                args=["--slow", "a=4", "--slow", "b=4"])
     if not check(L.wait_training(min_step=5), "the sites never started training"):
         return L.finish()
@@ -676,6 +679,9 @@ def scenario_flood(tmp, tp):
             attempted += 1
     rss_max, fd_max, t0 = rss0, fd0, time.time()
     while time.time() - t0 < 6.0:
+        if not os.path.exists(f"/proc/{pid}"):
+            check(False, "site a ended during the flood: the run was shorter than the flood")
+            break
         rss_max, fd_max = max(rss_max, rss_kb(pid)), max(fd_max, n_fds(pid))
         time.sleep(0.05)
     step1 = step_of(L.run_dir, "a")
