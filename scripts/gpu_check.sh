@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# gpu_check.sh — the GPU checks, as one script for a lent GPU machine (../shared/gpu/README.md):
+# the CUDA model and quantize kernels against their CPU references, the NCCL all-reduce on one
+# rank, compute-sanitizer over the CUDA model test, a two-site DiLoCo launch whose sites train
+# on the GPU, and GPT-2 124M training-step throughput beside PyTorch's in the same run.
+#
+# Here:  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGT_CUDA=ON
+#        cmake --build build-gpu && ../shared/gpu/make-bundle.sh build-gpu .gpu
+# There: scripts/gpu_check.sh            (logs and a summary table under $OUT, or /tmp/gpu-out)
+# Each step has its own time limit; the table at the end gives each step's exit code.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+root=$PWD
+# shellcheck disable=SC1091
+source .gpu/device-env.sh >"$OUT/env.log" 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader |
+  tee "$OUT/gpu.txt"
+
+summary=()
+step() { # step NAME LIMIT_S CMD...: runs CMD, log in $OUT/NAME.log, the tail printed
+  local name=$1 limit=$2 t0 rc
+  shift 2
+  t0=$EPOCHREALTIME
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  summary+=("$(printf '%-16s rc=%-3d %6.1f s' "$name" "$rc" "$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{print b-a}')")")
+  echo "== $name (rc $rc)"
+  tail -n "${TAILN:-8}" "$OUT/$name.log"
+}
+
+cd "$GTB/tests" || exit 1
+step kernels_cuda 180 env LD_LIBRARY_PATH="$GTB/lib" ./test_kernels_cuda
+step compress_gpu 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_compress_gpu
+step nccl_1rank 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_local_nccl
+step sanitizer 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer --tool memcheck \
+  --error-exitcode 9 ./test_kernels_cuda
+cd "$root" || exit 1
+
+# Two sites, each training on the GPU, over the emulated WAN (UCX, encrypted).
+step launch_cuda 240 env LD_LIBRARY_PATH="$GTB/lib" "$GT" launch tests/launch/three_sites.yaml \
+  --run-dir /tmp/gt-cuda-run --set run.rounds=6 --set sites.a.backend=cuda \
+  --set sites.b.backend=cuda --set sites.c.backend=cuda --etcd-members 1
+cp /tmp/gt-cuda-run/summary.json "$OUT/launch_summary.json" 2>/dev/null
+
+# GPT-2 124M (B 8, T 1024): geotrain's CUDA step, then PyTorch's, then geotrain again.
+step bench_gt1 180 env LD_LIBRARY_PATH="$GTB/lib" "$GT" bench kernels --device cuda \
+  --preset gpt2-124m --threads 16 --json
+step torch_eager 180 python3 .gpu/torch_gpt2_gpu_bench.py eager 8 1024 5 20
+step torch_compile 240 python3 .gpu/torch_gpt2_gpu_bench.py compile 8 1024 5 20
+step bench_gt2 180 env LD_LIBRARY_PATH="$GTB/lib" "$GT" bench kernels --device cuda \
+  --preset gpt2-124m --threads 16 --json
+
+echo "== summary"
+printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+grep -h '^{' "$OUT"/bench_gt*.log "$OUT"/torch_*.log 2>/dev/null | tee "$OUT/bench.jsonl"
+# at most a few files come back from a lent machine: the logs go in one archive
+cp -r /tmp/gt-cuda-run/logs "$OUT/launch_logs" 2>/dev/null
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files $(cd "$OUT" && ls -d ./*.log launch_logs 2>/dev/null)
