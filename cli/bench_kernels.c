@@ -6,7 +6,9 @@
  * dense bf16 peak. Beside wall time it reports the process CPU time per step (all threads),
  * whose tokens per CPU-second stay comparable when other jobs share the cores. A correctness
  * column rides along (STYLE: nccl-tests' #wrong): the loss must
- * stay finite and fall over the timed steps, or the exit code is 1.
+ * stay finite and fall over the timed steps, or the exit code is 1. The attention path the
+ * model ran ("attn": cpu, or flash / naive as GT_CUDA_ATTN picked) is reported, so the two
+ * CUDA paths can be timed side by side.
  */
 #include "cli.h"
 #include "gt_kernels.h"
@@ -37,7 +39,8 @@ static void usage(FILE *out)
                  "  --json           one JSON object on stdout instead of a text line\n"
                  "  -h, --help       this text\n\n"
                  "On a machine shared with other jobs, set OMP_WAIT_POLICY=passive: OpenMP\n"
-                 "threads that spin at barriers take the cores the working threads need.\n");
+                 "threads that spin at barriers take the cores the working threads need.\n"
+                 "On CUDA, GT_CUDA_ATTN=flash (default) or naive picks the attention kernels.\n");
 }
 
 static double cpu_seconds(void)
@@ -150,14 +153,16 @@ int gt_bench_kernels(int argc, char **argv)
     double fpt = gt_gpt_train_flops_per_token(&p.model, p.T);
     double gflops = tps * fpt / 1e9;
     const char *core = getenv("OPENBLAS_CORETYPE");
+    const char *attn = gt_gpt_attn_name(gpt);
     if (json) {
-        printf("{\"bench\":\"kernels\",\"preset\":\"%s\",\"device\":\"%s\",\"threads\":%d,"
+        printf("{\"bench\":\"kernels\",\"preset\":\"%s\",\"device\":\"%s\",\"attn\":\"%s\","
+               "\"threads\":%d,"
                "\"openblas_coretype\":%s%s%s,\"B\":%zu,\"T\":%zu,\"params\":%zu,"
                "\"tokens_per_step\":%zu,\"steps\":%zu,\"step_ms_median\":%.3f,"
                "\"step_ms_min\":%.3f,\"step_ms_max\":%.3f,\"tokens_per_s\":%.1f,"
                "\"cpu_ms_median\":%.3f,\"tokens_per_cpu_s\":%.1f,"
                "\"flops_per_token\":%.0f,\"gflops\":%.2f",
-               pr.name, device, gt_kern_get_threads(), core ? "\"" : "", core ? core : "null",
+               pr.name, device, attn, gt_kern_get_threads(), core ? "\"" : "", core ? core : "null",
                core ? "\"" : "", p.B, p.T, gt_gpt_param_count(&p.model), N, steps, med, ms[0],
                ms[steps - 1], tps, cpu_med, (double)N / (cpu_med / 1e3), fpt, gflops);
         if (p.device == GT_DEVICE_CUDA)
@@ -165,9 +170,9 @@ int gt_bench_kernels(int argc, char **argv)
         printf(",\"loss_first\":%.5f,\"loss_last\":%.5f,\"wrong\":%d}\n", loss_first, loss_last,
                wrong);
     } else {
-        printf("kernels %s on %s (%d threads, OPENBLAS_CORETYPE=%s): B=%zu T=%zu params=%zu  "
-               "step %.2f ms (median of %zu)  %.0f tokens/s  %.1f GFLOP/s",
-               pr.name, device, gt_kern_get_threads(), core ? core : "unset", p.B, p.T,
+        printf("kernels %s on %s (attention %s, %d threads, OPENBLAS_CORETYPE=%s): B=%zu T=%zu "
+               "params=%zu  step %.2f ms (median of %zu)  %.0f tokens/s  %.1f GFLOP/s",
+               pr.name, device, attn, gt_kern_get_threads(), core ? core : "unset", p.B, p.T,
                gt_gpt_param_count(&p.model), med, steps, tps, gflops);
         if (p.device == GT_DEVICE_CUDA)
             printf("  MFU %.1f%%", 100.0 * gflops * 1e9 / H100_BF16_DENSE_FLOPS);

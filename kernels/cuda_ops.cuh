@@ -69,6 +69,23 @@ void gt_cu_softmax_causal(bf16 *att, const float *pre, int rows, int T, cudaStre
 /* dpre = att * (datt - rowsum(att * datt)) on the causal part, 0 above (bf16 out). */
 void gt_cu_softmax_causal_backward(bf16 *dpre, const float *datt, const bf16 *att, int rows, int T,
                                    cudaStream_t s);
+/* Flash attention (cuda_flash.cu): causal, on q, k, v (B*NH, T, hs) bf16, never forming the
+ * (T, T) scores. hs must pass gt_cu_flash_supported (a multiple of 8, at most
+ * GT_CU_FLASH_MAX_HS); call gt_cu_flash_init(hs) once before the first launch (it raises the
+ * kernels' dynamic shared-memory limit). Forward writes out (B*NH, T, hs) and the per-row
+ * log-sum-exp of the scaled scores, lse (B*NH, T) fp32, which backward needs. */
+#define GT_CU_FLASH_MAX_HS 128
+int gt_cu_flash_supported(int hs);
+cudaError_t gt_cu_flash_init(int hs);
+void gt_cu_flash_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int BH,
+                         int T, int hs, float scale, cudaStream_t s);
+/* dsum (B*NH, T) = per-head rowsum(dout * out), both read in the (B, T, C) layout. */
+void gt_cu_flash_dsum(float *dsum, const bf16 *dout, const bf16 *out, int B, int T, int NH, int hs,
+                      cudaStream_t s);
+/* dq, dk, dv (B*NH, T, hs) are OVERWRITTEN; dout (B*NH, T, hs); deterministic (no atomics). */
+void gt_cu_flash_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k, const bf16 *v,
+                          const bf16 *dout, const float *lse, const float *dsum, int BH, int T,
+                          int hs, float scale, cudaStream_t s);
 /* Per row of logits (N, Vp), over the first V: max, sum of exp, loss[n]. */
 void gt_cu_crossentropy_forward(float *loss, float *rowmax, float *rowsum, const bf16 *logits,
                                 const int32_t *targets, int N, int V, int Vp, cudaStream_t s);

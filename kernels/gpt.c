@@ -224,6 +224,15 @@ const gt_gpt_params_t *gt_gpt_get_params(const gt_gpt_t *gpt)
     return valid(gpt) ? &gpt->p : NULL;
 }
 
+const char *gt_gpt_attn_name(const gt_gpt_t *gpt)
+{
+    if (!valid(gpt)) return NULL;
+#ifdef GT_HAVE_CUDA
+    if (gpt->p.device == GT_DEVICE_CUDA) return gt_cuda_attn_name(gpt);
+#endif
+    return "cpu";
+}
+
 float *gt_gpt_arena(gt_gpt_t *gpt, gt_gpt_arena_t which)
 {
     if (!valid(gpt) || (int)which < 0 || (int)which > 3) return NULL;

@@ -4,9 +4,15 @@
  * Memory: the four fp32 arenas of gt_gpt_t live on the device (fp32 master weights and
  * optimizer state, fp32 gradients); a bf16 copy of the parameters is what the matmuls read,
  * refreshed by the AdamW kernel and by gt_cuda_params_changed. Activations for backward are
- * kept per layer (llm.c's layout, including the (B, NH, T, T) attention probabilities);
- * backward scratch is shared by the layers. The LM head multiplies by all Vp rows of wte
- * (aligned GEMM shapes); the padded logits are ignored by the loss and get zero gradient.
+ * kept per layer (llm.c's layout); backward scratch is shared by the layers.
+ *
+ * Attention runs one of two ways, picked once at creation by GT_CUDA_ATTN (docs/kernels.md):
+ * "flash" (the default; cuda_flash.cu) keeps only a log-sum-exp per query row and never forms
+ * the scores; "naive" (llm.c's first version) materialises them: cuBLAS scores into fp32
+ * scratch, a softmax kernel, and the (B, NH, T, T) bf16 probabilities of every layer kept for
+ * backward (2.4 GB at GPT-2 124M, B=8, T=1024). Only the chosen path's buffers are allocated.
+ * The LM head multiplies by all Vp rows of wte (aligned GEMM shapes); the padded logits are
+ * ignored by the loss and get zero gradient.
  *
  * Host interplay: forward copies the tokens to the device and brings the B*T per-row losses
  * back, summed in double on the host in row order (like the CPU). Every public call returns
@@ -41,6 +47,7 @@
 
 typedef struct {
     int B, T, C, NH, L, V, Vp, hs;
+    int flash; /* attention path: 1 flash, 0 naive (materialised) */
     cudaStream_t stream;
     cublasHandle_t blas;
     bf16 *wbf;         /* bf16 copy of the parameters, same layout */
@@ -52,10 +59,12 @@ typedef struct {
     bf16 *ln1, *qkv, *att, *atty, *ln2, *fch, *fchg, *lnf, *logits;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;
     float *res2, *res3;              /* (L, N, C) */
+    float *lse;                      /* (L, B*NH, T) flash: log-sum-exp of each query row */
     float *losses, *rowmax, *rowsum; /* (N) */
     /* scratch */
     bf16 *q, *k, *v, *y, *dq, *dk, *dv, *dy, *dpre, *dbuf4, *dres_bf, *dqkv, *datty;
-    float *pre, *dln, *dres, *partial;
+    float *pre, *dln, *dres, *partial; /* pre, dpre (and att): naive path only */
+    float *dsum;                       /* (B*NH, T) flash: rowsum(dy * y) */
     double *sumsq;
     int32_t *enc_uniq, *enc_start, *enc_pos; /* device CSR of token positions */
     int32_t *h_uniq, *h_start, *h_pos, *h_count;
@@ -110,6 +119,42 @@ static void bf16_views(const gt_gpt_config_t *cfg, float *f32_base, bf16 *base, 
 #undef FIX
 }
 
+/* GT_CUDA_ATTN: unset or empty = flash where the head size allows it, else naive. */
+static gt_status_t attn_choose(int hs, int *flash_p)
+{
+    const char *e = getenv("GT_CUDA_ATTN");
+    int ok = gt_cu_flash_supported(hs);
+    if (!e || !*e) {
+        if (!ok)
+            GT_INFO("kernels: head size %d is not a multiple of 8 up to %d: naive attention", hs,
+                    GT_CU_FLASH_MAX_HS);
+        *flash_p = ok;
+        return GT_OK;
+    }
+    if (strcmp(e, "naive") == 0) {
+        *flash_p = 0;
+        return GT_OK;
+    }
+    if (strcmp(e, "flash") == 0) {
+        if (!ok) {
+            GT_ERROR("kernels: GT_CUDA_ATTN=flash needs a head size C/NH that is a multiple of 8 "
+                     "and at most %d (it is %d); use GT_CUDA_ATTN=naive",
+                     GT_CU_FLASH_MAX_HS, hs);
+            return GT_ERR_UNSUPPORTED;
+        }
+        *flash_p = 1;
+        return GT_OK;
+    }
+    GT_ERROR("kernels: GT_CUDA_ATTN='%s': expected 'flash' or 'naive'", e);
+    return GT_ERR_INVALID;
+}
+
+extern "C" const char *gt_cuda_attn_name(const gt_gpt_t *gpt)
+{
+    const cuda_t *c = (const cuda_t *)gpt->cuda;
+    return c && c->flash ? "flash" : "naive";
+}
+
 extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
 {
     const gt_gpt_config_t *m = &gpt->p.model;
@@ -120,7 +165,12 @@ extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
     c->B = (int)gpt->p.B, c->T = (int)gpt->p.T, c->C = (int)m->C, c->NH = (int)m->NH;
     c->L = (int)m->L, c->V = (int)m->V, c->Vp = (int)gt_gpt_vp(m), c->hs = c->C / c->NH;
     size_t N = (size_t)c->B * c->T, C = c->C, L = c->L, n = gpt->n;
-    size_t att = (size_t)c->B * c->NH * c->T * c->T;
+    size_t BHT = (size_t)c->B * c->NH * c->T;
+    gt_status_t ast = attn_choose(c->hs, &c->flash);
+    if (ast != GT_OK) return ast;
+    if (c->flash) CU_CHECK(gt_cu_flash_init(c->hs));
+    /* (B, NH, T, T) buffers exist only on the naive path; lse and dsum only on the flash one */
+    size_t att = c->flash ? 0 : BHT * c->T, rows = c->flash ? BHT : 0;
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     BLAS_CHECK(cublasCreate(&c->blas));
     BLAS_CHECK(cublasSetStream(c->blas, c->stream));
@@ -155,6 +205,8 @@ extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
         {(void **)&c->lnf_rstd, N * 4},
         {(void **)&c->res2, L * N * C * 4},
         {(void **)&c->res3, L * N * C * 4},
+        {(void **)&c->lse, L * rows * 4},
+        {(void **)&c->dsum, rows * 4},
         {(void **)&c->losses, N * 4},
         {(void **)&c->rowmax, N * 4},
         {(void **)&c->rowsum, N * 4},
@@ -188,7 +240,7 @@ extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
     CU_CHECK(cudaMemset(c->mem, 0, total));
     char *p = (char *)c->mem;
     for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
-        *pieces[i].p = p;
+        *pieces[i].p = pieces[i].bytes ? p : NULL; /* the other attention path's buffers */
         p += (pieces[i].bytes + 255) & ~(size_t)255;
     }
     c->wv.layer = (gt_gpt_layer_views_t *)calloc(L, sizeof(gt_gpt_layer_views_t));
@@ -284,7 +336,8 @@ extern "C" gt_status_t gt_cuda_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs,
     cuda_t *c = (cuda_t *)gpt->cuda;
     cudaStream_t s = c->stream;
     int B = c->B, T = c->T, C = c->C, NH = c->NH, hs = c->hs, N = B * T;
-    size_t NC = (size_t)N * C, att = (size_t)B * NH * T * T;
+    size_t NC = (size_t)N * C, att = c->flash ? 0 : (size_t)B * NH * T * T;
+    size_t BHT = (size_t)B * NH * T;
     CU_CHECK(cudaMemcpyAsync(c->tok, inputs, N * 4, cudaMemcpyHostToDevice, s));
     CU_CHECK(cudaMemcpyAsync(c->tgt, targets, N * 4, cudaMemcpyHostToDevice, s));
     build_token_csr(c, inputs, N);
@@ -300,7 +353,7 @@ extern "C" gt_status_t gt_cuda_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs,
     for (int l = 0; l < c->L; l++) {
         const gt_gpt_layer_views_t *lw = &w->layer[l];
         const float *res = l == 0 ? c->encoded : c->res3 + (size_t)(l - 1) * NC;
-        bf16 *ln1 = c->ln1 + l * NC, *qkv = c->qkv + l * 3 * NC, *at = c->att + l * att;
+        bf16 *ln1 = c->ln1 + l * NC, *qkv = c->qkv + l * 3 * NC;
         bf16 *atty = c->atty + l * NC, *ln2 = c->ln2 + l * NC;
         bf16 *fch = c->fch + l * 4 * NC, *fchg = c->fchg + l * 4 * NC;
         float *res2 = c->res2 + l * NC, *res3 = c->res3 + l * NC;
@@ -310,12 +363,19 @@ extern "C" gt_status_t gt_cuda_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs,
                               0.0f, qkv, 0, 3 * C, 0, 1));
         gt_cu_add_bias_bf16(qkv, W(lw->qkvb), N, 3 * C, s);
         gt_cu_split_heads(c->q, c->k, c->v, qkv, B, T, NH, hs, s);
-        /* pre = scale * q k^T per (b, h); att = causal softmax; y = att v */
-        BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, T, T, hs, scale, c->q, hs, (long long)T * hs, c->k, hs,
-                              (long long)T * hs, 0.0f, c->pre, 1, T, (long long)T * T, B * NH));
-        gt_cu_softmax_causal(at, c->pre, B * NH * T, T, s);
-        BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, T, hs, T, 1.0f, at, T, (long long)T * T, c->v, hs,
-                              (long long)T * hs, 0.0f, c->y, 0, hs, (long long)T * hs, B * NH));
+        if (c->flash) {
+            gt_cu_flash_forward(c->y, c->lse + l * BHT, c->q, c->k, c->v, B * NH, T, hs, scale, s);
+            CU_CHECK(cudaGetLastError());
+        } else {
+            /* pre = scale * q k^T per (b, h); att = causal softmax; y = att v */
+            bf16 *at = c->att + l * att;
+            BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, T, T, hs, scale, c->q, hs, (long long)T * hs, c->k,
+                                  hs, (long long)T * hs, 0.0f, c->pre, 1, T, (long long)T * T,
+                                  B * NH));
+            gt_cu_softmax_causal(at, c->pre, B * NH * T, T, s);
+            BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, T, hs, T, 1.0f, at, T, (long long)T * T, c->v, hs,
+                                  (long long)T * hs, 0.0f, c->y, 0, hs, (long long)T * hs, B * NH));
+        }
         gt_cu_merge_heads(atty, c->y, B, T, NH, hs, s);
         BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, N, C, C, 1.0f, atty, C, 0, W(lw->attprojw), C, 0, 0.0f,
                               res2, 1, C, 0, 1));
@@ -351,7 +411,8 @@ extern "C" gt_status_t gt_cuda_gpt_backward(gt_gpt_t *gpt, float lscale)
     cuda_t *c = (cuda_t *)gpt->cuda;
     cudaStream_t s = c->stream;
     int B = c->B, T = c->T, C = c->C, NH = c->NH, hs = c->hs, N = B * T;
-    size_t NC = (size_t)N * C, att = (size_t)B * NH * T * T;
+    size_t NC = (size_t)N * C, att = c->flash ? 0 : (size_t)B * NH * T * T;
+    size_t BHT = (size_t)B * NH * T;
     const gt_gpt_views_t *w = &c->wv, *g = &c->gv;
     float ascale = 1.0f / sqrtf((float)hs);
 
@@ -370,7 +431,7 @@ extern "C" gt_status_t gt_cuda_gpt_backward(gt_gpt_t *gpt, float lscale)
     for (int l = c->L - 1; l >= 0; l--) {
         const gt_gpt_layer_views_t *lw = &w->layer[l], *lg = &g->layer[l];
         const float *res = l == 0 ? c->encoded : c->res3 + (size_t)(l - 1) * NC;
-        const bf16 *ln1 = c->ln1 + l * NC, *at = c->att + l * att, *atty = c->atty + l * NC;
+        const bf16 *ln1 = c->ln1 + l * NC, *atty = c->atty + l * NC;
         const bf16 *ln2 = c->ln2 + l * NC, *fch = c->fch + l * 4 * NC;
         const bf16 *fchg = c->fchg + l * 4 * NC;
         const float *res2 = c->res2 + l * NC;
@@ -402,16 +463,25 @@ extern "C" gt_status_t gt_cuda_gpt_backward(gt_gpt_t *gpt, float lscale)
         /* attention: recompute the head split of q, k, v from the kept qkv */
         gt_cu_split_heads(c->q, c->k, c->v, c->qkv + l * 3 * NC, B, T, NH, hs, s);
         gt_cu_split_heads_one(c->dy, c->datty, B, T, NH, hs, s);
-        long long sT = (long long)T * T, sH = (long long)T * hs;
-        BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, T, T, hs, 1.0f, c->dy, hs, sH, c->v, hs, sH, 0.0f,
-                              c->pre, 1, T, sT, B * NH)); /* datt = dy v^T */
-        BLAS_CHECK(gt_cu_gemm(c->blas, 1, 0, T, hs, T, 1.0f, at, T, sT, c->dy, hs, sH, 0.0f, c->dv,
-                              0, hs, sH, B * NH)); /* dv = att^T dy */
-        gt_cu_softmax_causal_backward(c->dpre, c->pre, at, B * NH * T, T, s);
-        BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, T, hs, T, ascale, c->dpre, T, sT, c->k, hs, sH, 0.0f,
-                              c->dq, 0, hs, sH, B * NH)); /* dq = s dpre k */
-        BLAS_CHECK(gt_cu_gemm(c->blas, 1, 0, T, hs, T, ascale, c->dpre, T, sT, c->q, hs, sH, 0.0f,
-                              c->dk, 0, hs, sH, B * NH)); /* dk = s dpre^T q */
+        if (c->flash) {
+            /* D = rowsum(dy * y) from the kept output, then dk, dv and dq by recomputation */
+            gt_cu_flash_dsum(c->dsum, c->datty, atty, B, T, NH, hs, s);
+            gt_cu_flash_backward(c->dq, c->dk, c->dv, c->q, c->k, c->v, c->dy, c->lse + l * BHT,
+                                 c->dsum, B * NH, T, hs, ascale, s);
+            CU_CHECK(cudaGetLastError());
+        } else {
+            const bf16 *at = c->att + l * att;
+            long long sT = (long long)T * T, sH = (long long)T * hs;
+            BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, T, T, hs, 1.0f, c->dy, hs, sH, c->v, hs, sH, 0.0f,
+                                  c->pre, 1, T, sT, B * NH)); /* datt = dy v^T */
+            BLAS_CHECK(gt_cu_gemm(c->blas, 1, 0, T, hs, T, 1.0f, at, T, sT, c->dy, hs, sH, 0.0f,
+                                  c->dv, 0, hs, sH, B * NH)); /* dv = att^T dy */
+            gt_cu_softmax_causal_backward(c->dpre, c->pre, at, B * NH * T, T, s);
+            BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, T, hs, T, ascale, c->dpre, T, sT, c->k, hs, sH,
+                                  0.0f, c->dq, 0, hs, sH, B * NH)); /* dq = s dpre k */
+            BLAS_CHECK(gt_cu_gemm(c->blas, 1, 0, T, hs, T, ascale, c->dpre, T, sT, c->q, hs, sH,
+                                  0.0f, c->dk, 0, hs, sH, B * NH)); /* dk = s dpre^T q */
+        }
         gt_cu_merge_qkv_grads(c->dqkv, c->dq, c->dk, c->dv, B, T, NH, hs, s);
         /* qkv projection */
         BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, N, C, 3 * C, 1.0f, c->dqkv, 3 * C, 0, W(lw->qkvw),

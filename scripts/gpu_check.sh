@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpu_check.sh — the GPU checks, as one script for a lent GPU machine (../shared/gpu/README.md):
-# the CUDA model and quantize kernels against their CPU references, the NCCL all-reduce on one
-# rank, compute-sanitizer over the CUDA model test, a two-site DiLoCo launch whose sites train
-# on the GPU, and GPT-2 124M training-step throughput beside PyTorch's in the same run.
+# the CUDA model (both attention paths) and the quantize kernels against their CPU references,
+# the NCCL all-reduce on one rank, compute-sanitizer (memcheck, racecheck) over the CUDA model
+# test, a three-site DiLoCo launch whose sites train on the GPU, and GPT-2 124M training-step
+# throughput (flash and naive attention) beside PyTorch's in the same run.
 #
 # Here:  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGT_CUDA=ON
 #        cmake --build build-gpu && ../shared/gpu/make-bundle.sh build-gpu .gpu
@@ -33,7 +34,9 @@ cd "$GTB/tests" || exit 1
 step kernels_cuda 180 env LD_LIBRARY_PATH="$GTB/lib" ./test_kernels_cuda
 step compress_gpu 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_compress_gpu
 step nccl_1rank 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_local_nccl
-step sanitizer 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer --tool memcheck \
+step memcheck 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer --tool memcheck \
+  --error-exitcode 9 ./test_kernels_cuda
+step racecheck 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer --tool racecheck \
   --error-exitcode 9 ./test_kernels_cuda
 cd "$root" || exit 1
 
@@ -43,17 +46,22 @@ step launch_cuda 240 env LD_LIBRARY_PATH="$GTB/lib" "$GT" launch tests/launch/th
   --set sites.b.backend=cuda --set sites.c.backend=cuda --etcd-members 1
 cp /tmp/gt-cuda-run/summary.json "$OUT/launch_summary.json" 2>/dev/null
 
-# GPT-2 124M (B 8, T 1024): geotrain's CUDA step, then PyTorch's, then geotrain again.
-step bench_gt1 180 env LD_LIBRARY_PATH="$GTB/lib" "$GT" bench kernels --device cuda \
-  --preset gpt2-124m --threads 16 --json
+# GPT-2 124M (B 8, T 1024): geotrain's CUDA step with each attention path (GT_CUDA_ATTN),
+# PyTorch's eager and compiled steps, then geotrain's again (the order evens out drift).
+bench_gt() { # bench_gt NAME ATTN
+  step "$1" 180 env GT_CUDA_ATTN="$2" LD_LIBRARY_PATH="$GTB/lib" "$GT" bench kernels \
+    --device cuda --preset gpt2-124m --threads 16 --json
+}
+bench_gt gt_flash1 flash
+bench_gt gt_naive1 naive
 step torch_eager 180 python3 .gpu/torch_gpt2_gpu_bench.py eager 8 1024 5 20
 step torch_compile 240 python3 .gpu/torch_gpt2_gpu_bench.py compile 8 1024 5 20
-step bench_gt2 180 env LD_LIBRARY_PATH="$GTB/lib" "$GT" bench kernels --device cuda \
-  --preset gpt2-124m --threads 16 --json
+bench_gt gt_naive2 naive
+bench_gt gt_flash2 flash
 
 echo "== summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
-grep -h '^{' "$OUT"/bench_gt*.log "$OUT"/torch_*.log 2>/dev/null | tee "$OUT/bench.jsonl"
+grep -h '^{' "$OUT"/gt_*.log "$OUT"/torch_*.log 2>/dev/null | tee "$OUT/bench.jsonl"
 # at most a few files come back from a lent machine: the logs go in one archive
 cp -r /tmp/gt-cuda-run/logs "$OUT/launch_logs" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files $(cd "$OUT" && ls -d ./*.log launch_logs 2>/dev/null)

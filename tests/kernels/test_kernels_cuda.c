@@ -5,7 +5,12 @@
  * bf16 with fp32 accumulation and fp32 master weights, so comparisons use bf16-sized
  * tolerances, |a - b| <= atol + rtol * |ref|: the loss, every gradient tensor (elementwise,
  * with the tensor's RMS as the atol scale, and as a relative L2 error), the parameters after
- * an AdamW step, the gradient norm, and a few training steps. */
+ * an AdamW step, the gradient norm, and a few training steps.
+ *
+ * Both attention paths (GT_CUDA_ATTN=naive and flash) run the full case; the flash kernels
+ * (64-row tiles) also run with T past one tile and not a multiple of it, odd B*NH, and head
+ * sizes 64 and 40 (padded to 48 inside the kernel), and must give bit-identical gradients on
+ * a repeated backward (no atomics). */
 #include "gt_kernels.h"
 #include "gt_test.h"
 
@@ -41,31 +46,37 @@ static void compare_tensors(const gt_gpt_config_t *cfg, const float *gpu, const 
     }
 }
 
-int main(void)
+/* One CUDA model against the CPU reference for `steps` steps with attention path `attn`. */
+static void run_case(const char *attn, gt_gpt_config_t cfg, size_t B, size_t T, int steps)
 {
-    int count = 0;
-    gt_status_t st = gt_kern_cuda_device_count(&count);
-    if (st == GT_ERR_UNSUPPORTED) gt_test_skip("this build has no CUDA support");
-    if (st != GT_OK || count == 0) gt_test_skip("no CUDA device");
-    CHECK_EQ_INT(gt_kern_set_threads(0), GT_OK);
-
-    /* tiny-like but wide enough for tensor-core tiles; Vp > V exercises the padding */
-    gt_gpt_config_t cfg = {250, 256, 64, 2, 128, 4};
+    fprintf(stderr, "case %s: V=%zu C=%zu NH=%zu L=%zu B=%zu T=%zu\n", attn, cfg.V, cfg.C, cfg.NH,
+            cfg.L, B, T);
+    CHECK(setenv("GT_CUDA_ATTN", attn, 1) == 0);
     gt_gpt_params_t p = GT_GPT_PARAMS_INIT;
-    p.model = cfg, p.B = 4, p.T = 64;
+    p.model = cfg, p.B = B, p.T = T;
     gt_gpt_t *cpu = NULL, *gpu = NULL;
     CHECK_EQ_INT(gt_gpt_create(&p, &cpu), GT_OK);
     p.device = GT_DEVICE_CUDA;
     CHECK_EQ_INT(gt_gpt_create(&p, &gpu), GT_OK);
-    if (!cpu || !gpu) return GT_TEST_DONE();
+    if (!cpu || !gpu) {
+        gt_gpt_destroy(cpu);
+        gt_gpt_destroy(gpu);
+        return;
+    }
+    CHECK(strcmp(gt_gpt_attn_name(gpu), attn) == 0);
+    CHECK(strcmp(gt_gpt_attn_name(cpu), "cpu") == 0);
     CHECK_EQ_INT(gt_gpt_init_weights(cpu, 3), GT_OK);
     CHECK_EQ_INT(gt_gpt_init_weights(gpu, 3), GT_OK);
     size_t n = gt_gpt_arena_len(&cfg), N = p.B * p.T;
     float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    int32_t *tok = malloc((N + 1) * sizeof(int32_t));
+    if (!a || !b || !tok) {
+        CHECK(!"out of memory");
+        goto out;
+    }
     CHECK_EQ_INT(gt_gpt_arena_read(gpu, GT_GPT_PARAMS, 0, n, a), GT_OK);
     CHECK(memcmp(a, gt_gpt_arena(cpu, GT_GPT_PARAMS), n * sizeof(float)) == 0);
 
-    int32_t *tok = malloc((N + 1) * sizeof(int32_t));
     uint64_t s = 99;
     for (size_t i = 0; i < N + 1; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -73,7 +84,7 @@ int main(void)
     }
     gt_adamw_params_t ap = GT_ADAMW_PARAMS_INIT;
     ap.lr = 1e-3f;
-    for (int step = 1; step <= 3; step++) {
+    for (int step = 1; step <= steps; step++) {
         float lc, lg, nc, ng;
         CHECK_EQ_INT(gt_gpt_forward(cpu, tok, tok + 1, &lc), GT_OK);
         CHECK_EQ_INT(gt_gpt_forward(gpu, tok, tok + 1, &lg), GT_OK);
@@ -112,13 +123,52 @@ int main(void)
         CHECK_EQ_INT(gt_gpt_arena_read(gpu, GT_GPT_PARAMS, 0, n, b), GT_OK);
         memcpy(gt_gpt_arena(cpu, GT_GPT_PARAMS), b, n * sizeof(float));
     }
-    /* a CUDA model is deterministic too: the same forward twice gives the same bits */
+    /* a CUDA model is deterministic too: the same forward twice gives the same bits, and so
+     * do two backward passes (each after its forward) */
     float l1, l2;
     CHECK_EQ_INT(gt_gpt_forward(gpu, tok, tok + 1, &l1), GT_OK);
+    CHECK_EQ_INT(gt_gpt_grad_zero(gpu), GT_OK);
+    CHECK_EQ_INT(gt_gpt_backward(gpu, 1.0f), GT_OK);
+    CHECK_EQ_INT(gt_gpt_arena_read(gpu, GT_GPT_GRADS, 0, n, a), GT_OK);
     CHECK_EQ_INT(gt_gpt_forward(gpu, tok, tok + 1, &l2), GT_OK);
+    CHECK_EQ_INT(gt_gpt_grad_zero(gpu), GT_OK);
+    CHECK_EQ_INT(gt_gpt_backward(gpu, 1.0f), GT_OK);
+    CHECK_EQ_INT(gt_gpt_arena_read(gpu, GT_GPT_GRADS, 0, n, b), GT_OK);
     CHECK(memcmp(&l1, &l2, sizeof(float)) == 0);
+    CHECK_MSG(memcmp(a, b, n * sizeof(float)) == 0, "%s: two backward passes differ", attn);
+out:
     free(a), free(b), free(tok);
     gt_gpt_destroy(cpu);
     gt_gpt_destroy(gpu);
+}
+
+int main(void)
+{
+    int count = 0;
+    gt_status_t st = gt_kern_cuda_device_count(&count);
+    if (st == GT_ERR_UNSUPPORTED) gt_test_skip("this build has no CUDA support");
+    if (st != GT_OK || count == 0) gt_test_skip("no CUDA device");
+    CHECK_EQ_INT(gt_kern_set_threads(0), GT_OK);
+
+    /* tiny-like but wide enough for tensor-core tiles; Vp > V exercises the padding; hs 32 */
+    gt_gpt_config_t cfg = {250, 256, 64, 2, 128, 4};
+    run_case("naive", cfg, 4, 64, 3);
+    run_case("flash", cfg, 4, 64, 3);
+    /* flash: T = 150 is two full 64-row tiles and a partial one; T = 50 a single partial */
+    gt_gpt_config_t longer = {250, 256, 160, 2, 128, 4};
+    run_case("flash", longer, 2, 150, 2);
+    run_case("flash", cfg, 4, 50, 2);
+    /* flash, head size 64 (GPT-2's) with B*NH = 9, and head size 40 (zero-padded to 48) */
+    gt_gpt_config_t hs64 = {250, 256, 160, 2, 192, 3};
+    run_case("flash", hs64, 3, 100, 2);
+    gt_gpt_config_t hs40 = {250, 256, 160, 2, 120, 3};
+    run_case("flash", hs40, 2, 130, 2);
+    /* a bad GT_CUDA_ATTN value is refused */
+    CHECK(setenv("GT_CUDA_ATTN", "fast", 1) == 0);
+    gt_gpt_params_t p = GT_GPT_PARAMS_INIT;
+    p.model = cfg, p.B = 4, p.T = 64, p.device = GT_DEVICE_CUDA;
+    gt_gpt_t *bad = NULL;
+    CHECK_EQ_INT(gt_gpt_create(&p, &bad), GT_ERR_INVALID);
+    CHECK(bad == NULL);
     return GT_TEST_DONE();
 }
