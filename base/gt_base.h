@@ -57,7 +57,8 @@ typedef enum {
 } gt_log_level_t;
 
 /* Messages above this level are discarded. Default GT_LOG_INFO, or GT_LOG_LEVEL from the
- * environment (error|warn|info|debug) when set. */
+ * environment (error|warn|info|debug) when set. GT_LOG_TIME set (not "0") starts every line
+ * with the UTC time of day to the millisecond. */
 GT_API void gt_log_set_level(gt_log_level_t level);
 GT_API gt_log_level_t gt_log_get_level(void);
 /* Parses "error", "warn", "info" or "debug". Returns GT_ERR_INVALID for anything else. */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 static int g_level = -1; /* -1: not yet read from GT_LOG_LEVEL */
+static int g_time = -1;  /* GT_LOG_TIME set (not "0"): each line starts with the time of day */
 /* This thread's first and last error messages since gt_log_errors_reset. */
 static _Thread_local char t_first_error[512], t_last_error[512];
 static char g_tag[64];
@@ -58,14 +59,27 @@ void gt_vlog(gt_log_level_t level, const char *fmt, va_list ap)
     static const char *const names[] = {"error", "warn", "info", "debug"};
     if ((int)level > (int)gt_log_get_level()) return;
     char line[2048];
-    int n;
+    int n, t = 0;
     pthread_mutex_lock(&g_lock);
+    if (g_time < 0) {
+        const char *env = getenv("GT_LOG_TIME");
+        g_time = env && *env && strcmp(env, "0") != 0;
+    }
+    if (g_time) { /* UTC, to the millisecond: lines of several sites' logs can be merged */
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        t = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000);
+    }
     if (g_tag[0])
-        n = snprintf(line, sizeof line, "[geotrain %s %s] ", names[level], g_tag);
+        n = snprintf(line + t, sizeof line - t, "[geotrain %s %s] ", names[level], g_tag);
     else
-        n = snprintf(line, sizeof line, "[geotrain %s] ", names[level]);
+        n = snprintf(line + t, sizeof line - t, "[geotrain %s] ", names[level]);
     pthread_mutex_unlock(&g_lock);
     if (n < 0) return;
+    n += t;
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     if (level == GT_LOG_ERROR && m >= 0) {
         snprintf(t_last_error, sizeof t_last_error, "%s", line + n);

@@ -18,7 +18,9 @@ static void usage(FILE *out)
             "Commands:\n");
     gt_cli_print_table(gt_cli_commands);
     fprintf(out, "\n`geotrain COMMAND --help` describes a command. Configuration reference: "
-                 "docs/config.md.\n");
+                 "docs/config.md.\n"
+                 "Logging: GT_LOG_LEVEL=error|warn|info|debug (default info); GT_LOG_TIME=1 starts "
+                 "every log line with the UTC time of day (ms), so several sites' logs merge.\n");
 }
 
 int main(int argc, char **argv)

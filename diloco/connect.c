@@ -396,12 +396,22 @@ static void sample_rate(gt_diloco_t *d)
     d->rate_i = (d->rate_i + 1) % n;
 }
 
+void dl_leave(gt_diloco_t *d)
+{
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < d->n_grp; i++) gt_wan_mesh_leave(d->grp[i].mesh);
+    pthread_mutex_unlock(&d->lock);
+}
+
 static void *wan_main(void *arg)
 {
     gt_diloco_t *d = arg;
     while (!d->thread_stop) {
-        gt_status_t st = dl_refresh_view(d, 0);
-        if (st != GT_OK) d->wan_error = (int)st;
+        if (d->wan_error != (int)GT_ERR_PEER_LOST) {
+            gt_status_t st = dl_refresh_view(d, 0);
+            if (st == GT_ERR_PEER_LOST) dl_leave(d);
+            if (st != GT_OK) d->wan_error = (int)st;
+        }
         pthread_mutex_lock(&d->lock);
         for (uint32_t i = 0; i < d->n_grp; i++) (void)gt_wan_mesh_progress(d->grp[i].mesh);
         for (uint32_t e = 0; e < d->n_eng; e++)

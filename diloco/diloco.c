@@ -442,6 +442,7 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
          * after the pause says whether its lease is still held (or the view left it out). */
         gt_status_t live = dl_confirm_member(d);
         if (live != GT_OK) {
+            if (live == GT_ERR_PEER_LOST) dl_leave(d);
             d->state = GT_DILOCO_FAILED;
             d->wan_error = (int)live;
             return dl_agree(d, live);
@@ -453,6 +454,14 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
         return dl_agree(d, GT_ERR_PEER_LOST);
     }
     if (compute_s < 0) compute_s = (now - d->t_last) * 1e-9;
+    double pace = d->cfg->inner.emulated_step_ms * 1e-3;
+    if (compute_s < pace) { /* an emulated accelerator: the step takes at least `pace` */
+        double extra = pace - compute_s;
+        struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+        uint64_t s0 = gt_time_ns();
+        nanosleep(&ts, NULL);
+        compute_s += (gt_time_ns() - s0) * 1e-9;
+    }
     if (d->p.slow_factor > 1.0) { /* an emulated slow site: its steps take longer */
         double extra = compute_s * (d->p.slow_factor - 1.0);
         struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};

@@ -201,6 +201,9 @@ gt_status_t dl_connect(gt_diloco_t *d);
 gt_status_t dl_start_thread(gt_diloco_t *d);
 void dl_stop_thread(gt_diloco_t *d);
 gt_status_t dl_refresh_view(gt_diloco_t *d, int force);
+/* This site was removed from the run: every group's mesh closes its connections at once and
+ * sends nothing more (takes the lock). */
+void dl_leave(gt_diloco_t *d);
 /* The views, meshes' counters and queued bytes of all of this rank's groups. */
 const gt_wan_view_t *dl_view(const gt_diloco_t *d); /* group 0's (under `lock`) */
 void dl_mesh_stats(const gt_diloco_t *d, gt_wan_mesh_stats_t *ms);

@@ -376,8 +376,18 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     /* past the straggler deadline and a lease: not a slow round any more */
     uint64_t partition_ns = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
                             (uint64_t)c->membership.lease_ttl_s * 1000000000ull;
-    uint64_t next_probe = 0;
-    int probing = 0;
+    /* the lower end of a cut link waits this much longer than `limit` (below) */
+    uint64_t grace = (uint64_t)c->membership.lease_ttl_s * 1000000000ull +
+                     2ull * c->membership.heartbeat_ms * 1000000ull +
+                     (uint64_t)c->wan.peer_timeout_ms * 1000000ull + 5000000000ull;
+    /* After a view change that moves chunks (a site left), the round gets this long again:
+     * the new owners need the senders' re-sends (or a survivor's forward of the leaver's
+     * results) and, for a chunk re-opened, its deadline. */
+    uint64_t settle = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
+                      (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
+                      2ull * c->membership.heartbeat_ms * 1000000ull;
+    uint64_t next_probe = 0, view_ns = 0, epoch0 = 0;
+    int probing = 0, waited_longer = 0, limit_passed = 0, settling = 0;
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     uint64_t got = 0; /* bit i: group i's result taken */
@@ -409,7 +419,49 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             return GT_ERR_PEER_LOST;
         }
         uint64_t now = gt_time_ns(), waited = now - t0;
-        if (waited > limit) {
+        pthread_mutex_lock(&d->lock);
+        uint64_t epoch = dl_view(d)->epoch;
+        pthread_mutex_unlock(&d->lock);
+        if (epoch != epoch0) { /* the first pass, or the view changed while we wait */
+            if (epoch0) view_ns = now;
+            epoch0 = epoch;
+        }
+        if (waited > limit && view_ns && now - view_ns < settle) {
+            /* Seen: the far end of a cut link left, the view dropped it, and this site gave up
+             * 50 ms later on the chunks that had just moved to itself — the survivor's forward
+             * of the leaver's results was on its way. */
+            if (!settling)
+                GT_WARN("site %s: round %llu's result has not arrived in %.0f s, but the view "
+                        "changed %.1f s ago: waiting up to %.0f s more for the chunks it moved",
+                        d->name, (unsigned long long)r, waited * 1e-9, (now - view_ns) * 1e-9,
+                        settle * 1e-9);
+            settling = 1;
+        } else if (waited > limit && waited <= limit + grace) {
+            /* One link cut while both of its ends reach the rest: each end waits for chunks
+             * the other owns, and were both to give up, both would leave. The end with the
+             * higher index leaves first; the other waits `grace` longer, by when the view has
+             * dropped the leaver and its chunks have moved to sites it reaches. */
+            uint64_t owners = 0;
+            pthread_mutex_lock(&d->lock);
+            for (uint32_t i = 0; i < d->n_grp; i++)
+                if (!(got >> i & 1))
+                    owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
+            pthread_mutex_unlock(&d->lock);
+            if (d->site < 63 && owners >> (d->site + 1)) { /* an owner above us: it leaves */
+                if (!waited_longer)
+                    GT_WARN("site %s: round %llu's result has not arrived in %.0f s; a site "
+                            "with a higher index owns some of what is missing, and leaves first "
+                            "if it is stuck too: waiting up to %.0f s more",
+                            d->name, (unsigned long long)r, waited * 1e-9, grace * 1e-9);
+                waited_longer = 1;
+                limit_passed = 0;
+            } else {
+                limit_passed = 1;
+            }
+        } else if (waited > limit) {
+            limit_passed = 1;
+        }
+        if (limit_passed) {
             char missing[256];
             uint32_t i = 0; /* the first group whose result is missing */
             while (i + 1 < d->n_grp && (got >> i & 1)) i++;
@@ -610,6 +662,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         GT_DEBUG("site %s: membership confirmed (%s) in %.2f s", d->name, gt_status_str(live),
                  (gt_time_ns() - t0) * 1e-9);
         if ((live = dl_agree(d, live)) != GT_OK) {
+            if (live == GT_ERR_PEER_LOST) dl_leave(d);
             d->wan_error = (int)live;
             d->state = GT_DILOCO_FAILED;
             return live;

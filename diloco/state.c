@@ -402,7 +402,7 @@ gt_status_t dl_start_check(gt_diloco_t *d)
 /* Our anchor disagreed with the majority (invariant I1): fetch (θ_a, m) of the lanes of each
  * group in `bad` (of fragment f with fragments) after round r from a live peer of the group and
  * replace ours (θ_s is rebased onto it right after). Peers that do not hold round r any more
- * are skipped; if none can serve it, the run goes on and the event stays logged. */
+ * are skipped; if none can serve it, GT_ERR_PEER_LOST: the site leaves (and rejoins). */
 gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
 {
     const gt_topo_config_t *c = d->cfg;
@@ -442,9 +442,13 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
                     (unsigned long long)r, c->sites[peer].name);
         }
         if (!done) {
-            GT_ERROR("site %s: no peer could serve the anchor after round %llu; going on with ours",
+            /* Going on with an anchor known to differ would make every later round differ too
+             * (seen: a site two rounds behind, whose peers keep two, diverged for 28 rounds).
+             * It leaves instead, and rejoins from the others' anchor when started again. */
+            GT_ERROR("site %s: no peer could serve the anchor after round %llu (they keep their "
+                     "last two); it leaves, and rejoins as a joiner when started again",
                      d->name, (unsigned long long)r);
-            continue;
+            return GT_ERR_PEER_LOST;
         }
         fixed = 1;
     }
@@ -477,6 +481,8 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     int have = 0, planned = 0;
     uint64_t have_grp = 0; /* bit i: group i's state fetched for the planned round */
     uint64_t planned_at = 0;
+    uint64_t trainers = 0; /* bit s: site s answered the plan's probe as a training site */
+    int quiet_peers = 0;   /* said once: some peers did not answer the probe */
     uint64_t replan_ns = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
                          (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
                          (uint64_t)c->wan.connect_timeout_ms * 1000000ull;
@@ -517,10 +523,12 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
             uint64_t next = 0, first[GT_WAN_OUTER_MAX_SITES];
             uint64_t differ = 0;
             uint32_t busy = 0; /* peers that answered "not training" (joiners) */
+            trainers = 0;
             for (uint32_t k = 0; self_in && k < n; k++) {
                 st = dl_fetch_state(d, 0, STATE_PROBE, &peers[k], 1);
                 busy += st == GT_ERR_AGAIN;
                 if (st != GT_OK) continue;
+                if (peers[k] < 64) trainers |= 1ull << peers[k];
                 if (d->probe_params != d->n) {
                     (void)params_mismatch(d, peers[k], d->probe_params);
                     differ = 1;
@@ -538,6 +546,18 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                 alone_since = 0;
             else if (!alone_since)
                 alone_since = now;
+            /* Plan only when every peer of the view answered: one that did not (a link cut,
+             * a site just gone whose lease runs on) hears our announcement late, after it has
+             * closed rounds we would own, and the sites then apply different results. Seen: a
+             * site rejoining across a cut diverged from the others for the rest of the run. */
+            if (code == 0 && (uint32_t)__builtin_popcountll(trainers) + busy < n) {
+                if (!quiet_peers)
+                    GT_INFO("site %s: %u of the %u peers of the view answered; the join waits for "
+                            "the others (or for the view to drop them)",
+                            name, (uint32_t)__builtin_popcountll(trainers) + busy, n);
+                quiet_peers = 1;
+                code = 1;
+            }
             if ((st = dl_allreduce(d, &differ, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
             if (differ) return GT_ERR_CONFIG;
             if (code == 0) memcpy(d->probe_first, first, sizeof first);
@@ -578,6 +598,14 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     uint32_t gp[GT_WAN_MAX_MEMBERS];
                     int gin = 0;
                     uint32_t gn = dl_view_peers(d, i, gp, &gin);
+                    /* Only the sites that train hold R - 1: other joiners never do, and asking
+                     * them held every try up by a peer timeout (5 s) until the trainers had
+                     * moved past R - 1 and the join had to plan again (seen in a link-cut run
+                     * where both ends of the cut rejoined at once). */
+                    uint32_t tn = 0;
+                    for (uint32_t k = 0; k < gn; k++)
+                        if (gp[k] < 64 && (trainers >> gp[k] & 1)) gp[tn++] = gp[k];
+                    if (tn) gn = tn; /* none known (a probe lost): every peer, as before */
                     st = gn ? dl_fetch_state(d, i, R - 1, gp, gn) : GT_ERR_AGAIN;
                     if (st != GT_OK && st != GT_ERR_NOMEM && gn > 1) {
                         /* Striped failed (a peer does not hold R - 1: it lags, or is ahead by

@@ -87,14 +87,15 @@ typedef struct {
 } gt_topo_data_t;
 
 typedef struct {
-    uint32_t steps;        /* inner.steps: H, inner steps per outer round */
-    double lr;             /* inner.lr: peak AdamW learning rate */
-    double min_lr_ratio;   /* inner.min_lr_ratio: cosine floor as a fraction of lr */
-    uint32_t warmup_steps; /* inner.warmup_steps */
-    double weight_decay;   /* inner.weight_decay */
-    double beta1, beta2;   /* inner.beta1, inner.beta2 */
-    double eps;            /* inner.eps */
-    double grad_clip;      /* inner.grad_clip: global norm; 0 = off */
+    uint32_t steps;          /* inner.steps: H, inner steps per outer round */
+    double lr;               /* inner.lr: peak AdamW learning rate */
+    double min_lr_ratio;     /* inner.min_lr_ratio: cosine floor as a fraction of lr */
+    uint32_t warmup_steps;   /* inner.warmup_steps */
+    double weight_decay;     /* inner.weight_decay */
+    double beta1, beta2;     /* inner.beta1, inner.beta2 */
+    double eps;              /* inner.eps */
+    double grad_clip;        /* inner.grad_clip: global norm; 0 = off */
+    double emulated_step_ms; /* inner.emulated_step_ms: a step takes at least this long */
 } gt_topo_inner_t;
 
 typedef struct {

@@ -82,6 +82,11 @@ const gt_key_t gt_topo_keys[] = {
     {"inner.eps", GT_KEY_F64, NUM(inner.eps), 0, 1, 1, 1, NULL, "1e-8", "AdamW epsilon"},
     {"inner.grad_clip", GT_KEY_F64, NUM(inner.grad_clip), 0, 1e6, 0, 0, NULL, "1.0",
      "clip the global gradient norm to this; 0 = off"},
+    {"inner.emulated_step_ms", GT_KEY_F64, NUM(inner.emulated_step_ms), 0, 600000, 0, 0, NULL,
+     "0",
+     "emulation (multi-site runs): every inner step takes at least this many ms, the rest slept, "
+     "as on an accelerator that fast; sets the compute/WAN ratio whatever the machine; --slow "
+     "multiplies it; 0 = off"},
 
     SEC("outer", "the outer optimizer and the cross-site round protocol"),
     {"outer.mode", GT_KEY_ENUM, NUM(outer.mode), 0, 0, 0, 0, "diloco|sync-dp", "diloco",

@@ -251,6 +251,10 @@ GT_API GT_MUST_USE gt_status_t gt_wan_req_wait(gt_wan_req_t *req, uint32_t timeo
 GT_API void gt_wan_net_stats(const gt_wan_net_t *net, gt_wan_ep_stats_t *stats_p);
 /* Closes an endpoint: requests still in flight complete with GT_ERR_CLOSED. Accepts NULL. */
 GT_API void gt_wan_ep_close(gt_wan_ep_t *ep);
+/* Closes an endpoint without flushing what it sent (the transport cancels what is pending and
+ * closes at once, whether or not the peer still answers): for a site that leaves and must send
+ * nothing more. Accepts NULL. */
+GT_API void gt_wan_ep_abort(gt_wan_ep_t *ep);
 /* The listening socket's and the handshakes' counters. */
 GT_API void gt_wan_net_gate_stats(const gt_wan_net_t *net, gt_wan_gate_stats_t *stats_p);
 
@@ -570,6 +574,8 @@ GT_API uint32_t gt_wan_outer_rounds_kept(void);
  * them as "chunk (site owner), ..." under the current view, cut short when it is full: for a
  * message that says what a site is waiting for. */
 GT_API size_t gt_wan_outer_missing(const gt_wan_outer_t *o, uint64_t round, char *buf, size_t cap);
+/* The owners of round `round`'s chunks not held here, as a mask: bit i is site i (sites 0-63). */
+GT_API uint64_t gt_wan_outer_missing_owners(const gt_wan_outer_t *o, uint64_t round);
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
  * the rank's share of the lanes. */
 GT_API size_t gt_wan_outer_len(const gt_wan_outer_t *o);
@@ -689,6 +695,9 @@ const char *gt_wan_mesh_address(const gt_wan_mesh_t *mesh);
 /* Dials the view's members that this site should dial and forgets endpoints of sites that
  * left the view. Members are matched to sites.yaml by name. */
 GT_API gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *mesh, const gt_wan_view_t *view) GT_MUST_USE;
+/* This site was removed from the run: closes every connection at once (nothing queued is
+ * flushed or sent again) and dials nobody until the next gt_wan_mesh_set_view. */
+GT_API void gt_wan_mesh_leave(gt_wan_mesh_t *mesh);
 
 /* Queues a copy of buf for site `dst`. */
 GT_API gt_status_t gt_wan_mesh_send(gt_wan_mesh_t *mesh, uint32_t dst, const gt_wan_msg_t *msg,

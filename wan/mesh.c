@@ -287,6 +287,21 @@ void gt_wan_mesh_destroy(gt_wan_mesh_t *m)
     free(m);
 }
 
+void gt_wan_mesh_leave(gt_wan_mesh_t *m)
+{
+    if (!m) return;
+    for (uint32_t i = 0; i < m->p.cfg->n_sites; i++) {
+        peer_t *pe = &m->peers[i];
+        pe->in_view = 0;
+        if (pe->ep) {
+            gt_wan_ep_abort(pe->ep);
+            pe->ep = NULL;
+        }
+        close_peer(m, i, 0);
+        drop_queue(m, pe, 1);
+    }
+}
+
 const char *gt_wan_mesh_address(const gt_wan_mesh_t *m)
 {
     return m->address;

@@ -377,3 +377,10 @@ void gt_wan_ep_close(gt_wan_ep_t *ep)
     gt_wan_ch_ep_fail(ep, GT_ERR_CLOSED);
     gt_wan_ch_ep_free(ep);
 }
+
+void gt_wan_ep_abort(gt_wan_ep_t *ep)
+{
+    if (!ep || ep->magic != GT_WAN_EP_MAGIC) return;
+    gt_wan_ch_ep_fail(ep, GT_ERR_PEER_LOST); /* any status but CLOSED: a forced close */
+    gt_wan_ch_ep_free(ep);
+}

@@ -446,6 +446,8 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
     return r;
 }
 
+static void judge_hash(gt_wan_outer_t *o, result_slot_t *r, const uint8_t *b);
+
 gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
                                 double weight, uint64_t anchor_hash, uint64_t now_ns)
 {
@@ -478,6 +480,11 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
         r->own_hash = anchor_hash;
         r->own_hash_known = round > 0;
         r->submit_ns = now_ns;
+        /* A site behind (its contributions folded late) may hold the round's result already:
+         * judged only on arrival, its anchor was never checked (seen: a rejoiner that diverged
+         * for 28 rounds with 1 hash check). */
+        for (size_t c = 0; c < o->layout->n_chunks && r->verdict == 0; c++)
+            if (r->have[c] && r->frame[c]) judge_hash(o, r, r->frame[c]);
     }
     int ef = o->p.codec.error_feedback;
     /* Encode every chunk first (the NaN/Inf check just before each encode, on data in cache),
@@ -943,6 +950,25 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     return gt_wan_outer_progress(o, now_ns);
 }
 
+/* Anchor check: the owners' majority hash (in a RESULT preamble b of round r->round) against
+ * ours, once per round — when the result comes, or, for a site behind whose results arrive
+ * before it submits, at its submit. */
+static void judge_hash(gt_wan_outer_t *o, result_slot_t *r, const uint8_t *b)
+{
+    uint32_t votes = gt_le_get32(b + 32);
+    if (!r->own_hash_known || votes == 0 || r->verdict != 0) return;
+    o->st.hash_checks++;
+    if (gt_le_get64(b + 24) == r->own_hash) {
+        r->verdict = 1;
+        return;
+    }
+    r->verdict = -1;
+    o->st.hash_mismatches++;
+    GT_ERROR("outer: site %u's anchor after round %llu differs from the majority of sites (%u "
+             "votes): it must re-fetch the anchor",
+             o->p.site_id, (unsigned long long)r->round - 1, votes);
+}
+
 static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                              uint64_t now_ns, size_t c)
 {
@@ -1005,20 +1031,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
             }
         }
     }
-    /* Anchor check: the owners' majority hash against ours, once per round. */
-    uint32_t votes = gt_le_get32(b + 32);
-    if (r->own_hash_known && votes > 0 && r->verdict == 0) {
-        o->st.hash_checks++;
-        if (gt_le_get64(b + 24) == r->own_hash) {
-            r->verdict = 1;
-        } else {
-            r->verdict = -1;
-            o->st.hash_mismatches++;
-            GT_ERROR("outer: site %u's anchor after round %llu differs from the majority of "
-                     "sites (%u votes): it must re-fetch the anchor",
-                     o->p.site_id, (unsigned long long)m->round - 1, votes);
-        }
-    }
+    judge_hash(o, r, b);
     return GT_OK;
 }
 
@@ -1257,6 +1270,18 @@ size_t gt_wan_outer_missing(const gt_wan_outer_t *o, uint64_t round, char *buf, 
         }
     }
     return missing;
+}
+
+uint64_t gt_wan_outer_missing_owners(const gt_wan_outer_t *o, uint64_t round)
+{
+    const result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    int held = r->used && r->round == round;
+    uint64_t mask = 0;
+    for (size_t c = 0; c < o->layout->n_chunks; c++) {
+        uint32_t owner = owner_of(o, c, round);
+        if (!(held && r->have[c]) && owner < 64) mask |= 1ull << owner;
+    }
+    return mask;
 }
 
 double gt_wan_outer_exchange_s(const gt_wan_outer_t *o, uint64_t round)

@@ -734,7 +734,10 @@ def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, 
         px.transport = tp
         px.flip_max = flip_max
     L = Launch(tmp, name, tp, rounds=rounds, env=px.env(shim_path()),
-               sets=["wan.max_link_failures=1000", "wan.preauth_timeout_ms=1500"],
+               sets=["wan.max_link_failures=1000", "wan.preauth_timeout_ms=1500",
+                     # steps of 15 ms (x3: --slow), whatever the machine: the faults come
+                     # every `interval` s, so the run must last long enough for several
+                     "inner.emulated_step_ms=15"],
                args=["--slow", "a=3", "--slow", "b=3"])
     check(L.wait_training(min_step=5), "the sites never started training")
     px.start()  # faults from now on: the run is set up and training

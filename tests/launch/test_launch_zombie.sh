@@ -13,8 +13,11 @@ trap '[ -n "$cpid" ] && kill -CONT "$cpid" 2>/dev/null; pkill -KILL -f "$dir/run
 fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 30 >&2; done; exit 1; }
 rounds() { python3 -c "import json,sys;print(int(json.load(open(sys.argv[1])).get('rounds_applied',0)))" "$1" 2>/dev/null || echo 0; }
 
-"$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=150 \
-  --set membership.lease_ttl_s=3 >"$dir/launch.out" 2>&1 &
+# Steps of at least 15 ms whatever the machine: the freeze, the removal and the rejoin take
+# seconds, and the run must still be going when c is back (at 10 ms a step, c once came back
+# in the last rounds and found the run over).
+"$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=100 \
+  --set membership.lease_ttl_s=3 --set inner.emulated_step_ms=15 >"$dir/launch.out" 2>&1 &
 launcher=$!
 for _ in $(seq 1 1200); do
   [ "$(rounds "$dir/run/c/status.json")" -ge 3 ] && break

@@ -533,6 +533,39 @@ static void test_hash_vote(void)
     teardown(n);
 }
 
+/* A straggler's anchor is judged too: round 1 closes at the deadline without site 2, whose
+ * anchor hash (666) differs from the others' (42), so site 2 holds round 1's whole result
+ * before it submits. Judged only when a result arrives, its anchor went unchecked (a rejoiner
+ * diverged for 28 rounds with one hash check); judged at its submit, it is a mismatch. */
+static void test_hash_vote_straggler(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 42, g_now), GT_OK);
+    pump();
+    g_now += 200000000ull; /* past the 100 ms deadline: closed with sites 0 and 1 */
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[2], 1, g_res[2]), GT_OK); /* before its submit */
+    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[2], 0), 0);         /* not judged yet */
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 1, g_delta[2], 1.0, 666, g_now), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[2], 0), -1);
+    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[0], 0), 1);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[2], &st);
+    CHECK_EQ_INT(st.hash_mismatches, 1);
+    CHECK_EQ_INT(st.hash_checks, 1);
+    teardown(n);
+}
+
 static void test_hostile(void)
 {
     const uint32_t n = 2;
@@ -738,6 +771,7 @@ int main(void)
     test_owner_loss_resend();
     test_result_forwarding();
     test_hash_vote();
+    test_hash_vote_straggler();
     test_hostile();
     test_join();
     test_join_late();
