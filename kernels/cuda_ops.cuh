@@ -86,6 +86,14 @@ void gt_cu_flash_dsum(float *dsum, const bf16 *dout, const bf16 *out, int B, int
 void gt_cu_flash_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k, const bf16 *v,
                           const bf16 *dout, const float *lse, const float *dsum, int BH, int T,
                           int hs, float scale, cudaStream_t s);
+/* The same interface, second version (cuda_flash2.cu: softmax in mma.sync registers, ldmatrix,
+ * cp.async double buffering); gt_cu_flash_supported and gt_cu_flash_dsum serve both. */
+cudaError_t gt_cu_flash2_init(int hs);
+void gt_cu_flash2_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                          int BH, int T, int hs, float scale, cudaStream_t s);
+void gt_cu_flash2_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k,
+                           const bf16 *v, const bf16 *dout, const float *lse, const float *dsum,
+                           int BH, int T, int hs, float scale, cudaStream_t s);
 /* Per row of logits (N, Vp), over the first V: max, sum of exp, loss[n]. */
 void gt_cu_crossentropy_forward(float *loss, float *rowmax, float *rowsum, const bf16 *logits,
                                 const int32_t *targets, int N, int V, int Vp, cudaStream_t s);

@@ -6,9 +6,10 @@
  * refreshed by the AdamW kernel and by gt_cuda_params_changed. Activations for backward are
  * kept per layer (llm.c's layout); backward scratch is shared by the layers.
  *
- * Attention runs one of two ways, picked once at creation by GT_CUDA_ATTN (docs/kernels.md):
- * "flash" (the default; cuda_flash.cu) keeps only a log-sum-exp per query row and never forms
- * the scores; "naive" (llm.c's first version) materialises them: cuBLAS scores into fp32
+ * Attention runs one of three ways, picked once at creation by GT_CUDA_ATTN (docs/kernels.md):
+ * "flash" (the default; cuda_flash2.cu, softmax in mma registers) and "flash1" (cuda_flash.cu,
+ * the first wmma version, kept for comparison) keep only a log-sum-exp per query row and never
+ * form the scores; "naive" (llm.c's first version) materialises them: cuBLAS scores into fp32
  * scratch, a softmax kernel, and the (B, NH, T, T) bf16 probabilities of every layer kept for
  * backward (2.4 GB at GPT-2 124M, B=8, T=1024). Only the chosen path's buffers are allocated.
  * The LM head multiplies by all Vp rows of wte (aligned GEMM shapes); the padded logits are
@@ -47,7 +48,7 @@
 
 typedef struct {
     int B, T, C, NH, L, V, Vp, hs;
-    int flash; /* attention path: 1 flash, 0 naive (materialised) */
+    int flash; /* attention path: 2 flash (cuda_flash2.cu), 1 flash1, 0 naive (materialised) */
     cudaStream_t stream;
     cublasHandle_t blas;
     bf16 *wbf;         /* bf16 copy of the parameters, same layout */
@@ -119,7 +120,8 @@ static void bf16_views(const gt_gpt_config_t *cfg, float *f32_base, bf16 *base, 
 #undef FIX
 }
 
-/* GT_CUDA_ATTN: unset or empty = flash where the head size allows it, else naive. */
+/* GT_CUDA_ATTN: unset or empty = flash where the head size allows it, else naive. *flash_p:
+ * 2 flash, 1 flash1, 0 naive. */
 static gt_status_t attn_choose(int hs, int *flash_p)
 {
     const char *e = getenv("GT_CUDA_ATTN");
@@ -128,31 +130,34 @@ static gt_status_t attn_choose(int hs, int *flash_p)
         if (!ok)
             GT_INFO("kernels: head size %d is not a multiple of 8 up to %d: naive attention", hs,
                     GT_CU_FLASH_MAX_HS);
-        *flash_p = ok;
+        *flash_p = ok ? 2 : 0;
         return GT_OK;
     }
     if (strcmp(e, "naive") == 0) {
         *flash_p = 0;
         return GT_OK;
     }
-    if (strcmp(e, "flash") == 0) {
+    if (strcmp(e, "flash") == 0 || strcmp(e, "flash1") == 0) {
         if (!ok) {
-            GT_ERROR("kernels: GT_CUDA_ATTN=flash needs a head size C/NH that is a multiple of 8 "
+            GT_ERROR("kernels: GT_CUDA_ATTN=%s needs a head size C/NH that is a multiple of 8 "
                      "and at most %d (it is %d); use GT_CUDA_ATTN=naive",
-                     GT_CU_FLASH_MAX_HS, hs);
+                     e, GT_CU_FLASH_MAX_HS, hs);
             return GT_ERR_UNSUPPORTED;
         }
-        *flash_p = 1;
+        *flash_p = strcmp(e, "flash") == 0 ? 2 : 1;
         return GT_OK;
     }
-    GT_ERROR("kernels: GT_CUDA_ATTN='%s': expected 'flash' or 'naive'", e);
+    GT_ERROR("kernels: GT_CUDA_ATTN='%s': expected 'flash' (the default), 'flash1' (the first "
+             "flash kernels) or 'naive'",
+             e);
     return GT_ERR_INVALID;
 }
 
 extern "C" const char *gt_cuda_attn_name(const gt_gpt_t *gpt)
 {
     const cuda_t *c = (const cuda_t *)gpt->cuda;
-    return c && c->flash ? "flash" : "naive";
+    if (!c || !c->flash) return "naive";
+    return c->flash == 2 ? "flash" : "flash1";
 }
 
 extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
@@ -168,7 +173,7 @@ extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
     size_t BHT = (size_t)c->B * c->NH * c->T;
     gt_status_t ast = attn_choose(c->hs, &c->flash);
     if (ast != GT_OK) return ast;
-    if (c->flash) CU_CHECK(gt_cu_flash_init(c->hs));
+    if (c->flash) CU_CHECK(c->flash == 2 ? gt_cu_flash2_init(c->hs) : gt_cu_flash_init(c->hs));
     /* (B, NH, T, T) buffers exist only on the naive path; lse and dsum only on the flash one */
     size_t att = c->flash ? 0 : BHT * c->T, rows = c->flash ? BHT : 0;
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
@@ -364,7 +369,12 @@ extern "C" gt_status_t gt_cuda_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs,
         gt_cu_add_bias_bf16(qkv, W(lw->qkvb), N, 3 * C, s);
         gt_cu_split_heads(c->q, c->k, c->v, qkv, B, T, NH, hs, s);
         if (c->flash) {
-            gt_cu_flash_forward(c->y, c->lse + l * BHT, c->q, c->k, c->v, B * NH, T, hs, scale, s);
+            if (c->flash == 2)
+                gt_cu_flash2_forward(c->y, c->lse + l * BHT, c->q, c->k, c->v, B * NH, T, hs, scale,
+                                     s);
+            else
+                gt_cu_flash_forward(c->y, c->lse + l * BHT, c->q, c->k, c->v, B * NH, T, hs, scale,
+                                    s);
             CU_CHECK(cudaGetLastError());
         } else {
             /* pre = scale * q k^T per (b, h); att = causal softmax; y = att v */
@@ -466,8 +476,12 @@ extern "C" gt_status_t gt_cuda_gpt_backward(gt_gpt_t *gpt, float lscale)
         if (c->flash) {
             /* D = rowsum(dy * y) from the kept output, then dk, dv and dq by recomputation */
             gt_cu_flash_dsum(c->dsum, c->datty, atty, B, T, NH, hs, s);
-            gt_cu_flash_backward(c->dq, c->dk, c->dv, c->q, c->k, c->v, c->dy, c->lse + l * BHT,
-                                 c->dsum, B * NH, T, hs, ascale, s);
+            if (c->flash == 2)
+                gt_cu_flash2_backward(c->dq, c->dk, c->dv, c->q, c->k, c->v, c->dy,
+                                      c->lse + l * BHT, c->dsum, B * NH, T, hs, ascale, s);
+            else
+                gt_cu_flash_backward(c->dq, c->dk, c->dv, c->q, c->k, c->v, c->dy, c->lse + l * BHT,
+                                     c->dsum, B * NH, T, hs, ascale, s);
             CU_CHECK(cudaGetLastError());
         } else {
             const bf16 *at = c->att + l * att;

@@ -181,9 +181,11 @@ GT_API gt_status_t gt_gpt_create(const gt_gpt_params_t *params, gt_gpt_t **gpt_p
 GT_API void gt_gpt_destroy(gt_gpt_t *gpt); /* accepts NULL */
 GT_API const gt_gpt_params_t *gt_gpt_get_params(const gt_gpt_t *gpt);
 /* The attention a model runs: "cpu" (a CPU model), or on CUDA "flash" (the default: scores
- * never stored) or "naive" (the (B, NH, T, T) probabilities kept per layer). The environment
- * variable GT_CUDA_ATTN=flash|naive, read by gt_gpt_create, picks the CUDA one; flash needs
- * C/NH to be a multiple of 8 and at most 128 (unset: naive otherwise). NULL for a bad model. */
+ * never stored), "flash1" (the first flash kernels, kept for comparison) or "naive" (the
+ * (B, NH, T, T) probabilities kept per layer). The environment variable
+ * GT_CUDA_ATTN=flash|flash1|naive, read by gt_gpt_create, picks the CUDA one; both flash
+ * versions need C/NH to be a multiple of 8 and at most 128 (unset: naive otherwise). NULL for
+ * a bad model. */
 GT_API const char *gt_gpt_attn_name(const gt_gpt_t *gpt);
 
 /* GPT-2 initialisation, deterministic in `seed` and identical on CPU and CUDA: weights

@@ -202,7 +202,7 @@ struct gt_gpt {
 #ifdef GT_HAVE_CUDA
 gt_status_t gt_cuda_device_count(int *count_p);
 gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt);
-const char *gt_cuda_attn_name(const gt_gpt_t *gpt); /* "flash" or "naive" */
+const char *gt_cuda_attn_name(const gt_gpt_t *gpt); /* "flash", "flash1" or "naive" */
 void gt_cuda_gpt_destroy(gt_gpt_t *gpt);
 gt_status_t gt_cuda_arena_copy(gt_gpt_t *gpt, int which, size_t offset, size_t n, float *host,
                                int to_device);

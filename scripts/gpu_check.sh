@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # gpu_check.sh — the GPU checks, as one script for a lent GPU machine (../shared/gpu/README.md):
-# the CUDA model (both attention paths) and the quantize kernels against their CPU references,
+# the CUDA model (every attention path) and the quantize kernels against their CPU references,
 # the NCCL all-reduce on one rank, compute-sanitizer (memcheck, racecheck) over the CUDA model
-# test, a three-site DiLoCo launch whose sites train on the GPU, and GPT-2 124M training-step
-# throughput (flash and naive attention) beside PyTorch's in the same run.
+# test, a three-site DiLoCo launch whose sites train on the GPU, a single-site run on the GPU
+# beside the same run on the CPU, GPT-2 124M training-step throughput for each attention path
+# beside PyTorch's in the same run, and the WAN channel's encrypted throughput on the
+# machine's cores (GT_WAN_CRYPTO_THREADS 0, 4, 8).
 #
 # Here:  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGT_CUDA=ON
 #        cmake --build build-gpu && ../shared/gpu/make-bundle.sh build-gpu .gpu
-# There: scripts/gpu_check.sh            (logs and a summary table under $OUT, or /tmp/gpu-out)
-# Each step has its own time limit; the table at the end gives each step's exit code.
+# There: scripts/gpu_check.sh [--quick]   (logs and a summary table under $OUT, or /tmp/gpu-out)
+# --quick leaves out racecheck (minutes) and torch.compile. ATTNS="flash naive" (the default)
+# names the GT_CUDA_ATTN values to time. Each step has its own time limit; the table at the end
+# gives each step's exit code.
 set -uo pipefail
+quick=0
+[ "${1:-}" = --quick ] && quick=1
+ATTNS=${ATTNS:-flash naive}
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 root=$PWD
@@ -36,8 +43,8 @@ step compress_gpu 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_compress_gpu
 step nccl_1rank 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_local_nccl
 step memcheck 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer --tool memcheck \
   --error-exitcode 9 ./test_kernels_cuda
-step racecheck 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer --tool racecheck \
-  --error-exitcode 9 ./test_kernels_cuda
+[ $quick = 1 ] || step racecheck 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer \
+  --tool racecheck --error-exitcode 9 ./test_kernels_cuda
 cd "$root" || exit 1
 
 # Two sites, each training on the GPU, over the emulated WAN (UCX, encrypted).
@@ -46,22 +53,36 @@ step launch_cuda 240 env LD_LIBRARY_PATH="$GTB/lib" "$GT" launch tests/launch/th
   --set sites.b.backend=cuda --set sites.c.backend=cuda --etcd-members 1
 cp /tmp/gt-cuda-run/summary.json "$OUT/launch_summary.json" 2>/dev/null
 
+# One site on the GPU and the same run on the CPU (same seed, data and steps): the loss curves.
+fortunes="$GTB/fortunes/{computers,cookie,definitions,literature,people,science,songs-poems,wisdom,work}"
+for dev in cuda cpu; do
+  step "single_$dev" 240 env LD_LIBRARY_PATH="$GTB/lib" "$GT" run --config configs/single-site.yaml \
+    --site solo --run-dir "/tmp/gt-single-$dev" --set run.rounds=2 --set local.threads=16 \
+    --set "sites.solo.backend=$dev" --set "data.path=$fortunes"
+  grep -h '"step"' "/tmp/gt-single-$dev/solo/metrics.jsonl" >"$OUT/single_$dev.jsonl" 2>/dev/null
+done
+
 # GPT-2 124M (B 8, T 1024): geotrain's CUDA step with each attention path (GT_CUDA_ATTN),
-# PyTorch's eager and compiled steps, then geotrain's again (the order evens out drift).
+# PyTorch's eager (and compiled) steps, then geotrain's again (the order evens out drift).
 bench_gt() { # bench_gt NAME ATTN
   step "$1" 180 env GT_CUDA_ATTN="$2" LD_LIBRARY_PATH="$GTB/lib" "$GT" bench kernels \
     --device cuda --preset gpt2-124m --threads 16 --json
 }
-bench_gt gt_flash1 flash
-bench_gt gt_naive1 naive
+for a in $ATTNS; do bench_gt "gt_${a}_1" "$a"; done
 step torch_eager 180 python3 .gpu/torch_gpt2_gpu_bench.py eager 8 1024 5 20
-step torch_compile 240 python3 .gpu/torch_gpt2_gpu_bench.py compile 8 1024 5 20
-bench_gt gt_naive2 naive
-bench_gt gt_flash2 flash
+[ $quick = 1 ] || step torch_compile 240 python3 .gpu/torch_gpt2_gpu_bench.py compile 8 1024 5 20
+for a in $ATTNS; do bench_gt "gt_${a}_2" "$a"; done
+
+# The WAN channel, encrypted, with 0, 4 and 8 crypto threads (this machine has the cores).
+for t in 0 4 8; do
+  step "wan_crypto$t" 120 env GT_WAN_CRYPTO_THREADS=$t LD_LIBRARY_PATH="$GTB/lib" "$GT" bench wan \
+    --transport ucx --min 1M --max 16M --bytes 64M --reps 3 --no-tools --json
+done
 
 echo "== summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
-grep -h '^{' "$OUT"/gt_*.log "$OUT"/torch_*.log 2>/dev/null | tee "$OUT/bench.jsonl"
+grep -h '^{' "$OUT"/gt_*.log "$OUT"/torch_*.log "$OUT"/wan_*.log 2>/dev/null |
+  tee "$OUT/bench.jsonl"
 # at most a few files come back from a lent machine: the logs go in one archive
 cp -r /tmp/gt-cuda-run/logs "$OUT/launch_logs" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files $(cd "$OUT" && ls -d ./*.log launch_logs 2>/dev/null)

@@ -7,10 +7,10 @@
  * with the tensor's RMS as the atol scale, and as a relative L2 error), the parameters after
  * an AdamW step, the gradient norm, and a few training steps.
  *
- * Both attention paths (GT_CUDA_ATTN=naive and flash) run the full case; the flash kernels
- * (64-row tiles) also run with T past one tile and not a multiple of it, odd B*NH, and head
- * sizes 64 and 40 (padded to 48 inside the kernel), and must give bit-identical gradients on
- * a repeated backward (no atomics). */
+ * Every attention path (GT_CUDA_ATTN=naive, flash and flash1) runs the full case; both flash
+ * versions (64-row tiles) also run with T past one tile and not a multiple of it, odd B*NH,
+ * and head sizes 64 and 40 (padded to 48 inside the kernel), and must give bit-identical
+ * gradients on a repeated backward (no atomics). */
 #include "gt_kernels.h"
 #include "gt_test.h"
 
@@ -153,16 +153,30 @@ int main(void)
     /* tiny-like but wide enough for tensor-core tiles; Vp > V exercises the padding; hs 32 */
     gt_gpt_config_t cfg = {250, 256, 64, 2, 128, 4};
     run_case("naive", cfg, 4, 64, 3);
-    run_case("flash", cfg, 4, 64, 3);
-    /* flash: T = 150 is two full 64-row tiles and a partial one; T = 50 a single partial */
-    gt_gpt_config_t longer = {250, 256, 160, 2, 128, 4};
-    run_case("flash", longer, 2, 150, 2);
-    run_case("flash", cfg, 4, 50, 2);
-    /* flash, head size 64 (GPT-2's) with B*NH = 9, and head size 40 (zero-padded to 48) */
-    gt_gpt_config_t hs64 = {250, 256, 160, 2, 192, 3};
-    run_case("flash", hs64, 3, 100, 2);
-    gt_gpt_config_t hs40 = {250, 256, 160, 2, 120, 3};
-    run_case("flash", hs40, 2, 130, 2);
+    /* flash (cuda_flash2.cu, the default) and flash1 (cuda_flash.cu) on the same shapes */
+    static const char *const flash[] = {"flash", "flash1"};
+    for (int f = 0; f < 2; f++) {
+        run_case(flash[f], cfg, 4, 64, 3);
+        /* T = 150 is two full 64-row tiles and a partial one; T = 50 a single partial */
+        gt_gpt_config_t longer = {250, 256, 160, 2, 128, 4};
+        run_case(flash[f], longer, 2, 150, 2);
+        run_case(flash[f], cfg, 4, 50, 2);
+        /* head size 64 (GPT-2's) with B*NH = 9, and head size 40 (zero-padded to 48) */
+        gt_gpt_config_t hs64 = {250, 256, 160, 2, 192, 3};
+        run_case(flash[f], hs64, 3, 100, 2);
+        gt_gpt_config_t hs40 = {250, 256, 160, 2, 120, 3};
+        run_case(flash[f], hs40, 2, 130, 2);
+    }
+    /* unset: flash where the head size allows it */
+    CHECK(unsetenv("GT_CUDA_ATTN") == 0);
+    {
+        gt_gpt_params_t d = GT_GPT_PARAMS_INIT;
+        d.model = cfg, d.B = 4, d.T = 64, d.device = GT_DEVICE_CUDA;
+        gt_gpt_t *g = NULL;
+        CHECK_EQ_INT(gt_gpt_create(&d, &g), GT_OK);
+        CHECK(g && strcmp(gt_gpt_attn_name(g), "flash") == 0);
+        gt_gpt_destroy(g);
+    }
     /* a bad GT_CUDA_ATTN value is refused */
     CHECK(setenv("GT_CUDA_ATTN", "fast", 1) == 0);
     gt_gpt_params_t p = GT_GPT_PARAMS_INIT;
