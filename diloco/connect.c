@@ -343,11 +343,26 @@ static gt_status_t refresh_group(struct dl_group *gr, int force)
     int changed = 0;
     gt_status_t st = gt_wan_member_sync_view(gr->member, &v, &changed);
     if (st != GT_OK) {
-        /* While membership is frozen (etcd without quorum) the member has said so once. */
-        if (!gt_wan_member_frozen(gr->member))
-            GT_WARN("site %s: cannot read the view (%s); retrying", d->name, gt_status_str(st));
+        /* One failed read is an etcd leader election (a member killed: about a second, seen
+         * in test_launch_etcd), not news; a failure that lasts half a lease is. While
+         * membership is frozen (etcd without quorum) the member has said so once. */
+        if (!gr->view_fail_ns) gr->view_fail_ns = now;
+        uint64_t half_lease = (uint64_t)d->cfg->membership.lease_ttl_s * 500000000ull;
+        if (!gt_wan_member_frozen(gr->member) && !gr->view_fail_said &&
+            now - gr->view_fail_ns >= half_lease) {
+            GT_WARN("site %s: cannot read the view for %.1f s (%s); retrying", d->name,
+                    (now - gr->view_fail_ns) * 1e-9, gt_status_str(st));
+            gr->view_fail_said = 1;
+        } else {
+            GT_DEBUG("site %s: cannot read the view (%s); retrying", d->name, gt_status_str(st));
+        }
         return GT_OK; /* etcd hiccup: the lease tells us when it is serious */
     }
+    if (gr->view_fail_said)
+        GT_INFO("site %s: reads the view again after %.1f s", d->name,
+                (now - gr->view_fail_ns) * 1e-9);
+    gr->view_fail_ns = 0;
+    gr->view_fail_said = 0;
     if (v.epoch == gr->view.epoch) return GT_OK;
     int self_in = 0;
     for (uint32_t k = 0; k < v.n_members; k++) self_in |= strcmp(v.members[k].name, d->name) == 0;

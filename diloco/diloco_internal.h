@@ -64,6 +64,8 @@ struct dl_group {
     gt_wan_mesh_t *mesh;
     gt_wan_view_t view;
     uint64_t last_view_ns;
+    uint64_t view_fail_ns; /* since when reading the view fails (0: it does not) */
+    int view_fail_said;    /* that failure was logged */
 };
 
 /* STATE_REQ / STATE_CHUNK (between the same rank of two sites). A request names a round — or
