@@ -187,8 +187,9 @@ GT_API gt_status_t gt_diloco_create(const gt_diloco_params_t *params,
  * rebases params[] in place (waiting for the result only if it is late); at the run's last
  * step it applies the last round and leaves the final anchor in params[]. The time since the
  * previous call counts as compute time; with inner.emulated_step_ms set, a step shorter than
- * that sleeps the rest (then --slow's factor applies). GT_ERR_CLOSED: a stop was requested (leave the loop
- * and close). Another error: the site has failed (the other sites go on without it). */
+ * that sleeps the rest (then --slow's factor applies). GT_ERR_CLOSED: a stop was requested
+ * (leave the loop and close). Another error: the site has failed (the other sites go on
+ * without it). */
 GT_API gt_status_t gt_diloco_step(gt_diloco_t *d, uint64_t tokens, double loss) GT_MUST_USE;
 /* The same with the step's compute time given (seconds; < 0: measured as above), for a caller
  * that does other work (evaluation, checkpoints) between steps. */
