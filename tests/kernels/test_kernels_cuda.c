@@ -10,7 +10,8 @@
  * Every attention path (GT_CUDA_ATTN=naive, flash and flash1) runs the full case; both flash
  * versions (64-row tiles) also run with T past one tile and not a multiple of it, odd B*NH,
  * and head sizes 64 and 40 (padded to 48 inside the kernel), and must give bit-identical
- * gradients on a repeated backward (no atomics). */
+ * gradients on a repeated backward (no atomics). GT_TEST_ATTN=naive|flash|flash1 runs one
+ * path's cases only (for a compute-sanitizer run that fits a short GPU lease). */
 #include "gt_kernels.h"
 #include "gt_test.h"
 
@@ -49,6 +50,9 @@ static void compare_tensors(const gt_gpt_config_t *cfg, const float *gpu, const 
 /* One CUDA model against the CPU reference for `steps` steps with attention path `attn`. */
 static void run_case(const char *attn, gt_gpt_config_t cfg, size_t B, size_t T, int steps)
 {
+    /* GT_TEST_ATTN=PATH runs that path's cases only (a compute-sanitizer run of one path) */
+    const char *only = getenv("GT_TEST_ATTN");
+    if (only && *only && strcmp(only, attn) != 0) return;
     fprintf(stderr, "case %s: V=%zu C=%zu NH=%zu L=%zu B=%zu T=%zu\n", attn, cfg.V, cfg.C, cfg.NH,
             cfg.L, B, T);
     CHECK(setenv("GT_CUDA_ATTN", attn, 1) == 0);
