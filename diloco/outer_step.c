@@ -362,6 +362,17 @@ static int reach_verdict(gt_diloco_t *d, uint64_t now)
     return n > 1 && (2 * reach < n || (2 * reach == n && !first_reached));
 }
 
+/* The peers that answered the last probe, as a mask (bit i: site i; sites 0-63). */
+static uint64_t reach_mask(gt_diloco_t *d)
+{
+    uint64_t m = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < GT_WAN_OUTER_MAX_SITES && i < 64; i++)
+        if (d->reach_got[i]) m |= 1ull << i;
+    pthread_mutex_unlock(&d->lock);
+    return m;
+}
+
 /* Drives nothing itself (the WAN thread does): waits until round r's g of every engine of
  * fragment f (one per WAN group of ours) is in d->g. Bounded: a result cannot be missing
  * longer than the straggler deadline plus the time to notice a dead site. */
@@ -387,7 +398,8 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                       (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
                       2ull * c->membership.heartbeat_ms * 1000000ull;
     uint64_t next_probe = 0, view_ns = 0, epoch0 = 0;
-    int probing = 0, waited_longer = 0, limit_passed = 0, settling = 0;
+    uint64_t reached = 0, reached_ns = 0; /* the last probe's answers, and when */
+    int probing = 0, waited_longer = 0, limit_passed = 0, settling = 0, owners_up = 0;
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     uint64_t got = 0; /* bit i: group i's result taken */
@@ -426,7 +438,32 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             if (epoch0) view_ns = now;
             epoch0 = epoch;
         }
-        if (waited > limit && view_ns && now - view_ns < settle) {
+        /* Every owner of what is missing answered our last probe: the link at fault is not
+         * ours — the owners wait on each other across a cut, and one of them leaves (the rule
+         * below), moving its chunks. A site that reaches everyone then waits up to twice the
+         * grace longer. Seen: the middle site of an a-c cut gave up first and left, then both
+         * ends did, and the run ended with three rejoins. */
+        uint64_t owners_missing = 0;
+        if (waited > limit) {
+            pthread_mutex_lock(&d->lock);
+            for (uint32_t i = 0; i < d->n_grp; i++)
+                if (!(got >> i & 1))
+                    owners_missing |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
+            pthread_mutex_unlock(&d->lock);
+            if (d->site < 64) owners_missing &= ~(1ull << d->site);
+        }
+        int owners_reached = waited > limit && reached_ns &&
+                             now - reached_ns < 2ull * c->wan.peer_timeout_ms * 1000000ull &&
+                             owners_missing && (owners_missing & ~reached) == 0;
+        if (owners_reached && waited <= limit + 2 * grace) {
+            if (!owners_up)
+                GT_WARN("site %s: round %llu's result has not arrived in %.0f s, but every owner "
+                        "of what is missing answers: they wait on each other (a cut between "
+                        "them?); waiting up to %.0f s more",
+                        d->name, (unsigned long long)r, waited * 1e-9,
+                        (limit + 2 * grace - waited) * 1e-9);
+            owners_up = 1;
+        } else if (waited > limit && view_ns && now - view_ns < settle) {
             /* Seen: the far end of a cut link left, the view dropped it, and this site gave up
              * 50 ms later on the chunks that had just moved to itself — the survivor's forward
              * of the leaver's results was on its way. */
@@ -441,13 +478,7 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
              * the other owns, and were both to give up, both would leave. The end with the
              * higher index leaves first; the other waits `grace` longer, by when the view has
              * dropped the leaver and its chunks have moved to sites it reaches. */
-            uint64_t owners = 0;
-            pthread_mutex_lock(&d->lock);
-            for (uint32_t i = 0; i < d->n_grp; i++)
-                if (!(got >> i & 1))
-                    owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
-            pthread_mutex_unlock(&d->lock);
-            if (d->site < 63 && owners >> (d->site + 1)) { /* an owner above us: it leaves */
+            if (d->site < 63 && owners_missing >> (d->site + 1)) { /* above us: it leaves */
                 if (!waited_longer)
                     GT_WARN("site %s: round %llu's result has not arrived in %.0f s; a site "
                             "with a higher index owns some of what is missing, and leaves first "
@@ -486,6 +517,8 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             if (cut >= 0) {
                 probing = 0;
                 next_probe = now + (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
+                reached = reach_mask(d);
+                reached_ns = now;
             }
             if (cut > 0) {
                 GT_ERROR("site %s: round %llu's result has not arrived in %.0f s and its WAN "
