@@ -419,6 +419,7 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
         for (uint32_t i = 0; i < d->n_grp && st == GT_ERR_AGAIN; i++)
             if (!(got >> i & 1) && gt_wan_outer_result_gone(d->outers[f * d->n_grp + i], r))
                 gone = 1;
+        uint64_t epoch = dl_view(d)->epoch;
         pthread_mutex_unlock(&d->lock);
         if (st != GT_ERR_AGAIN) break;
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;
@@ -431,9 +432,6 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             return GT_ERR_PEER_LOST;
         }
         uint64_t now = gt_time_ns(), waited = now - t0;
-        pthread_mutex_lock(&d->lock);
-        uint64_t epoch = dl_view(d)->epoch;
-        pthread_mutex_unlock(&d->lock);
         if (epoch != epoch0) { /* the first pass, or the view changed while we wait */
             if (epoch0) view_ns = now;
             epoch0 = epoch;
