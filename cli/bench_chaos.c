@@ -183,7 +183,10 @@ int gt_bench_chaos(int argc, char **argv)
                 "'%s' launch '%s' --run-dir '%s' --chaos %s --mtbf-rounds %g --chaos-round-s %s "
                 "%s %s > '%s.log' 2>&1",
                 self, config, run, seed, mtbf[k], round_s, sets,
-                m ? "--set outer.mode=sync-dp --set outer.overlap_steps=0" : "", run);
+                m ? "--set outer.mode=sync-dp --set outer.overlap_steps=0 --set "
+                    "outer.catch_up=false"
+                  : "",
+                run);
             if (!json)
                 fprintf(stderr, "bench chaos: %s, one failure per site per %g rounds ...\n",
                         modes[m], mtbf[k]);

@@ -30,7 +30,8 @@ static void usage(FILE *out)
         out,
         "usage: geotrain bench outer [--config FILE] [--run-dir DIR] [--overlap TAU]\n"
         "                            [--set KEY=VALUE ...] [--dp-set KEY=VALUE ...] [--json]\n"
-        "                            [--slow SITE=FACTOR ...] [--split | --fragments F]\n\n"
+        "                            [--slow SITE=FACTOR ...] [--split | --fragments F | "
+        "--catch-up]\n\n"
         "Runs FILE (default sites.yaml) three times with `geotrain launch`: overlapped\n"
         "DiLoCo (outer.overlap_steps = TAU, default inner.steps / 2), synchronous DiLoCo\n"
         "(TAU = 0) and sync-dp (a bf16 gradient all-reduce every step over the same WAN\n"
@@ -50,6 +51,9 @@ static void usage(FILE *out)
         "--slow SITE=FACTOR (repeatable) is passed to every launch: SITE's steps take FACTOR\n"
         "times as long (a straggler); each line then also gives other_sites_utilization, the\n"
         "mean utilization of the sites not slowed (how long they waited for the straggler).\n\n"
+        "--catch-up runs overlapped DiLoCo with outer.catch_up = false, then with = true (a\n"
+        "site behind ends its round once a peer has submitted it; try it with --slow), then\n"
+        "sync-dp.\n\n"
         "--split instead runs overlapped DiLoCo twice, with outer.chunk_split = bandwidth\n"
         "(chunk ownership follows the sites' link capacity) and = equal (the same share for\n"
         "every site), and prints both exchange times and their ratio (try\n"
@@ -110,6 +114,7 @@ int gt_bench_outer(int argc, char **argv)
                                          {"split", no_argument, NULL, 'S'},
                                          {"slow", required_argument, NULL, 'w'},
                                          {"fragments", required_argument, NULL, 'F'},
+                                         {"catch-up", no_argument, NULL, 'C'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *config = "sites.yaml", *dir_opt = NULL, *overlap = NULL, *set_list[128];
@@ -117,7 +122,7 @@ int gt_bench_outer(int argc, char **argv)
     char sets[8192] = "", dp_sets[4096] = "", slows[2048] = "";
     const char *slow_names[32];
     size_t n_slow = 0;
-    int c, json = 0, split = 0;
+    int c, json = 0, split = 0, catch_up = 0;
     unsigned frags = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -135,6 +140,7 @@ int gt_bench_outer(int argc, char **argv)
             break;
         case 'j': json = 1; break;
         case 'S': split = 1; break;
+        case 'C': catch_up = 1; break;
         case 'F':
             if (sscanf(optarg, "%u", &frags) != 1 || frags < 2 || frags > 64) {
                 fprintf(stderr, "geotrain bench outer: --fragments takes F in [2, 64]\n");
@@ -173,7 +179,9 @@ int gt_bench_outer(int argc, char **argv)
         json_t *sum;
     } runs[3] = {{"diloco-overlapped", NULL, NULL},
                  {"diloco-synchronous", "--set outer.overlap_steps=0", NULL},
-                 {"sync-dp", "--set outer.mode=sync-dp --set outer.overlap_steps=0", NULL}};
+                 {"sync-dp",
+                  "--set outer.mode=sync-dp --set outer.overlap_steps=0 --set outer.catch_up=false",
+                  NULL}};
     int n_runs = 3;
     static char frag_extra[64], frag_mode[32];
     if (frags) { /* the same overlapped run with one fragment and with F */
@@ -184,6 +192,10 @@ int gt_bench_outer(int argc, char **argv)
         runs[1].mode = frag_mode;
         runs[1].extra = frag_extra;
         n_runs = 2;
+    } else if (catch_up) { /* overlapped without and with outer.catch_up, then sync-dp */
+        runs[0].extra = "--set outer.catch_up=false";
+        runs[1].mode = "diloco-catch-up";
+        runs[1].extra = "--set outer.catch_up=true";
     } else if (split) { /* the same overlapped run with each chunk ownership rule */
         runs[0].mode = "split-bandwidth";
         runs[0].extra = "--set outer.chunk_split=bandwidth";
@@ -208,7 +220,7 @@ int gt_bench_outer(int argc, char **argv)
         char cmd[16384], run[PATH_MAX + 64], path[PATH_MAX + 96];
         snprintf(run, sizeof run, "%s/%s", dir, runs[i].mode);
         snprintf(cmd, sizeof cmd, "'%s' launch '%s' --run-dir '%s'%s %s %s %s %s > '%s.log' 2>&1",
-                 self, config, run, slows, sets, i == 0 || split ? tau : "",
+                 self, config, run, slows, sets, i == 0 || split || (catch_up && i == 1) ? tau : "",
                  runs[i].extra ? runs[i].extra : "", i == 2 ? dp_sets : "", run);
         char mk[PATH_MAX + 16];
         snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);

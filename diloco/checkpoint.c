@@ -191,6 +191,8 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
         /* the tokens of the round in flight trained before this step (τ of them): the
          * round's weight, and goodput's count, are the whole round's after a resume too */
         if (j) json_object_set_new(j, "round_tokens", json_integer((json_int_t)d->round_tokens));
+        if (j) json_object_set_new(j, "steps_skipped", json_integer((json_int_t)d->steps_skipped));
+        if (j) json_object_set_new(j, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
         head = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(j);
         if (!head) st = GT_ERR_NOMEM;
@@ -498,6 +500,7 @@ gt_status_t dl_resume(gt_diloco_t *d)
     const float *fl = NULL;
     st = read_checked(d, path, &buf, &head, &fl);
     json_int_t rounds = 0, tokens = 0, trained = 0, own_rounds = 0, epoch = 0, round_tokens = 0;
+    json_int_t skipped = 0, cut = 0;
     double compute_s = 0, wait_s = 0;
     gt_wan_outer_stats_t os;
     memset(&os, 0, sizeof os);
@@ -517,6 +520,10 @@ gt_status_t dl_resume(gt_diloco_t *d)
         json_t *rt = json_object_get(head, "round_tokens");
         round_tokens =
             json_is_integer(rt) && json_integer_value(rt) > 0 ? json_integer_value(rt) : 0;
+        json_t *sk = json_object_get(head, "steps_skipped"),
+               *rc = json_object_get(head, "rounds_cut");
+        skipped = json_is_integer(sk) && json_integer_value(sk) > 0 ? json_integer_value(sk) : 0;
+        cut = json_is_integer(rc) && json_integer_value(rc) > 0 ? json_integer_value(rc) : 0;
     }
     if (st == GT_OK) {
         os.on_time = (uint64_t)c[0];
@@ -548,6 +555,8 @@ gt_status_t dl_resume(gt_diloco_t *d)
     d->tokens = (uint64_t)tokens;
     d->round_tokens = (uint64_t)round_tokens;
     d->steps_trained = (uint64_t)trained;
+    d->steps_skipped = (uint64_t)skipped;
+    d->rounds_cut = (uint64_t)cut;
     d->compute_s = compute_s;
     d->wait_s = wait_s;
     /* Served to a site that joins before our first round closes. */

@@ -386,6 +386,39 @@ fail:
     return st;
 }
 
+/* outer.catch_up (docs/diloco.md#catching-up): the round this step trains for ends now when a
+ * peer has already submitted it (or a later one), or its result has begun to arrive — this site
+ * is behind the first of its peers. The step counter jumps to the round's end, so the submit
+ * happens at once, its weight the tokens trained; the schedule (r·H + τ) stays as it is, and
+ * the skipped steps are counted. The site's ranks decide together. */
+static gt_status_t catch_up(gt_diloco_t *d)
+{
+    uint64_t H = d->H, step = d->step;
+    if (step % H == 0 || step >= d->total) return GT_OK; /* the round ends here anyway */
+    uint64_t r = step / H, seen = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t e = 0; e < d->n_eng; e++) {
+        uint64_t v = gt_wan_outer_peer_next(d->outers[e]);
+        if (v > seen) seen = v;
+    }
+    pthread_mutex_unlock(&d->lock);
+    uint64_t end = seen > r;
+    if (d->ranks > 1) {
+        gt_status_t st = dl_allreduce(d, &end, 1, GT_DILOCO_OP_MAX);
+        if (st != GT_OK) return st;
+    }
+    if (!end) return GT_OK;
+    uint64_t to = (r + 1) * H;
+    GT_DEBUG("site %s: catch-up: round %llu ends after %llu of its %llu steps (a peer submitted "
+             "round %llu)",
+             d->name, (unsigned long long)r, (unsigned long long)(step - r * H),
+             (unsigned long long)H, (unsigned long long)(seen - 1));
+    d->steps_skipped += to - step;
+    d->rounds_cut++;
+    d->step = to;
+    return GT_OK;
+}
+
 /* The round schedule of one step (the step counter already moved). */
 static gt_status_t schedule(gt_diloco_t *d)
 {
@@ -499,7 +532,8 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
         d->loss_acc += loss;
         d->loss_n++;
     }
-    gt_status_t st = schedule(d);
+    gt_status_t st = d->cfg->outer.catch_up && !d->sync_dp ? catch_up(d) : GT_OK;
+    if (st == GT_OK) st = schedule(d);
     if (st == GT_OK && d->step == d->total) {
         d->state = GT_DILOCO_DONE;
         d->t_train_end = gt_time_ns();
@@ -584,6 +618,8 @@ void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *s)
     s->anchor_refetches = d->refetches;
     s->param_passes = d->passes;
     s->resumed_step = d->resumed_step;
+    s->steps_skipped = d->steps_skipped;
+    s->rounds_cut = d->rounds_cut;
 }
 
 gt_status_t gt_diloco_summary(gt_diloco_t *d, char *buf, size_t cap, size_t *len_p)

@@ -155,6 +155,7 @@ struct gt_diloco {
     uint64_t hello_params[GT_WAN_OUTER_MAX_SITES], hello_hash[GT_WAN_OUTER_MAX_SITES];
     /* The schedule (diloco.c) */
     uint64_t step, first_step, steps_trained;
+    uint64_t steps_skipped, rounds_cut; /* outer.catch_up: steps a round ended early skipped */
     uint64_t applied_upto, next_submit, joined_round, rounds_applied, refetches;
     int training, started_run;
     uint64_t round_tokens, tokens;

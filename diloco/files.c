@@ -220,6 +220,8 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     clock_gettime(CLOCK_REALTIME, &rt);
     double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
     double end_unix = now_unix - (d->t_train_end ? (now - d->t_train_end) * 1e-9 : 0.0);
+    json_object_set_new(o, "steps_skipped", json_integer((json_int_t)d->steps_skipped));
+    json_object_set_new(o, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
     json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
     json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));

@@ -151,7 +151,7 @@ typedef struct {
     gt_diloco_state_t state;
     uint32_t site_index;     /* this site's index in the config's sites (its data share) */
     uint32_t n_sites;        /* sites in the config */
-    uint64_t step;           /* steps of the run done (the run's step counter) */
+    uint64_t step;           /* the run's step counter (jumps ahead when a round ends early) */
     uint64_t first_step;     /* where this site began: 0, or R·H + τ for a site that joined */
     uint64_t total_steps;    /* run.rounds × inner.steps */
     uint64_t inner_steps;    /* H */
@@ -169,6 +169,9 @@ typedef struct {
     uint64_t hash_checks, hash_mismatches, anchor_refetches;
     double param_passes;  /* full sweeps over the parameter vector by the outer step */
     int64_t resumed_step; /* the step this site resumed the run at (params.resume_dir); -1 none */
+    /* outer.catch_up: the steps this site skipped by ending rounds early (a peer had submitted
+     * them), and how many rounds it ended so. step = first_step + steps_trained + steps_skipped. */
+    uint64_t steps_skipped, rounds_cut;
 } gt_diloco_status_t;
 
 /* Joins the run as the site params->site: loads the config, connects to the other sites,

@@ -249,6 +249,9 @@ static json_t *state_json(const gt_local_trainer_t *tr, const uint64_t *rank_pos
         rng[3], "config_hash", tr->hash, "config", cfg ? cfg : json_null());
     /* A multi-rank site: every rank's data position, by rank (the "data" above is rank 0's). */
     if (o && json_array_size(ranks)) json_object_set(o, "rank_data", ranks);
+    /* where the AdamW moments started (a joiner's, or moved by outer.catch_up's skipped steps) */
+    if (o && tr->adam_from)
+        json_object_set_new(o, "adam_from", json_integer((json_int_t)tr->adam_from));
     json_decref(ranks);
     return o;
 }
@@ -471,6 +474,11 @@ static gt_status_t resume_from(gt_local_trainer_t *tr, const char *dir, int load
                           out);
     }
     tr->step = (uint64_t)step;
+    json_t *af = json_object_get(state, "adam_from"); /* absent: the moments began at step 0 */
+    tr->adam_from = json_is_integer(af) && json_integer_value(af) > 0 &&
+                            (uint64_t)json_integer_value(af) <= tr->step
+                        ? (uint64_t)json_integer_value(af)
+                        : 0;
     tr->tokens = (uint64_t)tokens;
     tr->elapsed_s = elapsed;
     tr->last_loss = json_is_number(loss) ? (float)json_number_value(loss) : NAN;

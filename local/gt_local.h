@@ -388,6 +388,11 @@ GT_API const char *gt_local_trainer_config_hash(const gt_local_trainer_t *tr);
  * rank's data it would have trained on, so it does not repeat them. The AdamW moments start
  * from zero with their own bias correction from here. Tokens count only steps trained. */
 GT_API gt_status_t gt_local_trainer_skip_to(gt_local_trainer_t *tr, uint64_t step) GT_MUST_USE;
+/* outer.catch_up: the round the trainer was in ended early (gt_diloco_step moved the run's step
+ * counter to its end): moves the step counter — the learning-rate schedule and the steps left —
+ * ahead to `step` without training or reading data (the next batch is the next one of the
+ * data, not a skipped one) and without touching the AdamW moments or their bias correction. */
+GT_API gt_status_t gt_local_trainer_advance(gt_local_trainer_t *tr, uint64_t step) GT_MUST_USE;
 /* Replaces the parameters by those of a GPT-2 safetensors file (an initialisation; shapes
  * must match the configured model) and zeroes the AdamW moments. Only before the first step. */
 GT_API gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path) GT_MUST_USE;

@@ -275,6 +275,12 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         if (st == GT_ERR_CLOSED) break;
         if (st != GT_OK) goto out;
         step = ss.step;
+        if (cfg->outer.catch_up) {
+            /* outer.catch_up: the round ended early; the run's step counter is at its end */
+            gt_diloco_status(s.dl, &ds);
+            if (ds.step > step && (st = gt_local_trainer_advance(s.tr, ds.step)) != GT_OK) goto out;
+            step = ds.step;
+        }
         if (step % cfg->run.log_every == 0 || step == total) metrics_line(&s, &ss);
         /* At a round boundary (right after a round was applied, step r·H + τ; sync-dp: every
          * step is one): the trainer's state, then the library's outer state of the same step. */

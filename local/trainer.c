@@ -433,6 +433,19 @@ gt_status_t gt_local_trainer_skip_to(gt_local_trainer_t *tr, uint64_t step)
     return GT_OK;
 }
 
+gt_status_t gt_local_trainer_advance(gt_local_trainer_t *tr, uint64_t step)
+{
+    if (step < tr->step || step > tr->total_steps) {
+        GT_ERROR("trainer: advance(%llu) from step %llu: only ahead, within the run's %llu",
+                 (unsigned long long)step, (unsigned long long)tr->step,
+                 (unsigned long long)tr->total_steps);
+        return GT_ERR_INVALID;
+    }
+    tr->adam_from += step - tr->step; /* AdamW counts the updates it made */
+    tr->step = step;
+    return GT_OK;
+}
+
 gt_status_t gt_local_trainer_init_from(gt_local_trainer_t *tr, const char *path)
 {
     if (tr->step != 0) {

@@ -112,6 +112,7 @@ typedef struct {
     double clip_k;                     /* outer.clip_k: clip norms to k × median; 0 = off */
     uint32_t fragments;                /* outer.fragments: streaming fragments (1 = whole) */
     gt_topo_chunk_split_t chunk_split; /* outer.chunk_split: bandwidth | equal */
+    int catch_up; /* outer.catch_up: end a round once a peer has submitted it */
 } gt_topo_outer_t;
 
 typedef struct {

@@ -1169,6 +1169,17 @@ static void check_cross(loader_t *L)
                "0 to inner.steps - 1",
                c->outer.overlap_steps, c->inner.steps);
     }
+    if (c->outer.catch_up && (c->outer.mode == GT_OUTER_SYNC_DP || c->outer.fragments > 1)) {
+        /* A round that ends early jumps the step counter to the round's end; with staggered
+         * fragments a round has no one end, and sync-dp has no rounds to end. */
+        blame(L, "outer.catch_up",
+              c->outer.mode == GT_OUTER_SYNC_DP ? "outer.mode" : "outer.fragments", where,
+              sizeof where);
+        report(L, where,
+               "key 'outer.catch_up': true with %s; allowed: false, or outer.mode: diloco with "
+               "outer.fragments: 1",
+               c->outer.mode == GT_OUTER_SYNC_DP ? "outer.mode: sync-dp" : "outer.fragments > 1");
+    }
     if (c->outer.fragments > 1) {
         /* Streaming DiLoCo (docs/diloco.md#streaming-fragments): fragment f syncs at steps
          * (r + 1)·H − (F − 1 − f)·H/F, so H/F must be whole, τ must end before the next

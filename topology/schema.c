@@ -118,6 +118,11 @@ const gt_key_t gt_topo_keys[] = {
      "each synced H/F steps after the previous; needs H mod F = 0, overlap_steps < H/F, "
      "F x G <= wan.lanes"},
 
+    {"outer.catch_up", GT_KEY_BOOL, NUM(outer.catch_up), 0, 0, 0, 0, NULL, "false",
+     "a site ends the round it trains as soon as a peer's contribution to that round (or a later "
+     "one) has arrived: fewer inner steps, weighted by the tokens it trained, the skipped steps "
+     "skipped (so a slower site keeps pace instead of falling rounds behind); needs "
+     "outer.mode: diloco and fragments 1"},
     {"outer.chunk_split", GT_KEY_ENUM, NUM(outer.chunk_split), 0, 0, 0, 0, "bandwidth|equal",
      "bandwidth", "chunk ownership: each site aggregates a share that follows its link capacity "
      "(links:, wan.emulation; a thin site owns less), or equal shares"},

@@ -576,6 +576,10 @@ GT_API uint32_t gt_wan_outer_rounds_kept(void);
 GT_API size_t gt_wan_outer_missing(const gt_wan_outer_t *o, uint64_t round, char *buf, size_t cap);
 /* The owners of round `round`'s chunks not held here, as a mask: bit i is site i (sites 0-63). */
 GT_API uint64_t gt_wan_outer_missing_owners(const gt_wan_outer_t *o, uint64_t round);
+/* 1 + the highest round another site has been seen to submit: a DELTA of that round sent by
+ * its site (not forwarded) or a RESULT chunk of it arrived here; 0 when none has. A site that
+ * has not submitted that round yet is behind the first of its peers (outer.catch_up). */
+GT_API uint64_t gt_wan_outer_peer_next(const gt_wan_outer_t *o);
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
  * the rank's share of the lanes. */
 GT_API size_t gt_wan_outer_len(const gt_wan_outer_t *o);

@@ -155,7 +155,8 @@ struct gt_wan_outer {
     uint64_t late_judged[GT_WAN_OUTER_MAX_SITES]; /* 1 + the round last counted in late_share:
                                                      a round counts once, not once a chunk */
     uint8_t heard[GT_WAN_OUTER_MAX_SITES];        /* a contribution of the site arrived here */
-    uint8_t *scratch;                             /* frame buffer */
+    uint64_t peer_next; /* 1 + the highest round a peer's DELTA or a RESULT arrived for */
+    uint8_t *scratch;   /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
@@ -935,6 +936,8 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     if (!late && a->first_ns == 0) a->first_ns = now_ns;
     int after_deadline = late && !(!forwarded && (int64_t)m->round == o->closed_upto[c] &&
                                    now_ns <= o->closed_due[c]);
+    if (!forwarded && sender != o->p.site_id && m->round + 1 > o->peer_next)
+        o->peer_next = m->round + 1;
     if (!forwarded) {
         o->heard[sender] = 1;
         judge_round(o, sender, m->round, after_deadline);
@@ -990,6 +993,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     gt_status_t st = gt_cmp_decode(o->codec, b + RESULT_PRE, len - RESULT_PRE,
                                    g ? g + ch->offset : o->xbuf, ch->count);
     if (st != GT_OK) return bad(o, m, "the result frame does not decode to this chunk");
+    if (m->round + 1 > o->peer_next) o->peer_next = m->round + 1; /* the round closed */
     r->dec[c] = g != NULL;
     uint8_t *keep = malloc(len);
     if (!keep) return GT_ERR_NOMEM;
@@ -1289,6 +1293,11 @@ double gt_wan_outer_exchange_s(const gt_wan_outer_t *o, uint64_t round)
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
     if (!r->used || r->round != round || !r->submit_ns || !r->done_ns) return NAN;
     return r->done_ns > r->submit_ns ? (double)(r->done_ns - r->submit_ns) * 1e-9 : 0.0;
+}
+
+uint64_t gt_wan_outer_peer_next(const gt_wan_outer_t *o)
+{
+    return o->peer_next;
 }
 
 size_t gt_wan_outer_max_chunk(const gt_wan_outer_t *o)

@@ -92,6 +92,8 @@ class Status(ctypes.Structure):
         ("anchor_refetches", ctypes.c_uint64),
         ("param_passes", ctypes.c_double),
         ("resumed_step", ctypes.c_int64),
+        ("steps_skipped", ctypes.c_uint64),
+        ("rounds_cut", ctypes.c_uint64),
     ]
 
 

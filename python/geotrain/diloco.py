@@ -194,6 +194,13 @@ class DiLoCo:
         self._applied = self._status().rounds_applied != before
 
     @property
+    def done(self):
+        """Whether the run is over for this site: its last round applied. With outer.catch_up a
+        round can end early (step_count jumps to its end), so loop `while not diloco.done:`
+        rather than over range(total_steps)."""
+        return self._status().state == _lib.STATES.index("done")
+
+    @property
     def applied(self):
         """Whether the last step() applied a round: the moment save() may be called."""
         return self._applied
@@ -318,7 +325,9 @@ class DiLoCo:
 
     @property
     def step_count(self):
-        """The run's step counter (first_step + the steps taken)."""
+        """The run's step counter (first_step + the steps taken; with outer.catch_up it jumps
+        to a round's end when the round ends early: a schedule that follows the run, such as
+        the learning rate's, should follow it)."""
         return self._status().step
 
     @property

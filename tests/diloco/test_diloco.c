@@ -102,6 +102,8 @@ static int run_site(const char *config, const char *site, const char *run_dir, s
     p.params = w;
     p.n_params = n;
     p.env = 0;
+    const char *slow = getenv("GT_TEST_SLOW_B"); /* site b's steps this many times longer */
+    if (slow && index == 1) p.slow_factor = atof(slow);
     gt_diloco_t *d = NULL;
     gt_status_t st = gt_diloco_create(&p, &d);
     if (st != GT_OK) {
@@ -111,9 +113,10 @@ static int run_site(const char *config, const char *site, const char *run_dir, s
         return 3;
     }
     gt_diloco_status_t s;
-    gt_diloco_status(d, &s);
-    for (uint64_t k = s.first_step; k < s.total_steps && st == GT_OK; k++) {
-        float loss = sgd_step(w, index, k);
+    /* The run's step counter from the library: with outer.catch_up it jumps to a round's end
+     * when the round ends early (without it, it is the loop's k). */
+    for (gt_diloco_status(d, &s); s.step < s.total_steps && st == GT_OK; gt_diloco_status(d, &s)) {
+        float loss = sgd_step(w, index, s.step);
         st = gt_diloco_step(d, BATCH, loss);
     }
     gt_diloco_status(d, &s);
@@ -205,21 +208,22 @@ static char *slurp(const char *path)
     return out;
 }
 
-static void write_config(const char *path, const char *endpoint)
+static void write_config(const char *path, const char *endpoint, const char *extra_outer,
+                         int step_ms)
 {
     char text[2048];
     snprintf(text, sizeof text,
              "run: {name: test-diloco, rounds: %d, log_every: 3}\n"
-             "inner: {steps: %d}\n"
+             "inner: {steps: %d, emulated_step_ms: %d}\n"
              "outer: {overlap_steps: %d, lr: 0.7, momentum: 0.9, clip_k: 0, deadline_min_ms: 5000,"
-             " deadline_max_ms: 20000}\n"
+             " deadline_max_ms: 20000%s}\n"
              "codec: {name: fp32, error_feedback: false, block_size: 16}\n"
              "wan: {transport: ucx, lanes: 2, connect_timeout_ms: 20000, peer_timeout_ms: 5000}\n"
              "membership: {endpoints: [\"%s\"], lease_ttl_s: 3, heartbeat_ms: 500}\n"
              "security: {mode: none}\n"
              "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
              "  - {name: b, address: \"127.0.0.1:0\"}\n",
-             ROUNDS, H, TAU, endpoint);
+             ROUNDS, H, step_ms, TAU, extra_outer, endpoint);
     CHECK_EQ_INT(gt_test_write_file(path, text), 0);
 }
 
@@ -323,6 +327,103 @@ static void test_unknown_site(const char *tmp, const char *config)
     free(text);
 }
 
+/* One run of a and b with b SLOW times slower (steps paced to STEP_MS); its summaries. */
+#define STEP_MS 20
+#define SLOW    "4"
+static void run_slow(const char *tmp, const char *name, const char *config, json_t *sum[2])
+{
+    char run[1024], log[2][1100], path[1200];
+    snprintf(run, sizeof run, "%s/%s", tmp, name);
+    setenv("GT_TEST_SLOW_B", SLOW, 1);
+    pid_t pid[2];
+    for (int s = 0; s < 2; s++) {
+        snprintf(log[s], sizeof log[s], "%s/%s-%c.log", tmp, name, 'a' + s);
+        pid[s] = spawn(config, s ? "b" : "a", run, N, log[s]);
+    }
+    unsetenv("GT_TEST_SLOW_B");
+    for (int s = 0; s < 2; s++) {
+        int rc = wait_exit(pid[s]);
+        char *text = slurp(log[s]);
+        CHECK_MSG(rc == 0, "%s: site %c exited %d:\n%s", name, 'a' + s, rc, text);
+        free(text);
+        snprintf(path, sizeof path, "%s/%c/summary.json", run, 'a' + s);
+        sum[s] = json_load_file(path, 0, NULL);
+        CHECK_MSG(sum[s] != NULL, "no %s", path);
+    }
+    /* every round's anchor the same at both sites */
+    char *text[2];
+    for (int s = 0; s < 2; s++) {
+        snprintf(path, sizeof path, "%s/%c/anchors.jsonl", run, 'a' + s);
+        text[s] = slurp(path);
+    }
+    CHECK_MSG(strcmp(text[0], text[1]) == 0 && text[0][0], "%s: anchors differ:\n%s\n--\n%s", name,
+              text[0], text[1]);
+    int lines = 0;
+    for (const char *c = text[0]; *c; c++) lines += *c == '\n';
+    CHECK_EQ_INT(lines, ROUNDS);
+    free(text[0]);
+    free(text[1]);
+}
+
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : -1.0;
+}
+
+/* outer.catch_up: b, 4x slower, ends each round once a's contribution to it has arrived, so a
+ * does not wait for b's whole round. The same run without it, side by side: a's wait. */
+static void test_catch_up(const char *tmp, const char *endpoint)
+{
+    char cfg[2][1100];
+    snprintf(cfg[0], sizeof cfg[0], "%s/fixed.yaml", tmp);
+    snprintf(cfg[1], sizeof cfg[1], "%s/catch_up.yaml", tmp);
+    write_config(cfg[0], endpoint, "", STEP_MS);
+    write_config(cfg[1], endpoint, ", catch_up: true", STEP_MS);
+    json_t *fixed[2] = {NULL, NULL}, *cu[2] = {NULL, NULL};
+    run_slow(tmp, "fixed", cfg[0], fixed);
+    run_slow(tmp, "catchup", cfg[1], cu);
+    if (!fixed[0] || !fixed[1] || !cu[0] || !cu[1]) goto out;
+    const double total = (double)ROUNDS * H;
+    for (int s = 0; s < 2; s++) {
+        /* every step of the run is trained or skipped, tokens are the steps trained */
+        CHECK_EQ_INT((int64_t)num(cu[s], "steps"), (int64_t)total);
+        CHECK_EQ_INT((int64_t)num(cu[s], "rounds_applied"), ROUNDS);
+        CHECK_EQ_INT((int64_t)(num(cu[s], "steps_trained") + num(cu[s], "steps_skipped")),
+                     (int64_t)total);
+        CHECK_EQ_INT((int64_t)num(cu[s], "tokens"), (int64_t)num(cu[s], "steps_trained") * BATCH);
+        CHECK_EQ_INT((int64_t)num(fixed[s], "steps_skipped"), 0);
+        CHECK_EQ_INT((int64_t)num(fixed[s], "steps_trained"), (int64_t)total);
+        CHECK_EQ_INT((int64_t)num(cu[s], "hash_mismatches"), 0);
+    }
+    double skipped = num(cu[1], "steps_skipped"), cut = num(cu[1], "rounds_cut");
+    double wait_fixed = num(fixed[0], "wait_s"), wait_cu = num(cu[0], "wait_s");
+    fprintf(stderr,
+            "catch-up: b (%sx slower) cut %.0f of %d rounds, skipped %.0f of %.0f steps; a waited "
+            "%.2f s (without catch-up %.2f s), a's utilization %.2f (without %.2f); final loss a "
+            "%.4f / %.4f\n",
+            SLOW, cut, ROUNDS, skipped, total, wait_cu, wait_fixed,
+            num(cu[0], "compute_utilization"), num(fixed[0], "compute_utilization"),
+            num(cu[0], "final_loss"), num(fixed[0], "final_loss"));
+    /* b trains about a quarter of each round: most rounds end early */
+    CHECK_MSG(cut >= ROUNDS / 2 && skipped >= total / 4, "b cut %.0f rounds, skipped %.0f steps",
+              cut, skipped);
+    CHECK_MSG(num(cu[0], "rounds_cut") < cut, "a, the fast site, cut %.0f rounds",
+              num(cu[0], "rounds_cut"));
+    CHECK_MSG(wait_cu < 0.5 * wait_fixed, "a waited %.2f s with catch-up, %.2f s without", wait_cu,
+              wait_fixed);
+    /* the loss still falls as far (b's shorter rounds weigh less; a trains every step) */
+    CHECK_MSG(num(cu[0], "final_loss") >= 0 &&
+                  num(cu[0], "final_loss") < 2.0 * num(fixed[0], "final_loss") + 1e-3,
+              "final loss %.4f with catch-up, %.4f without", num(cu[0], "final_loss"),
+              num(fixed[0], "final_loss"));
+out:
+    for (int s = 0; s < 2; s++) {
+        json_decref(fixed[s]);
+        json_decref(cu[s]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_self = argv[0];
@@ -338,10 +439,11 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(config, sizeof config, "%s/sites.yaml", tmp);
-    write_config(config, etcd.url);
+    write_config(config, etcd.url, "", 0);
     test_against_reference(tmp, config);
     test_count_mismatch(tmp, config);
     test_unknown_site(tmp, config);
+    test_catch_up(tmp, etcd.url);
     gt_wan_etcd_local_stop(&etcd);
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);

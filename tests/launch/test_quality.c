@@ -54,7 +54,11 @@ int main(int argc, char **argv)
      * deadline decides; the same settings with and without the slow site. */
     json_t *fast = launch("fast", "--set outer.deadline_min_ms=20 --set run.rounds=20");
     json_t *slow = launch("slow", "--set outer.deadline_min_ms=20 --set run.rounds=20 --slow c=3");
-    if (!diloco || !syncdp || !avg || !fast || !slow) return GT_TEST_DONE();
+    /* The same slow site with outer.catch_up: it ends each round once a peer's contribution
+     * to it has arrived (fewer steps, its tokens as weight), so it stays in step. */
+    json_t *catchup = launch("catchup", "--set outer.deadline_min_ms=20 --set run.rounds=20 "
+                                        "--slow c=3 --set outer.catch_up=true");
+    if (!diloco || !syncdp || !avg || !fast || !slow || !catchup) return GT_TEST_DONE();
 
     double l_diloco = num(diloco, "eval_loss"), l_sync = num(syncdp, "eval_loss");
     double l_avg = num(avg, "eval_loss");
@@ -102,6 +106,44 @@ int main(int argc, char **argv)
     CHECK(strcmp(json_string_value(json_object_get(
                      json_object_get(json_object_get(slow, "sites"), "c"), "status")),
                  "finished") == 0);
+
+    /* Catch-up: c skipped steps (it ends rounds early), its peers do not wait for it, and its
+     * work reaches the anchors on time instead of late: fewer late folds than without. */
+    json_t *cs = json_object_get(json_object_get(catchup, "sites"), "c");
+    json_t *cc = json_object_get(catchup, "contributions");
+    double extra_cu = 0;
+    for (int i = 0; i < 2; i++)
+        extra_cu += site_num(catchup, peers[i], "wait_s") - site_num(fast, peers[i], "wait_s");
+    fprintf(stderr,
+            "catch-up: c skipped %.0f steps in %.0f rounds cut short (trained %.0f); the peers "
+            "waited %+.2f s against the run without the slow site (%+.2f s without catch-up); "
+            "%.0f on time, %.0f late, %.0f open at the end (without: %.0f, %.0f, %.0f); goodput "
+            "%.3f (without %.3f); held-out loss %.4f (no slow site %.4f, slow without catch-up "
+            "%.4f)\n",
+            num(cs, "steps_skipped"), num(cs, "rounds_cut"), num(cs, "steps_trained"), extra_cu,
+            extra, num(cc, "on_time"), num(cc, "late"), num(cc, "open_at_end"), num(c, "on_time"),
+            num(c, "late"), num(c, "open_at_end"), num(catchup, "goodput"), num(slow, "goodput"),
+            num(catchup, "eval_loss"), num(fast, "eval_loss"), num(slow, "eval_loss"));
+    CHECK_MSG(num(cs, "steps_skipped") > 0 && num(cs, "rounds_cut") > 0,
+              "c skipped %.0f steps, cut %.0f rounds", num(cs, "steps_skipped"),
+              num(cs, "rounds_cut"));
+    CHECK_MSG(extra_cu < 0.10 * base, "the peers waited %.2f s more beside the slow site",
+              extra_cu);
+    /* c's work reaches the anchors instead of being stranded at the end (open_at_end: c's
+     * rounds the others had finished), so goodput rises. With a 20 ms deadline floor c's
+     * contributions, a slow step behind the first, are often late (folded) either way. */
+    CHECK_MSG(num(cc, "open_at_end") < num(c, "open_at_end"),
+              "contributions open at the end: %.0f with catch-up, %.0f without",
+              num(cc, "open_at_end"), num(c, "open_at_end"));
+    CHECK_MSG(num(catchup, "goodput") > num(slow, "goodput"),
+              "goodput %.3f with catch-up, %.3f "
+              "without",
+              num(catchup, "goodput"), num(slow, "goodput"));
+    CHECK_EQ_INT((long long)num(cc, "dropped"), 0);
+    CHECK_MSG(num(catchup, "eval_loss") < 1.05 * num(fast, "eval_loss"),
+              "held-out loss %.4f with catch-up beside the slow site, %.4f without a slow site",
+              num(catchup, "eval_loss"), num(fast, "eval_loss"));
+    json_decref(catchup);
     json_decref(diloco);
     json_decref(syncdp);
     json_decref(avg);

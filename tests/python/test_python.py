@@ -126,6 +126,31 @@ def test_two_sites(tmp):
           "two: hash checks %d, mismatches %d" % (s["hash_checks"], s["hash_mismatches"]))
 
 
+def test_catch_up(tmp):
+    """outer.catch_up through the Python package: b, 4x slower, ends its rounds once a's
+    contribution has arrived; the trainer loops `while not diloco.done`."""
+    rounds, H = 6, 20
+    run, _ = launch(tmp, "catchup", write_config(tmp, "catchup", 2, rounds, H),
+                    extra=("--slow", "b=4", "--set", "outer.catch_up=true",
+                           "--set", "inner.emulated_step_ms=10"))
+    s = load(os.path.join(run, "summary.json"))
+    a, b = anchors(run, "a"), anchors(run, "b")
+    check(len(a) == rounds and a == b, "catchup: anchors differ or missing: %s %s" % (a, b))
+    for name in "ab":
+        site = s["sites"][name]
+        check(site["status"] == "finished" and site["rounds_applied"] == rounds,
+              "catchup: site %s %s" % (name, site))
+        check(site["steps_trained"] + site["steps_skipped"] == rounds * H and
+              site["tokens"] == site["steps_trained"] * 32,
+              "catchup: site %s trained %d, skipped %d, tokens %d" %
+              (name, site["steps_trained"], site["steps_skipped"], site["tokens"]))
+    sb = s["sites"]["b"]
+    print("catchup: b trained %d steps, skipped %d in %d rounds cut short" %
+          (sb["steps_trained"], sb["steps_skipped"], sb["rounds_cut"]))
+    check(sb["rounds_cut"] >= rounds // 2 and sb["steps_skipped"] > 0,
+          "catchup: b cut %d rounds" % sb["rounds_cut"])
+
+
 DETERMINISTIC = """run: {name: py-resume, rounds: 6, log_every: 5, seed: 5}
 inner: {steps: 10}
 outer: {overlap_steps: 2, late: drop, quorum: 1, deadline_min_ms: 60000, deadline_max_ms: 120000}
@@ -245,7 +270,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="gt-python-")
     only = os.environ.get("GT_PYTHON_ONLY")
     for name, fn in (("two_sites", test_two_sites), ("kill", test_kill), ("join", test_join),
-                     ("resume", test_resume), ("errors", test_errors)):
+                     ("catch_up", test_catch_up), ("resume", test_resume), ("errors", test_errors)):
         if not only or name in only:
             fn(tmp)
     if FAILURES:

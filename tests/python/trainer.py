@@ -39,8 +39,8 @@ def main():
     try:
         with geotrain.DiLoCo(model, opt, config=args.config, site=args.site) as diloco:
             first = None
-            for k in range(diloco.total_steps):
-                step = diloco.first_step + k
+            while not diloco.done:  # (with outer.catch_up a round may end early)
+                step = diloco.step_count
                 g = torch.Generator().manual_seed(7919 * diloco.site_index + step)
                 x = torch.randn(32, 16, generator=g)
                 y = torch.tanh(0.3 * (x @ w_true)).unsqueeze(1)
