@@ -388,7 +388,8 @@ fail:
 
 /* outer.catch_up (docs/diloco.md#catching-up): the round this step trains for ends now when a
  * peer has already submitted it (or a later one), or its result has begun to arrive — this site
- * is behind the first of its peers. The step counter jumps to the round's end, so the submit
+ * is behind the first of its peers — and more of it is left than half the overlap would hide.
+ * The step counter jumps to the round's end, so the submit
  * happens at once, its weight the tokens trained; the schedule (r·H + τ) stays as it is, and
  * the skipped steps are counted. The site's ranks decide together. */
 static gt_status_t catch_up(gt_diloco_t *d)
@@ -402,7 +403,12 @@ static gt_status_t catch_up(gt_diloco_t *d)
         if (v > seen) seen = v;
     }
     pthread_mutex_unlock(&d->lock);
-    uint64_t end = seen > r;
+    /* The first peer to submit round r trains τ more steps before it needs r's result: steps
+     * of ours that fit in half of that (the other half for the exchange) cost it nothing, so a
+     * site a step or two behind an equal peer finishes its round. One round or more behind, or
+     * with τ = 0 (the peer waits at once), it ends now. */
+    uint64_t left = (r + 1) * H - step;
+    uint64_t end = seen > r + 1 || (seen == r + 1 && (d->tau == 0 || left > d->tau / 2));
     if (d->ranks > 1) {
         gt_status_t st = dl_allreduce(d, &end, 1, GT_DILOCO_OP_MAX);
         if (st != GT_OK) return st;

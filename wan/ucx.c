@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucp/api/ucp.h>
 
 #define UCX_AM_ID          7u
@@ -385,6 +386,19 @@ static void ucx_destroy(void *ctx)
     ucx_ctx_t *c = ctx;
     if (!c) return;
     while (c->eps) ucx_close(c->eps, 1);
+    /* UCX 1.13 aborts in ucp_worker_destroy (an assertion in ucp_request_send_state_ff, removed
+     * upstream by openucx/ucx#8175) when a wireup reply is still pending on one of the worker's
+     * internal endpoints — a peer setting up its connection to us as we leave (seen under
+     * chaos: a joiner frozen past its lease, then leaving). Progress until the worker is idle
+     * for 20 ms (at most 300 ms) so such a message goes out or fails first. */
+    uint64_t now = gt_time_ns(), end = now + 300000000ull, idle_from = now;
+    while (now < end && now - idle_from < 20000000ull) {
+        if (ucp_worker_progress(c->worker))
+            idle_from = gt_time_ns();
+        else
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        now = gt_time_ns();
+    }
     ucx_report_done(c);
     if (c->addr) ucp_worker_release_address(c->worker, c->addr);
     ucp_worker_destroy(c->worker);

@@ -757,8 +757,37 @@ static void test_join_late(void)
     teardown(n);
 }
 
+/* gt_wan_outer_peer_next (outer.catch_up's signal): 1 + the highest round another site was seen
+ * to submit — its own DELTA, not this site's, and a RESULT means its round closed. */
+static void test_peer_next(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[s]), 0);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 0, g_delta[0], 10, 0, g_now), GT_OK);
+    pump(); /* site 0's deltas reach the owners of its chunks, itself included */
+    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[0]), 0); /* its own submit is not a peer's */
+    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[1]), 1);
+    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[2]), 1);
+    for (uint32_t s = 1; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 10, 0, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[s]), 1);
+    /* site 1 goes on to round 1 alone: the others see a peer one round ahead */
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 1, g_delta[1], 10, 0, g_now), GT_OK);
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[0]), 2);
+    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[1]), 1);
+    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[2]), 2);
+    teardown(n);
+}
+
 int main(void)
 {
+    test_peer_next();
     test_mean_exact();
     test_int8_identical_and_close();
     test_nan_and_clip();
