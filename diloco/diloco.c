@@ -288,6 +288,28 @@ static void leave(gt_diloco_t *d, gt_status_t result)
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
+        /* A straggler's contribution to the last round, which this site closed without it, may
+         * be on its way: read it (it is counted, late or open at the end) rather than leave it
+         * unread in a socket buffer. Bounded by deadline_max_ms; a site that leaves the view
+         * is no longer waited for. */
+        uint64_t bound = (uint64_t)d->cfg->outer.deadline_max_ms * 1000000ull, t1 = gt_time_ns();
+        for (int said = 0; !d->sync_dp && !d->wan_error;) {
+            uint32_t missing = 0;
+            pthread_mutex_lock(&d->lock);
+            for (uint32_t e = 0; e < d->n_eng; e++)
+                missing += gt_wan_outer_final_missing(d->outers[e]);
+            pthread_mutex_unlock(&d->lock);
+            if (!missing || gt_time_ns() - t1 > bound) break;
+            if (!said && gt_time_ns() - t1 > 1000000000ull) {
+                GT_INFO(
+                    "site %s: finished; waiting up to %.0f s for %u contribution(s) to the last "
+                    "round still on their way",
+                    d->name, bound * 1e-9, missing);
+                said = 1;
+            }
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
     }
     dl_stop_thread(d);
     if (!d->t_train_end && d->t_train) d->t_train_end = gt_time_ns();

@@ -156,7 +156,11 @@ struct gt_wan_outer {
                                                      a round counts once, not once a chunk */
     uint8_t heard[GT_WAN_OUTER_MAX_SITES];        /* a contribution of the site arrived here */
     uint64_t peer_next; /* 1 + the highest round a peer's DELTA or a RESULT arrived for */
-    uint8_t *scratch;   /* frame buffer */
+    /* The run's last round, per chunk: the sites whose contribution to it arrived here (bit s),
+     * and whether this site closed it (gt_wan_outer_final_missing). */
+    uint64_t *final_from;
+    uint8_t *final_closed;
+    uint8_t *scratch; /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
@@ -273,11 +277,13 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     o->result_residual = calloc(o->n, sizeof(float));
     o->closed_upto = malloc(nc * sizeof *o->closed_upto);
     o->closed_due = calloc(nc, sizeof *o->closed_due);
+    o->final_from = calloc(nc, sizeof *o->final_from);
+    o->final_closed = calloc(nc, sizeof *o->final_closed);
     o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
     o->xbuf = malloc(o->max_chunk * sizeof(float));
     GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->closed_due &&
-                        o->scratch && o->xbuf,
+                        o->final_from && o->final_closed && o->scratch && o->xbuf,
                     st, GT_ERR_NOMEM, fail, "outer: out of memory");
     for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
     for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
@@ -340,6 +346,8 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
     free(o->result_residual);
     free(o->closed_upto);
     free(o->closed_due);
+    free(o->final_from);
+    free(o->final_closed);
     free(o->scratch);
     free(o->xbuf);
     gt_cmp_destroy(o->codec);
@@ -617,6 +625,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
     int ok[GT_WAN_OUTER_MAX_SITES];
     uint32_t n_ok = 0;
     qsort(a->c, a->n, sizeof a->c[0], cmp_sender); /* arrival order must not matter */
+    if (a->round == o->last_round) o->final_closed[a->chunk] = 1;
     for (uint32_t i = 0; i < a->n; i++) {
         double s = 0;
         ok[i] = 1;
@@ -885,6 +894,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         free(x);
         return bad(o, m, "forwarded from an unknown site");
     }
+    if (m->round == o->last_round && sender < 64) o->final_from[c] |= 1ull << sender;
     /* A forwarded contribution is late by construction: its round is the one it folds into. */
     int late = forwarded || (int64_t)round <= o->closed_upto[c];
     if (late) {
@@ -1410,6 +1420,18 @@ void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p)
     stats_p->open = 0;
     for (size_t i = 0; i < o->n_aggs; i++)
         if (o->aggs[i].used && !o->aggs[i].closed) stats_p->open += o->aggs[i].n;
+}
+
+uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o)
+{
+    uint32_t n = 0;
+    if (o->last_round == UINT64_MAX) return 0;
+    for (size_t c = 0; c < o->layout->n_chunks; c++) {
+        if (!o->final_closed[c]) continue;
+        for (uint32_t s = 0; s < o->p.n_sites && s < 64; s++)
+            if (active(o, s, o->last_round) && !(o->final_from[c] >> s & 1)) n++;
+    }
+    return n;
 }
 
 void gt_wan_outer_set_last_round(gt_wan_outer_t *o, uint64_t round)
