@@ -25,26 +25,29 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: geotrain bench chaos [--config FILE] [--seed S] [--mtbf-rounds M ...]\n"
-            "                            [--run-dir DIR] [--set KEY=VALUE ...] [--slow F]\n"
-            "                            [--chaos-round-s S] [--json]\n\n"
-            "Runs FILE (default bench/chaos.yaml) under `geotrain launch --chaos S` (default\n"
-            "seed 1) for each failure rate M (mean rounds between failures of one site;\n"
-            "repeatable; default 20 and 5), once as DiLoCo and once with outer.mode=sync-dp\n"
-            "(a failing site stops every site and the run restarts from its last checkpoint,\n"
-            "run.checkpoint_every). Prints one line per run: goodput (summary.json: tokens in\n"
-            "the final anchor over what every site could have trained at its measured speed in\n"
-            "the run's wall time), hash mismatches, contributions counted by the owners (on\n"
-            "time, late, dropped, open at the end), the token ledger (tokens the sites\n"
-            "submitted, tokens in applied results, the difference: lost), faults drawn and\n"
-            "skipped, sync-dp's whole-run restarts, held-out loss and wall time. --set applies\n"
-            "to every run; --slow F makes every site's steps F times slower (launch --slow:\n"
-            "sleeps, so rounds get long against the lease without the sites fighting over this\n"
-            "machine's cores; the measured speed is the slowed one). --chaos-round-s S places\n"
-            "the schedule's link cuts on the emulation clock (launch --chaos-round-s; default 3,\n"
-            "bench/chaos.yaml's rounds with --slow 20; 0: no cuts). Run directories go under\n"
-            "DIR (default runs/bench-chaos-TIME) and are kept; --json prints JSON lines only.\n");
+    fprintf(
+        out,
+        "usage: geotrain bench chaos [--config FILE] [--seed S] [--mtbf-rounds M ...]\n"
+        "                            [--run-dir DIR] [--set KEY=VALUE ...] [--slow F]\n"
+        "                            [--chaos-round-s S] [--json]\n\n"
+        "Runs FILE (default bench/chaos.yaml) under `geotrain launch --chaos S` (default\n"
+        "seed 1) for each failure rate M (mean rounds between failures of one site;\n"
+        "repeatable; default 20 and 5), once as DiLoCo and once with outer.mode=sync-dp\n"
+        "(a failing site stops every site and the run restarts from its last checkpoint,\n"
+        "run.checkpoint_every). Prints one line per run: goodput (summary.json: tokens in\n"
+        "the final anchor over what every site could have trained at its measured speed in\n"
+        "the run's wall time) and goodput_bound (the most the schedule's faults leave:\n"
+        "a kill's rounds down, a SIGSTOP's seconds and a slowdown's lost speed taken\n"
+        "out of every site's whole run), hash mismatches, contributions counted by the owners (on\n"
+        "time, late, dropped, open at the end), the token ledger (tokens the sites\n"
+        "submitted, tokens in applied results, the difference: lost), faults drawn and\n"
+        "skipped, sync-dp's whole-run restarts, held-out loss and wall time. --set applies\n"
+        "to every run; --slow F makes every site's steps F times slower (launch --slow:\n"
+        "sleeps, so rounds get long against the lease without the sites fighting over this\n"
+        "machine's cores; the measured speed is the slowed one). --chaos-round-s S places\n"
+        "the schedule's link cuts on the emulation clock (launch --chaos-round-s; default 3,\n"
+        "bench/chaos.yaml's rounds with --slow 20; 0: no cuts). Run directories go under\n"
+        "DIR (default runs/bench-chaos-TIME) and are kept; --json prints JSON lines only.\n");
 }
 
 static double jnum(json_t *o, const char *k)
@@ -174,7 +177,7 @@ int gt_bench_chaos(int argc, char **argv)
     static const char *const modes[2] = {"diloco", "sync-dp"};
     int rc = 0;
     for (size_t k = 0; k < n_mtbf; k++) {
-        double g[2] = {NAN, NAN};
+        double g[2] = {NAN, NAN}, b0 = NAN;
         for (int m = 0; m < 2; m++) {
             char cmd[16384], run[PATH_MAX + 64], path[PATH_MAX + 96];
             snprintf(run, sizeof run, "%s/%s-mtbf%g", dir, modes[m], mtbf[k]);
@@ -218,6 +221,11 @@ int gt_bench_chaos(int argc, char **argv)
                 (json_int_t)atoll(seed), "eval_loss",
                 isfinite(jnum(sum, "eval_loss")) ? json_real(jnum(sum, "eval_loss")) : json_null(),
                 "wall_s", jnum(sum, "wall_s"), "finished", r == 0);
+            double bound = jnum(sum, "goodput_bound");
+            if (o)
+                json_object_set_new(o, "goodput_bound",
+                                    isfinite(bound) ? json_real(bound) : json_null());
+            if (m == 0) b0 = bound;
             char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(5)) : NULL;
             if (text) printf("%s\n", text);
             fflush(stdout);
@@ -226,8 +234,9 @@ int gt_bench_chaos(int argc, char **argv)
             json_decref(sum);
         }
         if (!json)
-            printf("# one failure per site per %g rounds: goodput DiLoCo %.3f, sync-dp %.3f\n",
-                   mtbf[k], g[0], g[1]);
+            printf("# one failure per site per %g rounds: goodput DiLoCo %.3f, sync-dp %.3f "
+                   "(the schedule's faults leave at most %.3f)\n",
+                   mtbf[k], g[0], g[1], b0);
     }
     return rc;
 }

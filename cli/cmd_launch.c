@@ -130,7 +130,10 @@ static void usage(FILE *out)
             "                     contributions on time/late/dropped/rejected; hash checks;\n"
             "                     goodput: tokens whose gradients reached the final anchor\n"
             "                     over what every site could have trained at its measured\n"
-            "                     speed in the run's wall time (docs/diloco.md#goodput)\n"
+            "                     speed in the run's wall time (docs/diloco.md#goodput);\n"
+            "                     with --chaos, goodput_bound: the most the schedule's faults\n"
+            "                     leave (a kill's rounds down, a SIGSTOP's seconds, a\n"
+            "                     slowdown's lost speed), whatever the protocol does\n"
             "\n"
             "Options:\n"
             "  --run-dir DIR        the run directory\n"
@@ -567,6 +570,11 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         gt_chaos_goodput(run_dir, names, cfg->n_sites,
                          (uint64_t)cfg->run.rounds * (sync ? cfg->inner.steps : 1), t_first_unix,
                          out);
+        double gw = jnum(out, "goodput_wall_s");
+        if (g_n_chaos && isfinite(gw) && gw > 0)
+            json_object_set_new(out, "goodput_bound",
+                                json_real(gt_chaos_bound(g_chaos, g_n_chaos, cfg->n_sites,
+                                                         cfg->run.rounds, gw / cfg->run.rounds)));
         json_object_set_new(out, "whole_run_restarts", json_integer(whole_restarts));
         json_object_set_new(out, "chaos_skipped", json_integer(chaos_skipped));
     }
@@ -594,6 +602,10 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                    "have trained in %.1f s\n",
                    json_number_value(g), jnum(out, "tokens_in_anchor"),
                    jnum(out, "tokens_possible"), jnum(out, "goodput_wall_s"));
+        if (json_is_number(json_object_get(out, "goodput_bound")))
+            printf("  goodput_bound %.4f: the most the chaos schedule's faults leave, whatever "
+                   "the protocol does\n",
+                   jnum(out, "goodput_bound"));
     }
     json_decref(out);
     return rc;

@@ -316,3 +316,22 @@ out:
     json_decref(speeds);
     free(tok);
 }
+
+double gt_chaos_bound(const gt_chaos_ev_t *ev, size_t n, uint32_t n_sites, uint32_t rounds,
+                      double round_s)
+{
+    if (!n_sites || !rounds) return 1.0;
+    double lost = 0; /* site-rounds */
+    for (size_t i = 0; i < n; i++) {
+        const gt_chaos_ev_t *e = &ev[i];
+        if (!e->begun_ns) continue; /* never fired, or skipped */
+        if (e->kind == GT_CHAOS_KILL)
+            lost += (double)(e->until - e->at);
+        else if (e->kind == GT_CHAOS_STOP && round_s > 0)
+            lost += e->stop_s / round_s;
+        else if (e->kind == GT_CHAOS_SLOW && e->factor > 1)
+            lost += (double)(e->until - e->at) * (1.0 - 1.0 / e->factor);
+    }
+    double b = 1.0 - lost / ((double)n_sites * rounds);
+    return b < 0 ? 0 : b;
+}

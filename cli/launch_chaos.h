@@ -81,6 +81,12 @@ size_t gt_chaos_cut_sets(const gt_chaos_ev_t *ev, size_t n, const struct gt_topo
  * tokens_possible, goodput_wall_s and speeds to `summary`. rounds: the rounds of the run's
  * anchors.jsonl (sync-dp: steps); t_first_unix: the earliest training start the launcher saw
  * (0: take it from the sites' summaries). */
+/* The most goodput the schedule allows whatever the protocol does: 1 − (site-rounds the faults
+ * take themselves: a kill's rounds until its restart, a SIGSTOP's seconds over round_s, a
+ * slowdown's (1 − 1/factor) of its rounds) / (n_sites × rounds). Cuts and etcd faults take
+ * nothing by themselves. Skipped events (state 2 without begun_ns) are left out. */
+double gt_chaos_bound(const gt_chaos_ev_t *ev, size_t n, uint32_t n_sites, uint32_t rounds,
+                      double round_s);
 void gt_chaos_goodput(const char *run_dir, const char *const *names, uint32_t n_sites,
                       uint64_t rounds, double t_first_unix, json_t *summary);
 

@@ -15,7 +15,7 @@
 #    tokens in results than the sites submitted for those rounds (nothing counted twice), and
 #    what was submitted but is in no result is at most what the killed or frozen sites had in
 #    flight;
-#  - goodput in (0, 1].
+#  - goodput and goodput_bound in (0, 1].
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-chaos-XXXXXX)
@@ -88,6 +88,8 @@ for s in sites:
 assert tot["hash_mismatches"] == 0, f"hash mismatches: {tot['hash_mismatches']}"
 g = tot.get("goodput")
 assert g is not None and 0 < g <= 1, f"goodput {g}"
+gb = tot.get("goodput_bound")  # what the schedule's faults leave, whatever the protocol does
+assert gb is not None and 0 < gb <= 1, f"goodput_bound {gb}"
 # I1 across sites, and the token ledger
 hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
 last_two = collections.defaultdict(list)
@@ -117,7 +119,7 @@ kills = [e for e in plan["events"] if e["kind"] in ("kill", "stop")]
 bound = sum(2 * max(last_two[e["site"]]) for e in kills) + 1
 assert lost <= bound, f"{lost} submitted tokens are in no result (bound {bound})"
 c = tot["contributions"]
-print(f"ok: {len(plan['events'])} faults, goodput {g:.4f}, {cr:.0f} of {cs:.0f} submitted tokens in "
+print(f"ok: {len(plan['events'])} faults, goodput {g:.4f} (bound {gb:.4f}), {cr:.0f} of {cs:.0f} submitted tokens in "
       f"results ({lost:.0f} lost with killed sites), contributions {c}, "
       f"restarted late and stopped: {stopped_late}")
 PY
