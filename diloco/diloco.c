@@ -418,7 +418,11 @@ static gt_status_t catch_up(gt_diloco_t *d)
 {
     uint64_t H = d->H, step = d->step;
     if (step % H == 0 || step >= d->total) return GT_OK; /* the round ends here anyway */
-    uint64_t r = step / H, seen = 0;
+    uint64_t r = step / H, seen = 0, K = d->cfg->run.checkpoint_every;
+    /* A round whose step r·H + τ is a checkpoint's (run.checkpoint_every: r a multiple of it)
+     * ends no sooner than right after that step, so every site saves it: a resume needs a
+     * step all sites have. */
+    if (K && r > 0 && r % K == 0 && step <= r * H + d->tau) return GT_OK;
     pthread_mutex_lock(&d->lock);
     for (uint32_t e = 0; e < d->n_eng; e++) {
         uint64_t v = gt_wan_outer_peer_next(d->outers[e]);
