@@ -3,6 +3,7 @@
  *  - DiLoCo's final loss is within 3% of synchronous data parallelism's on the same tokens
  *    (both run by geotrain: outer.mode diloco vs sync-dp);
  *  - the outer Nesterov step beats plain averaging of the sites' parameters;
+ *  - streaming DiLoCo with 4 fragments ends within 1% of one fragment's loss;
  *  - a site slowed 3x slows the others by less than 10%.
  * The losses are the final anchor's mean cross-entropy on held-out batches (summary.json
  * eval_loss), printed so a reader sees the numbers behind each verdict. */
@@ -21,7 +22,8 @@ static json_t *launch(const char *name, const char *extra)
     snprintf(run, sizeof run, "%s/%s", g_tmp, name);
     snprintf(cmd, sizeof cmd,
              "%s launch %s/tests/launch/three_sites.yaml --run-dir %s --set wan.transport=%s "
-             "--set run.rounds=15 --set inner.steps=20 --set wan.emulation.enabled=false %s",
+             "--set run.rounds=15 --set inner.steps=20 --set wan.emulation.enabled=false "
+             "--set wan.lanes=4 %s",
              cli, src, run, g_transport, extra);
     int rc = gt_test_run(cmd, &out);
     CHECK_MSG(rc == 0, "%s exited %d:\n%s", cmd, rc, out ? out : "");
@@ -50,6 +52,8 @@ int main(int argc, char **argv)
     json_t *diloco = launch("diloco", "");
     json_t *syncdp = launch("syncdp", "--set outer.mode=sync-dp");
     json_t *avg = launch("average", "--set outer.optimizer=average");
+    /* Streaming DiLoCo: 4 fragments, each synced H/4 steps after the previous. */
+    json_t *frag = launch("fragments", "--set outer.fragments=4");
     /* Straggler runs: a deadline floor short against a round (20 steps), so the adaptive
      * deadline decides; the same settings with and without the slow site. */
     json_t *fast = launch("fast", "--set outer.deadline_min_ms=20 --set run.rounds=20");
@@ -58,7 +62,7 @@ int main(int argc, char **argv)
      * to it has arrived (fewer steps, its tokens as weight), so it stays in step. */
     json_t *catchup = launch("catchup", "--set outer.deadline_min_ms=20 --set run.rounds=20 "
                                         "--slow c=3 --set outer.catch_up=true");
-    if (!diloco || !syncdp || !avg || !fast || !slow || !catchup) return GT_TEST_DONE();
+    if (!diloco || !syncdp || !avg || !frag || !fast || !slow || !catchup) return GT_TEST_DONE();
 
     double l_diloco = num(diloco, "eval_loss"), l_sync = num(syncdp, "eval_loss");
     double l_avg = num(avg, "eval_loss");
@@ -71,6 +75,12 @@ int main(int argc, char **argv)
     CHECK_MSG(fabs(l_diloco - l_sync) <= 0.03 * l_sync, "DiLoCo %.4f vs sync-dp %.4f: gap %.1f%%",
               l_diloco, l_sync, 100 * fabs(l_diloco - l_sync) / l_sync);
     CHECK_MSG(l_diloco < l_avg, "Nesterov %.4f does not beat averaging %.4f", l_diloco, l_avg);
+    double l_frag = num(frag, "eval_loss");
+    fprintf(stderr, "held-out loss with 4 streaming fragments %.4f (1 fragment %.4f: %+.2f%%)\n",
+            l_frag, l_diloco, 100 * (l_frag - l_diloco) / l_diloco);
+    CHECK_MSG(fabs(l_frag - l_diloco) <= 0.01 * l_diloco, "4 fragments %.4f vs 1 %.4f: gap %.2f%%",
+              l_frag, l_diloco, 100 * fabs(l_frag - l_diloco) / l_diloco);
+    json_decref(frag);
     CHECK(num(syncdp, "wan_bytes_sent") > 10 * num(diloco, "wan_bytes_sent"));
     json_t *dc = json_object_get(diloco, "contributions");
     fprintf(stderr, "DiLoCo contributions: %.0f on time, %.0f late\n", num(dc, "on_time"),
