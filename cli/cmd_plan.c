@@ -400,6 +400,7 @@ static int build(const inputs_t *in, codec_t *c, uint64_t H, uint64_t tau, gt_pl
     m->deadline_max_s = cfg->outer.deadline_max_ms * 1e-3;
     m->deadline_mad_k = cfg->outer.deadline_mad_k;
     m->late_fold = cfg->outer.late == GT_LATE_FOLD;
+    m->catch_up = cfg->outer.catch_up;
     m->hop_s = cfg->plan.hop_ms * 1e-3;
     m->frame_bytes = FRAME_BYTES;
     m->frame_overhead =
@@ -985,11 +986,6 @@ int gt_cmd_plan(int argc, char **argv)
         for (uint32_t s = 0; s < in.S; s++)
             printf("  site %-12s %.4g tokens/s (%s per step)\n", cfg->sites[s].name,
                    in.tokens_per_s[s], human_time(in.t_step[s], t1, sizeof t1));
-        if (cfg->outer.catch_up)
-            printf("  note: outer.catch_up is on, and this model does not end rounds early: it\n"
-                   "  models fixed rounds, so beside a slower site its utilization and loss of\n"
-                   "  the slow site's work are worse than the run will see "
-                   "(docs/diloco.md#catching-up)\n");
         for (int k = 0; k < n_codecs; k++)
             printf("  codec %-16s encode %.3g GB/s, decode %.3g GB/s per encoder (x%u)%s\n",
                    codecs[k].name, codecs[k].enc_gbps / 1e9, codecs[k].dec_gbps / 1e9, in.encoders,

@@ -44,6 +44,12 @@ typedef struct {
     double block_start;
     double compute_s, local_s, wait_s, t_end;
     double bytes;
+    /* catch_up: the compute toward `target` began at t0; gen invalidates the EV_RESUME of a
+     * milestone a cut replaced; submit_due: a cut round's submit waits for the apply before it */
+    double t0, skipped;
+    uint64_t gen;
+    int submit_due;
+    double steady_c0, steady_c1; /* compute_s at the steady window's first and last submit */
 } site_t;
 
 typedef struct {
@@ -88,7 +94,8 @@ typedef struct {
     double steady_bytes, steady_link[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
     double steady_site[GT_PLAN_MAX_SITES];
     double on_time, late;
-    double acks, steady_acks; /* acknowledgement bytes, whole window and steady part */
+    double acks, steady_acks;              /* acknowledgement bytes, whole window and steady part */
+    uint64_t peer_next[GT_PLAN_MAX_SITES]; /* outer.c peer_next, per site (catch_up) */
     gt_plan_result_t *res;
 } sim_t;
 
@@ -298,9 +305,15 @@ static int progress(sim_t *s, uint32_t o, size_t c, double t)
 }
 
 /* outer.c on_delta at owner o, after decoding, at time t. */
+static int maybe_cut(sim_t *s, uint32_t i, double t);
+
 static int on_delta(sim_t *s, uint32_t from, uint32_t o, size_t c, uint64_t q, double t)
 {
     if (!s->alive[o]) return 0; /* sent to a site that has left: re-sent on the view change */
+    if (from != o && q + 1 > s->peer_next[o]) { /* outer.c peer_next (catch_up's signal) */
+        s->peer_next[o] = q + 1;
+        if (maybe_cut(s, o, t) != 0) return -1;
+    }
     int64_t done = s->closed_upto[o * s->C + c];
     int late = (int64_t)q <= done;
     int after_deadline = late && !((int64_t)q == done && t <= s->closed_due[o * s->C + c]);
@@ -332,6 +345,12 @@ static int on_delta(sim_t *s, uint32_t from, uint32_t o, size_t c, uint64_t q, d
 /* ---- sites ---- */
 
 static int site_step(sim_t *s, uint32_t i, double t);
+
+/* The site's next step of its state machine at time t (a cut bumps gen: older ones are void). */
+static int resume(sim_t *s, uint32_t i, double t)
+{
+    return push(s, t, EV_RESUME, i, i, 0, s->site[i].gen);
+}
 
 /* Compute seconds of steps [0, k): the replayed trace where it reaches, t_step past it. */
 static double compute_upto(const gt_plan_site_t *ps, uint64_t k)
@@ -374,12 +393,46 @@ static int try_apply(sim_t *s, uint32_t i, uint64_t q, double t)
         s->applied[i * s->Q + q] = 1;
         st->pending = -1;
         st->phase = PH_APPLIED;
-        return push(s, t + ps->t_apply, EV_RESUME, i, i, 0, 0);
+        return resume(s, i, t + ps->t_apply);
     }
     st->phase = PH_BLOCKED;
     st->blocked = (int64_t)q;
     st->block_start = t;
     return 0;
+}
+
+/* diloco.c catch_up: site i, computing toward its milestone, ends its round at the first step
+ * boundary after t when a peer has submitted that round or a later one (peer_next) and more
+ * than τ/2 of its steps are left (any, with τ = 0, or a whole round behind): the compute stops
+ * there, the steps to the round's end are skipped, and the submit follows (after the apply of
+ * the previous round when its τ-th step had not come yet). Checkpoints are not modelled. */
+static int maybe_cut(sim_t *s, uint32_t i, double t)
+{
+    site_t *st = &s->site[i];
+    const gt_plan_site_t *ps = &s->m->sites[i];
+    const uint64_t H = s->m->H, tau = s->m->tau;
+    if (!s->m->catch_up || st->phase != PH_MILESTONE) return 0;
+    double base = compute_upto(ps, st->step), el = t - st->t0;
+    uint64_t lo = st->step + 1, hi = st->target; /* the first x with compute(x) >= el */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (compute_upto(ps, mid) - base >= el)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    uint64_t x = lo;
+    /* past the milestone, or the round's end anyway: nothing to cut (at an apply milestone
+     * itself diloco.c cuts: the apply then comes with the submit) */
+    if (x > st->target || x % H == 0) return 0;
+    uint64_t r = x / H, left = (r + 1) * H - x, seen = s->peer_next[i];
+    if (!(seen > r + 1 || (seen == r + 1 && (tau == 0 || left > tau / 2)))) return 0;
+    double t_cut = st->t0 + (compute_upto(ps, x) - base);
+    st->compute_s -= compute_upto(ps, st->target) - compute_upto(ps, x);
+    st->skipped += (double)((r + 1) * H - x);
+    st->target = (r + 1) * H;
+    st->gen++;
+    return resume(s, i, t_cut);
 }
 
 static int site_step(sim_t *s, uint32_t i, double t)
@@ -397,6 +450,12 @@ static int site_step(sim_t *s, uint32_t i, double t)
     }
     case PH_APPLIED:
     case PH_COMPUTE: {
+        if (st->submit_due) { /* a round cut short: its submit, after the apply it waited for */
+            st->submit_due = 0;
+            st->local_s += ps->t_enc;
+            st->phase = PH_SUBMIT;
+            return resume(s, i, t + ps->t_enc);
+        }
         if (st->step >= st->total) {
             st->phase = PH_DONE;
             st->t_end = t;
@@ -410,20 +469,29 @@ static int site_step(sim_t *s, uint32_t i, double t)
         double dt = compute_upto(ps, m) - compute_upto(ps, st->step);
         st->compute_s += dt;
         st->target = m;
+        st->t0 = t;
         st->phase = PH_MILESTONE;
-        return push(s, t + dt, EV_RESUME, i, i, 0, 0);
+        if (resume(s, i, t + dt) != 0) return -1;
+        return maybe_cut(s, i, t); /* a peer may be ahead already */
     }
     case PH_MILESTONE:
         st->step = st->target;
+        if (st->step % H == 0 && st->pending >= 0 && (uint64_t)st->pending + 1 < st->step / H) {
+            /* a cut round ended before its τ-th step: the last round first (diloco.c) */
+            st->submit_due = 1;
+            return try_apply(s, i, (uint64_t)st->pending, t);
+        }
         if (st->step % H == 0) {
             st->local_s += ps->t_enc;
             st->phase = PH_SUBMIT;
-            return push(s, t + ps->t_enc, EV_RESUME, i, i, 0, 0);
+            return resume(s, i, t + ps->t_enc);
         }
         return try_apply(s, i, (uint64_t)st->pending, t);
     case PH_SUBMIT: {
         uint64_t r = st->step / H - 1;
         if (r < s->Rs) s->sub_t[i * s->Rs + r] = t;
+        if (r == s->mid) st->steady_c0 = st->compute_s;
+        if (s->Rs >= 2 && r == s->Rs - 2) st->steady_c1 = st->compute_s;
         if (send_deltas(s, i, r, t) != 0) return -1;
         st->pending = (int64_t)r;
         if (tau == 0 || st->step == st->total) return try_apply(s, i, r, t);
@@ -468,7 +536,7 @@ static int handle(sim_t *s, const event_t *e)
     const gt_plan_model_t *m = s->m;
     double t = e->t, bytes = 4.0 * (double)(e->c < s->C ? m->chunks[e->c].count : 0);
     switch (e->type) {
-    case EV_RESUME: return site_step(s, e->a, t);
+    case EV_RESUME: return e->q == s->site[e->a].gen ? site_step(s, e->a, t) : 0;
     case EV_DELTA:
     case EV_RESULT: {
         if (!s->alive[e->b]) return 0;
@@ -486,10 +554,14 @@ static int handle(sim_t *s, const event_t *e)
         *h = 1;
         if ((int64_t)e->q > s->closed_upto[x * s->C + e->c])
             s->closed_upto[x * s->C + e->c] = (int64_t)e->q;
+        if (e->q + 1 > s->peer_next[x]) { /* the round closed: catch_up's signal too */
+            s->peer_next[x] = e->q + 1;
+            if (maybe_cut(s, x, t) != 0) return -1;
+        }
         if (++s->have_n[x * s->Q + e->q] == s->C) {
             s->ready[x * s->Q + e->q] = t;
             if (s->site[x].phase == PH_BLOCKED && s->site[x].blocked == (int64_t)e->q)
-                return push(s, t, EV_RESUME, x, x, 0, 0);
+                return resume(s, x, t);
         }
         return 0;
     }
@@ -555,10 +627,14 @@ int gt_plan_simulate(const gt_plan_model_t *m, gt_plan_result_t *res_p)
         s->alive[i] = 1;
         /* The start check (diloco/state.c): one hello to every peer before the first step. */
         double hello = (m->hello_bytes + m->ack_bytes) * (s->S - 1);
-        s->site[i] = (site_t){PH_COMPUTE, 0, 0, s->Rs * m->H, -1, -1, 0, 0, 0, 0, 0, hello};
+        s->site[i] = (site_t){.phase = PH_COMPUTE,
+                              .total = s->Rs * m->H,
+                              .pending = -1,
+                              .blocked = -1,
+                              .bytes = hello};
         for (uint32_t b = 0; b < s->S; b++)
             if (b != i) res->link_bytes[i][b] += m->hello_bytes + m->ack_bytes;
-        if (push(s, 0.0, EV_RESUME, i, i, 0, 0) != 0) goto out;
+        if (resume(s, i, 0.0) != 0) goto out;
     }
     while (s->n_ev) {
         event_t e = pop(s);
@@ -582,9 +658,14 @@ int gt_plan_simulate(const gt_plan_model_t *m, gt_plan_result_t *res_p)
         r->local_s = st->local_s;
         r->wait_s = st->wait_s;
         r->bytes_sent = st->bytes;
+        r->steps_skipped = st->skipped * (double)m->rounds / (double)s->Rs;
         if (extra > 0 && isfinite(p)) {
-            double round_work = (double)m->H * ps->t_step + ps->t_enc + ps->t_apply;
-            r->compute_s += extra * (double)m->H * ps->t_step;
+            /* compute per round: H steps, or with catch_up what the steady window measured */
+            double per = (double)m->H * ps->t_step;
+            if (m->catch_up && s->Rs >= 2 && s->Rs - 2 > s->mid)
+                per = (st->steady_c1 - st->steady_c0) / (double)(s->Rs - 2 - s->mid);
+            double round_work = per + ps->t_enc + ps->t_apply;
+            r->compute_s += extra * per;
             r->local_s += extra * (ps->t_enc + ps->t_apply);
             r->wait_s += extra * fmax(0.0, p - round_work);
             if (steady_rounds > 0) r->bytes_sent += extra * s->steady_site[i] / steady_rounds;

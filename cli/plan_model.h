@@ -12,7 +12,9 @@
  * result τ steps into round r + 1 and waits only if it is not there yet (the last round is never
  * overlapped). Every directed link is the WAN emulator's model (docs/emulator.md): a token bucket
  * of the link's rate with a burst allowance, then the one-way latency, in order; each message also
- * pays `hop` (the processing the link model leaves out). A site that finishes leaves, and its
+ * pays `hop` (the processing the link model leaves out). With catch_up a site ends its round
+ * at the first step after a peer's DELTA or RESULT of it (or a later round) arrived, when more
+ * than τ/2 steps are left (diloco.c). A site that finishes leaves, and its
  * chunks move to the next live site. Nothing here is a fitted constant: every time comes
  * from a rate or a size the caller passes in (cmd_plan.c says where each comes from).
  *
@@ -72,12 +74,15 @@ typedef struct {
     double ack_bytes;      /* the receiver's acknowledgement of each message, counted as sent
                               by it (at most one per message: the mesh batches them) */
     uint64_t window;       /* rounds simulated at most (the rest extrapolated) */
+    int catch_up;          /* outer.catch_up: a site behind ends its round once a peer's
+                              DELTA or RESULT of it arrived and more than tau/2 steps are left */
 } gt_plan_model_t;
 
 typedef struct {
     double compute_s, local_s, wait_s, train_s; /* the training loop's time, as summary.json */
     double utilization;                         /* compute_s / train_s */
     double bytes_sent;                          /* message payload bytes, as geotrain counts */
+    double steps_skipped;                       /* catch_up: steps its rounds ended early skipped */
 } gt_plan_site_result_t;
 
 typedef struct {

@@ -200,8 +200,43 @@ static void test_extrapolation(void)
     CHECK_EQ_INT(gt_plan_simulate(&m, &r), -1);
 }
 
+static void test_catch_up(void)
+{
+    /* outer.catch_up (diloco.c): site 1 is 3x slower (0.03 s a step, H = 10, τ = 4) and every
+     * round waits for both (deadline 10 s). Without catch-up site 0 waits for site 1's whole
+     * round every round. With it, site 1 ends each round at the first step after site 0's DELTA
+     * arrives (no latency), or at its apply step if that comes first: both sites compute for
+     * the whole run (site 1 about a third of the steps: 200 - skipped, each 0.03 s), and site 0
+     * waits only at the last round (never overlapped), for site 1's step in progress. */
+    gt_plan_model_t m;
+    gt_plan_result_t fixed, cu;
+    base(&m, 0.01, 10, 4, 20);
+    m.sites[1].t_step = 0.03;
+    CHECK_EQ_INT(gt_plan_simulate(&m, &fixed), 0);
+    m.catch_up = 1;
+    CHECK_EQ_INT(gt_plan_simulate(&m, &cu), 0);
+    fprintf(stderr,
+            "catch-up: site 0's utilization %.3f (fixed rounds %.3f), site 1 skipped %.0f of 200 "
+            "steps (fixed %.0f), wait %.3f s\n",
+            cu.sites[0].utilization, fixed.sites[0].utilization, cu.sites[1].steps_skipped,
+            fixed.sites[1].steps_skipped, cu.sites[0].wait_s);
+    CHECK_CLOSE(fixed.sites[1].steps_skipped, 0, 0, 0);
+    CHECK_CLOSE(cu.sites[0].steps_skipped, 0, 0, 0);
+    CHECK_CLOSE(cu.sites[1].compute_s, (200 - cu.sites[1].steps_skipped) * 0.03, 1e-9, 1e-9);
+    CHECK_MSG(fabs(cu.sites[1].compute_s - cu.sites[0].compute_s) <= 2 * 0.03 + 1e-9,
+              "catch-up: site 1 computed %.3f s, site 0 %.3f s", cu.sites[1].compute_s,
+              cu.sites[0].compute_s);
+    CHECK_MSG(fixed.sites[0].utilization < 0.5, "fixed rounds: site 0 busy %.3f",
+              fixed.sites[0].utilization);
+    CHECK_MSG(cu.sites[0].utilization > 0.95, "catch-up: site 0 busy %.3f",
+              cu.sites[0].utilization);
+    CHECK_MSG(cu.sites[0].wait_s <= 0.03 + 1e-9, "catch-up: site 0 waited %.3f s",
+              cu.sites[0].wait_s);
+}
+
 int main(void)
 {
+    test_catch_up();
     test_synchronous();
     test_overlap();
     test_bandwidth();
