@@ -582,7 +582,8 @@ GT_API uint64_t gt_wan_outer_missing_owners(const gt_wan_outer_t *o, uint64_t ro
 GT_API uint64_t gt_wan_outer_peer_next(const gt_wan_outer_t *o);
 /* Contributions to the run's last round (gt_wan_outer_set_last_round) that this site, having
  * closed that round's chunk without them, still expects: one per (chunk it closed, site taking
- * part in the round whose contribution has not arrived). A site that finished waits (bounded)
+ * part in the round whose contribution has not arrived, and whose round before the last has
+ * arrived here: a site further behind is not waited for). A site that finished waits (bounded)
  * for them before it leaves, so a straggler's last contribution is counted, not lost unread. */
 GT_API uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o);
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks

@@ -160,7 +160,8 @@ struct gt_wan_outer {
      * and whether this site closed it (gt_wan_outer_final_missing). */
     uint64_t *final_from;
     uint8_t *final_closed;
-    uint8_t *scratch; /* frame buffer */
+    uint64_t seen_round[GT_WAN_OUTER_MAX_SITES]; /* 1 + the highest round site s sent us */
+    uint8_t *scratch;                            /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
@@ -895,6 +896,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         return bad(o, m, "forwarded from an unknown site");
     }
     if (m->round == o->last_round && sender < 64) o->final_from[c] |= 1ull << sender;
+    if (!forwarded && m->round + 1 > o->seen_round[sender]) o->seen_round[sender] = m->round + 1;
     /* A forwarded contribution is late by construction: its round is the one it folds into. */
     int late = forwarded || (int64_t)round <= o->closed_upto[c];
     if (late) {
@@ -1429,7 +1431,9 @@ uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o)
     for (size_t c = 0; c < o->layout->n_chunks; c++) {
         if (!o->final_closed[c]) continue;
         for (uint32_t s = 0; s < o->p.n_sites && s < 64; s++)
-            if (active(o, s, o->last_round) && !(o->final_from[c] >> s & 1)) n++;
+            if (active(o, s, o->last_round) && !(o->final_from[c] >> s & 1) &&
+                o->seen_round[s] >= o->last_round) /* it sent round last - 1: the last is next */
+                n++;
     }
     return n;
 }
