@@ -411,9 +411,9 @@ fail:
 /* outer.catch_up (docs/diloco.md#catching-up): the round this step trains for ends now when a
  * peer has already submitted it (or a later one), or its result has begun to arrive — this site
  * is behind the first of its peers — and more of it is left than half the overlap would hide.
- * The step counter jumps to the round's end, so the submit
- * happens at once, its weight the tokens trained; the schedule (r·H + τ) stays as it is, and
- * the skipped steps are counted. The site's ranks decide together. */
+ * The step counter jumps to the round's end, so the submit happens at once, its weight the
+ * tokens trained; the schedule (r·H + τ) stays as it is, and the skipped steps are counted.
+ * The site's ranks decide together. */
 static gt_status_t catch_up(gt_diloco_t *d)
 {
     uint64_t H = d->H, step = d->step;
