@@ -948,7 +948,10 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     if (!late && a->first_ns == 0) a->first_ns = now_ns;
     int after_deadline = late && !(!forwarded && (int64_t)m->round == o->closed_upto[c] &&
                                    now_ns <= o->closed_due[c]);
-    if (!forwarded && sender != o->p.site_id && m->round + 1 > o->peer_next)
+    /* (no further than the run's last round: a faulty peer's round number cannot make this
+     * site cut every round short) */
+    if (!forwarded && sender != o->p.site_id && m->round + 1 > o->peer_next &&
+        m->round <= o->last_round)
         o->peer_next = m->round + 1;
     if (!forwarded) {
         o->heard[sender] = 1;
@@ -1005,7 +1008,8 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     gt_status_t st = gt_cmp_decode(o->codec, b + RESULT_PRE, len - RESULT_PRE,
                                    g ? g + ch->offset : o->xbuf, ch->count);
     if (st != GT_OK) return bad(o, m, "the result frame does not decode to this chunk");
-    if (m->round + 1 > o->peer_next) o->peer_next = m->round + 1; /* the round closed */
+    if (m->round + 1 > o->peer_next && m->round <= o->last_round)
+        o->peer_next = m->round + 1; /* the round closed */
     r->dec[c] = g != NULL;
     uint8_t *keep = malloc(len);
     if (!keep) return GT_ERR_NOMEM;
