@@ -425,8 +425,10 @@ static int maybe_cut(sim_t *s, uint32_t i, double t)
     /* past the milestone, or the round's end anyway: nothing to cut (at an apply milestone
      * itself diloco.c cuts: the apply then comes with the submit) */
     if (x > st->target || x % H == 0) return 0;
-    uint64_t r = x / H, left = (r + 1) * H - x, seen = s->peer_next[i];
-    if (!(seen > r + 1 || (seen == r + 1 && (tau == 0 || left > tau / 2)))) return 0;
+    uint64_t r = x / H, left = (r + 1) * H - x, seen = s->peer_next[i], slack = tau / 2;
+    double fit = ps->t_step > 0 ? s->m->deadline_min_s / 2 / ps->t_step : (double)slack;
+    if (fit < (double)slack) slack = (uint64_t)fit; /* half the deadline floor, in steps */
+    if (!(seen > r + 1 || (seen == r + 1 && (tau == 0 || left > slack)))) return 0;
     double t_cut = st->t0 + (compute_upto(ps, x) - base);
     st->compute_s -= compute_upto(ps, st->target) - compute_upto(ps, x);
     st->skipped += (double)((r + 1) * H - x);

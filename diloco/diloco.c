@@ -431,10 +431,17 @@ static gt_status_t catch_up(gt_diloco_t *d)
     pthread_mutex_unlock(&d->lock);
     /* The first peer to submit round r trains τ more steps before it needs r's result: steps
      * of ours that fit in half of that (the other half for the exchange) cost it nothing, so a
-     * site a step or two behind an equal peer finishes its round. One round or more behind, or
-     * with τ = 0 (the peer waits at once), it ends now. */
-    uint64_t left = (r + 1) * H - step;
-    uint64_t end = seen > r + 1 || (seen == r + 1 && (d->tau == 0 || left > d->tau / 2));
+     * site a step or two behind an equal peer finishes its round — unless they take longer
+     * than half the deadline floor, which is all an owner may wait for them (a chronic
+     * straggler's, nothing). One round or more behind, or with τ = 0 (the peer waits at
+     * once), it ends now. */
+    uint64_t left = (r + 1) * H - step, slack = d->tau / 2;
+    if (d->steps_trained > 0 && d->compute_s > 0) {
+        double per = d->compute_s / (double)d->steps_trained; /* s a step, as measured */
+        double fit = d->cfg->outer.deadline_min_ms * 1e-3 / 2 / per;
+        if (fit < (double)slack) slack = (uint64_t)fit;
+    }
+    uint64_t end = seen > r + 1 || (seen == r + 1 && (d->tau == 0 || left > slack));
     if (d->ranks > 1) {
         gt_status_t st = dl_allreduce(d, &end, 1, GT_DILOCO_OP_MAX);
         if (st != GT_OK) return st;
