@@ -14,9 +14,9 @@
  * of the link's rate with a burst allowance, then the one-way latency, in order; each message also
  * pays `hop` (the processing the link model leaves out). With catch_up a site ends its round
  * at the first step after a peer's DELTA or RESULT of it (or a later round) arrived, when more
- * than τ/2 steps are left (diloco.c). A site that finishes leaves, and its
- * chunks move to the next live site. Nothing here is a fitted constant: every time comes
- * from a rate or a size the caller passes in (cmd_plan.c says where each comes from).
+ * steps are left than fit in τ/2 and in half the deadline floor (diloco.c). A site that finishes
+ * leaves, and its chunks move to the next live site. Nothing here is a fitted constant: every time
+ * comes from a rate or a size the caller passes in (cmd_plan.c says where each comes from).
  *
  * Long runs are simulated for a window of rounds and extrapolated from the window's steady
  * state (the period between submits over its second half; bytes per round likewise).
