@@ -496,6 +496,7 @@ typedef struct {
     uint64_t bad_messages;                 /* malformed payloads, rejected and logged */
     uint64_t stale_results;                /* RESULTs for a round already applied */
     uint64_t joins;                        /* JOIN announcements from other sites */
+    uint64_t duplicate_deltas; /* a DELTA this owner had taken already (a re-send): not counted */
     /* Contributions received and not aggregated yet (in rounds still open): at the end of a
      * run, those folded into a round after the last one, or sent for a round that never closed. */
     uint64_t open;

@@ -65,6 +65,10 @@ typedef struct {
     float *x;      /* chunk length */
 } contrib_t;
 
+typedef struct { /* the senders whose DELTA of `round` an owner took, for one chunk */
+    uint64_t round, senders;
+} took_t;
+
 typedef struct {
     int used, closed;
     uint64_t round;
@@ -161,7 +165,11 @@ struct gt_wan_outer {
     uint64_t *final_from;
     uint8_t *final_closed;
     uint64_t seen_round[GT_WAN_OUTER_MAX_SITES]; /* 1 + the highest round site s sent us */
-    uint8_t *scratch;                            /* frame buffer */
+    /* Per chunk and round (the last RESULT_SLOTS): the senders whose DELTA this owner took, so
+     * a re-send of one it already took (after a reconnect that lost its acknowledgement) is
+     * not folded in a second time once its round has closed. */
+    took_t *took;
+    uint8_t *scratch; /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
@@ -280,13 +288,15 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     o->closed_due = calloc(nc, sizeof *o->closed_due);
     o->final_from = calloc(nc, sizeof *o->final_from);
     o->final_closed = calloc(nc, sizeof *o->final_closed);
+    o->took = calloc(nc * RESULT_SLOTS, sizeof *o->took);
     o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
     o->xbuf = malloc(o->max_chunk * sizeof(float));
     GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->closed_due &&
-                        o->final_from && o->final_closed && o->scratch && o->xbuf,
+                        o->final_from && o->final_closed && o->took && o->scratch && o->xbuf,
                     st, GT_ERR_NOMEM, fail, "outer: out of memory");
     for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
+    for (size_t i = 0; i < nc * RESULT_SLOTS; i++) o->took[i].round = UINT64_MAX;
     for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
         send_slot_t *s = &o->send[i];
         s->frame = calloc(nc, sizeof *s->frame);
@@ -349,6 +359,7 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
     free(o->closed_due);
     free(o->final_from);
     free(o->final_closed);
+    free(o->took);
     free(o->scratch);
     free(o->xbuf);
     gt_cmp_destroy(o->codec);
@@ -894,6 +905,19 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     if (sender >= o->p.n_sites) {
         free(x);
         return bad(o, m, "forwarded from an unknown site");
+    }
+    if (!forwarded) { /* a DELTA already taken: a re-send whose acknowledgement was lost */
+        took_t *t = &o->took[c * RESULT_SLOTS + m->round % RESULT_SLOTS];
+        if (t->round == m->round && (t->senders >> sender & 1)) {
+            o->st.duplicate_deltas++;
+            GT_INFO("outer: site %u's contribution to round %llu chunk %zu arrived again (a "
+                    "re-send); taken once",
+                    sender, (unsigned long long)m->round, c);
+            free(x);
+            return GT_OK;
+        }
+        if (t->round != m->round) *t = (took_t){m->round, 0};
+        t->senders |= 1ull << sender;
     }
     if (m->round == o->last_round && sender < 64) o->final_from[c] |= 1ull << sender;
     if (!forwarded && m->round + 1 > o->seen_round[sender]) o->seen_round[sender] = m->round + 1;
