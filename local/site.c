@@ -275,10 +275,10 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         if (st == GT_ERR_CLOSED) break;
         if (st != GT_OK) goto out;
         step = ss.step;
-        if (cfg->outer.catch_up) {
+        gt_diloco_status(s.dl, &ds); /* also the next step's wait0 */
+        if (ds.step > step) {
             /* outer.catch_up: the round ended early; the run's step counter is at its end */
-            gt_diloco_status(s.dl, &ds);
-            if (ds.step > step && (st = gt_local_trainer_advance(s.tr, ds.step)) != GT_OK) goto out;
+            if ((st = gt_local_trainer_advance(s.tr, ds.step)) != GT_OK) goto out;
             step = ds.step;
         }
         if (step % cfg->run.log_every == 0 || step == total) metrics_line(&s, &ss);
@@ -290,7 +290,6 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
             if ((st = gt_local_trainer_save(s.tr, root, 3)) != GT_OK) goto out;
             if ((st = gt_diloco_save(s.dl, outer_root, 2)) != GT_OK) goto out;
         }
-        gt_diloco_status(s.dl, &ds);
     }
     if (st == GT_OK && took_part) {
         /* The library left the final anchor (sync-dp: the common parameters) in the model. */

@@ -777,6 +777,15 @@ static void test_join_late(void)
     teardown(n);
 }
 
+/* Three sites of fp32, every one submitting round 0 (the messages queued, not delivered). */
+static void three_submit_round0(void)
+{
+    setup(3, GT_CMP_FP32, 0, 1.0, 1, 0);
+    make_deltas(3);
+    for (uint32_t s = 0; s < 3; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+}
+
 /* gt_wan_outer_peer_next (outer.catch_up's signal): 1 + the highest round another site was seen
  * to submit — its own DELTA, not this site's, and a RESULT means its round closed. */
 static void test_peer_next(void)
@@ -810,10 +819,7 @@ static void test_peer_next(void)
 static void test_duplicate_delta(void)
 {
     const uint32_t n = 3;
-    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
-    make_deltas(n);
-    for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    three_submit_round0();
     /* keep copies of site 1's DELTAs to site 0 */
     qmsg_t dup[16];
     size_t nd = 0;
