@@ -893,6 +893,7 @@ gt_status_t gt_wan_ch_ep_alloc(gt_wan_net_t *net, int fd, int incoming, uint32_t
     ep->peer = peer;
     ep->state = GT_ERR_AGAIN;
     ep->nslots = net->p.window;
+    ep->tunnel_lfd = -1;
     ep->next = net->eps;
     net->eps = ep;
     *ep_p = ep;

@@ -22,7 +22,7 @@
 
 /* Control connection frames: a frame header and at most this much payload on the wire (the
  * largest is the sealed data-path address). */
-#define GT_WAN_ADDR_MSG_MAX (8u + GT_WAN_TP_ADDR_MAX)
+#define GT_WAN_ADDR_MSG_MAX (12u + GT_WAN_TP_ADDR_MAX)
 #define GT_WAN_CTL_MAX      (GT_WAN_FRAME_HDR_LEN + GT_WAN_SEAL_BOUND(GT_WAN_ADDR_MSG_MAX))
 
 /* An endpoint's life. An incoming one is "pre-authentication" (counted against the gate's
@@ -77,6 +77,47 @@ typedef struct gt_wan_ch_raw_send {
     uint8_t bytes[];
 } gt_wan_ch_raw_send_t;
 
+/* The sealed relay (relay.c). A tunnel carries one TCP connection of the transport's library
+ * (UCX) between its local side (the library's socket, or ours to the library's listener) and
+ * the peer's relay: chunks of at most GT_WAN_TUNNEL_CHUNK bytes, each sealed as one frame
+ * (u32 payload length, then ciphertext and tag) under the tunnel's own handshake. */
+#define GT_WAN_TUNNEL_CHUNK   (64u << 10)
+#define GT_WAN_TUNNEL_MAGIC   0x6774746eu
+#define GT_WAN_RELAY_PENDING  32u
+typedef struct gt_wan_tunnel gt_wan_tunnel_t;
+typedef struct {
+    uint32_t magic; /* GT_WAN_TUNNEL_MAGIC: tells an epoll tag from an endpoint */
+    gt_wan_tunnel_t *t;
+    int remote; /* 1: the connection to the peer's relay; 0: the local one */
+} gt_wan_tunnel_tag_t;
+
+struct gt_wan_tunnel {
+    gt_wan_net_t *net;
+    gt_wan_tunnel_t *next;
+    uint32_t peer;
+    int rfd, lfd; /* to the peer's relay; to the library (local) */
+    uint32_t rfd_events, lfd_events;
+    gt_wan_tunnel_tag_t rtag, ltag;
+    int lconnecting; /* our local connect to the library's listener is in flight */
+    gt_wan_session_t *sess;
+    uint8_t *out; /* sealed frames for rfd */
+    size_t out_off, out_len;
+    uint8_t *in; /* one sealed frame from rfd */
+    size_t in_len;
+    uint8_t *plain; /* opened bytes for lfd */
+    size_t plain_off, plain_len;
+};
+
+/* A connect of the library that the relay took and has not accepted yet. */
+typedef struct {
+    struct sockaddr_storage local;   /* the library socket's own address (it connects from) */
+    struct sockaddr_storage dst;     /* what the library meant to reach */
+    uint32_t peer;
+    char host[256];
+    uint16_t port;                   /* the peer's control port */
+    uint64_t deadline_ns;
+} gt_wan_relay_pending_t;
+
 struct gt_wan_net {
     uint32_t magic;
     gt_wan_net_params_t p;
@@ -98,8 +139,16 @@ struct gt_wan_net {
     gt_wan_sec_t *sec;                 /* NULL with security: none */
     gt_wan_cpool_t *pool;              /* crypto workers; NULL: seal and open inline */
     gt_wan_ep_t *eps;
-    gt_wan_ep_stats_t closed_stats; /* endpoints already gone */
+    gt_wan_ep_stats_t closed_stats; /* endpoints already gone (and the relay's rejects) */
     uint64_t activity;              /* bumped by every completed frame or state change */
+    uint16_t ctl_port;              /* our listening port (0: none) */
+    /* The sealed relay (relay.c; UCX with security on, unless wan.ucx_relay is false). */
+    gt_wan_tp_relay_t relay;
+    int relay_on;
+    int relay_lfd[2]; /* local listeners for the library's connects: IPv4, IPv6; -1 */
+    gt_wan_relay_pending_t pending[GT_WAN_RELAY_PENDING];
+    size_t n_pending;
+    gt_wan_tunnel_t *tunnels;
 };
 
 struct gt_wan_ep {
@@ -158,6 +207,12 @@ struct gt_wan_ep {
     uint32_t rejects;
     gt_wan_tamper_fn tamper;
     void *tamper_arg;
+    /* A relay tunnel being dialled (tunnel_lfd >= 0): the library's connection it will carry,
+     * and where that connection meant to go. Never handed to anyone: relay.c owns it. */
+    int relay_dial;
+    int tunnel_lfd;
+    struct sockaddr_storage tunnel_dst;
+    uint16_t peer_ctl_port; /* the peer's listening port, from its address message */
 };
 
 /* Control connection (ctl.c). */
@@ -177,6 +232,25 @@ gt_status_t gt_wan_net_tp_ensure(gt_wan_net_t *net, const char *host);
 void gt_wan_net_set_peer_host(gt_wan_net_t *net, uint32_t id, const char *host);
 void gt_wan_net_peer_auth(const gt_wan_net_t *net, uint32_t id, uint64_t *ok_ns_p,
                           uint64_t *refused_since_ns_p);
+
+/* The sealed relay (relay.c). */
+void gt_wan_relay_init(gt_wan_net_t *net);
+void gt_wan_relay_destroy(gt_wan_net_t *net);
+/* An epoll event of the relay (a listener's or a tunnel's): handled, 1; not the relay's, 0. */
+int gt_wan_relay_event(gt_wan_net_t *net, void *ptr, uint32_t events);
+/* Deadlines, and tunnel-dialling endpoints that failed. */
+void gt_wan_relay_progress(gt_wan_net_t *net);
+/* The relay's hooks for the transport (gt_wan_tp_params_t.relay). */
+const gt_wan_tp_relay_t *gt_wan_relay_cb(gt_wan_net_t *net);
+/* The tunnel request a dialled tunnel sends (sealed) once authenticated: 24 bytes. */
+#define GT_WAN_TUNNEL_REQ_MAGIC 0x4e547447u /* "GtTN" as little-endian bytes */
+gt_status_t gt_wan_relay_request(const gt_wan_ep_t *ep, uint8_t out[24], size_t *len_p);
+/* The request is queued on a tunnel we dialled: it becomes a tunnel (the endpoint is left
+ * closed, for relay_progress to free). */
+gt_status_t gt_wan_relay_dialled(gt_wan_ep_t *ep);
+/* An authenticated incoming connection asked for a tunnel (req: the whole sealed request):
+ * connect to our library's listener and become a tunnel (the endpoint is left closed). */
+gt_status_t gt_wan_relay_accepted(gt_wan_ep_t *ep, const uint8_t *req, size_t len);
 
 /* Engine entry points (channel.c) used by net.c and ctl.c. */
 void gt_wan_ch_stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b);

@@ -39,9 +39,12 @@
 #define CTL_ACCEPT_BURST 64
 #define CTL_EVENTS       64
 #define ADDR_MAGIC       0x44417447u /* "GtAD" as little-endian bytes */
-#define ADDR_VERSION     1u
+#define ADDR_VERSION     2u
+#define ADDR_HEAD        12u /* magic, version, transport, our control port, 0 */
 #define PLAIN_HELLO      "GTPLAIN1"
 #define LISTEN_TAG       ((void *)1) /* epoll data of the listening socket */
+
+static void source_str(const struct sockaddr_storage *sa, char *buf, size_t cap);
 
 static int alive(const gt_wan_ep_t *ep)
 {
@@ -179,7 +182,49 @@ static void plain_hello_bytes(const gt_wan_net_t *net, uint8_t out[12])
     gt_le_put32(out + 8, net->p.site_id);
 }
 
-/* Authenticated: open the transport endpoint and send our data-path address. */
+/* Opens the transport endpoint and sends our data-path address (and our control port, where
+ * the peer's relay finds us). */
+static void ctl_send_addr(gt_wan_ep_t *ep)
+{
+    gt_wan_net_t *net = ep->net;
+    gt_status_t st = gt_wan_net_tp_ensure(net, NULL);
+    if (st == GT_OK && net->relay_on && net->lfd < 0) {
+        /* The peer's UCX connects to ours too, through its relay, which must reach ours: a
+         * net that only dials listens now, on the address this connection leaves from (the
+         * same gate as any listener). */
+        struct sockaddr_storage me;
+        socklen_t ml = sizeof me;
+        char host[64];
+        uint16_t port = 0;
+        if (getsockname(ep->fd, (struct sockaddr *)&me, &ml) == 0) {
+            source_str(&me, host, sizeof host);
+            st = gt_wan_ctl_listen(net, host, 0, &port);
+        } else {
+            st = GT_ERR_IO;
+        }
+    }
+    if (st == GT_OK) st = gt_wan_ch_ep_activate(ep);
+    uint8_t msg[GT_WAN_ADDR_MSG_MAX];
+    size_t blob = 0;
+    if (st == GT_OK)
+        st = net->ops->ep_open(net->tp, ep->incoming, ep->host, ep, &ep->tp, msg + ADDR_HEAD,
+                               sizeof msg - ADDR_HEAD, &blob);
+    if (st != GT_OK) {
+        ctl_fail(ep, st, "cannot open the data path");
+        return;
+    }
+    gt_le_put32(msg, ADDR_MAGIC);
+    gt_le_put16(msg + 4, ADDR_VERSION);
+    gt_le_put16(msg + 6, (uint16_t)net->p.transport);
+    gt_le_put16(msg + 8, net->ctl_port);
+    gt_le_put16(msg + 10, 0);
+    st = ctl_send(ep, msg, ADDR_HEAD + blob, net->sec != NULL);
+    if (st != GT_OK) ctl_fail(ep, st, "cannot send the data-path address");
+}
+
+/* Authenticated. The side that dialled speaks first: its data-path address, or, for a relay
+ * tunnel (relay.c), the tunnel request; the side that accepted answers an address with its
+ * own (ctl_on_addr). */
 static void ctl_authed(gt_wan_ep_t *ep)
 {
     gt_wan_net_t *net = ep->net;
@@ -196,22 +241,16 @@ static void ctl_authed(gt_wan_ep_t *ep)
      * costs a redial, not connect_timeout_ms. The transport's connect gets connect_timeout_ms
      * (ctl_on_addr). */
     ep->hs_deadline_ns = now + (uint64_t)net->p.preauth_timeout_ms * 1000000ull;
-    gt_status_t st = gt_wan_net_tp_ensure(net, NULL);
-    if (st == GT_OK) st = gt_wan_ch_ep_activate(ep);
-    uint8_t msg[GT_WAN_ADDR_MSG_MAX];
-    size_t blob = 0;
-    if (st == GT_OK)
-        st = net->ops->ep_open(net->tp, ep->incoming, ep->host, &ep->tp, msg + 8, sizeof msg - 8,
-                               &blob);
-    if (st != GT_OK) {
-        ctl_fail(ep, st, "cannot open the data path");
+    if (ep->relay_dial) {
+        uint8_t req[24];
+        size_t n = 0;
+        gt_status_t st = gt_wan_relay_request(ep, req, &n);
+        if (st == GT_OK) st = ctl_send(ep, req, n, 1);
+        if (st == GT_OK) st = gt_wan_relay_dialled(ep);
+        if (st != GT_OK) ctl_fail(ep, st, "cannot open a relay tunnel");
         return;
     }
-    gt_le_put32(msg, ADDR_MAGIC);
-    gt_le_put16(msg + 4, ADDR_VERSION);
-    gt_le_put16(msg + 6, (uint16_t)net->p.transport);
-    st = ctl_send(ep, msg, 8 + blob, net->sec != NULL);
-    if (st != GT_OK) ctl_fail(ep, st, "cannot send the data-path address");
+    if (!ep->incoming) ctl_send_addr(ep);
 }
 
 /* The peer's data-path address: connect the transport. */
@@ -237,15 +276,32 @@ static void ctl_on_addr(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, uint8_t *p
         memcpy(msg, payload, wire);
         len = wire;
     }
-    if (len < 8 || gt_le_get32(msg) != ADDR_MAGIC || gt_le_get16(msg + 4) != ADDR_VERSION) {
-        ctl_fail(ep, GT_ERR_CORRUPT, "a malformed data-path address");
+    if (len >= 4 && gt_le_get32(msg) == GT_WAN_TUNNEL_REQ_MAGIC && ep->incoming) {
+        gt_status_t st = gt_wan_relay_accepted(ep, msg, len);
+        if (st != GT_OK)
+            ctl_fail(ep, st,
+                     st == GT_ERR_UNSUPPORTED ? "it asked for a relay tunnel; we run without one"
+                                              : "cannot open the relay tunnel it asked for");
+        return;
+    }
+    if (len < ADDR_HEAD || gt_le_get32(msg) != ADDR_MAGIC ||
+        gt_le_get16(msg + 4) != ADDR_VERSION) {
+        ctl_fail(ep, GT_ERR_CORRUPT,
+                 len >= 6 && gt_le_get32(msg) == ADDR_MAGIC
+                     ? "a data-path address of another protocol version (mixed geotrain versions?)"
+                     : "a malformed data-path address");
         return;
     }
     if (gt_le_get16(msg + 6) != (uint16_t)net->p.transport) {
         ctl_fail(ep, GT_ERR_UNSUPPORTED, "the peer runs another wan.transport");
         return;
     }
-    gt_status_t st = net->ops->ep_connect(ep->tp, ep->host, msg + 8, len - 8);
+    ep->peer_ctl_port = gt_le_get16(msg + 8);
+    if (ep->incoming) { /* answer with ours */
+        ctl_send_addr(ep);
+        if (!alive(ep)) return;
+    }
+    gt_status_t st = net->ops->ep_connect(ep->tp, ep->host, msg + ADDR_HEAD, len - ADDR_HEAD);
     if (st != GT_OK) {
         ctl_fail(ep, st, "cannot connect the data path");
         return;
@@ -578,6 +634,7 @@ gt_status_t gt_wan_ctl_listen(gt_wan_net_t *net, const char *host, uint16_t port
     *port_p = ntohs(sa.ss_family == AF_INET ? ((struct sockaddr_in *)&sa)->sin_port
                                             : ((struct sockaddr_in6 *)&sa)->sin6_port);
     net->lfd = fd;
+    net->ctl_port = *port_p;
     fd = -1;
     st = GT_OK;
 out:;
@@ -644,6 +701,7 @@ void gt_wan_ctl_progress(gt_wan_net_t *net)
             if (net->lfd >= 0) ctl_accept(net);
             continue;
         }
+        if (gt_wan_relay_event(net, evs[i].data.ptr, evs[i].events)) continue;
         gt_wan_ep_t *ep = evs[i].data.ptr;
         /* An endpoint freed earlier in this batch was removed from epoll, but its event may
          * still be in evs: only endpoints still on the list are touched. */

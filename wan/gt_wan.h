@@ -130,12 +130,14 @@ typedef struct {
     uint32_t preauth_timeout_ms; /* an incoming connection must authenticate this fast; 0 = 2000 */
     uint32_t preauth_max;        /* incoming connections authenticating at once; 0 = 64 */
     uint32_t preauth_max_per_source; /* of them from one source address; 0 = 8 */
+    int ucx_relay_off; /* 1: UCX's TCP connections go out as they are, not through the sealed
+                          relay (wan.ucx_relay: false); the relay needs security */
 } gt_wan_net_params_t;
 
 #define GT_WAN_NET_PARAMS_INIT                                                                     \
     {                                                                                              \
         GT_WAN_TRANSPORT_UCX, GT_WAN_SECURITY_ENCRYPTED, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, \
-            0, 0, 0, NULL, NULL, 0, 0, 0                                                           \
+            0, 0, 0, NULL, NULL, 0, 0, 0, 0                                                        \
     }
 
 typedef struct gt_wan_net gt_wan_net_t;
@@ -195,6 +197,10 @@ typedef struct {
     uint64_t data_stray;                /* data-path messages or connect requests that named no
                                            connection of ours (dropped) */
     uint32_t preauth_now, preauth_peak; /* incoming connections authenticating */
+    uint64_t tunnels;                   /* sealed relay tunnels opened (UCX's TCP connections,
+                                           both directions; docs/security.md) */
+    uint64_t tunnels_closed;            /* of them, closed again (a reset, a bad frame, or
+                                           UCX closing its connection) */
 } gt_wan_gate_stats_t;
 
 /* Creates the net. Nothing is opened until listen or connect. With security NONE, warns that

@@ -26,6 +26,7 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
     net->magic = GT_WAN_NET_MAGIC;
     net->p = *params;
     net->lfd = -1;
+    gt_wan_relay_init(net);
     net->epfd = epoll_create1(EPOLL_CLOEXEC);
     GT_REQUIRE_GOTO(net->epfd >= 0, st, GT_ERR_IO, fail, "wan: epoll_create1 failed");
     if (!net->p.preauth_timeout_ms) net->p.preauth_timeout_ms = 2000;
@@ -127,12 +128,17 @@ gt_status_t gt_wan_net_tp_ensure(gt_wan_net_t *net, const char *host)
         .connect_timeout_ns = (uint64_t)net->p.connect_timeout_ms * 1000000ull,
         .local_host = net->local_host ? net->local_host : host,
     };
+    /* The sealed relay (relay.c) carries UCX's TCP connections: it needs the channel's keys,
+     * and only a backend that makes connections of its own takes it. */
+    net->relay_on = net->sec && net->ops->relay_dial && !net->p.ucx_relay_off;
+    if (net->relay_on) tpp.relay = gt_wan_relay_cb(net);
     return net->ops->create(&tpp, &net->tp);
 }
 
 void gt_wan_net_destroy(gt_wan_net_t *net)
 {
     if (!net || net->magic != GT_WAN_NET_MAGIC) return;
+    gt_wan_relay_destroy(net);
     while (net->eps) gt_wan_ep_close(net->eps);
     if (net->tp) net->ops->destroy(net->tp);
     gt_wan_cpool_destroy(net->pool); /* every endpoint, and so every job, is gone */
@@ -191,6 +197,7 @@ gt_status_t gt_wan_net_progress(gt_wan_net_t *net)
     if (!net || net->magic != GT_WAN_NET_MAGIC) return GT_ERR_INVALID;
     if (net->tp) net->ops->progress(net->tp);
     gt_wan_ctl_progress(net);
+    gt_wan_relay_progress(net);
     uint64_t now = gt_time_ns();
     gt_wan_ep_t *next;
     for (gt_wan_ep_t *ep = net->eps; ep; ep = next) {

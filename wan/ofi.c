@@ -251,12 +251,13 @@ static gt_status_t ofi_pep_open(ofi_ep_t *e, uint16_t *port_p)
 }
 
 /* Address: magic u32, port u16, token (responder); magic only (initiator). */
-static gt_status_t ofi_ep_open_(void *ctx, int responder, const char *peer_host, void **ep_p,
-                                void *addr, size_t cap, size_t *len_p)
+static gt_status_t ofi_ep_open_(void *ctx, int responder, const char *peer_host, void *owner,
+                                void **ep_p, void *addr, size_t cap, size_t *len_p)
 {
     ofi_ctx_t *c = ctx;
     uint8_t *p = addr;
     (void)peer_host;
+    (void)owner;
     if (cap < 6 + OFI_TOKEN_BYTES) return GT_ERR_OVERFLOW;
     ofi_ep_t *e = ofi_ep_new(c);
     if (!e) return GT_ERR_NOMEM;

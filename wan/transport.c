@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <link.h>
 #include <linux/filter.h>
 #include <linux/if_ether.h>
 #include <net/if.h>
@@ -17,7 +18,9 @@
 #include <sys/random.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 const gt_wan_tp_ops_t *gt_wan_tp_ops(gt_wan_transport_t transport)
 {
@@ -234,17 +237,23 @@ int gt_wan_tp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_st
 
 gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n)
 {
-    enum { MAX_INS = 4 + GT_WAN_TP_FILTER_MAX * 8 + 4 };
+    /* Per address: up to 4 word loads and compares, then a port load and compare. */
+    enum { MAX_INS = 6 + GT_WAN_TP_FILTER_MAX * 10 + 4 };
     struct sock_filter prog[MAX_INS];
     size_t k = 0, n4 = 0, n6 = 0;
     uint32_t v4[GT_WAN_TP_FILTER_MAX], v6[GT_WAN_TP_FILTER_MAX][4];
+    uint16_t p4[GT_WAN_TP_FILTER_MAX], p6[GT_WAN_TP_FILTER_MAX];
     for (size_t i = 0; i < n && n4 + n6 < GT_WAN_TP_FILTER_MAX; i++) {
         if (allow[i].ss_family == AF_INET) {
-            v4[n4++] = ntohl(((const struct sockaddr_in *)&allow[i])->sin_addr.s_addr);
+            const struct sockaddr_in *a4 = (const struct sockaddr_in *)&allow[i];
+            p4[n4] = ntohs(a4->sin_port);
+            v4[n4++] = ntohl(a4->sin_addr.s_addr);
         } else if (allow[i].ss_family == AF_INET6) {
-            const uint8_t *a = ((const struct sockaddr_in6 *)&allow[i])->sin6_addr.s6_addr;
+            const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&allow[i];
+            const uint8_t *a = a6->sin6_addr.s6_addr;
             static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
             if (memcmp(a, mapped, 12) == 0) { /* an IPv4 peer on a dual-stack socket */
+                p4[n4] = ntohs(a6->sin6_port);
                 v4[n4++] =
                     (uint32_t)a[12] << 24 | (uint32_t)a[13] << 16 | (uint32_t)a[14] << 8 | a[15];
                 continue;
@@ -252,31 +261,46 @@ gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allo
             for (int w = 0; w < 4; w++)
                 v6[n6][w] = (uint32_t)a[4 * w] << 24 | (uint32_t)a[4 * w + 1] << 16 |
                             (uint32_t)a[4 * w + 2] << 8 | a[4 * w + 3];
-            n6++;
+            p6[n6++] = ntohs(a6->sin6_port);
         }
     }
     /* Layout: [0] load protocol, [1] IPv4?, [2] IPv6?, [3] drop, IPv4 block, drop, IPv6 block,
-     * drop, accept. Jumps are relative and forward; `ACCEPT` is patched at the end. */
+     * drop, accept. Jumps are relative and forward; `ACCEPT` is patched at the end. A socket
+     * filter on a TCP socket sees the segment from its TCP header on (offset 0: the source
+     * port); the IP header is reached through SKF_NET_OFF. An entry with a port matches only
+     * that source port: on a mismatch it skips to the next entry's first load. */
     const uint8_t ACCEPT = 0xff; /* placeholder */
     prog[k++] =
         (struct sock_filter)BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_AD_OFF + SKF_AD_PROTOCOL);
     size_t j4 = k++, j6 = k++;
     prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);
     size_t b4 = k;
-    prog[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 12);
-    for (size_t i = 0; i < n4; i++)
-        prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v4[i], ACCEPT, 0);
+    for (size_t i = 0; i < n4; i++) {
+        prog[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 12);
+        if (!p4[i]) {
+            prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v4[i], ACCEPT, 0);
+            continue;
+        }
+        prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v4[i], 0, 2);
+        prog[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 0);
+        prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, p4[i], ACCEPT, 0);
+    }
     prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);
     size_t b6 = k;
     for (size_t i = 0; i < n6; i++) {
-        /* Four words of the source address (IPv6 header bytes 8..23); a mismatch skips to the
-         * next address's first load (or the drop after the last). */
+        /* Four words of the source address (IPv6 header bytes 8..23), then the port; a
+         * mismatch skips to the next address's first load (or the drop after the last). */
+        int np = p6[i] ? 2 : 0;
         for (int w = 0; w < 4; w++) {
             prog[k++] =
                 (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 8 + 4 * w);
-            uint8_t skip = (uint8_t)(2 * (3 - w)); /* to the next address block */
+            uint8_t skip = (uint8_t)(2 * (3 - w) + np); /* to the next address block */
             prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v6[i][w],
-                                                     w == 3 ? ACCEPT : 0, skip);
+                                                     w == 3 && !np ? ACCEPT : 0, skip);
+        }
+        if (np) {
+            prog[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 0);
+            prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, p6[i], ACCEPT, 0);
         }
     }
     prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);
@@ -295,4 +319,95 @@ gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allo
         return GT_ERR_IO;
     }
     return GT_OK;
+}
+
+/* ---- Redirecting a library's connect() (the sealed relay, relay.c) ---- */
+
+typedef struct {
+    const char *lib, *sym;
+    void *fn;
+    size_t patched;
+    int failed;
+} got_hook_t;
+
+static uintptr_t dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) v)
+{
+    /* glibc relocates the pointers of .dynamic in place on most architectures; where it does
+     * not (a read-only .dynamic), they are offsets from the load address. */
+    return v < info->dlpi_addr ? info->dlpi_addr + v : v;
+}
+
+static void got_patch_rela(got_hook_t *h, const struct dl_phdr_info *info, const ElfW(Rela) * rel,
+                           size_t n, const ElfW(Sym) * symtab, const char *strtab,
+                           uintptr_t relro_lo, uintptr_t relro_hi)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < n; i++) {
+        size_t si = ELF64_R_SYM(rel[i].r_info);
+        if (!si || strcmp(strtab + symtab[si].st_name, h->sym) != 0) continue;
+        void **slot = (void **)(info->dlpi_addr + rel[i].r_offset);
+        uintptr_t pg = (uintptr_t)slot & ~(uintptr_t)(page - 1);
+        int relro = (uintptr_t)slot >= relro_lo && (uintptr_t)slot < relro_hi;
+        if (relro && mprotect((void *)pg, (size_t)page, PROT_READ | PROT_WRITE) != 0) {
+            h->failed = 1;
+            continue;
+        }
+        __atomic_store_n(slot, h->fn, __ATOMIC_SEQ_CST);
+        if (relro) mprotect((void *)pg, (size_t)page, PROT_READ);
+        h->patched++;
+    }
+}
+
+static int got_hook_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    got_hook_t *h = arg;
+    (void)size;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, h->lib)) return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    uintptr_t relro_lo = 0, relro_hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+        if (ph->p_type == PT_GNU_RELRO) {
+            relro_lo = info->dlpi_addr + ph->p_vaddr;
+            relro_hi = relro_lo + ph->p_memsz;
+        }
+    }
+    if (!dyn) return 0;
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const ElfW(Rela) *jmprel = NULL, *rela = NULL;
+    size_t jmprel_sz = 0, rela_sz = 0;
+    int pltrel_rela = 1;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(info, d->d_un.d_ptr); break;
+        case DT_STRTAB: strtab = (const char *)dyn_ptr(info, d->d_un.d_ptr); break;
+        case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(info, d->d_un.d_ptr); break;
+        case DT_PLTRELSZ: jmprel_sz = d->d_un.d_val; break;
+        case DT_PLTREL: pltrel_rela = d->d_un.d_val == DT_RELA; break;
+        case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(info, d->d_un.d_ptr); break;
+        case DT_RELASZ: rela_sz = d->d_un.d_val; break;
+        default: break;
+        }
+    }
+    if (!symtab || !strtab || !pltrel_rela) {
+        h->failed = 1;
+        return 1;
+    }
+    if (jmprel)
+        got_patch_rela(h, info, jmprel, jmprel_sz / sizeof *jmprel, symtab, strtab, relro_lo,
+                       relro_hi);
+    if (rela)
+        got_patch_rela(h, info, rela, rela_sz / sizeof *rela, symtab, strtab, relro_lo, relro_hi);
+    return 1;
+}
+
+gt_status_t gt_wan_tp_hook_got(const char *lib, const char *sym, void *fn, size_t *patched_p)
+{
+    got_hook_t h = {.lib = lib, .sym = sym, .fn = fn};
+    dl_iterate_phdr(got_hook_cb, &h);
+    if (patched_p) *patched_p = h.patched;
+    if (h.failed) return GT_ERR_IO;
+    return h.patched ? GT_OK : GT_ERR_NOT_FOUND;
 }

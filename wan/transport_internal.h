@@ -23,11 +23,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "gt_wan.h"
 
-#define GT_WAN_TP_OPS_VERSION 3u
+#define GT_WAN_TP_OPS_VERSION 4u
 #define GT_WAN_TP_MAX_MSG     (128u << 20) /* one transport message, header included */
 #define GT_WAN_TP_MAX_IOV     4u
 #define GT_WAN_TP_ADDR_MAX    1024u /* a data-path address (ep_open / ep_connect) */
@@ -50,8 +51,23 @@ struct gt_wan_tp_req {
     size_t head_len; /* recv_split: bytes that go to the posted buffer */
 };
 
+/* The sealed relay (relay.c): a backend whose library makes TCP connections of its own on the
+ * data path (UCX's tcp transport) hands each of them to the relay, which carries the bytes to
+ * the peer's relay sealed (and opens them there before the peer's library reads them). */
+typedef struct {
+    void *arg;
+    /* fd: the library's socket, about to connect to dst, a listener of the peer whose control
+     * endpoint is `owner` (given to ep_open). Connects fd to the relay instead and returns what
+     * connect(2) would: 0, or -1 with errno (EINPROGRESS while the connect goes on). */
+    int (*redirect)(void *arg, void *owner, int fd, const struct sockaddr *dst, socklen_t len);
+    /* Moves what the relay's open tunnels can move now; for a backend that waits on its own
+     * connections (a flush at close) outside the caller's progress. */
+    void (*pump)(void *arg);
+} gt_wan_tp_relay_t;
+
 typedef struct {
     uint64_t connect_timeout_ns; /* a connect not established by then fails */
+    const gt_wan_tp_relay_t *relay; /* NULL: the backend's connections go out as they are */
     const char *local_host;      /* the site's address: bind and use only its interface;
                                     NULL or a wildcard = any */
 } gt_wan_tp_params_t;
@@ -70,9 +86,10 @@ typedef struct {
      * needs to reach it (*len_p bytes, at most GT_WAN_TP_ADDR_MAX). `responder`: this side
      * accepted the control connection (for a backend with connection roles). `peer_host`: the
      * authenticated peer's address (where its control connection came from, or went to), for
-     * a backend that lets only it through to a listener of its own. */
-    gt_status_t (*ep_open)(void *ctx, int responder, const char *peer_host, void **ep_p, void *addr,
-                           size_t cap, size_t *len_p);
+     * a backend that lets only it through to a listener of its own. `owner`: the caller's
+     * endpoint, handed back to the relay's redirect. */
+    gt_status_t (*ep_open)(void *ctx, int responder, const char *peer_host, void *owner,
+                           void **ep_p, void *addr, size_t cap, size_t *len_p);
     /* Connects an endpoint from ep_open to the peer, given the peer's address (from its
      * ep_open; authenticated by the channel) and the host its control connection used.
      * Returns at once; ep_state says when the data path is up. Sends may be posted at once. */
@@ -103,6 +120,11 @@ typedef struct {
      * The pointer is invalid afterwards. */
     void (*close)(void *ep, int force);
     void (*stats)(void *ctx, gt_wan_tp_stats_t *stats_p);
+    /* Optional (NULL: the backend needs no relay; version 4). For the peer's relay: connects
+     * a new non-blocking TCP socket to dst, which must be one of this backend's own
+     * listeners (else GT_ERR_NOT_FOUND), from a source its listener's filter lets in. *fd_p:
+     * the socket, its connect in flight; the caller owns it. */
+    gt_status_t (*relay_dial)(void *ctx, const struct sockaddr_storage *dst, int *fd_p);
 } gt_wan_tp_ops_t;
 
 extern const gt_wan_tp_ops_t gt_wan_tp_ucx_ops;
@@ -136,14 +158,21 @@ void gt_wan_tp_listen_unlock(void);
 /* The listening TCP sockets of this process (fds[0..min(n, cap)); returns n). */
 size_t gt_wan_tp_listeners(int *fds, size_t cap);
 
-#define GT_WAN_TP_FILTER_MAX 24u
+#define GT_WAN_TP_FILTER_MAX 16u
 /* Makes the kernel drop, before any TCP handshake, every segment that reaches socket fd from a
- * source address not in allow[0..n) (at most GT_WAN_TP_FILTER_MAX; n = 0: everything). Only
- * the addresses are compared (the ports are ignored). Replaces any earlier filter. */
-struct sockaddr_storage;
+ * source not in allow[0..n) (at most GT_WAN_TP_FILTER_MAX; n = 0: everything). An entry whose
+ * port is 0 matches its address from any port; one with a port, only that source port.
+ * Replaces any earlier filter (sockets already accepted keep the one they were born with). */
 gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n);
 /* 1 when a and b hold the same IPv4 or IPv6 address (ports ignored), else 0. */
 int gt_wan_tp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+
+/* Makes the loaded shared library whose file name contains `lib` call `fn` wherever it calls
+ * the dynamic symbol `sym` (its GOT slots for `sym` are rewritten; no other library is
+ * touched). GT_ERR_NOT_FOUND when no such library or slot is loaded; *patched_p: slots
+ * rewritten. For the sealed relay (relay.c), which must see every connect() of UCX's TCP
+ * transport (libucs makes them), and has no other way to: UCX offers no socket hook. */
+gt_status_t gt_wan_tp_hook_got(const char *lib, const char *sym, void *fn, size_t *patched_p);
 
 /* 8 bytes from the system CSPRNG (ids and tokens of the data path). */
 gt_status_t gt_wan_tp_random(void *buf, size_t len);

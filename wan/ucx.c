@@ -34,17 +34,23 @@
  */
 #include "transport_internal.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #define UCX_AM_ID          7u
 #define UCX_ID_BYTES       8u            /* the receiver's id, in front of every AM header */
-#define UCX_ADDR_MAGIC     0x41785447u   /* "GTxA" as little-endian bytes */
+#define UCX_ADDR_MAGIC     0x42785447u   /* "GTxB" as little-endian bytes */
+#define UCX_LADDR_BYTES    20u           /* a listener in our address: family, port, 16 */
 #define UCX_CLOSE_DEADLINE 2000000000ull /* ns to flush an endpoint at close */
 #define UCX_MAX_LISTENERS  4
 
@@ -77,6 +83,11 @@ struct ucx_ep {
     struct sockaddr_storage peer_ip;
     uint64_t window_until_ns;
     int heard;
+    /* With the relay: the caller's endpoint (for the relay), and the peer's UCX listeners
+     * (from its address), which UCX connects to for this peer. */
+    void *owner;
+    struct sockaddr_storage peer_l[UCX_MAX_LISTENERS];
+    size_t n_peer_l;
 };
 
 struct ucx_ctx {
@@ -91,15 +102,39 @@ struct ucx_ctx {
     size_t max_am_header;        /* the worker's limit on an AM header */
     int lfds[UCX_MAX_LISTENERS]; /* UCX's own listening sockets (not ours to close) */
     size_t n_lfds;
+    struct sockaddr_storage laddr[UCX_MAX_LISTENERS];      /* where they listen */
     struct sockaddr_storage open_to[GT_WAN_TP_FILTER_MAX]; /* what the filters let in now */
     size_t n_open;
     uint64_t next_window_ns; /* the earliest window end (UINT64_MAX: none) */
+    /* With the relay: the sources of the relay's connections to our listeners (address and
+     * port), each let in until its connect is long done. */
+    struct {
+        struct sockaddr_storage src;
+        uint64_t until_ns;
+    } relay_src[GT_WAN_TP_FILTER_MAX];
+    size_t n_relay_src;
+    uint64_t relay_refused; /* connects UCX made to no peer's listener (refused) */
 };
+
+/* How long a relay connection's source stays let in (a local connect takes microseconds). */
+#define UCX_RELAY_SRC_NS 5000000000ull
+
+static int ucx_same_src(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (!gt_wan_tp_same_ip(a, b)) return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_port ==
+               ((const struct sockaddr_in *)b)->sin_port;
+    return ((const struct sockaddr_in6 *)a)->sin6_port ==
+           ((const struct sockaddr_in6 *)b)->sin6_port;
+}
 
 /* How long UCX's listener stays open to a peer that authenticated, at most. */
 #define UCX_WINDOW_NS 10000000000ull
 
-/* Re-computes who may connect to UCX's listener and updates the filters when that changed. */
+/* Re-computes who may connect to UCX's listener and updates the filters when that changed:
+ * without the relay, the address of each peer that authenticated, for a while; with it, only
+ * the relay's own connections, each from its one source port. */
 static void ucx_windows_update(ucx_ctx_t *c)
 {
     if (!c->n_lfds) return;
@@ -114,13 +149,73 @@ static void ucx_windows_update(ucx_ctx_t *c)
         for (size_t i = 0; i < n && !dup; i++) dup = gt_wan_tp_same_ip(&want[i], &e->peer_ip);
         if (!dup && n < GT_WAN_TP_FILTER_MAX) want[n++] = e->peer_ip;
     }
+    size_t keep = 0;
+    for (size_t i = 0; i < c->n_relay_src; i++) {
+        if (now >= c->relay_src[i].until_ns) continue;
+        c->relay_src[keep++] = c->relay_src[i];
+        if (c->relay_src[i].until_ns < c->next_window_ns) c->next_window_ns = c->relay_src[i].until_ns;
+        if (n < GT_WAN_TP_FILTER_MAX) want[n++] = c->relay_src[i].src;
+    }
+    c->n_relay_src = keep;
     int same = n == c->n_open;
-    for (size_t i = 0; i < n && same; i++) same = gt_wan_tp_same_ip(&want[i], &c->open_to[i]);
+    for (size_t i = 0; i < n && same; i++) same = ucx_same_src(&want[i], &c->open_to[i]);
     if (same) return;
     for (size_t i = 0; i < c->n_lfds; i++)
         if (gt_wan_tp_filter_sources(c->lfds[i], want, n) != GT_OK) return;
     memcpy(c->open_to, want, n * sizeof *want);
     c->n_open = n;
+}
+
+/* ---- The relay's hook on UCX's connect() ----
+ *
+ * UCX's tcp transport makes its connections inside libucs (ucs_socket_connect), on the thread
+ * that calls into UCX. With the relay, libucs's connect() is ours (gt_wan_tp_hook_got): a
+ * connect to a listener that a peer published in its (authenticated) address goes to the
+ * relay of the context whose UCX call runs on this thread, which carries it sealed to the
+ * peer's relay; a connect to anything else is refused. Contexts without the relay, and
+ * connects outside our calls into UCX, pass through to the system's connect(). */
+static __thread ucx_ctx_t *ucx_current;
+static int (*ucx_next_connect)(int, const struct sockaddr *, socklen_t);
+static pthread_once_t ucx_hook_once = PTHREAD_ONCE_INIT;
+static gt_status_t ucx_hook_status = GT_ERR_NOT_FOUND;
+
+static void ucx_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    char host[64] = "?", serv[16] = "?";
+    getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                              : sizeof(struct sockaddr_in),
+                host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(buf, cap, "%s:%s", host, serv);
+}
+
+static int ucx_connect_hook(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    ucx_ctx_t *c = ucx_current;
+    if (!c || !c->params.relay || !sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+        return ucx_next_connect ? ucx_next_connect(fd, sa, len)
+                                : (int)syscall(SYS_connect, fd, sa, len);
+    struct sockaddr_storage dst = {0};
+    memcpy(&dst, sa, len < sizeof dst ? len : sizeof dst);
+    for (ucx_ep_t *e = c->eps; e; e = e->next)
+        for (size_t i = 0; i < e->n_peer_l; i++)
+            if (ucx_same_src(&e->peer_l[i], &dst))
+                return c->params.relay->redirect(c->params.relay->arg, e->owner, fd, sa, len);
+    char where[96];
+    ucx_sockaddr_str(sa, where, sizeof where);
+    c->relay_refused++;
+    GT_WARN("ucx: UCX connects to %s, which no authenticated peer published; refused", where);
+    errno = ECONNREFUSED;
+    return -1;
+}
+
+static void ucx_hook_install(void)
+{
+    ucx_next_connect = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_DEFAULT,
+                                                                              "connect");
+    size_t n = 0;
+    ucx_hook_status = gt_wan_tp_hook_got("libucs.so", "connect", (void *)ucx_connect_hook, &n);
+    if (ucx_hook_status == GT_OK)
+        GT_DEBUG("ucx: the relay sees UCX's connects (%zu slot(s) of libucs)", n);
 }
 
 /* A send's (or a rendezvous receive's) private state, and the user_data UCX calls back
@@ -273,6 +368,16 @@ static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
     gt_status_t st = GT_ERR_IO;
     if (!c) return GT_ERR_NOMEM;
     c->params = *params;
+    if (params->relay) {
+        pthread_once(&ucx_hook_once, ucx_hook_install);
+        if (ucx_hook_status != GT_OK) {
+            GT_ERROR("ucx: cannot put the sealed relay in front of UCX's connections (no "
+                     "connect() slot in a loaded libucs); set wan.ucx_relay: false to run "
+                     "without it");
+            free(c);
+            return GT_ERR_UNSUPPORTED;
+        }
+    }
     /* UCX's TCP transport connects with a blocking connect() by default, also when it
      * reconnects an endpoint on its own after a socket error — inside ucp_worker_progress, on
      * our WAN thread. A peer's listener that the filter above has closed again drops the SYN,
@@ -329,6 +434,9 @@ static gt_status_t ucx_create(const gt_wan_tp_params_t *params, void **ctx_p)
             s = UCS_ERR_EXCEEDS_LIMIT;
             goto fail;
         }
+        socklen_t sl = sizeof c->laddr[c->n_lfds];
+        if (getsockname(after[i], (struct sockaddr *)&c->laddr[c->n_lfds], &sl) != 0)
+            memset(&c->laddr[c->n_lfds], 0, sizeof c->laddr[c->n_lfds]);
         c->lfds[c->n_lfds++] = after[i];
         /* Closed to everyone until a peer authenticates. */
         if (gt_wan_tp_filter_sources(after[i], NULL, 0) != GT_OK) {
@@ -375,6 +483,15 @@ fail:
 
 static void ucx_close(void *ep, int force);
 
+/* One turn of UCX's progress, and of the relay's tunnels (a wait of ours inside a close must
+ * move the bytes UCX waits on). */
+static unsigned ucx_progress_once(ucx_ctx_t *c)
+{
+    unsigned n = ucp_worker_progress(c->worker);
+    if (c->params.relay) c->params.relay->pump(c->params.relay->arg);
+    return n;
+}
+
 static void ucx_report_done(ucx_ctx_t *c)
 {
     gt_wan_tp_req_t *r;
@@ -385,6 +502,7 @@ static void ucx_destroy(void *ctx)
 {
     ucx_ctx_t *c = ctx;
     if (!c) return;
+    ucx_current = c;
     while (c->eps) ucx_close(c->eps, 1);
     /* UCX 1.13 aborts in ucp_worker_destroy (an assertion in ucp_request_send_state_ff, removed
      * upstream by openucx/ucx#8175) when a wireup reply is still pending on one of the worker's
@@ -393,7 +511,7 @@ static void ucx_destroy(void *ctx)
      * for 20 ms (at most 300 ms) so such a message goes out or fails first. */
     uint64_t now = gt_time_ns(), end = now + 300000000ull, idle_from = now;
     while (now < end && now - idle_from < 20000000ull) {
-        if (ucp_worker_progress(c->worker))
+        if (ucx_progress_once(c))
             idle_from = gt_time_ns();
         else
             nanosleep(&(struct timespec){0, 1000000}, NULL);
@@ -403,19 +521,61 @@ static void ucx_destroy(void *ctx)
     if (c->addr) ucp_worker_release_address(c->worker, c->addr);
     ucp_worker_destroy(c->worker);
     ucp_cleanup(c->ucp);
+    ucx_current = NULL;
     free(c);
 }
 
-/* Our address for the peer: magic, our id, our worker address. */
-static gt_status_t ucx_ep_open(void *ctx, int responder, const char *peer_host, void **ep_p,
-                               void *addr, size_t cap, size_t *len_p)
+/* A listener in an address: family (u16), port (u16, network order), 16 address bytes. */
+static void ucx_put_laddr(uint8_t *p, const struct sockaddr_storage *sa)
+{
+    memset(p, 0, UCX_LADDR_BYTES);
+    p[0] = (uint8_t)sa->ss_family;
+    p[1] = (uint8_t)(sa->ss_family >> 8);
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+        memcpy(p + 2, &a->sin_port, 2);
+        memcpy(p + 4, &a->sin_addr, 4);
+    } else if (sa->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+        memcpy(p + 2, &a->sin6_port, 2);
+        memcpy(p + 4, &a->sin6_addr, 16);
+    }
+}
+
+static int ucx_get_laddr(const uint8_t *p, struct sockaddr_storage *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    unsigned fam = (unsigned)p[0] | (unsigned)p[1] << 8;
+    if (fam == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)sa;
+        a->sin_family = AF_INET;
+        memcpy(&a->sin_port, p + 2, 2);
+        memcpy(&a->sin_addr, p + 4, 4);
+        return 1;
+    }
+    if (fam == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)sa;
+        a->sin6_family = AF_INET6;
+        memcpy(&a->sin6_port, p + 2, 2);
+        memcpy(&a->sin6_addr, p + 4, 16);
+        return 1;
+    }
+    return 0;
+}
+
+/* Our address for the peer: magic, our id, the number of our listeners (u8, then 7 zero
+ * bytes), each listener (UCX_LADDR_BYTES), our worker address. */
+static gt_status_t ucx_ep_open(void *ctx, int responder, const char *peer_host, void *owner,
+                               void **ep_p, void *addr, size_t cap, size_t *len_p)
 {
     ucx_ctx_t *c = ctx;
     (void)responder;
-    if (cap < 16 + c->addr_len) return GT_ERR_OVERFLOW;
+    size_t head = 24 + c->n_lfds * UCX_LADDR_BYTES;
+    if (cap < head + c->addr_len) return GT_ERR_OVERFLOW;
     ucx_ep_t *e = calloc(1, sizeof *e);
     if (!e) return GT_ERR_NOMEM;
     e->ctx = c;
+    e->owner = owner;
     e->state = GT_ERR_AGAIN;
     do { /* unique among ours, and never 0 */
         uint8_t b[8];
@@ -428,10 +588,14 @@ static gt_status_t ucx_ep_open(void *ctx, int responder, const char *peer_host, 
     uint8_t *p = addr;
     ucx_put64(p, UCX_ADDR_MAGIC);
     ucx_put64(p + 8, e->recv_id);
-    memcpy(p + 16, c->addr, c->addr_len);
-    *len_p = 16 + c->addr_len;
+    ucx_put64(p + 16, c->n_lfds);
+    for (size_t i = 0; i < c->n_lfds; i++) ucx_put_laddr(p + 24 + i * UCX_LADDR_BYTES, &c->laddr[i]);
+    memcpy(p + head, c->addr, c->addr_len);
+    *len_p = head + c->addr_len;
     e->next = c->eps;
     c->eps = e;
+    *ep_p = e;
+    if (c->params.relay) return GT_OK; /* only the relay ever connects to our listener */
     /* The peer authenticated: let its address reach UCX's listener for a while. */
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
@@ -445,7 +609,6 @@ static gt_status_t ucx_ep_open(void *ctx, int responder, const char *peer_host, 
     }
     if (res) freeaddrinfo(res);
     ucx_windows_update(c);
-    *ep_p = e;
     return GT_OK;
 }
 
@@ -456,19 +619,32 @@ static gt_status_t ucx_ep_connect(void *ep, const char *peer_host, const void *a
     const uint8_t *p = addr;
     (void)peer_host;
     if (e->ep || e->state != GT_ERR_AGAIN) return GT_ERR_INVALID;
-    if (len <= 16 || len > GT_WAN_TP_ADDR_MAX || ucx_get64(p) != UCX_ADDR_MAGIC) {
-        GT_ERROR("ucx: the peer's data-path address is not a UCX one (%zu bytes)", len);
+    uint64_t n_l = len >= 24 ? ucx_get64(p + 16) : 0;
+    size_t head = 24 + (size_t)(n_l <= UCX_MAX_LISTENERS ? n_l : 0) * UCX_LADDR_BYTES;
+    if (len <= 24 || len > GT_WAN_TP_ADDR_MAX || ucx_get64(p) != UCX_ADDR_MAGIC ||
+        n_l > UCX_MAX_LISTENERS || len <= head) {
+        GT_ERROR("ucx: the peer's data-path address is not a UCX one of this version (%zu bytes)",
+                 len);
         e->state = GT_ERR_CORRUPT;
         return GT_ERR_CORRUPT;
+    }
+    e->n_peer_l = 0;
+    for (size_t i = 0; i < n_l; i++)
+        if (ucx_get_laddr(p + 24 + i * UCX_LADDR_BYTES, &e->peer_l[e->n_peer_l])) e->n_peer_l++;
+    if (c->params.relay && !e->n_peer_l) {
+        GT_ERROR("ucx: the peer published no TCP listener; the relay cannot reach it");
+        e->state = GT_ERR_UNSUPPORTED;
+        return GT_ERR_UNSUPPORTED;
     }
     memcpy(e->send_id, p + 8, UCX_ID_BYTES);
     ucp_ep_params_t prm = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = (const ucp_address_t *)(p + 16),
+        .address = (const ucp_address_t *)(p + head),
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
     };
+    ucx_current = c;
     ucs_status_t s = ucp_ep_create(c->worker, &prm, &e->ep);
     if (s != UCS_OK) {
         GT_ERROR("ucx: cannot connect to the peer's worker: %s", ucs_status_string(s));
@@ -549,6 +725,7 @@ static gt_status_t ucx_send(void *ep, const struct iovec *iov, size_t iovcnt, gt
         count = iovcnt;
     }
     gt_wan_tp_list_push(&e->sends, req);
+    ucx_current = e->ctx;
     ucs_status_ptr_t sp = ucp_am_send_nbx(e->ep, UCX_AM_ID, bk->hdr, hlen, data, count, &p);
     if (sp == NULL) { /* done at once: report from progress() */
         gt_wan_tp_list_remove(&e->sends, req);
@@ -696,6 +873,7 @@ static void ucx_match(ucx_ep_t *e)
         free(it);
         r->bk = tok;
         gt_wan_tp_list_push(&e->rndv, r);
+        ucx_current = c;
         ucs_status_ptr_t sp = ucp_am_recv_data_nbx(c->worker, desc, data, len, &p);
         if (sp == NULL || UCS_PTR_IS_ERR(sp)) { /* no callback will come */
             gt_wan_tp_list_remove(&e->rndv, r);
@@ -711,6 +889,7 @@ static void ucx_match(ucx_ep_t *e)
 static gt_status_t ucx_progress(void *ctx)
 {
     ucx_ctx_t *c = ctx;
+    ucx_current = c;
     for (int i = 0; i < 64 && ucp_worker_progress(c->worker); i++) {
     }
     ucx_report_done(c);
@@ -725,8 +904,9 @@ static gt_status_t ucx_progress(void *ctx)
 static int ucx_wait_req(ucx_ctx_t *c, void *req, uint64_t deadline)
 {
     if (!UCS_PTR_IS_PTR(req)) return 1;
+    ucx_current = c;
     while (ucp_request_check_status(req) == UCS_INPROGRESS && gt_time_ns() < deadline)
-        ucp_worker_progress(c->worker);
+        ucx_progress_once(c);
     int done = ucp_request_check_status(req) != UCS_INPROGRESS;
     ucp_request_free(req);
     return done;
@@ -737,6 +917,7 @@ static void ucx_close(void *ep, int force)
     ucx_ep_t *e = ep;
     if (!e) return;
     ucx_ctx_t *c = e->ctx;
+    ucx_current = c;
     for (ucx_ep_t **pp = &c->eps; *pp; pp = &(*pp)->next)
         if (*pp == e) {
             *pp = e->next;
@@ -782,8 +963,7 @@ static void ucx_close(void *ep, int force)
      * their callbacks, possibly later than this. Give it a moment, then detach the rest so a
      * late callback touches only its own token. */
     uint64_t purge_end = gt_time_ns() + 100000000ull;
-    while ((e->sends.count || e->rndv.count) && gt_time_ns() < purge_end)
-        ucp_worker_progress(c->worker);
+    while ((e->sends.count || e->rndv.count) && gt_time_ns() < purge_end) ucx_progress_once(c);
     gt_wan_tp_req_t *r;
     while ((r = gt_wan_tp_list_pop(&e->sends)) || (r = gt_wan_tp_list_pop(&e->rndv))) {
         ((ucx_send_bk_t *)r->bk)->req = NULL;
@@ -793,6 +973,45 @@ static void ucx_close(void *ep, int force)
     ucx_report_done(c);
     free(e);
     c->next_window_ns = 0; /* re-computed at the next progress */
+}
+
+static gt_status_t ucx_relay_dial(void *ctx, const struct sockaddr_storage *dst, int *fd_p)
+{
+    ucx_ctx_t *c = ctx;
+    size_t li = 0;
+    while (li < c->n_lfds && !ucx_same_src(&c->laddr[li], dst)) li++;
+    if (li == c->n_lfds) return GT_ERR_NOT_FOUND;
+    /* From the listener's own address, so the source is ours alone; the port is known before
+     * the connect, so the filter can let exactly this connection in. */
+    struct sockaddr_storage src = c->laddr[li];
+    if (src.ss_family == AF_INET)
+        ((struct sockaddr_in *)&src)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)&src)->sin6_port = 0;
+    socklen_t sl = src.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    int fd = socket(src.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return GT_ERR_IO;
+    if (bind(fd, (struct sockaddr *)&src, sl) != 0 ||
+        getsockname(fd, (struct sockaddr *)&src, &sl) != 0) {
+        close(fd);
+        return GT_ERR_IO;
+    }
+    if (c->n_relay_src == GT_WAN_TP_FILTER_MAX) { /* the oldest is long connected */
+        memmove(&c->relay_src[0], &c->relay_src[1], (GT_WAN_TP_FILTER_MAX - 1) * sizeof c->relay_src[0]);
+        c->n_relay_src--;
+    }
+    c->relay_src[c->n_relay_src].src = src;
+    c->relay_src[c->n_relay_src].until_ns = gt_time_ns() + UCX_RELAY_SRC_NS;
+    c->n_relay_src++;
+    ucx_windows_update(c);
+    /* The system call itself: a connect() interposed in this process (a test's proxy shim)
+     * must not see the relay's local leg. */
+    if (syscall(SYS_connect, fd, (const struct sockaddr *)dst, sl) != 0 && errno != EINPROGRESS) {
+        close(fd);
+        return GT_ERR_IO;
+    }
+    *fd_p = fd;
+    return GT_OK;
 }
 
 static void ucx_stats(void *ctx, gt_wan_tp_stats_t *stats_p)
@@ -815,4 +1034,5 @@ const gt_wan_tp_ops_t gt_wan_tp_ucx_ops = {
     .peek = ucx_peek,
     .recv_split = ucx_recv_split,
     .stats = ucx_stats,
+    .relay_dial = ucx_relay_dial,
 };
