@@ -34,6 +34,7 @@ typedef struct {
     gt_wan_security_t security;
     gt_wan_keypair_t keys[2]; /* 0 server, 1 client */
     size_t frame_bytes, window, max_size;
+    int relay_off; /* UCX encrypted without the sealed relay (the row beside it) */
 } bw_cfg_t;
 
 typedef struct {
@@ -56,6 +57,8 @@ static void usage(FILE *out)
             "AES-256-GCM seal rate, all measured in the same run. One JSON object per line:\n"
             "  {\"transport\": \"ucx\", \"encrypted\": true, \"size\": 1048576, \"mbps\": 812.3,\n"
             "   \"ref\": \"aes256gcm\", \"ref_mbps\": 1650.0, \"ratio\": 0.49}\n"
+            "Row ucx_norelay: encrypted UCX without the sealed relay (wan.ucx_relay: false), its\n"
+            "ratio against the encrypted ucx row (with the relay): what the relay costs.\n"
             "mbps is MB/s (10^6 bytes per second), the median of --reps runs; load1 is the\n"
             "machine's 1-minute load average when the row was printed.\n\n"
             "Options:\n"
@@ -106,6 +109,7 @@ static gt_status_t bw_net(const bw_cfg_t *cfg, uint32_t site, gt_wan_net_t **net
     p.n_peers = 2;
     p.frame_bytes = cfg->frame_bytes;
     p.window = cfg->window;
+    p.ucx_relay_off = cfg->relay_off;
     return gt_wan_net_create(&p, net_p);
 }
 
@@ -276,10 +280,11 @@ static void bw_close(bw_conn_t *c)
     gt_wan_keypair_wipe(&c->cfg.keys[1]);
 }
 
-static int bw_open(bw_conn_t *c, const bw_opts_t *o, gt_wan_transport_t tp, int enc)
+static int bw_open(bw_conn_t *c, const bw_opts_t *o, gt_wan_transport_t tp, int enc, int relay_off)
 {
     memset(c, 0, sizeof *c);
     c->pid = -1;
+    c->cfg.relay_off = relay_off;
     c->cfg.transport = tp;
     c->cfg.security = enc ? GT_WAN_SECURITY_ENCRYPTED : GT_WAN_SECURITY_NONE;
     c->cfg.frame_bytes = o->frame_bytes;
@@ -561,7 +566,18 @@ int gt_bench_wan(int argc, char **argv)
 
     /* Columns, measured interleaved per size and repetition so that the load of a shared
      * machine hits every column alike; medians are reported. */
-    enum { C_AES, C_AES_OPEN, C_UCX_TOOL, C_UCX, C_UCX_ENC, C_OFI_TOOL, C_OFI, C_OFI_ENC, C_N };
+    enum {
+        C_AES,
+        C_AES_OPEN,
+        C_UCX_TOOL,
+        C_UCX,
+        C_UCX_ENC,
+        C_OFI_TOOL,
+        C_OFI,
+        C_OFI_ENC,
+        C_UCX_ENC_RAW, /* encrypted UCX without the sealed relay: what the relay costs */
+        C_N
+    };
     bw_conn_t conn[C_N];
     memset(conn, 0, sizeof conn);
     for (int col = 0; col < C_N; col++) conn[col].pid = -1;
@@ -575,8 +591,10 @@ int gt_bench_wan(int argc, char **argv)
         gt_wan_transport_t tp = t == 0 ? GT_WAN_TRANSPORT_UCX : GT_WAN_TRANSPORT_LIBFABRIC;
         int base = t == 0 ? C_UCX_TOOL : C_OFI_TOOL;
         have[base] = o.tools;
-        if (o.modes & 1) have[base + 1] = bw_open(&conn[base + 1], &o, tp, 0) == 0;
-        if (o.modes & 2) have[base + 2] = bw_open(&conn[base + 2], &o, tp, 1) == 0;
+        if (o.modes & 1) have[base + 1] = bw_open(&conn[base + 1], &o, tp, 0, 0) == 0;
+        if (o.modes & 2) have[base + 2] = bw_open(&conn[base + 2], &o, tp, 1, 0) == 0;
+        if (t == 0 && (o.modes & 2))
+            have[C_UCX_ENC_RAW] = bw_open(&conn[C_UCX_ENC_RAW], &o, tp, 1, 1) == 0;
     }
     gt_log_set_level(lvl);
     if (!o.json)
@@ -619,7 +637,8 @@ int gt_bench_wan(int argc, char **argv)
             }
         double med[C_N], mc[C_N];
         for (int col = 0; col < C_N; col++) {
-            int ours = col == C_UCX || col == C_UCX_ENC || col == C_OFI || col == C_OFI_ENC;
+            int ours = col == C_UCX || col == C_UCX_ENC || col == C_OFI || col == C_OFI_ENC ||
+                       col == C_UCX_ENC_RAW;
             mc[col] = ours && nv[col] ? gt_cli_median(cores[col], nv[col]) : -1;
             med[col] = nv[col] ? gt_cli_median(v[col], nv[col]) : -1;
         }
@@ -629,12 +648,15 @@ int gt_bench_wan(int argc, char **argv)
         row(&o, "fi_pingpong", 0, sizes[i], med[C_OFI_TOOL], NULL, 0, -1);
         row(&o, "ucx", 0, sizes[i], med[C_UCX], "ucx_perftest", med[C_UCX_TOOL], mc[C_UCX]);
         row(&o, "ucx", 1, sizes[i], med[C_UCX_ENC], "aes256gcm", med[C_AES], mc[C_UCX_ENC]);
+        row(&o, "ucx_norelay", 1, sizes[i], med[C_UCX_ENC_RAW], "ucx", med[C_UCX_ENC],
+            mc[C_UCX_ENC_RAW]);
         row(&o, "libfabric", 0, sizes[i], med[C_OFI], "fi_pingpong", med[C_OFI_TOOL], mc[C_OFI]);
         row(&o, "libfabric", 1, sizes[i], med[C_OFI_ENC], "aes256gcm", med[C_AES], mc[C_OFI_ENC]);
     }
     if (o.tools) row(&o, "iperf3", 0, 131072, tool_iperf3(131072), NULL, 0, -1);
     for (int col = 0; col < C_N; col++)
-        if (col == C_UCX || col == C_UCX_ENC || col == C_OFI || col == C_OFI_ENC)
+        if (col == C_UCX || col == C_UCX_ENC || col == C_OFI || col == C_OFI_ENC ||
+            col == C_UCX_ENC_RAW)
             if (conn[col].net || conn[col].pid > 0) bw_close(&conn[col]);
     free(buf);
     return rc;

@@ -155,6 +155,7 @@ typedef struct {
     uint32_t preauth_max;            /* wan.preauth_max: incoming connections handshaking */
     uint32_t preauth_max_per_source; /* wan.preauth_max_per_source */
     uint32_t max_link_failures;      /* wan.max_link_failures: per peer per minute */
+    int ucx_relay;                   /* wan.ucx_relay: UCX's TCP through the sealed relay */
     gt_topo_emulation_t emulation;   /* wan.emulation.* */
 } gt_topo_wan_t;
 

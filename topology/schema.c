@@ -164,6 +164,10 @@ const gt_key_t gt_topo_keys[] = {
     {"wan.max_link_failures", GT_KEY_U32, NUM(wan.max_link_failures), 1, 1000000, 0, 0, NULL, "10",
      "a peer whose frames or handshakes are rejected this often in a minute is cut off "
      "(resets and timeouts are re-dialled without limit)"},
+    {"wan.ucx_relay", GT_KEY_BOOL, NUM(wan.ucx_relay), 0, 0, 0, 0, NULL, "true",
+     "UCX's TCP data connections run through geotrain's sealed relay, so every byte is "
+     "authenticated before UCX parses it (needs security: encrypted); false: UCX's own TCP "
+     "framing on the wire, where one altered byte can abort a site"},
     SEC("wan.emulation", "WAN emulation inside geotrain (defaults for every link)"),
     {"wan.emulation.enabled", GT_KEY_BOOL, NUM(wan.emulation.enabled), 0, 0, 0, 0, NULL, "false",
      "delay, shape and cut messages as the link settings say"},

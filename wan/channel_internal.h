@@ -83,7 +83,7 @@ typedef struct gt_wan_ch_raw_send {
  * (u32 payload length, then ciphertext and tag) under the tunnel's own handshake. */
 #define GT_WAN_TUNNEL_CHUNK   (64u << 10)
 #define GT_WAN_TUNNEL_MAGIC   0x6774746eu
-#define GT_WAN_RELAY_PENDING  32u
+#define GT_WAN_RELAY_PENDING  16u /* at most GT_WAN_TP_FILTER_MAX */
 typedef struct gt_wan_tunnel gt_wan_tunnel_t;
 typedef struct {
     uint32_t magic; /* GT_WAN_TUNNEL_MAGIC: tells an epoll tag from an endpoint */

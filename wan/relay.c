@@ -356,7 +356,7 @@ static int relay_listener(gt_wan_net_t *net, int family, struct sockaddr_storage
         gt_wan_tp_listen_lock(); /* no listener of ours appears while UCX starts (ucx.c) */
         int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, relay_salen(family)) == 0 &&
-                 listen(fd, 128) == 0;
+                 gt_wan_tp_filter_sources(fd, NULL, 0) == GT_OK && listen(fd, 128) == 0;
         gt_wan_tp_listen_unlock();
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &relay_listen_tag[i]};
         if (!ok || epoll_ctl(net->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -370,12 +370,29 @@ static int relay_listener(gt_wan_net_t *net, int family, struct sockaddr_storage
     return getsockname(net->relay_lfd[i], (struct sockaddr *)addr, &sl) == 0 ? 0 : -1;
 }
 
+/* The relay's loopback listeners let in exactly the connects we redirected and have not
+ * accepted yet (each from its one source port): nothing else on this host reaches them. */
+static void relay_filter(gt_wan_net_t *net)
+{
+    for (int i = 0; i < 2; i++) {
+        if (net->relay_lfd[i] < 0) continue;
+        struct sockaddr_storage allow[GT_WAN_RELAY_PENDING];
+        size_t n = 0;
+        for (size_t j = 0; j < net->n_pending; j++)
+            if ((net->pending[j].local.ss_family == AF_INET6) == i) allow[n++] = net->pending[j].local;
+        gt_wan_tp_filter_sources(net->relay_lfd[i], allow, n);
+    }
+}
+
 static void pending_expire(gt_wan_net_t *net, uint64_t now)
 {
     size_t keep = 0;
     for (size_t i = 0; i < net->n_pending; i++)
         if (net->pending[i].deadline_ns > now) net->pending[keep++] = net->pending[i];
-    net->n_pending = keep;
+    if (keep != net->n_pending) {
+        net->n_pending = keep;
+        relay_filter(net);
+    }
 }
 
 static int relay_redirect(void *arg, void *owner, int fd, const struct sockaddr *dst, socklen_t len)
@@ -389,18 +406,19 @@ static int relay_redirect(void *arg, void *owner, int fd, const struct sockaddr 
         errno = ECONNREFUSED;
         return -1;
     }
-    /* The system call itself: a connect() interposed in this process (a test's proxy shim)
-     * must not see the local leg. */
-    int rc = (int)syscall(SYS_connect, fd, (struct sockaddr *)&laddr, relay_salen(dst->sa_family));
-    int err = rc == 0 ? 0 : errno;
-    if (rc != 0 && err != EINPROGRESS) {
-        errno = err;
-        return -1;
-    }
+    /* The library's socket gets its loopback port first (bind), so the listener's filter can
+     * let exactly this connect in before it is made. */
     gt_wan_relay_pending_t *p = &net->pending[net->n_pending];
     memset(p, 0, sizeof *p);
+    p->local.ss_family = dst->sa_family;
+    if (dst->sa_family == AF_INET6)
+        ((struct sockaddr_in6 *)&p->local)->sin6_addr = in6addr_loopback;
+    else
+        ((struct sockaddr_in *)&p->local)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t sl = sizeof p->local;
-    if (getsockname(fd, (struct sockaddr *)&p->local, &sl) != 0) {
+    if ((bind(fd, (struct sockaddr *)&p->local, relay_salen(dst->sa_family)) != 0 &&
+         errno != EINVAL) ||
+        getsockname(fd, (struct sockaddr *)&p->local, &sl) != 0) {
         errno = ECONNREFUSED;
         return -1;
     }
@@ -410,6 +428,17 @@ static int relay_redirect(void *arg, void *owner, int fd, const struct sockaddr 
     p->port = ep->peer_ctl_port;
     p->deadline_ns = gt_time_ns() + (uint64_t)net->p.connect_timeout_ms * 1000000ull;
     net->n_pending++;
+    relay_filter(net);
+    /* The system call itself: a connect() interposed in this process (a test's proxy shim)
+     * must not see the local leg. */
+    int rc = (int)syscall(SYS_connect, fd, (struct sockaddr *)&laddr, relay_salen(dst->sa_family));
+    int err = rc == 0 ? 0 : errno;
+    if (rc != 0 && err != EINPROGRESS) {
+        net->n_pending--;
+        relay_filter(net);
+        errno = err;
+        return -1;
+    }
     errno = err;
     return rc;
 }
@@ -449,6 +478,7 @@ static void relay_accept(gt_wan_net_t *net, int i)
         }
         gt_wan_relay_pending_t p = net->pending[j];
         net->pending[j] = net->pending[--net->n_pending];
+        relay_filter(net);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         gt_wan_ep_t *ep = NULL;

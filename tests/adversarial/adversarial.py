@@ -301,6 +301,76 @@ class OfiStream:
         return out
 
 
+class TunnelStream:
+    """Follows one direction of a connection to a site's control port (wan/ctl.c, wan/relay.c):
+    frames (72-byte header, payload_len at byte 44) while they start with our magic — the
+    handshake messages (plain: the first two from the dialling side, the first one from the
+    other) and then sealed frames (payload + 16-byte tag) — and, on a relay tunnel (UCX's TCP
+    data path, sealed by the relay), tunnel frames after them: a u32 length n, then n bytes of
+    ciphertext and the tag. A direction is a tunnel once a frame boundary brings bytes that do
+    not start with the magic. When armed it flips one byte of the next tunnel frame: mode
+    "payload" inside its ciphertext or its tag, in turn (each such flip is one rejected frame,
+    exactly); mode "hdr" the byte at offset `off` of the frame (0-3: its length; 4 on: the
+    ciphertext where UCX's own framing lies, sealed)."""
+
+    def __init__(self, up, rng, seq, mode="payload", off=0):
+        self.up, self.rng, self.seq, self.mode, self.off = up, rng, seq, mode, off
+        self.pos, self.buf, self.nframes = 0, b"", 0
+        self.tunnel, self.tframes = False, 0
+        self.next_at = 0  # where the next frame (or tunnel frame) starts
+        self.armed, self.at, self.what, self.flips, self.skipped = False, None, None, [], 0
+
+    def _boundary(self, head):
+        """A frame starts at self.next_at with these bytes (at least 6 / 72 / 4 of them)."""
+        if not self.tunnel and head[:6] != FRAME_MAGIC:
+            self.tunnel = True
+        if self.tunnel:
+            n, = struct.unpack_from("<I", head, 0)
+            start = self.next_at
+            self.next_at += 4 + n + AEAD_TAG
+            self.tframes += 1
+            if self.armed and self.at is None and 0 < n <= 65536:
+                if self.mode == "hdr":
+                    k = self.off
+                elif next(self.seq) % 2 == 0:
+                    k = 4 + self.rng.randrange(n)  # the ciphertext
+                else:
+                    k = 4 + n + self.rng.randrange(AEAD_TAG)  # the tag
+                self.at, self.what = start + k, (n, k)
+            return 4
+        plen, = struct.unpack_from("<I", head, 44)
+        sealed = self.nframes >= (2 if self.up else 1)
+        self.nframes += 1
+        self.next_at += FRAME_HDR + plen + (AEAD_TAG if sealed else 0)
+        return FRAME_HDR
+
+    def feed(self, data):
+        end = self.pos + len(data)
+        p = self.pos
+        while p < end:
+            if p < self.next_at and not self.buf:
+                p = min(self.next_at, end)
+                continue
+            need = 4 if self.tunnel else (6 if len(self.buf) < 6 else FRAME_HDR)
+            take = min(need - len(self.buf), end - p)
+            self.buf += data[p - self.pos:p - self.pos + take]
+            p += take
+            if len(self.buf) < need:
+                break
+            if not self.tunnel and need == 6 and self.buf[:6] == FRAME_MAGIC:
+                continue  # a frame: read its whole header
+            self._boundary(self.buf + b"\0" * (FRAME_HDR - len(self.buf)))
+            self.buf = b""
+        out = data
+        if self.at is not None and self.pos <= self.at < end:
+            j = self.at - self.pos
+            out = data[:j] + bytes([data[j] ^ 0x5A]) + data[j + 1:]
+            self.flips.append(self.what)
+            self.at, self.armed = None, False
+        self.pos = end
+        return out
+
+
 class Proxy:
     """Relays every connection the sites open (the LD_PRELOAD shim registers 'local port ->
     destination' on a Unix datagram socket first). Connections to etcd pass untouched; on
@@ -423,10 +493,17 @@ class Proxy:
     def _pump(self, a, b, kind, up, dport):
         held, rec, chunks = None, b"", 0
         finder = None
-        if kind == "data" and self.flip_mode:
+        tstream = None
+        if kind == "ctl":
+            tstream = TunnelStream(up, self.rng, self.flip_seq,
+                                   "hdr" if self.flip_mode == "ucx_hdr" else "payload",
+                                   self.flip_off)
             if self.flip_mode in ("payload", "ucx_hdr"):
+                self.finders.append(tstream)
+        if kind == "data" and self.flip_mode and self.flip_mode != "ucx_hdr":
+            if self.flip_mode in ("payload", "ucx_hdr_raw"):
                 finder = FrameFinder(self.rng, self.transport, self.flip_seq,
-                                     self.flip_off if self.flip_mode == "ucx_hdr" else None)
+                                     self.flip_off if self.flip_mode == "ucx_hdr_raw" else None)
             else:
                 finder = OfiStream(self.flip_off)
             self.finders.append(finder)
@@ -444,15 +521,32 @@ class Proxy:
                     elif finder.armed and not self.interval:  # faults have stopped
                         finder.armed, finder.at = False, None
                     data = finder.feed(data)
+                if tstream:
+                    was = tstream.tunnel
+                    if self.flip_mode in ("payload", "ucx_hdr"):
+                        if not tstream.armed and not tstream.flips and tstream.tunnel and \
+                                self._arm_flip():
+                            tstream.armed = True
+                        elif tstream.armed and not self.interval:
+                            tstream.armed, tstream.at = False, None
+                    data = tstream.feed(data)
+                    if tstream.tunnel and not was:
+                        with self.lock:
+                            self.by_kind["tunnel"] = self.by_kind.get("tunnel", 0) + 1
                 if kind and up and len(rec) < 262144:
                     rec += data
-                    if kind not in self.recorded or len(self.recorded[kind][1]) < len(rec):
-                        self.recorded[kind] = (dport, rec)
+                    rkind = "data" if tstream and tstream.tunnel else kind
+                    if rkind not in self.recorded or len(self.recorded[rkind][1]) < len(rec):
+                        self.recorded[rkind] = (dport, rec)
                 # On a control connection only the first chunk each way is hit: the first
                 # handshake message one way, the second the other (later chunks may hold the
                 # sealed address frame, which is not a handshake), so that every fault costs
                 # exactly one refused or timed-out handshake and the scenario can count them.
-                f = self._take_fault(kind) if kind and (kind == "data" or chunks == 1) else None
+                if tstream and tstream.tunnel:  # UCX's data path, sealed by the relay
+                    f = self._take_fault("data")
+                else:
+                    f = self._take_fault(kind) if kind and (kind == "data" or chunks == 1) \
+                        else None
                 if f == "dup" and kind == "ctl" and not up:
                     self.msg2_dups += 1
                 if f == "flip":
@@ -723,10 +817,11 @@ def shim_path():
     return os.path.join(os.environ["GT_BINARY_DIR"], "tests/adversarial/libgt_mitm_preload.so")
 
 
-def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, min_faults=4):
+def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, min_faults=4,
+             sets=()):
     """A two-site run with every site connection through the proxy, faults from the first
-    training steps on. flip: None, or "payload"/("ofi_hdr", offset) for frame flips on the
-    data path (FrameFinder / OfiStream), at most flip_max."""
+    training steps on. flip: None, or "payload"/("ofi_hdr", offset)/("ucx_hdr", offset) for
+    frame flips on the data path (FrameFinder / OfiStream / TunnelStream), at most flip_max."""
     px = Proxy(tmp, interval=interval, faults=faults)
     px.run_dir = os.path.join(tmp, name)
     if flip:
@@ -737,7 +832,7 @@ def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, 
                sets=["wan.max_link_failures=1000", "wan.preauth_timeout_ms=1500",
                      # steps of 15 ms (x3: --slow), whatever the machine: the faults come
                      # every `interval` s, so the run must last long enough for several
-                     "inner.emulated_step_ms=15"],
+                     "inner.emulated_step_ms=15"] + list(sets),
                args=["--slow", "a=3", "--slow", "b=3"])
     check(L.wait_training(min_step=5), "the sites never started training")
     px.start()  # faults from now on: the run is set up and training
@@ -757,7 +852,10 @@ def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, 
     log(f"{name}: {px.streams} site-to-site connections through the proxy {px.by_kind}; "
         f"faults injected {px.injected}; frames flipped {px.flips()}")
     check(rc == 0, f"launch exited {rc}")
-    check(px.by_kind.get("ctl", 0) >= 1 and px.by_kind.get("data", 0) >= 1,
+    # UCX's data path runs through the sealed relay: its connections are tunnels to the
+    # control port (wan/relay.c); libfabric's go to the data path's own listener.
+    data_kind = "tunnel" if tp == "ucx" else "data"
+    check(px.by_kind.get("ctl", 0) >= 1 and px.by_kind.get(data_kind, 0) >= 1,
           f"the proxy did not see both kinds of site connection: {px.by_kind}")
     check(px.unmapped == 0, f"{px.unmapped} connections reached the proxy unregistered")
     check(sum(px.injected.values()) + px.flips() >= min_faults,
@@ -808,17 +906,19 @@ def scenario_tamper(tmp, tp):
         f"{got} handshakes refused or timed out")
     check(got == n_ctl - px.msg2_dups, f"{got} handshakes refused or timed out, {n_ctl} "
           f"altered ({px.msg2_dups} of them a duplicated msg2, not counted by the responder)")
-    flips = [f for x in px.finders for f in x.flips]
+    # (payload bytes, offset past the header) of each flip: UCX's are tunnel frames (a 4-byte
+    # length in front), libfabric's our own frames (a 72-byte header in front).
+    flips = [f[-2:] if tp == "libfabric" else (f[0], f[1] - 4)
+             for x in px.finders for f in x.flips]
     log(f"tamper: {len(flips)} frames flipped (" + "; ".join(
-        f"{('DELTA', 'RESULT')[t - 2]} r{r} l{ln} c{c} {p} B byte {k}"
-        f"{' (tag)' if k >= p else ''}" for t, r, ln, c, p, k in flips) +
+        f"{p} B byte {k}{' (tag)' if k >= p else ''}" for p, k in flips) +
         f"); {sum(x.skipped for x in px.finders if hasattr(x, 'skipped'))} frames of another "
         f"layout skipped")
     rej = sum(wan(s, x, "frames_rejected") for x in ("a", "b"))
     rec = sum(wan(s, x, "reconnects") for x in ("a", "b"))
     resent = sum(wan(s, x, "resent") for x in ("a", "b"))
     check(len(flips) >= 4, f"only {len(flips)} frames flipped on the data path")
-    check(any(k >= p for _, _, _, _, p, k in flips), "no flip hit an AEAD tag")
+    check(any(k >= p for p, k in flips), "no flip hit an AEAD tag")
     check(rej == len(flips), f"{rej} frames rejected, {len(flips)} flipped")
     check(rec >= len(flips), f"{rec} reconnects for {len(flips)} dropped connections")
     # A flipped frame's message never arrived, so it was not acknowledged: re-sent, each.
@@ -878,20 +978,44 @@ def scenario_ofihdr(tmp, tp):
 
 
 def scenario_ucxhdr(tmp, tp):
-    """UCX only, and not in ctest, because it fails: the measurement behind the UCX limit in
-    docs/security.md. One byte of UCX's own framing in front of one of our frames (the tcp
-    transport's AM header: byte 0 am_id, 1-4 length; then UCP's 16-byte header: bytes 5-20)
-    flipped on a data connection, byte GT_ADV_UCX_OFF (default 1), once per connection, one
-    every 1.5 s, at most 3. Asserts what every run must show; with bytes 0 and 1 the site
-    that reads the flip aborts inside UCX, with byte 5 a message vanishes without an error."""
+    """UCX only: one byte changed in UCX's TCP data stream, where UCX's own framing lies. Without
+    the sealed relay (wan.ucx_relay: false; GT_ADV_NO_RELAY=1 here) the byte is UCX's AM header
+    (byte 0 am_id, 1-4 length) or UCP's header in front of one of our frames, and a flip of byte
+    0 or 1 aborted the site inside UCX (docs/security.md, "The sealed relay"). With the relay
+    that stream is sealed in tunnel frames: byte GT_ADV_UCX_OFF of a tunnel frame is flipped
+    (default: in turn 1 and 3, the frame's length; 4, 5 and 9, the first bytes of its sealed
+    content, where a UCX message's framing starts), once per connection, one every 1.5 s, 5 in
+    all. Each must cost its tunnel and nothing more: no site lost, every altered connection
+    re-established and its messages re-sent, equal anchors, every contribution accounted for;
+    a flip of sealed content is one rejected frame, a length flip at most one (the frame is
+    then too long, or its tag does not verify: unless the tunnel closes first)."""
     if not check(tp == "ucx", "ucxhdr is a UCX scenario"):
         return
-    off = int(os.environ.get("GT_ADV_UCX_OFF", "1"))
-    px, s, _ = mitm_run(tmp, tp, "ucxhdr", {}, 1.5, flip=("ucx_hdr", off), flip_max=3,
-                        min_faults=1)
-    log(f"ucxhdr: UCX framing byte {off} flipped in front of " + "; ".join(
-        f"{('DELTA', 'RESULT')[t - 2]} r{r} l{ln} c{c}" for t, r, ln, c, _, _ in
-        (f for x in px.finders for f in x.flips)))
+    if os.environ.get("GT_ADV_NO_RELAY"):
+        off = int(os.environ.get("GT_ADV_UCX_OFF", "1"))
+        px, s, _ = mitm_run(tmp, tp, "ucxhdr", {}, 1.5, flip=("ucx_hdr_raw", off), flip_max=3,
+                            min_faults=1, sets=["wan.ucx_relay=false"])
+        return
+    offs = [int(os.environ["GT_ADV_UCX_OFF"])] if os.environ.get("GT_ADV_UCX_OFF") else \
+        [1, 3, 4, 5, 9]
+    cycle = itertools.cycle(offs)
+    orig = TunnelStream.__init__
+
+    def init(self, up, rng, seq, mode="payload", off=0):
+        orig(self, up, rng, seq, mode, next(cycle) if mode == "hdr" else off)
+    TunnelStream.__init__ = init
+    px, s, _ = mitm_run(tmp, tp, "ucxhdr", {}, 1.5, flip=("ucx_hdr", 0), flip_max=5,
+                        min_faults=3)
+    done = [f for x in px.finders for f in x.flips]
+    log("ucxhdr: tunnel frames flipped (sealed bytes, offset in the frame): " +
+        "; ".join(str(d) for d in done))
+    rec = sum(wan(s, x, "reconnects") for x in ("a", "b"))
+    rej = sum(wan(s, x, "frames_rejected") for x in ("a", "b"))
+    check(len(done) >= 3, f"only {len(done)} bytes flipped")
+    check(rec >= len(done), f"{rec} reconnects for {len(done)} altered connections")
+    exact = sum(1 for _, k in done if k >= 4)
+    check(exact <= rej <= len(done), f"{rej} frames rejected; {exact} flips of sealed content "
+          f"(each rejected) and {len(done) - exact} of a length (rejected or not)")
 
 
 def scenario_replay(tmp, tp):
@@ -903,29 +1027,37 @@ def scenario_replay(tmp, tp):
     time.sleep(1.0)
     ctl = px.recorded.get("ctl")
     data = px.recorded.get("data")
-    n = 0
+    n = {}  # control port -> replays that reached it
     if check(ctl is not None, "the proxy recorded no control connection"):
         port, rec = ctl
         log(f"replaying {len(rec)} recorded bytes of a control connection to port {port} x5")
         for _ in range(5):
-            n += poke(port, rec)
+            n[port] = n.get(port, 0) + poke(port, rec)
     if check(data is not None, "the proxy recorded no data-path connection"):
         port, rec = data
-        # Nobody may reach the data path's listener with it: UCX's is closed to every address
-        # by its socket filter once the peer's first message came (the SYN is dropped: the
-        # connect times out), libfabric's passive endpoint is gone once its one connection is
-        # made (refused).
-        reached = sum(poke(port, rec, 0.25) for _ in range(3))
-        log(f"replayed {len(rec)} recorded bytes of a data-path connection to port {port} x3: "
-            f"{reached} reached a listener")
-        check(reached == 0, f"{reached} data-path replays reached a listener")
+        if tp == "ucx":
+            # UCX's data path is a relay tunnel to the control port (wan/relay.c): its replay
+            # is a replayed handshake there, refused like the one above. (UCX's own listener
+            # takes nobody but the relay: scenario garbage.)
+            log(f"replaying {len(rec)} recorded bytes of a relay tunnel to port {port} x3")
+            for _ in range(3):
+                n[port] = n.get(port, 0) + poke(port, rec)
+        else:
+            # Nobody may reach the data path's listener with it: libfabric's passive endpoint
+            # is gone once its one connection is made (refused).
+            reached = sum(poke(port, rec, 0.25) for _ in range(3))
+            log(f"replayed {len(rec)} recorded bytes of a data-path connection to port {port} "
+                f"x3: {reached} reached a listener")
+            check(reached == 0, f"{reached} data-path replays reached a listener")
     rc = L.finish()
     px.close()
     check(rc == 0, f"launch exited {rc}")
     s = L.verify()
-    site = "a" if ctl and ctl[0] == ctl_port(L.run_dir, "a") else "b"
-    got = wan(s, site, "handshakes_refused") + wan(s, site, "handshakes_timed_out")
-    check(got == n, f"site {site}: {got} refused handshakes, {n} replays of a recorded one")
+    for site in ("a", "b"):
+        want = n.get(ctl_port(L.run_dir, site), 0)
+        got = wan(s, site, "handshakes_refused") + wan(s, site, "handshakes_timed_out")
+        check(got == want, f"site {site}: {got} refused handshakes, {want} replays of a recorded "
+              "one")
     return rc
 
 
