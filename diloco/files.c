@@ -177,7 +177,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
                          &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out,
                          &ms.gate.connections_capped, &ms.reconnects, &ms.resent, &ms.duplicates,
                          &ms.peers_cut, &ms.gate.data_stray, &ms.emu_held_by_cut,
-                         &ms.emu_refused_by_cut};
+                         &ms.emu_refused_by_cut, &ms.gate.tunnels};
         uint64_t v[sizeof f / sizeof f[0]];
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) v[i] = *f[i];
         gt_status_t st = dl_allreduce(d, v, sizeof v / sizeof v[0], GT_DILOCO_OP_SUM);
@@ -243,6 +243,9 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
                   "resent", (json_int_t)ms.resent, "duplicates", (json_int_t)ms.duplicates,
                   "peers_cut", (json_int_t)ms.peers_cut, "data_stray",
                   (json_int_t)ms.gate.data_stray, "frames_rejected", (json_int_t)ms.rejected));
+    /* UCX's TCP connections carried by the sealed relay (wan/relay.c) */
+    json_object_set_new(json_object_get(o, "wan"), "relay_tunnels",
+                        json_integer((json_int_t)ms.gate.tunnels));
     if (d->cfg->wan.emulation.enabled) {
         json_t *w = json_object_get(o, "wan");
         json_object_set_new(w, "emu_held_by_cut", json_integer((json_int_t)ms.emu_held_by_cut));

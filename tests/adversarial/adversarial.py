@@ -854,7 +854,7 @@ def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, 
     check(rc == 0, f"launch exited {rc}")
     # UCX's data path runs through the sealed relay: its connections are tunnels to the
     # control port (wan/relay.c); libfabric's go to the data path's own listener.
-    data_kind = "tunnel" if tp == "ucx" else "data"
+    data_kind = "tunnel" if tp == "ucx" and "wan.ucx_relay=false" not in sets else "data"
     check(px.by_kind.get("ctl", 0) >= 1 and px.by_kind.get(data_kind, 0) >= 1,
           f"the proxy did not see both kinds of site connection: {px.by_kind}")
     check(px.unmapped == 0, f"{px.unmapped} connections reached the proxy unregistered")
