@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -991,6 +992,8 @@ static gt_status_t ucx_relay_dial(void *ctx, const struct sockaddr_storage *dst,
     socklen_t sl = src.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     int fd = socket(src.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return GT_ERR_IO;
+    int one = 1; /* the relay writes what it opened at once; Nagle would hold it back */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&src, sl) != 0 ||
         getsockname(fd, (struct sockaddr *)&src, &sl) != 0) {
         close(fd);
