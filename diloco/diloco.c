@@ -340,6 +340,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
         d->hist_round[f][0] = d->hist_round[f][1] = -1;
     }
     d->resumed_step = -1;
+    d->join_rebase = -1;
     d->state = GT_DILOCO_STARTING;
     d->t_start = gt_time_ns();
     pthread_mutex_init(&d->lock, NULL);
@@ -392,6 +393,8 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
         uint64_t off = dl_frag_offset(d, f);
         d->fnext[f] = d->step < off ? 0 : (d->step - off) / d->H + 1;
     }
+    if (d->join_rebase >= 0) /* a joiner before its first round submits nothing until then */
+        d->next_submit = d->fnext[0] = d->joined_round;
     pthread_mutex_unlock(&d->lock);
     d->passes = 0; /* per round: the start's sweeps are not a round's */
     GT_INFO("site %s: training %llu steps in %llu rounds of %llu, overlap %llu, %u sites live",
@@ -418,6 +421,7 @@ static gt_status_t catch_up(gt_diloco_t *d)
 {
     uint64_t H = d->H, step = d->step;
     if (step % H == 0 || step >= d->total) return GT_OK; /* the round ends here anyway */
+    if (d->join_rebase >= 0) return GT_OK; /* a joiner before its first round: no round to cut */
     uint64_t r = step / H, seen = 0, K = d->cfg->run.checkpoint_every;
     /* A round whose step r·H + τ is a checkpoint's (run.checkpoint_every: r a multiple of it)
      * ends no sooner than right after that step, so every site saves it: a resume needs a
@@ -478,7 +482,12 @@ static gt_status_t schedule(gt_diloco_t *d)
         for (uint32_t f = 0; f < d->F && st == GT_OK; f++) {
             uint64_t off = dl_frag_offset(d, f);
             int64_t *pend = &d->fpending[f];
-            if (step >= off && (step - off) % d->H == 0) {
+            if (step >= off && (step - off) % d->H == 0 && d->join_rebase >= 0 &&
+                (step - off) / d->H < d->joined_round) {
+                /* A joiner's steps before its first round (dl_join): nothing to submit; it
+                 * takes the round's anchor at the apply step (now, without an overlap). */
+                if (d->tau == 0 && (st = dl_join_rebase(d)) == GT_OK) *pend = -1;
+            } else if (step >= off && (step - off) % d->H == 0) {
                 uint64_t r = (step - off) / d->H;
                 if (*pend >= 0 && (st = dl_apply(d, f, (uint64_t)*pend, 0)) != GT_OK) return st;
                 *pend = -1;
@@ -489,7 +498,9 @@ static gt_status_t schedule(gt_diloco_t *d)
                     *pend = -1;
                 }
             } else if (*pend >= 0 && step == (uint64_t)*pend * d->H + off + d->tau) {
-                if ((st = dl_apply(d, f, (uint64_t)*pend, 0)) != GT_OK) return st;
+                st = d->join_rebase == *pend ? dl_join_rebase(d)
+                                             : dl_apply(d, f, (uint64_t)*pend, 0);
+                if (st != GT_OK) return st;
                 *pend = -1;
             }
         }

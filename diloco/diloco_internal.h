@@ -145,6 +145,7 @@ struct gt_diloco {
     int fetch_status;
     int probe_got;
     uint64_t probe_next, probe_params;
+    uint64_t probe_step; /* the step the peer was at (UINT64_MAX: it did not say) */
     uint64_t probe_first[GT_WAN_OUTER_MAX_SITES];
     /* The partition rule's probe (outer_step.c): a STATE_PROBE sent to every member at once and
      * never waited on; reach_id (high bit set, unlike a fetch id) tells its answers apart. */
@@ -157,6 +158,10 @@ struct gt_diloco {
     uint64_t step, first_step, steps_trained;
     uint64_t steps_skipped, rounds_cut; /* outer.catch_up: steps a round ended early skipped */
     uint64_t applied_upto, next_submit, joined_round, rounds_applied, refetches;
+    /* A joiner that started training before its first round (dl_join): the round whose anchor
+     * it fetches and rebases onto at that round's apply step (-1: none pending). */
+    int64_t join_rebase;
+    uint64_t join_trainers; /* bit s: site s trained when the join planned */
     int training, started_run;
     uint64_t round_tokens, tokens;
     double loss, loss_acc;
@@ -253,6 +258,7 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
                           const uint32_t *peers, uint32_t n);
 gt_status_t dl_start_check(gt_diloco_t *d);
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
+gt_status_t dl_join_rebase(gt_diloco_t *d);
 /* Re-fetches fragment f's lanes of the groups whose bit is set in `bad` (bit i: grp[i]). */
 gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);
 

@@ -65,14 +65,16 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
     if (!buf) return;
     if (req->round == STATE_PROBE) {
         uint64_t first[GT_WAN_OUTER_MAX_SITES];
-        uint8_t info[8 + 8 + 4 + 8 * GT_WAN_OUTER_MAX_SITES];
+        uint8_t info[8 + 8 + 4 + 8 * GT_WAN_OUTER_MAX_SITES + 8];
         uint32_t n = d->cfg->n_sites;
         gt_wan_outer_first_rounds(d->outers[gr->i], first);
         gt_le_put64(info, d->next_submit);
         gt_le_put64(info + 8, d->n);
         gt_le_put32(info + 16, n);
         for (uint32_t i = 0; i < n; i++) gt_le_put64(info + 20 + 8 * i, first[i]);
-        state_reply(gr, req, d->training ? STATE_INFO : STATE_BUSY, 0, 0, info, 20 + 8 * n, 0, 1,
+        /* the step we are at: a joiner starts training there (dl_join) */
+        gt_le_put64(info + 20 + 8 * n, __atomic_load_n(&d->step, __ATOMIC_RELAXED));
+        state_reply(gr, req, d->training ? STATE_INFO : STATE_BUSY, 0, 0, info, 28 + 8 * n, 0, 1,
                     buf);
         free(buf);
         return;
@@ -156,7 +158,7 @@ static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8
         if (status == STATE_BUSY) {
             d->fetch_status = STATE_BUSY;
         } else if (status != STATE_INFO || n != d->cfg->n_sites ||
-                   len != STATE_HDR + 20 + 8 * (size_t)n) {
+                   (len != STATE_HDR + 20 + 8 * (size_t)n && len != STATE_HDR + 28 + 8 * (size_t)n)) {
             GT_WARN("site %s: rejected a malformed probe answer from site %u", d->name,
                     msg->sender);
             d->fetch_status = STATE_GONE;
@@ -165,6 +167,9 @@ static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8
             d->probe_params = gt_le_get64(buf + STATE_HDR + 8);
             for (uint32_t i = 0; i < n; i++)
                 d->probe_first[i] = gt_le_get64(buf + STATE_HDR + 20 + 8 * i);
+            d->probe_step = len == STATE_HDR + 28 + 8 * (size_t)n
+                                ? gt_le_get64(buf + STATE_HDR + 20 + 8 * (size_t)n)
+                                : UINT64_MAX;
             d->probe_got = 1;
         }
         return;
@@ -481,7 +486,9 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     int have = 0, planned = 0;
     uint64_t have_grp = 0; /* bit i: group i's state fetched for the planned round */
     uint64_t planned_at = 0;
-    uint64_t trainers = 0; /* bit s: site s answered the plan's probe as a training site */
+    int fast = 0;           /* start before round R (from the anchor after R - 2) */
+    uint64_t fast_step = 0; /* the furthest step a trainer reported */
+    uint64_t trainers = 0;  /* bit s: site s answered the plan's probe as a training site */
     int quiet_peers = 0;   /* said once: some peers did not answer the probe */
     uint64_t replan_ns = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
                          (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
@@ -522,6 +529,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         if (!planned) { /* every rank comes here together (planned is agreed) */
             uint64_t next = 0, first[GT_WAN_OUTER_MAX_SITES];
             uint64_t differ = 0;
+            uint64_t pstep = 0, step_unknown = 0; /* the trainers' furthest step */
             uint32_t busy = 0; /* peers that answered "not training" (joiners) */
             trainers = 0;
             for (uint32_t k = 0; self_in && k < n; k++) {
@@ -534,6 +542,10 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     differ = 1;
                     break;
                 }
+                if (d->probe_step == UINT64_MAX)
+                    step_unknown = 1;
+                else if (d->probe_step > pstep)
+                    pstep = d->probe_step;
                 if (code != 0 || d->probe_next > next) {
                     next = d->probe_next;
                     memcpy(first, d->probe_first, sizeof first);
@@ -562,11 +574,17 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
             if (differ) return GT_ERR_CONFIG;
             if (code == 0) memcpy(d->probe_first, first, sizeof first);
             /* Every rank agrees on the latest R any of them found (collective). */
-            uint64_t v[2] = {code == 0 ? next + 1 : 0, code == 0 ? 0 : 1};
-            if ((st = dl_allreduce(d, v, 2, GT_DILOCO_OP_MAX)) != GT_OK) return st;
+            uint64_t v[4] = {code == 0 ? next + 1 : 0, code == 0 ? 0 : 1, pstep, step_unknown};
+            if ((st = dl_allreduce(d, v, 4, GT_DILOCO_OP_MAX)) != GT_OK) return st;
             if (v[1] == 0) {
                 R = v[0] > R ? v[0] : R + 1; /* a re-plan always moves on */
                 if (R < 1) R = 1;
+                /* Start at once from the anchor after R - 2 (the peers, in round R - 1, hold it),
+                 * at the step they are at; the anchor after R - 1 is fetched and rebased onto
+                 * when they apply it (dl_join_rebase). Not with fragments, without an overlap,
+                 * or when a peer did not say its step (an older version). */
+                fast = d->F == 1 && d->tau > 0 && R >= 2 && !v[3] && v[2] < R * d->H;
+                fast_step = v[2];
                 planned = 1;
                 planned_at = now;
                 have = 0;
@@ -606,14 +624,15 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     for (uint32_t k = 0; k < gn; k++)
                         if (gp[k] < 64 && (trainers >> gp[k] & 1)) gp[tn++] = gp[k];
                     if (tn) gn = tn; /* none known (a probe lost): every peer, as before */
-                    st = gn ? dl_fetch_state(d, i, R - 1, gp, gn) : GT_ERR_AGAIN;
+                    uint64_t from = fast ? R - 2 : R - 1;
+                    st = gn ? dl_fetch_state(d, i, from, gp, gn) : GT_ERR_AGAIN;
                     if (st != GT_OK && st != GT_ERR_NOMEM && gn > 1) {
-                        /* Striped failed (a peer does not hold R - 1: it lags, or is ahead by
-                         * two rounds): the whole from one peer after another. Plan again only
-                         * when every peer is past it. */
+                        /* Striped failed (a peer does not hold the round: it lags, or is ahead
+                         * by two rounds): the whole from one peer after another. Plan again
+                         * only when every peer is past it. */
                         uint32_t gone = 0;
                         for (uint32_t k = 0; k < gn && st != GT_OK; k++) {
-                            gt_status_t one = dl_fetch_state(d, i, R - 1, &gp[k], 1);
+                            gt_status_t one = dl_fetch_state(d, i, from, &gp[k], 1);
                             if (one == GT_OK) st = GT_OK;
                             gone += one == GT_ERR_NOT_FOUND;
                         }
@@ -645,17 +664,94 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         struct timespec ts = {0, 20000000};
         nanosleep(&ts, NULL);
     }
-    /* Start as a site that has just applied round R - 1. */
-    dl_keep_state(d, (int64_t)R - 1);
+    /* Start as a site that has just applied round R - 1, or (fast) as one that applied R - 2
+     * and is where the peers are in round R - 1, without taking part in it. */
+    uint64_t from = fast ? R - 2 : R - 1;
+    dl_keep_state(d, (int64_t)from);
     gt_status_t st = dl_gather_anchor(d);
     if (st != GT_OK) return st;
     memcpy(d->x, d->anchor, d->n * sizeof(float));
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
     d->joined_round = R;
     d->applied_upto = R;
-    dl_log_anchor(d, R - 1, gt_wan_outer_hash(d->anchor, d->n), -1.0);
+    d->join_trainers = trainers;
+    dl_log_anchor(d, from, gt_wan_outer_hash(d->anchor, d->n), -1.0);
     *start_p = R * d->H + d->tau;
-    GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)", name,
-            (unsigned long long)*start_p, (unsigned long long)R - 1, (gt_time_ns() - t0) * 1e-9);
+    if (fast) {
+        uint64_t lo = (R - 1) * d->H + d->tau, hi = R * d->H + d->tau - 1;
+        *start_p = fast_step < lo ? lo : fast_step > hi ? hi : fast_step;
+        d->join_rebase = (int64_t)R - 1;
+        d->fpending[0] = (int64_t)R - 1; /* "applied" at R·H + τ: the rebase */
+    }
+    GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)%s",
+            name, (unsigned long long)*start_p, (unsigned long long)from,
+            (gt_time_ns() - t0) * 1e-9,
+            fast ? "; its first round follows the next anchor, which it takes when the peers "
+                   "apply it"
+                 : "");
+    return GT_OK;
+}
+
+/* A joiner that started before its first round (dl_join, fast): at round R - 1's apply step,
+ * the anchor (and momentum) after R - 1 from the training peers, and θ_s rebased onto it as an
+ * apply would: θ_s ← θ_a' + (θ_s − θ_a). Collective over the site's ranks. Waits while the
+ * peers have not applied it yet (they apply it at this same step), up to the join's bound. */
+gt_status_t dl_join_rebase(gt_diloco_t *d)
+{
+    const gt_topo_config_t *c = d->cfg;
+    uint64_t r = (uint64_t)d->join_rebase, t0 = gt_time_ns();
+    uint64_t limit = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
+                     (uint64_t)c->wan.peer_timeout_ms * 2000000ull + 60000000000ull;
+    memcpy(d->snap, d->anchor, d->n * sizeof(float));
+    uint64_t have_grp = 0;
+    gt_status_t st = GT_OK;
+    for (;;) {
+        int64_t code = 0; /* 0 done, 1 retry, 3 give up */
+        for (uint32_t i = 0; i < d->n_grp; i++) {
+            if (have_grp >> i & 1) continue;
+            uint32_t gp[GT_WAN_MAX_MEMBERS];
+            int gin = 0;
+            uint32_t gn = dl_view_peers(d, i, gp, &gin), tn = 0;
+            for (uint32_t k = 0; k < gn; k++)
+                if (gp[k] < 64 && (d->join_trainers >> gp[k] & 1)) gp[tn++] = gp[k];
+            if (tn) gn = tn;
+            st = gn ? dl_fetch_state(d, i, r, gp, gn) : GT_ERR_AGAIN;
+            for (uint32_t k = 0; k < gn && st != GT_OK && st != GT_ERR_NOMEM && gn > 1; k++)
+                st = dl_fetch_state(d, i, r, &gp[k], 1);
+            if (st == GT_OK) {
+                take_fetched(d, i);
+                have_grp |= 1ull << i;
+            } else {
+                code = st == GT_ERR_NOT_FOUND || st == GT_ERR_NOMEM ? 3 : code > 1 ? code : 1;
+            }
+        }
+        uint64_t now = gt_time_ns();
+        if (code == 1 && (now - t0 > limit || d->wan_error || (d->p.stop && *d->p.stop))) code = 3;
+        uint64_t worst = (uint64_t)code;
+        if ((st = dl_allreduce(d, &worst, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
+        if (worst == 0) break;
+        if (worst == 3) {
+            GT_ERROR("site %s: cannot fetch the anchor after round %llu, which its first round "
+                     "follows (the peers no longer hold it, or never applied it in %.0f s); it "
+                     "leaves, and rejoins when started again",
+                     d->name, (unsigned long long)r, (now - t0) * 1e-9);
+            return d->wan_error ? (gt_status_t)d->wan_error : GT_ERR_PEER_LOST;
+        }
+        dl_write_status(d, 0);
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    double waited = (gt_time_ns() - t0) * 1e-9;
+    d->wait_s += waited;
+    if ((st = dl_gather_anchor(d)) != GT_OK) return st;
+    const float *a = d->anchor, *snap = d->snap;
+    for (size_t i = 0; i < d->n; i++) d->x[i] = a[i] + (d->x[i] - snap[i]);
+    d->passes += 1.0;
+    dl_keep_state(d, (int64_t)r);
+    dl_log_anchor(d, r, gt_wan_outer_hash(d->anchor, d->n), -1.0);
+    d->join_rebase = -1;
+    if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
+    GT_INFO("site %s: took the anchor after round %llu (%.2f s waiting); its first round is %llu",
+            d->name, (unsigned long long)r, waited, (unsigned long long)r + 1);
     return GT_OK;
 }

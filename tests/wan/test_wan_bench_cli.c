@@ -21,7 +21,7 @@ int main(void)
              "%s bench wan --json --no-tools --min 256K --max 256K --bytes 8M --reps 1", cli);
     int rc = gt_test_run(cmd, &out);
     CHECK_EQ_INT(rc, 0);
-    int rows = 0, aes = 0, aes_open = 0, ours = 0, with_ratio = 0;
+    int rows = 0, aes = 0, aes_open = 0, ours = 0, with_ratio = 0, norelay = 0;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     for (char *line = out ? strtok(out, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         if (line[0] != '{') continue; /* log lines (stderr is captured too) */
@@ -38,7 +38,14 @@ int main(void)
         CHECK(mbps > 0);
         if (tp && strcmp(tp, "aes256gcm") == 0) aes++;
         if (tp && strcmp(tp, "aes256gcm_open") == 0) aes_open++;
-        if (tp && (strcmp(tp, "ucx") == 0 || strcmp(tp, "libfabric") == 0)) {
+        if (tp && strcmp(tp, "ucx_norelay") == 0) {
+            /* encrypted UCX without the sealed relay, against the ucx row with it */
+            norelay++;
+            const char *ref = json_string_value(json_object_get(j, "ref"));
+            CHECK(ref && strcmp(ref, "ucx") == 0);
+        }
+        if (tp && (strcmp(tp, "ucx") == 0 || strcmp(tp, "libfabric") == 0 ||
+                   strcmp(tp, "ucx_norelay") == 0)) {
             ours++;
             /* Both processes' CPU over wall time: something, and not more than the machine
              * has (a little slack for clock granularity). */
@@ -50,9 +57,11 @@ int main(void)
     }
     CHECK_EQ_INT(aes, 1);
     CHECK_EQ_INT(aes_open, 1);
-    CHECK_EQ_INT(ours, 4);       /* ucx, libfabric x plain, encrypted */
-    CHECK_EQ_INT(with_ratio, 2); /* encrypted rows vs aes256gcm (no tools: no plain ratio) */
-    CHECK_EQ_INT(rows, 6);
+    CHECK_EQ_INT(norelay, 1);
+    CHECK_EQ_INT(ours, 5);       /* ucx, libfabric x plain, encrypted; ucx_norelay */
+    CHECK_EQ_INT(with_ratio, 3); /* encrypted rows vs aes256gcm (no tools: no plain ratio), and
+                                    ucx_norelay vs ucx */
+    CHECK_EQ_INT(rows, 7);
     free(out);
     return GT_TEST_DONE();
 }
