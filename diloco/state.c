@@ -158,7 +158,8 @@ static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8
         if (status == STATE_BUSY) {
             d->fetch_status = STATE_BUSY;
         } else if (status != STATE_INFO || n != d->cfg->n_sites ||
-                   (len != STATE_HDR + 20 + 8 * (size_t)n && len != STATE_HDR + 28 + 8 * (size_t)n)) {
+                   (len != STATE_HDR + 20 + 8 * (size_t)n &&
+                    len != STATE_HDR + 28 + 8 * (size_t)n)) {
             GT_WARN("site %s: rejected a malformed probe answer from site %u", d->name,
                     msg->sender);
             d->fetch_status = STATE_GONE;
@@ -489,7 +490,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     int fast = 0;           /* start before round R (from the anchor after R - 2) */
     uint64_t fast_step = 0; /* the furthest step a trainer reported */
     uint64_t trainers = 0;  /* bit s: site s answered the plan's probe as a training site */
-    int quiet_peers = 0;   /* said once: some peers did not answer the probe */
+    int quiet_peers = 0;    /* said once: some peers did not answer the probe */
     uint64_t replan_ns = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
                          (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
                          (uint64_t)c->wan.connect_timeout_ms * 1000000ull;
@@ -530,7 +531,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
             uint64_t next = 0, first[GT_WAN_OUTER_MAX_SITES];
             uint64_t differ = 0;
             uint64_t pstep = 0, step_unknown = 0; /* the trainers' furthest step */
-            uint32_t busy = 0; /* peers that answered "not training" (joiners) */
+            uint32_t busy = 0;                    /* peers that answered "not training" (joiners) */
             trainers = 0;
             for (uint32_t k = 0; self_in && k < n; k++) {
                 st = dl_fetch_state(d, 0, STATE_PROBE, &peers[k], 1);

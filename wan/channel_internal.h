@@ -81,9 +81,9 @@ typedef struct gt_wan_ch_raw_send {
  * (UCX) between its local side (the library's socket, or ours to the library's listener) and
  * the peer's relay: chunks of at most GT_WAN_TUNNEL_CHUNK bytes, each sealed as one frame
  * (u32 payload length, then ciphertext and tag) under the tunnel's own handshake. */
-#define GT_WAN_TUNNEL_CHUNK   (64u << 10)
-#define GT_WAN_TUNNEL_MAGIC   0x6774746eu
-#define GT_WAN_RELAY_PENDING  16u /* at most GT_WAN_TP_FILTER_MAX */
+#define GT_WAN_TUNNEL_CHUNK  (64u << 10)
+#define GT_WAN_TUNNEL_MAGIC  0x6774746eu
+#define GT_WAN_RELAY_PENDING 16u /* at most GT_WAN_TP_FILTER_MAX */
 typedef struct gt_wan_tunnel gt_wan_tunnel_t;
 typedef struct {
     uint32_t magic; /* GT_WAN_TUNNEL_MAGIC: tells an epoll tag from an endpoint */
@@ -110,11 +110,11 @@ struct gt_wan_tunnel {
 
 /* A connect of the library that the relay took and has not accepted yet. */
 typedef struct {
-    struct sockaddr_storage local;   /* the library socket's own address (it connects from) */
-    struct sockaddr_storage dst;     /* what the library meant to reach */
+    struct sockaddr_storage local; /* the library socket's own address (it connects from) */
+    struct sockaddr_storage dst;   /* what the library meant to reach */
     uint32_t peer;
     char host[256];
-    uint16_t port;                   /* the peer's control port */
+    uint16_t port; /* the peer's control port */
     uint64_t deadline_ns;
 } gt_wan_relay_pending_t;
 

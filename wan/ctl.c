@@ -284,8 +284,7 @@ static void ctl_on_addr(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, uint8_t *p
                                               : "cannot open the relay tunnel it asked for");
         return;
     }
-    if (len < ADDR_HEAD || gt_le_get32(msg) != ADDR_MAGIC ||
-        gt_le_get16(msg + 4) != ADDR_VERSION) {
+    if (len < ADDR_HEAD || gt_le_get32(msg) != ADDR_MAGIC || gt_le_get16(msg + 4) != ADDR_VERSION) {
         ctl_fail(ep, GT_ERR_CORRUPT,
                  len >= 6 && gt_le_get32(msg) == ADDR_MAGIC
                      ? "a data-path address of another protocol version (mixed geotrain versions?)"

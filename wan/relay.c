@@ -210,8 +210,8 @@ static int t_pump(gt_wan_tunnel_t *t)
     }
     uint32_t lev = (t->lconnecting || t->plain_off < t->plain_len ? EPOLLOUT : 0u) |
                    (!t->lconnecting && t->out_len == 0 ? EPOLLIN : 0u);
-    uint32_t rev = (t->out_off < t->out_len ? EPOLLOUT : 0u) |
-                   (t->plain_off == t->plain_len ? EPOLLIN : 0u);
+    uint32_t rev =
+        (t->out_off < t->out_len ? EPOLLOUT : 0u) | (t->plain_off == t->plain_len ? EPOLLIN : 0u);
     t_watch(t, 0, lev);
     t_watch(t, 1, rev);
     return 1;
@@ -275,8 +275,8 @@ static gt_status_t t_from_ep(gt_wan_ep_t *ep, int lfd, int lconnecting)
     net->tunnels = t;
     net->gate.tunnels++;
     net->activity++;
-    GT_DEBUG("wan: site %s: relay tunnel with site %u open (%s)", net->site_name,
-             (unsigned)t->peer, ep->incoming ? "to our UCX" : "from our UCX");
+    GT_DEBUG("wan: site %s: relay tunnel with site %u open (%s)", net->site_name, (unsigned)t->peer,
+             ep->incoming ? "to our UCX" : "from our UCX");
     t_pump(t);
     return GT_OK;
 }
@@ -379,7 +379,8 @@ static void relay_filter(gt_wan_net_t *net)
         struct sockaddr_storage allow[GT_WAN_RELAY_PENDING];
         size_t n = 0;
         for (size_t j = 0; j < net->n_pending; j++)
-            if ((net->pending[j].local.ss_family == AF_INET6) == i) allow[n++] = net->pending[j].local;
+            if ((net->pending[j].local.ss_family == AF_INET6) == i)
+                allow[n++] = net->pending[j].local;
         gt_wan_tp_filter_sources(net->relay_lfd[i], allow, n);
     }
 }
@@ -467,8 +468,8 @@ static void relay_accept(gt_wan_net_t *net, int i)
     for (int k = 0; k < 64; k++) {
         struct sockaddr_storage from;
         socklen_t fl = sizeof from;
-        int fd = accept4(net->relay_lfd[i], (struct sockaddr *)&from, &fl,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd =
+            accept4(net->relay_lfd[i], (struct sockaddr *)&from, &fl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
         size_t j = 0;
         while (j < net->n_pending && !relay_same(&net->pending[j].local, &from)) j++;

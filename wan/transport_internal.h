@@ -66,10 +66,10 @@ typedef struct {
 } gt_wan_tp_relay_t;
 
 typedef struct {
-    uint64_t connect_timeout_ns; /* a connect not established by then fails */
+    uint64_t connect_timeout_ns;    /* a connect not established by then fails */
     const gt_wan_tp_relay_t *relay; /* NULL: the backend's connections go out as they are */
-    const char *local_host;      /* the site's address: bind and use only its interface;
-                                    NULL or a wildcard = any */
+    const char *local_host;         /* the site's address: bind and use only its interface;
+                                       NULL or a wildcard = any */
 } gt_wan_tp_params_t;
 
 /* Counters of a backend context (gt_wan_tp_ops_t.stats). */

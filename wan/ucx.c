@@ -154,7 +154,8 @@ static void ucx_windows_update(ucx_ctx_t *c)
     for (size_t i = 0; i < c->n_relay_src; i++) {
         if (now >= c->relay_src[i].until_ns) continue;
         c->relay_src[keep++] = c->relay_src[i];
-        if (c->relay_src[i].until_ns < c->next_window_ns) c->next_window_ns = c->relay_src[i].until_ns;
+        if (c->relay_src[i].until_ns < c->next_window_ns)
+            c->next_window_ns = c->relay_src[i].until_ns;
         if (n < GT_WAN_TP_FILTER_MAX) want[n++] = c->relay_src[i].src;
     }
     c->n_relay_src = keep;
@@ -183,9 +184,9 @@ static gt_status_t ucx_hook_status = GT_ERR_NOT_FOUND;
 static void ucx_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
 {
     char host[64] = "?", serv[16] = "?";
-    getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                              : sizeof(struct sockaddr_in),
-                host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
+    getnameinfo(
+        sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+        host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
     snprintf(buf, cap, "%s:%s", host, serv);
 }
 
@@ -211,8 +212,8 @@ static int ucx_connect_hook(int fd, const struct sockaddr *sa, socklen_t len)
 
 static void ucx_hook_install(void)
 {
-    ucx_next_connect = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_DEFAULT,
-                                                                              "connect");
+    ucx_next_connect =
+        (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_DEFAULT, "connect");
     size_t n = 0;
     ucx_hook_status = gt_wan_tp_hook_got("libucs.so", "connect", (void *)ucx_connect_hook, &n);
     if (ucx_hook_status == GT_OK)
@@ -590,7 +591,8 @@ static gt_status_t ucx_ep_open(void *ctx, int responder, const char *peer_host, 
     ucx_put64(p, UCX_ADDR_MAGIC);
     ucx_put64(p + 8, e->recv_id);
     ucx_put64(p + 16, c->n_lfds);
-    for (size_t i = 0; i < c->n_lfds; i++) ucx_put_laddr(p + 24 + i * UCX_LADDR_BYTES, &c->laddr[i]);
+    for (size_t i = 0; i < c->n_lfds; i++)
+        ucx_put_laddr(p + 24 + i * UCX_LADDR_BYTES, &c->laddr[i]);
     memcpy(p + head, c->addr, c->addr_len);
     *len_p = head + c->addr_len;
     e->next = c->eps;
@@ -989,7 +991,8 @@ static gt_status_t ucx_relay_dial(void *ctx, const struct sockaddr_storage *dst,
         ((struct sockaddr_in *)&src)->sin_port = 0;
     else
         ((struct sockaddr_in6 *)&src)->sin6_port = 0;
-    socklen_t sl = src.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    socklen_t sl =
+        src.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     int fd = socket(src.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return GT_ERR_IO;
     int one = 1; /* the relay writes what it opened at once; Nagle would hold it back */
@@ -1000,7 +1003,8 @@ static gt_status_t ucx_relay_dial(void *ctx, const struct sockaddr_storage *dst,
         return GT_ERR_IO;
     }
     if (c->n_relay_src == GT_WAN_TP_FILTER_MAX) { /* the oldest is long connected */
-        memmove(&c->relay_src[0], &c->relay_src[1], (GT_WAN_TP_FILTER_MAX - 1) * sizeof c->relay_src[0]);
+        memmove(&c->relay_src[0], &c->relay_src[1],
+                (GT_WAN_TP_FILTER_MAX - 1) * sizeof c->relay_src[0]);
         c->n_relay_src--;
     }
     c->relay_src[c->n_relay_src].src = src;
