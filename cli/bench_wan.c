@@ -13,6 +13,7 @@
  * AES-GCM) read off one line.
  */
 #include "cli.h"
+#include "emu_internal.h"
 #include "gt_wan.h"
 #include "secure_internal.h"
 
@@ -34,7 +35,8 @@ typedef struct {
     gt_wan_security_t security;
     gt_wan_keypair_t keys[2]; /* 0 server, 1 client */
     size_t frame_bytes, window, max_size;
-    int relay_off; /* UCX encrypted without the sealed relay (the row beside it) */
+    int relay_off;    /* UCX encrypted without the sealed relay (the row beside it) */
+    double link_mbps; /* > 0: the WAN emulator holds the link to this rate (--link-mbps) */
 } bw_cfg_t;
 
 typedef struct {
@@ -44,7 +46,8 @@ typedef struct {
     size_t bytes_per_point;
     int reps;
     int tools;
-    int modes; /* bit 0 plain, bit 1 encrypted */
+    int modes;        /* bit 0 plain, bit 1 encrypted */
+    double link_mbps; /* --link-mbps; 0 = loopback at full speed */
 } bw_opts_t;
 
 static void usage(FILE *out)
@@ -60,7 +63,10 @@ static void usage(FILE *out)
             "Row ucx_norelay: encrypted UCX without the sealed relay (wan.ucx_relay: false), its\n"
             "ratio against the encrypted ucx row (with the relay): what the relay costs.\n"
             "mbps is MB/s (10^6 bytes per second), the median of --reps runs; load1 is the\n"
-            "machine's 1-minute load average when the row was printed.\n\n"
+            "machine's 1-minute load average when the row was printed. With --link-mbps, the\n"
+            "WAN emulator holds each direction of the link to that rate (a token bucket, as\n"
+            "wan.emulation.bandwidth_mbps): what a transport delivers over a WAN link of that\n"
+            "speed rather than what two processes on this machine's cores can push.\n\n"
             "Options:\n"
             "  --json               JSON lines only (the default prints them too, plus a table\n"
             "                       on stderr)\n"
@@ -73,6 +79,7 @@ static void usage(FILE *out)
             "  --window N           frames in flight per endpoint (default 8)\n"
             "  --no-tools           skip the reference tools\n"
             "  --mode M             plain, encrypted or all (default all)\n"
+            "  --link-mbps R        emulate a link of R megabits/s (default 0: no limit)\n"
             "  -h, --help           this text\n");
 }
 
@@ -89,8 +96,19 @@ static double cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static gt_status_t bw_net(const bw_cfg_t *cfg, uint32_t site, gt_wan_net_t **net_p)
+/* The net of one side; with --link-mbps also its emulator (*emu_p; NULL otherwise), which
+ * outlives the net. */
+static gt_status_t bw_net(const bw_cfg_t *cfg, uint32_t site, gt_wan_net_t **net_p,
+                          gt_wan_emu_t **emu_p)
 {
+    *emu_p = NULL;
+    if (cfg->link_mbps > 0) {
+        gt_wan_emu_params_t ep = GT_WAN_EMU_PARAMS_INIT;
+        ep.n_sites = 2;
+        ep.link.bandwidth_mbps = cfg->link_mbps;
+        gt_status_t st = gt_wan_emu_create(&ep, emu_p);
+        if (st != GT_OK) return st;
+    }
     gt_wan_pinned_key_t peers[2];
     memset(peers, 0, sizeof peers);
     for (uint32_t i = 0; i < 2; i++) {
@@ -110,7 +128,13 @@ static gt_status_t bw_net(const bw_cfg_t *cfg, uint32_t site, gt_wan_net_t **net
     p.frame_bytes = cfg->frame_bytes;
     p.window = cfg->window;
     p.ucx_relay_off = cfg->relay_off;
-    return gt_wan_net_create(&p, net_p);
+    p.emu = *emu_p;
+    gt_status_t st = gt_wan_net_create(&p, net_p);
+    if (st != GT_OK) {
+        gt_wan_emu_destroy(*emu_p);
+        *emu_p = NULL;
+    }
+    return st;
 }
 
 /* ---- the server (a fresh process) -------------------------------------------------- */
@@ -122,8 +146,9 @@ static int bw_serve(void)
     close(3);
     gt_log_set_tag("bench-server");
     gt_wan_net_t *net = NULL;
+    gt_wan_emu_t *emu = NULL;
     uint16_t port = 0;
-    if (bw_net(&cfg, 0, &net) != GT_OK) return 91;
+    if (bw_net(&cfg, 0, &net, &emu) != GT_OK) return 91;
     if (gt_wan_net_listen(net, "127.0.0.1", 0, &port) != GT_OK) return 92;
     if (write(4, &port, sizeof port) != (ssize_t)sizeof port) return 93;
     close(4);
@@ -166,6 +191,7 @@ static int bw_serve(void)
     }
     gt_wan_ep_close(ep);
     gt_wan_net_destroy(net);
+    gt_wan_emu_destroy(emu);
     free(buf[0]);
     free(buf[1]);
     free(r);
@@ -247,6 +273,7 @@ typedef struct {
     bw_cfg_t cfg;
     pid_t pid;
     gt_wan_net_t *net;
+    gt_wan_emu_t *emu;
     gt_wan_ep_t *ep;
 } bw_conn_t;
 
@@ -261,8 +288,10 @@ static void bw_close(bw_conn_t *c)
     }
     gt_wan_ep_close(c->ep);
     gt_wan_net_destroy(c->net);
+    gt_wan_emu_destroy(c->emu);
     c->ep = NULL;
     c->net = NULL;
+    c->emu = NULL;
     if (c->pid > 0) {
         double end = now_s() + 10;
         int status = 0;
@@ -285,6 +314,7 @@ static int bw_open(bw_conn_t *c, const bw_opts_t *o, gt_wan_transport_t tp, int 
     memset(c, 0, sizeof *c);
     c->pid = -1;
     c->cfg.relay_off = relay_off;
+    c->cfg.link_mbps = o->link_mbps;
     c->cfg.transport = tp;
     c->cfg.security = enc ? GT_WAN_SECURITY_ENCRYPTED : GT_WAN_SECURITY_NONE;
     c->cfg.frame_bytes = o->frame_bytes;
@@ -295,7 +325,7 @@ static int bw_open(bw_conn_t *c, const bw_opts_t *o, gt_wan_transport_t tp, int 
         return -1;
     uint16_t port = 0;
     c->pid = bw_spawn(&c->cfg, &port);
-    if (c->pid < 0 || bw_net(&c->cfg, 1, &c->net) != GT_OK ||
+    if (c->pid < 0 || bw_net(&c->cfg, 1, &c->net, &c->emu) != GT_OK ||
         gt_wan_net_connect(c->net, "127.0.0.1", port, 0, &c->ep) != GT_OK ||
         gt_wan_ep_wait_ready(c->ep, 10000) != GT_OK) {
         fprintf(stderr, "bench wan: could not connect to a %s server\n", gt_wan_transport_name(tp));
@@ -466,6 +496,7 @@ static void row(const bw_opts_t *o, const char *tp, int enc, size_t size, double
            enc ? "true" : "false", size, mbps);
     double l = load1();
     if (l >= 0) printf(", \"load1\": %.2f", l);
+    if (o->link_mbps > 0) printf(", \"link_mbps\": %g", o->link_mbps);
     if (cores >= 0) printf(", \"cores\": %.2f", cores);
     if (ref && ref_mbps > 0)
         printf(", \"ref\": \"%s\", \"ref_mbps\": %.1f, \"ratio\": %.3f", ref, ref_mbps,
@@ -489,6 +520,7 @@ int gt_bench_wan(int argc, char **argv)
                                          {"window", required_argument, NULL, 'w'},
                                          {"no-tools", no_argument, NULL, 'n'},
                                          {"mode", required_argument, NULL, 'o'},
+                                         {"link-mbps", required_argument, NULL, 'L'},
                                          {"serve", no_argument, NULL, 'S'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
@@ -548,6 +580,15 @@ int gt_bench_wan(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'L': {
+            char *end = NULL;
+            o.link_mbps = strtod(optarg, &end);
+            if (!end || *end || !(o.link_mbps >= 0) || o.link_mbps > 1e7) {
+                fprintf(stderr, "geotrain bench wan: bad --link-mbps '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case 'S': return bw_serve();
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

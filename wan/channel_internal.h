@@ -79,9 +79,10 @@ typedef struct gt_wan_ch_raw_send {
 
 /* The sealed relay (relay.c). A tunnel carries one TCP connection of the transport's library
  * (UCX) between its local side (the library's socket, or ours to the library's listener) and
- * the peer's relay: chunks of at most GT_WAN_TUNNEL_CHUNK bytes, each sealed as one frame
- * (u32 payload length, then ciphertext and tag) under the tunnel's own handshake. */
-#define GT_WAN_TUNNEL_CHUNK  (64u << 10)
+ * the peer's relay: chunks of at most GT_WAN_TUNNEL_CHUNK bytes, each one frame (u32 length,
+ * the bytes, a 16-byte tag over both) authenticated under the tunnel's own handshake. The
+ * bytes are not encrypted again: all of ours in them are frames the channel has sealed. */
+#define GT_WAN_TUNNEL_CHUNK  (256u << 10)
 #define GT_WAN_TUNNEL_MAGIC  0x6774746eu
 #define GT_WAN_RELAY_PENDING 16u /* at most GT_WAN_TP_FILTER_MAX */
 typedef struct gt_wan_tunnel gt_wan_tunnel_t;
@@ -100,12 +101,11 @@ struct gt_wan_tunnel {
     gt_wan_tunnel_tag_t rtag, ltag;
     int lconnecting; /* our local connect to the library's listener is in flight */
     gt_wan_session_t *sess;
-    uint8_t *out; /* sealed frames for rfd */
+    uint8_t *out; /* a tunnel frame for rfd */
     size_t out_off, out_len;
-    uint8_t *in; /* one sealed frame from rfd */
+    uint8_t *in; /* one tunnel frame from rfd; once verified, its bytes go to lfd */
     size_t in_len;
-    uint8_t *plain; /* opened bytes for lfd */
-    size_t plain_off, plain_len;
+    size_t plain_off, plain_len; /* of the verified bytes at in + 4 */
 };
 
 /* A connect of the library that the relay took and has not accepted yet. */
@@ -243,7 +243,8 @@ void gt_wan_relay_progress(gt_wan_net_t *net);
 /* The relay's hooks for the transport (gt_wan_tp_params_t.relay). */
 const gt_wan_tp_relay_t *gt_wan_relay_cb(gt_wan_net_t *net);
 /* The tunnel request a dialled tunnel sends (sealed) once authenticated: 24 bytes. */
-#define GT_WAN_TUNNEL_REQ_MAGIC 0x4e547447u /* "GtTN" as little-endian bytes */
+#define GT_WAN_TUNNEL_REQ_MAGIC 0x41547447u /* "GtTA" as little-endian bytes (v2: frames
+                                                   * authenticated, not encrypted again) */
 gt_status_t gt_wan_relay_request(const gt_wan_ep_t *ep, uint8_t out[24], size_t *len_p);
 /* The request is queued on a tunnel we dialled: it becomes a tunnel (the endpoint is left
  * closed, for relay_progress to free). */

@@ -15,17 +15,22 @@
  * the peer's UCX listeners the connection is for. The peer's relay checks that it is one of
  * its own and connects to it from a source its listener filter lets in for that one connect
  * (ucx.c: nothing else can reach UCX's listener). From then on each side reads what its UCX
- * writes, in chunks of at most GT_WAN_TUNNEL_CHUNK, and sends each sealed as one frame (a u32
- * length, authenticated as associated data, then ciphertext and tag; the nonce is the
- * session's counter, so frames cannot be dropped, replayed or reordered unnoticed); the other
- * side opens each frame and writes the plaintext to its UCX. A frame that does not open is
- * counted (frames_rejected) and closes the tunnel: UCX sees its connection end, as on a reset,
- * and the channel above re-dials and re-sends. Nothing unauthenticated reaches UCX.
+ * writes, in chunks of at most GT_WAN_TUNNEL_CHUNK, and sends each as one frame: a u32
+ * length, the bytes, and a 16-byte tag over both under the tunnel's session (the nonce is the
+ * session's counter, so frames cannot be changed, dropped, replayed or reordered unnoticed).
+ * The bytes are authenticated, not encrypted a second time: everything of ours in them is a
+ * frame the channel has already sealed end to end (the relay runs only with security:
+ * encrypted), and what is left in clear is UCX's own framing (message lengths and ids, its
+ * wire-up with the addresses we published anyway). Encrypting it again doubled the AES work
+ * per byte for nothing (docs/security.md, "Throughput of the sealed relay"). The other side
+ * checks each frame and writes its bytes to its UCX. A frame that does not verify is counted
+ * (frames_rejected) and closes the tunnel: UCX sees its connection end, as on a reset, and
+ * the channel above re-dials and re-sends. Nothing unauthenticated reaches UCX.
  *
- * Flow control is TCP's: a side reads its UCX only while its sealed output is empty, and the
- * peer's relay only while its plaintext output is empty, so a tunnel holds at most one chunk
- * in each direction (about 200 KiB of buffers). Everything runs on the net's epoll, from
- * gt_wan_net_progress, beside the control connections.
+ * Flow control is TCP's: a side reads its UCX only when its last frame has gone out, and the
+ * peer's relay only when the bytes of the last frame from it are all in its UCX, so a tunnel
+ * holds at most one chunk in each direction (about 130 KiB of buffers). Everything runs on
+ * the net's epoll, from gt_wan_net_progress, beside the control connections.
  */
 #include "channel_internal.h"
 
@@ -99,7 +104,6 @@ static void t_close(gt_wan_tunnel_t *t, const char *why, int warn)
     gt_wan_session_destroy(t->sess);
     free(t->out);
     free(t->in);
-    free(t->plain);
     net->gate.tunnels_closed++;
     net->activity++;
     free(t);
@@ -120,7 +124,7 @@ static int t_pump(gt_wan_tunnel_t *t)
 {
     for (int round = 0; round < 16; round++) {
         int moved = 0;
-        /* Our library's bytes, sealed as one frame, when the last one has gone out. */
+        /* Our library's bytes as one frame, when the last one has gone out. */
         if (!t->lconnecting && t->out_len == 0) {
             ssize_t n = recv(t->lfd, t->out + 4, GT_WAN_TUNNEL_CHUNK, MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -128,16 +132,18 @@ static int t_pump(gt_wan_tunnel_t *t)
                 return 0;
             }
             if (n > 0) {
+                /* The tag covers the length and the bytes (associated data; nothing to
+                 * encrypt): the session's counter is the nonce. */
                 gt_le_put32(t->out, (uint32_t)n);
-                size_t ct = 0;
-                if (gt_wan_session_seal(t->sess, gt_wan_session_send_seq(t->sess), t->out, 4,
-                                        t->out + 4, (size_t)n, t->out + 4,
-                                        GT_WAN_SEAL_BOUND(GT_WAN_TUNNEL_CHUNK), &ct) != GT_OK) {
+                size_t tag = 0;
+                if (gt_wan_session_seal(t->sess, gt_wan_session_send_seq(t->sess), t->out,
+                                        4 + (size_t)n, NULL, 0, t->out + 4 + n,
+                                        GT_WAN_SEAL_BOUND(0), &tag) != GT_OK) {
                     t_close(t, "cannot seal (the session's counter is spent)", 1);
                     return 0;
                 }
                 t->out_off = 0;
-                t->out_len = 4 + ct;
+                t->out_len = 4 + (size_t)n + tag;
                 moved = 1;
             }
         }
@@ -179,21 +185,20 @@ static int t_pump(gt_wan_tunnel_t *t)
             }
             if (t->in_len >= 4 && t->in_len == 4 + GT_WAN_SEAL_BOUND(gt_le_get32(t->in))) {
                 uint32_t declared = gt_le_get32(t->in);
-                size_t pl = 0;
-                if (gt_wan_session_open(t->sess, gt_wan_session_recv_seq(t->sess), declared, t->in,
-                                        4, t->in + 4, GT_WAN_SEAL_BOUND(declared), t->plain,
-                                        GT_WAN_TUNNEL_CHUNK, &pl) != GT_OK) {
+                size_t none = 0;
+                if (gt_wan_session_open(t->sess, gt_wan_session_recv_seq(t->sess), 0, t->in,
+                                        4 + (size_t)declared, t->in + 4 + declared,
+                                        GT_WAN_SEAL_BOUND(0), t->in, 0, &none) != GT_OK) {
                     t_reject(t, 0);
                     return 0;
                 }
-                t->in_len = 0;
                 t->plain_off = 0;
-                t->plain_len = pl;
+                t->plain_len = declared;
                 moved = 1;
             }
         }
         if (!t->lconnecting && t->plain_off < t->plain_len) {
-            ssize_t n = send(t->lfd, t->plain + t->plain_off, t->plain_len - t->plain_off,
+            ssize_t n = send(t->lfd, t->in + 4 + t->plain_off, t->plain_len - t->plain_off,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 t_close(t, "the local side broke", 0);
@@ -201,7 +206,7 @@ static int t_pump(gt_wan_tunnel_t *t)
             }
             if (n > 0) {
                 t->plain_off += (size_t)n;
-                if (t->plain_off == t->plain_len) t->plain_off = t->plain_len = 0;
+                if (t->plain_off == t->plain_len) t->plain_off = t->plain_len = t->in_len = 0;
                 moved = 1;
             }
         }
@@ -230,13 +235,11 @@ static gt_status_t t_from_ep(gt_wan_ep_t *ep, int lfd, int lconnecting)
     if (t) {
         t->out = malloc(4 + GT_WAN_SEAL_BOUND(GT_WAN_TUNNEL_CHUNK) + sizeof ep->ctx);
         t->in = malloc(4 + GT_WAN_SEAL_BOUND(GT_WAN_TUNNEL_CHUNK));
-        t->plain = malloc(GT_WAN_TUNNEL_CHUNK);
     }
-    if (!t || !t->out || !t->in || !t->plain) {
+    if (!t || !t->out || !t->in) {
         if (t) {
             free(t->out);
             free(t->in);
-            free(t->plain);
         }
         free(t);
         return GT_ERR_NOMEM;
@@ -259,7 +262,6 @@ static gt_status_t t_from_ep(gt_wan_ep_t *ep, int lfd, int lconnecting)
     if (epoll_ctl(net->epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
         free(t->out);
         free(t->in);
-        free(t->plain);
         free(t);
         return GT_ERR_IO;
     }

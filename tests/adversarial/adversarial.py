@@ -301,17 +301,21 @@ class OfiStream:
         return out
 
 
+TUNNEL_CHUNK = 256 << 10  # wan/channel_internal.h GT_WAN_TUNNEL_CHUNK
+
+
 class TunnelStream:
     """Follows one direction of a connection to a site's control port (wan/ctl.c, wan/relay.c):
     frames (72-byte header, payload_len at byte 44) while they start with our magic — the
     handshake messages (plain: the first two from the dialling side, the first one from the
     other) and then sealed frames (payload + 16-byte tag) — and, on a relay tunnel (UCX's TCP
-    data path, sealed by the relay), tunnel frames after them: a u32 length n, then n bytes of
-    ciphertext and the tag. A direction is a tunnel once a frame boundary brings bytes that do
+    data path through the relay), tunnel frames after them: a u32 length n, then n bytes of
+    UCX's stream and a 16-byte tag over both (authenticated, not encrypted again: our frames in
+    it are sealed already). A direction is a tunnel once a frame boundary brings bytes that do
     not start with the magic. When armed it flips one byte of the next tunnel frame: mode
-    "payload" inside its ciphertext or its tag, in turn (each such flip is one rejected frame,
-    exactly); mode "hdr" the byte at offset `off` of the frame (0-3: its length; 4 on: the
-    ciphertext where UCX's own framing lies, sealed)."""
+    "payload" inside its bytes or its tag, in turn (each such flip is one rejected frame,
+    exactly); mode "hdr" the byte at offset `off` of the frame (0-3: its length; 4 on: where
+    UCX's own framing lies)."""
 
     def __init__(self, up, rng, seq, mode="payload", off=0):
         self.up, self.rng, self.seq, self.mode, self.off = up, rng, seq, mode, off
@@ -329,11 +333,11 @@ class TunnelStream:
             start = self.next_at
             self.next_at += 4 + n + AEAD_TAG
             self.tframes += 1
-            if self.armed and self.at is None and 0 < n <= 65536:
+            if self.armed and self.at is None and 0 < n <= TUNNEL_CHUNK:
                 if self.mode == "hdr":
                     k = self.off
                 elif next(self.seq) % 2 == 0:
-                    k = 4 + self.rng.randrange(n)  # the ciphertext
+                    k = 4 + self.rng.randrange(n)  # UCX's bytes
                 else:
                     k = 4 + n + self.rng.randrange(AEAD_TAG)  # the tag
                 self.at, self.what = start + k, (n, k)

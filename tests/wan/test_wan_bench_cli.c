@@ -1,7 +1,8 @@
 /* test_wan_bench_cli.c — `geotrain bench wan` runs end to end (both transports, plain and
  * encrypted, without the reference tools to keep it short) and prints one well-formed JSON
  * row per column with a positive rate, encrypted rows carrying their AES-GCM ratio, our rows
- * the CPU cores both ends used. */
+ * the CPU cores both ends used. With --link-mbps the emulated link holds our rows to its
+ * rate (and the rows say so). */
 #include "gt_test.h"
 
 #include <jansson.h>
@@ -62,6 +63,33 @@ int main(void)
     CHECK_EQ_INT(with_ratio, 3); /* encrypted rows vs aes256gcm (no tools: no plain ratio), and
                                     ucx_norelay vs ucx */
     CHECK_EQ_INT(rows, 7);
+    free(out);
+    out = NULL;
+
+    /* 400 Mb/s is 50 MB/s: both UCX rows (with and without the relay) are held to it; the
+     * token bucket's depth (64 KiB, or 10 ms at the rate) allows a little over it. */
+    snprintf(cmd, sizeof cmd,
+             "%s bench wan --json --no-tools --transport ucx --mode encrypted --min 1M --max 1M "
+             "--bytes 8M --reps 1 --link-mbps 400",
+             cli);
+    rc = gt_test_run(cmd, &out);
+    CHECK_EQ_INT(rc, 0);
+    int limited = 0;
+    for (char *line = out ? strtok(out, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (line[0] != '{') continue;
+        json_t *j = json_loads(line, 0, NULL);
+        CHECK_MSG(j != NULL, "not JSON: %s", line);
+        if (!j) continue;
+        const char *tp = json_string_value(json_object_get(j, "transport"));
+        CHECK_MSG(json_number_value(json_object_get(j, "link_mbps")) == 400.0, "%s", line);
+        if (tp && (strcmp(tp, "ucx") == 0 || strcmp(tp, "ucx_norelay") == 0)) {
+            double mbps = json_number_value(json_object_get(j, "mbps"));
+            CHECK_MSG(mbps > 10 && mbps < 55, "%s at %.1f MB/s over a 50 MB/s link", tp, mbps);
+            limited++;
+        }
+        json_decref(j);
+    }
+    CHECK_EQ_INT(limited, 2);
     free(out);
     return GT_TEST_DONE();
 }
