@@ -243,8 +243,8 @@ void gt_wan_relay_progress(gt_wan_net_t *net);
 /* The relay's hooks for the transport (gt_wan_tp_params_t.relay). */
 const gt_wan_tp_relay_t *gt_wan_relay_cb(gt_wan_net_t *net);
 /* The tunnel request a dialled tunnel sends (sealed) once authenticated: 24 bytes. */
-#define GT_WAN_TUNNEL_REQ_MAGIC 0x41547447u /* "GtTA" as little-endian bytes (v2: frames
-                                                   * authenticated, not encrypted again) */
+/* "GtTA" as little-endian bytes (v2: tunnel frames authenticated, not encrypted again) */
+#define GT_WAN_TUNNEL_REQ_MAGIC 0x41547447u
 gt_status_t gt_wan_relay_request(const gt_wan_ep_t *ep, uint8_t out[24], size_t *len_p);
 /* The request is queued on a tunnel we dialled: it becomes a tunnel (the endpoint is left
  * closed, for relay_progress to free). */
