@@ -411,6 +411,45 @@ fail:
     return st;
 }
 
+/* The highest round a peer has submitted, plus one (0: none seen), over the engines. */
+static uint64_t peers_next(gt_diloco_t *d)
+{
+    uint64_t seen = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t e = 0; e < d->n_eng; e++) {
+        uint64_t v = gt_wan_outer_peer_next(d->outers[e]);
+        if (v > seen) seen = v;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return seen;
+}
+
+/* A joiner that started at once (dl_join, fast) trains toward round R - 1's apply step, where
+ * it takes the anchor after R - 1 from its peers; they keep it only until they apply R + 1. A
+ * joiner that is slow (a slowdown, a busy machine) could get there too late — seen in a chaos
+ * run: slowed 3x right after joining, it found the anchor gone and had to leave and rejoin. So
+ * once a peer has submitted round R (its first), the joiner is a round behind: it skips to the
+ * apply step and takes the anchor now, while the peers still hold it; round R then catches up
+ * as any site's would. The site's ranks decide together. */
+static gt_status_t catch_up_joiner(gt_diloco_t *d)
+{
+    uint64_t to = d->joined_round * d->H + d->tau;
+    if (d->F != 1 || d->step >= to) return GT_OK;
+    uint64_t end = peers_next(d) > d->joined_round;
+    if (d->ranks > 1) {
+        gt_status_t st = dl_allreduce(d, &end, 1, GT_DILOCO_OP_MAX);
+        if (st != GT_OK) return st;
+    }
+    if (!end) return GT_OK;
+    GT_INFO("site %s: a peer has submitted round %llu, this joiner's first, while it was %llu "
+            "steps short of taking the anchor after round %llu: it takes it now",
+            d->name, (unsigned long long)d->joined_round, (unsigned long long)(to - d->step),
+            (unsigned long long)d->joined_round - 1);
+    d->steps_skipped += to - d->step;
+    d->step = to;
+    return GT_OK;
+}
+
 /* outer.catch_up (docs/diloco.md#catching-up): the round this step trains for ends now when a
  * peer has already submitted it (or a later one), or its result has begun to arrive — this site
  * is behind the first of its peers — and more of it is left than half the overlap would hide.
@@ -420,19 +459,14 @@ fail:
 static gt_status_t catch_up(gt_diloco_t *d)
 {
     uint64_t H = d->H, step = d->step;
+    if (d->join_rebase >= 0) return catch_up_joiner(d);
     if (step % H == 0 || step >= d->total) return GT_OK; /* the round ends here anyway */
-    if (d->join_rebase >= 0) return GT_OK; /* a joiner before its first round: no round to cut */
     uint64_t r = step / H, seen = 0, K = d->cfg->run.checkpoint_every;
     /* A round whose step r·H + τ is a checkpoint's (run.checkpoint_every: r a multiple of it)
      * ends no sooner than right after that step, so every site saves it: a resume needs a
      * step all sites have. */
     if (K && r > 0 && r % K == 0 && step <= r * H + d->tau) return GT_OK;
-    pthread_mutex_lock(&d->lock);
-    for (uint32_t e = 0; e < d->n_eng; e++) {
-        uint64_t v = gt_wan_outer_peer_next(d->outers[e]);
-        if (v > seen) seen = v;
-    }
-    pthread_mutex_unlock(&d->lock);
+    seen = peers_next(d);
     /* The first peer to submit round r trains τ more steps before it needs r's result: steps
      * of ours that fit in half of that (the other half for the exchange) cost it nothing, so a
      * site a step or two behind an equal peer finishes its round — unless they take longer

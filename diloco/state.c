@@ -708,6 +708,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
     gt_status_t st = GT_OK;
     for (;;) {
         int64_t code = 0; /* 0 done, 1 retry, 3 give up */
+        int gone = 0;     /* a peer answered that it no longer holds round r */
         for (uint32_t i = 0; i < d->n_grp; i++) {
             if (have_grp >> i & 1) continue;
             uint32_t gp[GT_WAN_MAX_MEMBERS];
@@ -723,6 +724,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
                 take_fetched(d, i);
                 have_grp |= 1ull << i;
             } else {
+                gone |= st == GT_ERR_NOT_FOUND;
                 code = st == GT_ERR_NOT_FOUND || st == GT_ERR_NOMEM ? 3 : code > 1 ? code : 1;
             }
         }
@@ -733,9 +735,10 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
         if (worst == 0) break;
         if (worst == 3) {
             GT_ERROR("site %s: cannot fetch the anchor after round %llu, which its first round "
-                     "follows (the peers no longer hold it, or never applied it in %.0f s); it "
-                     "leaves, and rejoins when started again",
-                     d->name, (unsigned long long)r, (now - t0) * 1e-9);
+                     "follows (%s); it leaves, and rejoins when started again",
+                     d->name, (unsigned long long)r,
+                     gone ? "the peers no longer hold it: they have applied two rounds since"
+                          : "the peers have not applied it in time");
             return d->wan_error ? (gt_status_t)d->wan_error : GT_ERR_PEER_LOST;
         }
         dl_write_status(d, 0);

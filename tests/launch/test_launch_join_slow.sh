@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# test_launch_join_slow.sh GEOTRAIN CONFIG — a joiner far slower than its peers (outer.catch_up,
+# steps 100x slower than theirs, 20x the peers' 5x) still joins once. It starts at once from the
+# anchor after R - 2 and must take the anchor after R - 1 before its peers drop it (they keep
+# two rounds); too slow to train there, it takes it as soon as a peer submits round R (before
+# the fix it found the anchor gone, left with exit 3 and rejoined, three times in a 24-round
+# run, and the launch failed). Checks: launch exits 0, c joined exactly once and never failed to
+# fetch, every site finished, and c's anchors equal a's for every round both logged.
+set -u
+geotrain=$1 config=$2
+dir=$(mktemp -d /tmp/gt-join-slow-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*" >&2; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; tail -n 25 "$f" >&2; done; exit 1; }
+
+"$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=24 --set outer.catch_up=true \
+  --join c@3 --slow a=5 --slow b=5 --slow c=100 >"$dir/out" 2>&1 ||
+  { tail -n 20 "$dir/out" >&2; fail "launch failed"; }
+log=$dir/run/logs/c.log
+grep -q "cannot fetch the anchor" "$log" && fail "c could not fetch its anchor: $(grep 'cannot fetch' "$log" | head -n 1)"
+joins=$(grep -c "site c: joined at step" "$log")
+[ "$joins" = 1 ] || fail "c joined $joins times"
+grep -q "its first round follows the next anchor" "$log" || fail "c did not start at once (fast join)"
+grep -q "site c: took the anchor after round" "$log" || fail "c never took the anchor before its first round"
+for s in a b c; do
+  st=$(python3 -c "import json;print(json.load(open('$dir/run/$s/summary.json'))['status'])")
+  [ "$st" = finished ] || fail "site $s: status $st"
+done
+python3 - "$dir/run/a/anchors.jsonl" "$dir/run/c/anchors.jsonl" <<'PY' || fail "c's anchors differ from a's"
+import json, sys
+a = {j["round"]: j["anchor_hash"] for j in map(json.loads, open(sys.argv[1]))}
+c = {j["round"]: j["anchor_hash"] for j in map(json.loads, open(sys.argv[2]))}
+both = sorted(set(a) & set(c))
+bad = [r for r in both if a[r] != c[r]]
+assert len(both) >= 10 and not bad, f"{len(both)} rounds in common, differing: {bad}"
+print(f"ok: c's anchors equal a's for {len(both)} rounds")
+PY
+grep "takes it now" "$log" | head -n 1
+echo "ok: the slow joiner joined once and finished"
