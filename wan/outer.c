@@ -537,14 +537,21 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
         gt_le_put32(buf + 28, 0);
         s->len[c] = DELTA_PRE + flen;
     }
-    for (size_t c = 0; c < nc; c++) {
-        s->sent_to[c] = owner_of(o, c, round);
-        gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
-        o->st.deltas_sent++;
-        send_to(o, s->sent_to[c], &m, s->frame[c], s->len[c], now_ns);
-        GT_DEBUG("outer: submitted round %llu chunk %zu to site %u", (unsigned long long)round, c,
-                 s->sent_to[c]);
-    }
+    /* The peers' chunks first, then our own: folding our own contribution can close a chunk
+     * and queue its RESULT on the links, and a RESULT queued ahead of a DELTA holds the DELTA
+     * (and the owner's RESULT that waits for it) behind it on a bandwidth-bound link: in a
+     * synchronous 2-site run at 3 Mbit/s the round took 40% longer (test_plan_validate). */
+    for (int own = 0; own < 2; own++)
+        for (size_t c = 0; c < nc; c++) {
+            uint32_t to = owner_of(o, c, round);
+            if ((to == o->p.site_id) != own) continue;
+            s->sent_to[c] = to;
+            gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
+            o->st.deltas_sent++;
+            send_to(o, to, &m, s->frame[c], s->len[c], now_ns);
+            GT_DEBUG("outer: submitted round %llu chunk %zu to site %u", (unsigned long long)round,
+                     c, to);
+        }
     return GT_OK;
 }
 

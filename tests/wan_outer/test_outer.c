@@ -848,8 +848,40 @@ static void test_duplicate_delta(void)
     teardown(n);
 }
 
+/* A site that submits when its own chunks' other contributions are already in closes them at
+ * once: their RESULTs must go out after its DELTAs, not between them (a RESULT queued ahead of
+ * a DELTA on a bandwidth-bound link holds the DELTA and the owner's RESULT that waits for it:
+ * test_plan_validate's synchronous 3 Mbit/s run waited 40% longer). */
+static void test_submit_order(void)
+{
+    const uint32_t n = 2;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    make_deltas(n);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 0, g_delta[1], 1.0, 0, g_now), GT_OK);
+    pump(); /* site 0 holds site 1's contributions to its chunks */
+    CHECK_EQ_INT(g_qn, 0);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 0, g_delta[0], 1.0, 0, g_now), GT_OK);
+    size_t deltas = 0, results = 0, delta_after_result = 0;
+    for (size_t i = 0; i < g_qn; i++) {
+        if (g_q[i].src != 0) continue;
+        if (g_q[i].msg.type == GT_WAN_MSG_DELTA) {
+            deltas++;
+            delta_after_result += results > 0;
+        } else if (g_q[i].msg.type == GT_WAN_MSG_RESULT) {
+            results++;
+        }
+    }
+    CHECK(deltas > 0 && results > 0); /* both kinds were sent at submit */
+    CHECK_MSG(delta_after_result == 0, "%zu DELTAs queued after a RESULT", delta_after_result);
+    pump();
+    pump();
+    check_identical(n, 0);
+    teardown(n);
+}
+
 int main(void)
 {
+    test_submit_order();
     test_duplicate_delta();
     test_peer_next();
     test_mean_exact();
