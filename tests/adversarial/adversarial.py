@@ -925,8 +925,15 @@ def scenario_tamper(tmp, tp):
     check(any(k >= p for p, k in flips), "no flip hit an AEAD tag")
     check(rej == len(flips), f"{rej} frames rejected, {len(flips)} flipped")
     check(rec >= len(flips), f"{rec} reconnects for {len(flips)} dropped connections")
-    # A flipped frame's message never arrived, so it was not acknowledged: re-sent, each.
-    check(resent >= len(flips), f"{resent} messages re-sent for {len(flips)} flipped frames")
+    # A flipped frame's message never arrived, so it was not acknowledged: re-sent, each. On
+    # UCX a tunnel frame is a piece of UCX's stream, which also carries UCX's own messages
+    # (keepalives, wire-up) and our acknowledgements, where a flip costs the connection but
+    # nothing is waiting to be re-sent (seen: 27 flips, 13 of them in 76-byte frames, 24
+    # re-sent); only a frame that can hold part of a DELTA or RESULT (over 1 KiB: nothing else
+    # we send is that large) must cost a re-send.
+    must = len(flips) if tp == "libfabric" else sum(1 for p, _ in flips if p > 1024)
+    check(resent >= must, f"{resent} messages re-sent for {len(flips)} flipped frames ({must} "
+          f"of them able to hold part of a DELTA or RESULT)")
 
 
 def scenario_ofihdr(tmp, tp):
