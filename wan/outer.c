@@ -1409,6 +1409,7 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
                        comeback announces its first round again */
             o->first[s] = FIRST_UNKNOWN;
             o->joined[s] = 0;
+            o->seen_round[s] = 0; /* what a comeback has applied is not known */
         } else if (o->live[s]) {
             o->joined[s] = 0;
             /* A joiner announces itself to the sites that enter its view after it started. */
@@ -1437,6 +1438,11 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
                 gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_RESULT, r->round, c);
                 for (uint32_t s = 0; s < o->p.n_sites; s++) {
                     if (!receiver(o, s) || s == o->p.site_id) continue;
+                    /* A site that sent us a contribution to round q had applied round q - 1
+                     * (a site submits a round only after applying the one before; a joiner
+                     * fetched that anchor): it holds this result, and on a WAN a result chunk
+                     * can be hundreds of MB. */
+                    if (o->seen_round[s] >= r->round + 2) continue;
                     o->st.forwards++;
                     GT_DEBUG("outer: forwarded round %llu chunk %zu's result (owner %u left) to "
                              "site %u",
