@@ -502,24 +502,36 @@ static void test_restart_in_view(void)
     teardown(n);
 }
 
-static void test_result_forwarding(void)
+/* Three sites of fp32, every one submitting round 0 (the messages queued, not delivered). */
+static void three_submit_round0(void)
 {
-    const uint32_t n = 3;
-    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
-    make_deltas(n);
-    for (uint32_t s = 0; s < n; s++)
+    setup(3, GT_CMP_FP32, 0, 1.0, 1, 0);
+    make_deltas(3);
+    for (uint32_t s = 0; s < 3; s++)
         CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
-    pump(); /* deltas reach every owner; results are now queued */
-    /* Site 2's results reach site 0 only, then site 2 dies. */
+}
+
+/* With the deltas of a round at their owners and the results queued: site 2's results reach
+ * site 0 only, then site 2 dies and sites 0 and 1 move to a view without it (nothing pumped). */
+static void owner2_dies_mid_broadcast(void)
+{
     for (size_t i = 0; i < g_qn; i++)
         if (g_q[i].src == 2 && g_q[i].dst == 1) g_q[i].dst = 2; /* lost with site 2 */
     g_block_to[2] = 1;
     pump();
     g_dead[2] = 1;
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN);
     const uint32_t live[] = {0, 1};
     for (uint32_t s = 0; s < 2; s++)
         CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+}
+
+static void test_result_forwarding(void)
+{
+    const uint32_t n = 3;
+    three_submit_round0();
+    pump(); /* deltas reach every owner; results are now queued */
+    owner2_dies_mid_broadcast();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN); /* not forwarded yet */
     pump();
     pump();
     check_identical(n, 0); /* site 1 applies the very bytes site 2 aggregated */
@@ -777,15 +789,6 @@ static void test_join_late(void)
     teardown(n);
 }
 
-/* Three sites of fp32, every one submitting round 0 (the messages queued, not delivered). */
-static void three_submit_round0(void)
-{
-    setup(3, GT_CMP_FP32, 0, 1.0, 1, 0);
-    make_deltas(3);
-    for (uint32_t s = 0; s < 3; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
-}
-
 /* gt_wan_outer_peer_next (outer.catch_up's signal): 1 + the highest round another site was seen
  * to submit — its own DELTA, not this site's, and a RESULT means its round closed. */
 static void test_peer_next(void)
@@ -886,26 +889,14 @@ static void test_submit_order(void)
 static void test_forward_only_missing(void)
 {
     const uint32_t n = 3;
-    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
-    make_deltas(n);
-    for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    three_submit_round0();
     pump();
     pump();
     check_identical(n, 0);
-    for (uint32_t s = 0; s < n; s++) {
-        CHECK_EQ_INT(gt_wan_outer_result(g_o[s], 0, g_res[s]), GT_OK);
+    for (uint32_t s = 0; s < n; s++)
         CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
-    }
     pump(); /* round 1's deltas reach every owner; results are now queued */
-    for (size_t i = 0; i < g_qn; i++)
-        if (g_q[i].src == 2 && g_q[i].dst == 1) g_q[i].dst = 2; /* lost with site 2 */
-    g_block_to[2] = 1;
-    pump();
-    g_dead[2] = 1;
-    const uint32_t live[] = {0, 1};
-    for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+    owner2_dies_mid_broadcast();
     size_t fwd0 = 0, fwd1 = 0;
     for (size_t i = 0; i < g_qn; i++)
         if (g_q[i].src == 0 && g_q[i].dst == 1 && g_q[i].msg.type == GT_WAN_MSG_RESULT) {
