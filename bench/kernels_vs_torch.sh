@@ -27,7 +27,10 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
 
 echo "preset=$preset threads=$threads rounds=$rounds host=$(hostname) cpus=$(nproc) load=$(cut -d' ' -f1-3 /proc/loadavg)"
 for core in Haswell unset; do
-  if [ "$core" = unset ]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE=$core; fi
+  # unset: OpenBLAS's own pick in both programs (GT_BLAS_CORE_AUTO=0: geotrain does not
+  # choose a better kernel set for itself, see docs/kernels.md)
+  if [ "$core" = unset ]; then unset OPENBLAS_CORETYPE; export GT_BLAS_CORE_AUTO=0
+  else export OPENBLAS_CORETYPE=$core; unset GT_BLAS_CORE_AUTO; fi
   gt=() pt=() gc=() pc=()
   for r in $(seq 1 "$rounds"); do
     read -r g gcpu < <("$bin" bench kernels --preset "$preset" --threads "$threads" --json |

@@ -40,7 +40,10 @@ static void usage(FILE *out)
                  "  -h, --help       this text\n\n"
                  "On a machine shared with other jobs, set OMP_WAIT_POLICY=passive: OpenMP\n"
                  "threads that spin at barriers take the cores the working threads need.\n"
-                 "On CUDA, GT_CUDA_ATTN=flash (default) or naive picks the attention kernels.\n");
+                 "On CUDA, GT_CUDA_ATTN=flash (default) or naive picks the attention kernels.\n"
+                 "The line names OpenBLAS's kernel set (blas_core): geotrain picks SkylakeX or\n"
+                 "Haswell itself when OPENBLAS_CORETYPE is unset and OpenBLAS fell back to older\n"
+                 "ones; GT_BLAS_CORE_AUTO=0 keeps OpenBLAS's pick (docs/kernels.md).\n");
 }
 
 static double cpu_seconds(void)
@@ -155,24 +158,25 @@ int gt_bench_kernels(int argc, char **argv)
     const char *core = getenv("OPENBLAS_CORETYPE");
     const char *attn = gt_gpt_attn_name(gpt);
     if (json) {
-        printf("{\"bench\":\"kernels\",\"preset\":\"%s\",\"device\":\"%s\",\"attn\":\"%s\","
-               "\"threads\":%d,"
-               "\"openblas_coretype\":%s%s%s,\"B\":%zu,\"T\":%zu,\"params\":%zu,"
-               "\"tokens_per_step\":%zu,\"steps\":%zu,\"step_ms_median\":%.3f,"
-               "\"step_ms_min\":%.3f,\"step_ms_max\":%.3f,\"tokens_per_s\":%.1f,"
-               "\"cpu_ms_median\":%.3f,\"tokens_per_cpu_s\":%.1f,"
-               "\"flops_per_token\":%.0f,\"gflops\":%.2f",
-               pr.name, device, attn, gt_kern_get_threads(), core ? "\"" : "", core ? core : "null",
-               core ? "\"" : "", p.B, p.T, gt_gpt_param_count(&p.model), N, steps, med, ms[0],
-               ms[steps - 1], tps, cpu_med, (double)N / (cpu_med / 1e3), fpt, gflops);
+        printf(
+            "{\"bench\":\"kernels\",\"preset\":\"%s\",\"device\":\"%s\",\"attn\":\"%s\","
+            "\"threads\":%d,"
+            "\"openblas_coretype\":%s%s%s,\"blas_core\":\"%s\",\"B\":%zu,\"T\":%zu,\"params\":%zu,"
+            "\"tokens_per_step\":%zu,\"steps\":%zu,\"step_ms_median\":%.3f,"
+            "\"step_ms_min\":%.3f,\"step_ms_max\":%.3f,\"tokens_per_s\":%.1f,"
+            "\"cpu_ms_median\":%.3f,\"tokens_per_cpu_s\":%.1f,"
+            "\"flops_per_token\":%.0f,\"gflops\":%.2f",
+            pr.name, device, attn, gt_kern_get_threads(), core ? "\"" : "", core ? core : "null",
+            core ? "\"" : "", gt_kern_blas_core(), p.B, p.T, gt_gpt_param_count(&p.model), N, steps,
+            med, ms[0], ms[steps - 1], tps, cpu_med, (double)N / (cpu_med / 1e3), fpt, gflops);
         if (p.device == GT_DEVICE_CUDA)
             printf(",\"mfu\":%.4f,\"peak_tflops\":989", gflops * 1e9 / H100_BF16_DENSE_FLOPS);
         printf(",\"loss_first\":%.5f,\"loss_last\":%.5f,\"wrong\":%d}\n", loss_first, loss_last,
                wrong);
     } else {
-        printf("kernels %s on %s (attention %s, %d threads, OPENBLAS_CORETYPE=%s): B=%zu T=%zu "
+        printf("kernels %s on %s (attention %s, %d threads, OpenBLAS %s kernels): B=%zu T=%zu "
                "params=%zu  step %.2f ms (median of %zu)  %.0f tokens/s  %.1f GFLOP/s",
-               pr.name, device, attn, gt_kern_get_threads(), core ? core : "unset", p.B, p.T,
+               pr.name, device, attn, gt_kern_get_threads(), gt_kern_blas_core(), p.B, p.T,
                gt_gpt_param_count(&p.model), med, steps, tps, gflops);
         if (p.device == GT_DEVICE_CUDA)
             printf("  MFU %.1f%%", 100.0 * gflops * 1e9 / H100_BF16_DENSE_FLOPS);

@@ -1,9 +1,13 @@
 /* main.c — `geotrain`: the command-line entry point. Dispatches to the command table. */
 #include "cli.h"
 #include "gt_base.h"
+#include "gt_kernels.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef GT_VERSION_STRING
 #define GT_VERSION_STRING "unknown"
@@ -23,8 +27,41 @@ static void usage(FILE *out)
                  "every log line with the UTC time of day (ms), so several sites' logs merge.\n");
 }
 
+/* OpenBLAS picks its kernel set when it loads, from the CPU or OPENBLAS_CORETYPE; Debian's 0.3.21
+ * does not know newer CPUs and falls back to its SSE3 kernels, 2-5x slower than the AVX2/AVX-512
+ * ones the CPU runs. When OPENBLAS_CORETYPE is unset and there is a better set
+ * (gt_kern_blas_core_advice), start this program again at once with it set, so the process and
+ * every site or rank it starts run it. GT_BLAS_CORE_AUTO=0 keeps OpenBLAS's own pick; a set
+ * OPENBLAS_CORETYPE is always kept. Returns only when nothing is to be done or the exec failed. */
+static void blas_core_fixup(char **argv)
+{
+    const char *set = getenv("OPENBLAS_CORETYPE"), *mark = getenv("GT_BLAS_CORE_AUTO");
+    if (mark && strcmp(mark, "0") == 0) return;
+    if (mark && strstr(mark, "->")) { /* our own marker: this process was started again */
+        if (gt_kern_blas_core_advice())
+            GT_WARN("kernels: OpenBLAS runs its %s kernels although OPENBLAS_CORETYPE=%s (%s); "
+                    "CPU training runs slower than it could",
+                    gt_kern_blas_core(), set ? set : "(unset)", mark);
+        return;
+    }
+    if (set && *set) return;
+    const char *advice = gt_kern_blas_core_advice();
+    if (!advice) return;
+    char note[160];
+    snprintf(note, sizeof note, "%s->%s", gt_kern_blas_core(), advice);
+    if (setenv("OPENBLAS_CORETYPE", advice, 1) != 0 || setenv("GT_BLAS_CORE_AUTO", note, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    GT_WARN("kernels: cannot start again with OPENBLAS_CORETYPE=%s (%s); OpenBLAS runs its %s "
+            "kernels",
+            advice, strerror(errno), gt_kern_blas_core());
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("GT_BLAS_CORE_AUTO");
+}
+
 int main(int argc, char **argv)
 {
+    blas_core_fixup(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

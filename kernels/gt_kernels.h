@@ -125,6 +125,19 @@ GT_API double gt_gpt_train_flops_per_token(const gt_gpt_config_t *cfg, size_t T)
  * bit-identical run to run and for any n. Default before any call: 1. */
 GT_API gt_status_t gt_kern_set_threads(int n);
 GT_API int gt_kern_get_threads(void);
+/* The OpenBLAS kernel set this process runs ("Prescott", "Haswell", "SkylakeX", ...: what
+ * openblas_get_corename() says; OpenBLAS picks it when the library loads, from the CPU or from
+ * OPENBLAS_CORETYPE). */
+GT_API const char *gt_kern_blas_core(void);
+/* A better OPENBLAS_CORETYPE for this CPU than the kernel set OpenBLAS picked, or NULL when
+ * there is none. A Debian-packaged OpenBLAS (0.3.21 in Debian 12) that does not know a newer
+ * CPU falls back to its SSE3 kernels ("Prescott"), 2-5x slower at sgemm than the AVX2
+ * ("Haswell") or AVX-512 ("SkylakeX") ones the CPU can run; this names the best of those two
+ * that the CPU (and the OS, for the AVX-512 state) supports, when the picked set is older.
+ * Only a kernel set OpenBLAS is known to fall back to counts as older: a set this code does
+ * not know is kept. OPENBLAS_CORETYPE must be set before OpenBLAS loads, so acting on the
+ * advice means starting the program again (the geotrain CLI does so, see docs/kernels.md). */
+GT_API const char *gt_kern_blas_core_advice(void);
 /* Number of usable CUDA devices into *count_p (0 when the driver finds none).
  * GT_ERR_UNSUPPORTED when this build has no CUDA (GT_HAVE_CUDA undefined). */
 GT_API gt_status_t gt_kern_cuda_device_count(int *count_p);

@@ -1,11 +1,13 @@
 /* test_cli.c — the `geotrain` binary end to end: --help/--version, `config check` on the
- * repository's sites.yaml and on a broken copy, and `keygen` (files, modes, refusal to
- * overwrite, the printed public key matching the secret key). */
+ * repository's sites.yaml and on a broken copy, `keygen` (files, modes, refusal to
+ * overwrite, the printed public key matching the secret key), and the OpenBLAS kernel set the
+ * binary picks for itself (OPENBLAS_CORETYPE unset, set, GT_BLAS_CORE_AUTO=0). */
 #include "gt_test.h"
 #include "gt_wan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 static const char *cli(void)
@@ -184,12 +186,58 @@ static void test_keygen(const char *tmp)
     free(out);
 }
 
+/* The kernel set `bench kernels` reports (blas_core) under an environment prefix. */
+static void blas_core_under(const char *env, char *core, size_t n)
+{
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "env -u OPENBLAS_CORETYPE -u GT_BLAS_CORE_AUTO %s %s bench kernels "
+             "--preset tiny --warmup 0 --steps 1 --threads 1 --json",
+             env, cli());
+    core[0] = 0;
+    CHECK_EQ_INT(gt_test_run(cmd, &out), 0);
+    const char *p = out ? strstr(out, "\"blas_core\":\"") : NULL;
+    CHECK_MSG(p != NULL, "no blas_core in: %s", out ? out : "(nothing)");
+    if (p) sscanf(p + 13, "%63[^\"]", core);
+    free(out);
+}
+
+/* OpenBLAS's own pick (GT_BLAS_CORE_AUTO=0) is kept when it is a current one; when it is the
+ * SSE3 fallback ("Prescott", what Debian's OpenBLAS 0.3.21 picks on CPUs it does not know) on
+ * a CPU with AVX2 + FMA, the binary restarts itself with SkylakeX (AVX-512 F/BW/DQ/VL) or
+ * Haswell; a set OPENBLAS_CORETYPE is always kept. */
+static void test_blas_core(void)
+{
+    char own[64], chosen[64], forced[64];
+    blas_core_under("GT_BLAS_CORE_AUTO=0", own, sizeof own);
+    blas_core_under("", chosen, sizeof chosen);
+    blas_core_under("OPENBLAS_CORETYPE=Prescott", forced, sizeof forced);
+    printf("OpenBLAS's own pick %s, geotrain's %s, with OPENBLAS_CORETYPE=Prescott %s\n", own,
+           chosen, forced);
+    CHECK_MSG(strcmp(forced, "Prescott") == 0, "kernel set %s, want %s", forced, "Prescott");
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (strcmp(own, "Prescott") == 0 && avx2)
+        CHECK_MSG(strcmp(chosen, avx512 ? "SkylakeX" : "Haswell") == 0, "kernel set %s, want %s",
+                  chosen, avx512 ? "SkylakeX" : "Haswell");
+    else if (strcmp(own, "Haswell") == 0 || strcmp(own, "SkylakeX") == 0 ||
+             strcmp(own, "Zen") == 0 || strcmp(own, "Cooperlake") == 0)
+        CHECK_MSG(strcmp(chosen, own) == 0, "kernel set %s, want %s", chosen, own);
+#else
+    CHECK_MSG(strcmp(chosen, own) == 0, "kernel set %s, want %s", chosen, own);
+#endif
+}
+
 int main(void)
 {
     char *tmp = gt_test_tmpdir();
     test_help();
     test_config_check(tmp);
     test_keygen(tmp);
+    test_blas_core();
     gt_test_rmtree(tmp);
     free(tmp);
     return GT_TEST_DONE();
