@@ -76,8 +76,11 @@ static void run_launch(const char *tmp, const char *name, const char *extra, cha
     const char *src = getenv("GT_SOURCE_DIR"), *cli = getenv("GT_CLI");
     char cmd[8192], *out = NULL;
     snprintf(run, n, "%s/%s", tmp, name);
+    /* steps of at least 6 ms (the rest slept): the runs keep the same timeline on a fast
+     * machine, a slow one, or beside other tests, and use a fraction of a core */
     snprintf(cmd, sizeof cmd,
-             "%s launch %s/tests/launch/three_sites.yaml --run-dir %s --set wan.transport=%s %s",
+             "%s launch %s/tests/launch/three_sites.yaml --run-dir %s --set wan.transport=%s "
+             "--set inner.emulated_step_ms=6 %s",
              cli, src, run, g_transport, extra);
     int rc = gt_test_run(cmd, &out);
     CHECK_MSG(rc == 0, "launch exited %d:\n%s", rc, out ? out : "");

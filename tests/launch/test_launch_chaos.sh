@@ -22,8 +22,10 @@ dir=$(mktemp -d /tmp/gt-chaos-XXXXXX)
 trap 'pkill -KILL -f "$dir/run" 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 20 >&2; done; exit 1; }
 # seed 180 draws every kind of fault, link cuts of both shapes among them; --chaos-round-s 0.5
-# places the cuts 5.8 s and 7.2 s into the run, inside its training even on a fast machine
-sets=(--set run.rounds=24 --set inner.steps=30 --set membership.lease_ttl_s=5 --set outer.catch_up=true --chaos-round-s 0.5)
+# places the cuts 5.8 s and 7.2 s into the run, inside its training: steps of 15 ms (the rest
+# slept, inner.emulated_step_ms) make rounds of ~0.5 s on a fast machine, a slow one, or beside
+# other tests
+sets=(--set run.rounds=24 --set inner.steps=30 --set inner.emulated_step_ms=15 --set membership.lease_ttl_s=5 --set outer.catch_up=true --chaos-round-s 0.5)
 seed=180
 
 "$geotrain" launch "$config" "${sets[@]}" --chaos $seed --mtbf-rounds 8 --dry-run >"$dir/s1.json" ||

@@ -36,7 +36,9 @@ PY
 }
 
 rounds=30
-slow="--set inner.steps=40"  # ~0.2 s a round: the events land mid-run, and a lost lease (3 s) shows
+# ~0.2 s a round (steps of 5 ms, the rest slept, on any machine): the events land mid-run, and a
+# lost lease (3 s) shows
+slow="--set inner.steps=40 --set inner.emulated_step_ms=5"
 "$geotrain" launch "$config" --run-dir "$dir/a" --set run.rounds=$rounds $slow \
   --kill-etcd 0@2 --restart-etcd 0@6 >"$dir/a.out" 2>&1
 rc=$?
@@ -55,6 +57,7 @@ check_summary "$dir/a" $rounds || fail "run with a killed member"
 # neither renew nor expire a lease nor change the view, so the sites train on with the last
 # agreed view (they log that membership is frozen), and pick up again when quorum returns.
 "$geotrain" launch "$config" --run-dir "$dir/q" --set run.rounds=40 --set inner.steps=80 \
+  --set inner.emulated_step_ms=5 \
   --kill-etcd 0@2 --kill-etcd 1@2 --restart-etcd 0@22 --restart-etcd 1@22 >"$dir/q.out" 2>&1
 rc=$?
 tail -4 "$dir/q.out"

@@ -17,9 +17,12 @@ dir=$(mktemp -d /tmp/gt-linkcut-XXXXXX)
 trap 'pkill -KILL -f "$dir/run" 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 20 >&2; done; exit 1; }
 
-# Steps 3x slower (sleeps) so that the run outlasts the cut on a fast machine.
+# Steps of 18 ms (6 ms, the rest slept, x3) so that the run outlasts the cut on any machine,
+# beside other tests too: before, the steps were paced by the CPU, and with OpenBLAS's AVX-512
+# kernels a and b finished before the cut healed, so c could not rejoin.
 timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=40 \
-  --set inner.steps=30 --set 'links[a,c].cuts=5+40' --slow a=3 --slow b=3 --slow c=3 \
+  --set inner.steps=30 --set inner.emulated_step_ms=6 --set 'links[a,c].cuts=5+40' \
+  --slow a=3 --slow b=3 --slow c=3 \
   >"$dir/launch.out" 2>&1 || fail "launch failed"
 grep -Eq -- "-- (a|c) was removed from the run \(exit 3\)" "$dir/launch.out" ||
   fail "neither a nor c left: the cut did not outlast the result wait (slower machine?)"

@@ -15,8 +15,9 @@ dir=$(mktemp -d /tmp/gt-partition-XXXXXX)
 trap 'pkill -KILL -f "$dir/run" 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 20 >&2; done; exit 1; }
 
-# Steps 3x slower (sleeps) so that the run outlasts the cut on a loaded machine.
-timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" --slow a=3 --slow b=3 --slow c=3 \
+# Steps of 18 ms (6 ms, the rest slept, x3) so that the run outlasts the cut on any machine.
+timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" --set inner.emulated_step_ms=6 \
+  --slow a=3 --slow b=3 --slow c=3 \
   >"$dir/launch.out" 2>&1 || fail "launch failed"
 # The cut met the run's traffic: a message across it was held or refused. (Rounds closed
 # without c are one effect, not the only one: when the cut begins while every contribution of a
@@ -72,7 +73,8 @@ echo "ok: the short partition healed and nothing was counted twice or lost"
 # message, anchors agree, no hash mismatch, no prefix of rounds with more tokens in results
 # than submitted.
 rm -rf "$dir/run"
-timeout 600 "$geotrain" launch "$long" --run-dir "$dir/run" --slow a=3 --slow b=3 --slow c=3 \
+timeout 600 "$geotrain" launch "$long" --run-dir "$dir/run" --set inner.emulated_step_ms=6 \
+  --slow a=3 --slow b=3 --slow c=3 \
   >"$dir/launch.out" 2>&1 || fail "launch (long cut) failed"
 grep -q "reaches less than a majority of the view (a partition): it leaves" "$dir/run/logs/c.log" ||
   fail "c did not leave as the cut-off minority"
