@@ -24,7 +24,10 @@ static void usage(FILE *out)
     fprintf(out, "\n`geotrain COMMAND --help` describes a command. Configuration reference: "
                  "docs/config.md.\n"
                  "Logging: GT_LOG_LEVEL=error|warn|info|debug (default info); GT_LOG_TIME=1 starts "
-                 "every log line with the UTC time of day (ms), so several sites' logs merge.\n");
+                 "every log line with the UTC time of day (ms), so several sites' logs merge.\n"
+                 "CPU kernels: when OpenBLAS falls back to older kernels than the CPU runs and "
+                 "OPENBLAS_CORETYPE is unset, geotrain restarts itself with SkylakeX or Haswell; "
+                 "GT_BLAS_CORE_AUTO=0 keeps OpenBLAS's pick (docs/kernels.md).\n");
 }
 
 /* OpenBLAS picks its kernel set when it loads, from the CPU or OPENBLAS_CORETYPE; Debian's 0.3.21
