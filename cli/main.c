@@ -52,9 +52,8 @@ static void blas_core_fixup(char **argv)
     if (!advice) return;
     char note[160];
     snprintf(note, sizeof note, "%s->%s", gt_kern_blas_core(), advice);
-    if (setenv("OPENBLAS_CORETYPE", advice, 1) != 0 || setenv("GT_BLAS_CORE_AUTO", note, 1) != 0)
-        return;
-    execv("/proc/self/exe", argv);
+    if (setenv("OPENBLAS_CORETYPE", advice, 1) == 0 && setenv("GT_BLAS_CORE_AUTO", note, 1) == 0)
+        execv("/proc/self/exe", argv);
     GT_WARN("kernels: cannot start again with OPENBLAS_CORETYPE=%s (%s); OpenBLAS runs its %s "
             "kernels",
             advice, strerror(errno), gt_kern_blas_core());
