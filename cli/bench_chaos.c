@@ -209,16 +209,18 @@ int gt_bench_chaos(int argc, char **argv)
             double sub = submitted(run, sum), in_res = jnum(sum, "tokens_in_anchor");
             g[m] = jnum(sum, "goodput");
             json_t *o = json_pack(
-                "{s:s,s:s,s:f,s:o,s:I,s:{s:I,s:I,s:I,s:I},s:f,s:f,s:f,s:i,s:i,s:I,s:I,s:o,s:f,s:b}",
+                "{s:s,s:s,s:f,s:o,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:f,s:f,s:f,s:i,s:i,s:I,s:I,s:o,s:f,"
+                "s:b}",
                 "bench", "chaos", "mode", modes[m], "mtbf_rounds", mtbf[k], "goodput",
                 isfinite(g[m]) ? json_real(g[m]) : json_null(), "hash_mismatches",
                 (json_int_t)jnum(sum, "hash_mismatches"), "contributions", "on_time",
                 (json_int_t)jnum(ct, "on_time"), "late", (json_int_t)jnum(ct, "late"), "dropped",
                 (json_int_t)jnum(ct, "dropped"), "open_at_end", (json_int_t)jnum(ct, "open_at_end"),
-                "tokens_submitted", sub, "tokens_in_results", in_res, "tokens_lost", sub - in_res,
-                "faults", n_faults, "faults_skipped", (int)jnum(sum, "chaos_skipped"),
-                "whole_run_restarts", (json_int_t)jnum(sum, "whole_run_restarts"), "seed",
-                (json_int_t)atoll(seed), "eval_loss",
+                "unreceived", (json_int_t)jnum(ct, "unreceived"), "tokens_submitted", sub,
+                "tokens_in_results", in_res, "tokens_lost", sub - in_res, "faults", n_faults,
+                "faults_skipped", (int)jnum(sum, "chaos_skipped"), "whole_run_restarts",
+                (json_int_t)jnum(sum, "whole_run_restarts"), "seed", (json_int_t)atoll(seed),
+                "eval_loss",
                 isfinite(jnum(sum, "eval_loss")) ? json_real(jnum(sum, "eval_loss")) : json_null(),
                 "wall_s", jnum(sum, "wall_s"), "finished", r == 0);
             double bound = jnum(sum, "goodput_bound");

@@ -512,7 +512,8 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
     json_t *sites = json_object(), *out = NULL;
     double sent = 0, recv = 0, params = 0, max_steps = 0, eval_sum = 0;
     int eval_n = 0;
-    json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0, open = 0;
+    json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0, open = 0,
+               unreceived = 0;
     /* The sites' WAN security counters (wan/ctl.c, wan/mesh.c), summed. */
     static const char *const wan_keys[] = {"frames_rejected",      "handshakes_refused",
                                            "handshakes_timed_out", "connections_capped",
@@ -546,6 +547,7 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         dropped += (json_int_t)jnum(c, "dropped");
         rejected += (json_int_t)jnum(c, "rejected");
         open += (json_int_t)jnum(c, "open_at_end");
+        unreceived += (json_int_t)jnum(c, "unreceived");
         checks += (json_int_t)jnum(s, "hash_checks");
         mism += (json_int_t)jnum(s, "hash_mismatches");
         for (size_t k = 0; k < sizeof wan_keys / sizeof wan_keys[0]; k++)
@@ -553,14 +555,15 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         json_object_set_new(sites, sp[i].name, s);
     }
     double dp = sync_dp_bytes(params, max_steps, cfg->n_sites);
-    out = json_pack(
-        "{s:o,s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}", "eval_loss",
-        eval_n ? json_real(eval_sum / eval_n) : json_null(), "sites", sites, "wan_bytes_sent", sent,
-        "wan_bytes_received", recv, "sync_dp_bytes", dp, "bandwidth_saving",
-        sent > 0 ? json_real(dp / sent) : json_null(), "contributions", "on_time", on_time, "late",
-        late, "dropped", dropped, "rejected", rejected, "open_at_end", open, "hash_checks", checks,
-        "hash_mismatches", mism, "wall_s", wall_s, "n_sites", (int)cfg->n_sites, "codec",
-        cfg->codec.name, "mode", cfg->outer.mode == GT_OUTER_SYNC_DP ? "sync-dp" : "diloco");
+    out = json_pack("{s:o,s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}",
+                    "eval_loss", eval_n ? json_real(eval_sum / eval_n) : json_null(), "sites",
+                    sites, "wan_bytes_sent", sent, "wan_bytes_received", recv, "sync_dp_bytes", dp,
+                    "bandwidth_saving", sent > 0 ? json_real(dp / sent) : json_null(),
+                    "contributions", "on_time", on_time, "late", late, "dropped", dropped,
+                    "rejected", rejected, "open_at_end", open, "unreceived", unreceived,
+                    "hash_checks", checks, "hash_mismatches", mism, "wall_s", wall_s, "n_sites",
+                    (int)cfg->n_sites, "codec", cfg->codec.name, "mode",
+                    cfg->outer.mode == GT_OUTER_SYNC_DP ? "sync-dp" : "diloco");
     for (size_t k = 0; k < sizeof wan_keys / sizeof wan_keys[0] && out; k++)
         json_object_set_new(out, wan_keys[k], json_integer(wan_sum[k]));
     const char *names[GT_WAN_OUTER_MAX_SITES];

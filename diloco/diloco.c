@@ -310,6 +310,20 @@ static void leave(gt_diloco_t *d, gt_status_t result)
             struct timespec ts = {0, 2000000};
             nanosleep(&ts, NULL);
         }
+        /* Done: take nothing more, and tell each peer how many of its contributions we took
+         * (a FIN), so what is still on its way here is counted by its sender (`unreceived`)
+         * rather than by nobody. The FINs go out before the thread stops. */
+        pthread_mutex_lock(&d->lock);
+        for (uint32_t e = 0; e < d->n_eng; e++) gt_wan_outer_finish(d->outers[e], gt_time_ns());
+        pthread_mutex_unlock(&d->lock);
+        for (uint64_t t2 = gt_time_ns();;) {
+            pthread_mutex_lock(&d->lock);
+            size_t queued = dl_mesh_pending(d);
+            pthread_mutex_unlock(&d->lock);
+            if (!queued || gt_time_ns() - t2 > 2000000000ull) break;
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
     }
     dl_stop_thread(d);
     if (!d->t_train_end && d->t_train) d->t_train_end = gt_time_ns();

@@ -170,14 +170,14 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     pthread_mutex_unlock(&d->lock);
     uint64_t refetches = d->refetches;
     if (d->ranks > 1) { /* the site's WAN traffic is every rank's */
-        uint64_t *f[] = {&ms.bytes_sent, &ms.bytes_received, &ms.rejected, &os.on_time, &os.late,
-                         &os.dropped, &os.rejected, &os.clipped, &os.hash_checks,
-                         &os.hash_mismatches, &os.deltas_sent, &refetches, &os.open, &os.joins,
-                         /* the WAN's listening socket and re-sends (wan/ctl.c, wan/mesh.c) */
-                         &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out,
-                         &ms.gate.connections_capped, &ms.reconnects, &ms.resent, &ms.duplicates,
-                         &ms.peers_cut, &ms.gate.data_stray, &ms.emu_held_by_cut,
-                         &ms.emu_refused_by_cut, &ms.gate.tunnels};
+        uint64_t *f[] = {
+            &ms.bytes_sent, &ms.bytes_received, &ms.rejected, &os.on_time, &os.late, &os.dropped,
+            &os.rejected, &os.clipped, &os.hash_checks, &os.hash_mismatches, &os.deltas_sent,
+            &refetches, &os.open, &os.joins, &os.unreceived,
+            /* the WAN's listening socket and re-sends (wan/ctl.c, wan/mesh.c) */
+            &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out, &ms.gate.connections_capped,
+            &ms.reconnects, &ms.resent, &ms.duplicates, &ms.peers_cut, &ms.gate.data_stray,
+            &ms.emu_held_by_cut, &ms.emu_refused_by_cut, &ms.gate.tunnels};
         uint64_t v[sizeof f / sizeof f[0]];
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) v[i] = *f[i];
         gt_status_t st = dl_allreduce(d, v, sizeof v / sizeof v[0], GT_DILOCO_OP_SUM);
@@ -196,7 +196,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
                                                    : "failed";
     json_t *o = json_pack(
         "{s:I,s:f,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:"
-        "I,s:I},s:I,s:I,s:I,s:I,s:s,s:i,s:I,s:I,s:I,s:f,s:f}",
+        "I,s:I,s:I},s:I,s:I,s:I,s:I,s:s,s:i,s:I,s:I,s:I,s:f,s:f}",
         "anchor_refetches", (json_int_t)refetches, "train_s", train, "site", d->name, "status",
         status, "steps", (json_int_t)d->step, "rounds_applied", (json_int_t)d->rounds_applied,
         "tokens", (json_int_t)d->tokens, "final_loss",
@@ -207,10 +207,10 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         "view_epoch", (json_int_t)dl_view(d)->epoch, "contributions", "on_time",
         (json_int_t)os.on_time, "late", (json_int_t)os.late, "dropped", (json_int_t)os.dropped,
         "rejected", (json_int_t)os.rejected, "clipped", (json_int_t)os.clipped, "open_at_end",
-        (json_int_t)os.open, "hash_checks", (json_int_t)os.hash_checks, "hash_mismatches",
-        (json_int_t)os.hash_mismatches, "frames_rejected", (json_int_t)ms.rejected, "deltas_sent",
-        (json_int_t)os.deltas_sent, "error",
-        result == GT_OK || result == GT_ERR_CLOSED ? "" : gt_status_str(result), "ranks",
+        (json_int_t)os.open, "unreceived", (json_int_t)os.unreceived, "hash_checks",
+        (json_int_t)os.hash_checks, "hash_mismatches", (json_int_t)os.hash_mismatches,
+        "frames_rejected", (json_int_t)ms.rejected, "deltas_sent", (json_int_t)os.deltas_sent,
+        "error", result == GT_OK || result == GT_ERR_CLOSED ? "" : gt_status_str(result), "ranks",
         (int)d->ranks, "joined_round", (json_int_t)d->joined_round, "steps_trained",
         (json_int_t)d->steps_trained, "joins_seen", (json_int_t)os.joins, "param_passes", d->passes,
         "param_passes_per_round", per_round);

@@ -506,6 +506,10 @@ typedef struct {
     /* Contributions received and not aggregated yet (in rounds still open): at the end of a
      * run, those folded into a round after the last one, or sent for a round that never closed. */
     uint64_t open;
+    /* As a sender: contributions (DELTA frames, re-sends and forwards included) sent to a site
+     * that then finished without taking them: in flight when it finished, or sent after. Known
+     * from the count in the site's FIN (gt_wan_outer_finish); a site that dies sends none. */
+    uint64_t unreceived;
 } gt_wan_outer_stats_t;
 
 typedef struct gt_wan_outer gt_wan_outer_t;
@@ -593,6 +597,12 @@ GT_API uint64_t gt_wan_outer_peer_next(const gt_wan_outer_t *o);
  * arrived here: a site further behind is not waited for). A site that finished waits (bounded)
  * for them before it leaves, so a straggler's last contribution is counted, not lost unread. */
 GT_API uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o);
+/* This site is done with the run: from now on the engine takes no contribution (they are not
+ * counted here), and it tells every site in its view, in a FIN, how many contribution frames it
+ * took from that site, so each sender counts the rest as `unreceived` (gt_wan_outer_stats) and
+ * every contribution of the run ends in exactly one counter. Call it after the last wait for
+ * stragglers (gt_wan_outer_final_missing) and before the last messages are flushed. Idempotent. */
+GT_API void gt_wan_outer_finish(gt_wan_outer_t *o, uint64_t now_ns);
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
  * the rank's share of the lanes. */
 GT_API size_t gt_wan_outer_len(const gt_wan_outer_t *o);

@@ -32,6 +32,8 @@
 #define JOIN_PRE      24u         /* magic, version, first round, reserved */
 #define FIRST_UNKNOWN UINT64_MAX  /* a site that has not announced when it contributes */
 #define RESULT_MAGIC  0x524F5447u /* "GTOR" */
+#define FIN_MAGIC     0x464F5447u /* "GTOF": a site that finished says how many DELTAs it took */
+#define FIN_PRE       24u /* magic, version, DELTA frames taken from the receiver, reserved */
 #define PROTO_VERSION 1u
 #define DELTA_PRE     32u
 #define RESULT_PRE    56u
@@ -169,7 +171,17 @@ struct gt_wan_outer {
      * a re-send of one it already took (after a reconnect that lost its acknowledgement) is
      * not folded in a second time once its round has closed. */
     took_t *took;
-    uint8_t *scratch; /* frame buffer */
+    /* The end-of-run ledger, per site: DELTA frames (contributions, re-sent and forwarded ones
+     * included) this engine sent to it and took from it; whether it finished (its FIN arrived)
+     * and how many of ours it said it took. A finished engine takes nothing more, so what a
+     * sender sent to a finished site beyond its count reached no owner (`unreceived`). A site's
+     * new life (its JOIN) starts its counts again; the old life's balance is kept. */
+    uint64_t sent_n[GT_WAN_OUTER_MAX_SITES], took_n[GT_WAN_OUTER_MAX_SITES];
+    uint64_t fin_n[GT_WAN_OUTER_MAX_SITES];
+    uint8_t fin[GT_WAN_OUTER_MAX_SITES];
+    uint64_t unreceived_before; /* balances of sites' earlier lives */
+    int finished;               /* gt_wan_outer_finish was called */
+    uint8_t *scratch;           /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
@@ -375,6 +387,9 @@ static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, con
 static void send_to(gt_wan_outer_t *o, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
                     size_t len, uint64_t now_ns)
 {
+    if (msg->type == GT_WAN_MSG_DELTA && len >= 4 && gt_le_get32(buf) == DELTA_MAGIC &&
+        dst < GT_WAN_OUTER_MAX_SITES)
+        o->sent_n[dst]++;
     if (dst == o->p.site_id) {
         deliver_local(o, msg, buf, len, now_ns);
         return;
@@ -894,6 +909,12 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
 {
     if (len < DELTA_PRE || gt_le_get32(b) != DELTA_MAGIC || gt_le_get32(b + 4) != PROTO_VERSION)
         return bad(o, m, "not a DELTA payload");
+    if (o->finished) { /* its sender counts it, against our FIN */
+        GT_DEBUG("outer: finished: site %u's contribution to round %llu chunk %zu not taken",
+                 m->sender, (unsigned long long)m->round, c);
+        return GT_OK;
+    }
+    o->took_n[m->sender]++;
     double w = getf64(b + 8), tokens = w;
     if (!(w > 0) || !isfinite(w) || gt_le_get32(b + 24) != o->p.n_sites)
         return bad(o, m, "bad weight or layout");
@@ -1138,6 +1159,10 @@ static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8
     uint32_t s = m->sender;
     if (s == o->p.site_id || r == FIRST_UNKNOWN) return bad(o, m, "a JOIN from ourselves");
     if (o->first[s] == r && receiver(o, s)) return GT_OK; /* a repeat */
+    /* A new life of s (or its first announcement): the ledger with it starts again. */
+    if (o->fin[s] && o->sent_n[s] > o->fin_n[s]) o->unreceived_before += o->sent_n[s] - o->fin_n[s];
+    o->sent_n[s] = o->took_n[s] = o->fin_n[s] = 0;
+    o->fin[s] = 0;
     o->first[s] = r;
     o->first_epoch[s] = m->view_epoch;
     if (!o->live[s]) {
@@ -1214,6 +1239,45 @@ void gt_wan_outer_first_rounds(const gt_wan_outer_t *o, uint64_t *first)
         first[s] = receiver(o, s) ? o->first[s] : FIRST_UNKNOWN;
 }
 
+/* Site m->sender finished: it took b's count of the DELTA frames we sent it, and takes no more. */
+static gt_status_t on_fin(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len)
+{
+    uint32_t s = m->sender;
+    if (len != FIN_PRE || gt_le_get32(b + 4) != PROTO_VERSION || s == o->p.site_id)
+        return bad(o, m, "not a FIN");
+    uint64_t took = gt_le_get64(b + 8);
+    if (took > o->sent_n[s]) /* a count from before our own restart, or a faulty peer */
+        GT_WARN("outer: site %u finished and says it took %llu contributions from this site, "
+                "which sent it %llu",
+                s, (unsigned long long)took, (unsigned long long)o->sent_n[s]);
+    o->fin[s] = 1;
+    o->fin_n[s] = took;
+    GT_DEBUG("outer: site %u finished; it took %llu of the %llu contributions sent to it so far", s,
+             (unsigned long long)took, (unsigned long long)o->sent_n[s]);
+    return GT_OK;
+}
+
+void gt_wan_outer_finish(gt_wan_outer_t *o, uint64_t now_ns)
+{
+    if (!o || o->finished) return;
+    o->finished = 1;
+    for (uint32_t s = 0; s < o->p.n_sites && s < GT_WAN_OUTER_MAX_SITES; s++) {
+        if (s == o->p.site_id || !receiver(o, s)) continue;
+        uint8_t b[FIN_PRE];
+        memset(b, 0, sizeof b);
+        gt_le_put32(b, FIN_MAGIC);
+        gt_le_put32(b + 4, PROTO_VERSION);
+        gt_le_put64(b + 8, o->took_n[s]);
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_DELTA;
+        m.sender = o->p.site_id;
+        m.view_epoch = o->epoch;
+        m.round = o->last_round == UINT64_MAX ? 0 : o->last_round;
+        send_to(o, s, &m, b, sizeof b, now_ns);
+    }
+}
+
 static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
                                  size_t len, uint64_t now_ns)
 {
@@ -1221,6 +1285,8 @@ static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, con
         return bad(o, msg, "lane or sender out of range");
     if (msg->type == GT_WAN_MSG_DELTA && len >= 4 && gt_le_get32(buf) == JOIN_MAGIC)
         return on_join(o, msg, buf, len, now_ns);
+    if (msg->type == GT_WAN_MSG_DELTA && len >= 4 && gt_le_get32(buf) == FIN_MAGIC)
+        return on_fin(o, msg, buf, len);
     const gt_topo_chunk_t *ch = chunk_at(o, msg->lane, msg->chunk);
     if (!ch) return bad(o, msg, "chunk out of range");
     size_t c = (size_t)(ch - o->layout->chunks);
@@ -1463,6 +1529,10 @@ void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p)
     stats_p->open = 0;
     for (size_t i = 0; i < o->n_aggs; i++)
         if (o->aggs[i].used && !o->aggs[i].closed) stats_p->open += o->aggs[i].n;
+    stats_p->unreceived = o->unreceived_before;
+    for (uint32_t s = 0; s < o->p.n_sites && s < GT_WAN_OUTER_MAX_SITES; s++)
+        if (o->fin[s] && o->sent_n[s] > o->fin_n[s])
+            stats_p->unreceived += o->sent_n[s] - o->fin_n[s];
 }
 
 uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o)

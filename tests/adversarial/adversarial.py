@@ -664,7 +664,8 @@ class Launch:
             check(len(h) == len(sites) and len(set(h.values())) == 1,
                   f"round {r}: anchors differ or are missing: {h}")
         c = s["contributions"]
-        total = c["on_time"] + c["late"] + c["dropped"] + c["rejected"] + c["open_at_end"]
+        total = (c["on_time"] + c["late"] + c["dropped"] + c["rejected"] + c["open_at_end"] +
+                 c["unreceived"])
         lanes = 2  # bench/two_sites.yaml
         want = self.rounds * lanes * len(sites) * len(sites)
         check(total == want, f"contributions accounted {total} ({c}), expected {want}")

@@ -248,10 +248,15 @@ static int check_late_site(const char *run, int rounds, int restarted)
     }
     json_t *c = json_object_get(sum, "contributions");
     long long on_time = json_integer_value(json_object_get(c, "on_time"));
-    /* a late one for the last round folds into a round that never closes: counted as open */
+    /* a late one for the last round folds into a round that never closes: counted as open; one
+     * still on its way to an owner that finished is counted by its sender as unreceived */
+    long long unreceived = json_integer_value(json_object_get(c, "unreceived"));
     long long late = json_integer_value(json_object_get(c, "late")) +
-                     json_integer_value(json_object_get(c, "open_at_end"));
-    fprintf(stderr, "contributions: %lld on time, %lld late or open at the end\n", on_time, late);
+                     json_integer_value(json_object_get(c, "open_at_end")) + unreceived;
+    fprintf(stderr,
+            "contributions: %lld on time, %lld late, open at the end or unreceived (%lld "
+            "unreceived)\n",
+            on_time, late, unreceived);
     /* Dropped: late contributions folded into one of the joiner's chunks before its
      * announcement arrived (a peer ahead of those probed); rare, and counted. */
     long long dropped = json_integer_value(json_object_get(c, "dropped"));

@@ -54,7 +54,7 @@ bad = [r for r, h in hashes.items() if len(h) != 1]
 assert not bad, f"sites disagree on the anchor of rounds {bad[:5]}"
 R = max(hashes) + 1
 c = tot["contributions"]
-counted = c["on_time"] + c["late"] + c["dropped"] + c["open_at_end"]
+counted = c["on_time"] + c["late"] + c["dropped"] + c["open_at_end"] + c["unreceived"]
 chunks = 6  # wan.lanes (2) x one chunk per site (3)
 want = len(sites) * R * chunks
 assert counted == want, f"owners counted {counted} contributions, {want} were sent ({c})"

@@ -231,7 +231,7 @@ def test_join(tmp):
     check(sc.get("rounds_applied") == rounds - R, "join: c applied %s" % sc.get("rounds_applied"))
     check(s["hash_mismatches"] == 0, "join: %d hash mismatches" % s["hash_mismatches"])
     c = s["contributions"]
-    accounted = c["on_time"] + c["late"] + c["open_at_end"] + c["dropped"]
+    accounted = c["on_time"] + c["late"] + c["open_at_end"] + c["dropped"] + c["unreceived"]
     want = 6 * (2 * rounds + (rounds - R))  # 2 lanes x 3 chunks: a and b always, c from R on
     check(accounted == want and c["dropped"] <= 6, "join: contributions %s, want %d" % (c, want))
 

@@ -851,6 +851,68 @@ static void test_duplicate_delta(void)
     teardown(n);
 }
 
+static uint64_t ledger(uint32_t n, uint64_t *unreceived_p)
+{
+    uint64_t sum = 0, unreceived = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_stats_t st;
+        gt_wan_outer_stats(g_o[s], &st);
+        sum += st.on_time + st.late + st.dropped + st.open + st.unreceived;
+        unreceived += st.unreceived;
+    }
+    *unreceived_p = unreceived;
+    return sum;
+}
+
+/* The end of a run: owners that finish (gt_wan_outer_finish) take nothing more and say, in a
+ * FIN, how many contributions they took from each site; what a straggler sent them beyond that
+ * is counted by the straggler as unreceived, so every contribution ends in one counter. */
+static void test_fin_ledger(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
+    /* Round 0 closes at its deadline without site 2. */
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    g_now += 150000000ull;
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_OK);
+    /* Site 2's round 0 arrives before site 0 finishes: taken (late, folded into round 1). */
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 0, g_delta[2], 1.0, 0, g_now), GT_OK);
+    pump();
+    gt_wan_outer_finish(g_o[0], g_now);
+    gt_wan_outer_finish(g_o[0], g_now);
+    size_t fins = 0;
+    for (size_t i = 0; i < g_qn; i++) fins += g_q[i].src == 0;
+    CHECK_EQ_INT(fins, 2); /* one FIN to each peer, however often it is called */
+    pump();
+    uint64_t unreceived;
+    CHECK_EQ_INT(ledger(n, &unreceived), 27);
+    CHECK_EQ_INT(unreceived, 0);
+    /* Its round 1 is on its way when site 1 finishes (site 0 finished before it was sent):
+     * neither takes any of it. */
+    gt_wan_outer_stats_t before[2], after[2];
+    for (uint32_t s = 0; s < 2; s++) gt_wan_outer_stats(g_o[s], &before[s]);
+    make_deltas(n);
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 1, g_delta[2], 1.0, 0, g_now), GT_OK);
+    gt_wan_outer_finish(g_o[1], g_now);
+    pump();
+    pump();
+    for (uint32_t s = 0; s < 2; s++) {
+        gt_wan_outer_stats(g_o[s], &after[s]);
+        CHECK_EQ_INT(after[s].late + after[s].open + after[s].on_time + after[s].dropped,
+                     before[s].late + before[s].open + before[s].on_time + before[s].dropped);
+    }
+    /* 27 + site 2's 9 of round 1: 3 its own (open), 6 sent to the finished owners */
+    CHECK_EQ_INT(ledger(n, &unreceived), 36);
+    CHECK_EQ_INT(unreceived, 6);
+    teardown(n);
+}
+
 /* A site that submits when its own chunks' other contributions are already in closes them at
  * once: their RESULTs must go out after its DELTAs, not between them (a RESULT queued ahead of
  * a DELTA on a bandwidth-bound link holds the DELTA and the owner's RESULT that waits for it:
@@ -914,6 +976,7 @@ static void test_forward_only_missing(void)
 int main(void)
 {
     test_forward_only_missing();
+    test_fin_ledger();
     test_submit_order();
     test_duplicate_delta();
     test_peer_next();
