@@ -116,6 +116,10 @@ static inline uint64_t gt_le_get64(const uint8_t *p)
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC), for deadlines and rates. */
 GT_API uint64_t gt_time_ns(void);
 
+/* Removes `path` and everything under it (symbolic links are removed, not followed). 0 on
+ * success, -1 with errno set by the first failure; a path that does not exist is -1, ENOENT. */
+GT_API int gt_rmtree(const char *path);
+
 /* Propagate an error: evaluate expr into the gt_status_t variable `st`; on failure jump to
  * `label`. The callee has already logged. */
 #define GT_CHECK_GOTO(expr, st, label) \

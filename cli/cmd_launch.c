@@ -30,7 +30,6 @@
 #include "gt_wan.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -185,19 +184,6 @@ static void usage(FILE *out)
             "  --dry-run            print the --chaos schedule as JSON and start nothing\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
             "  -h, --help           this text\n");
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rmtree(const char *path)
-{
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* RUN_DIR/launch.json: the config (absolute path) and the --set list of the launch, which
@@ -937,13 +923,13 @@ int gt_cmd_launch(int argc, char **argv)
         snprintf(sub, sizeof sub, "%s/etcd", run_dir);
         /* A resumed run starts from its checkpoints with a fresh control plane: the old
          * members' leases and view belong to processes that are gone. */
-        if (resume) rmtree(sub);
+        if (resume) gt_rmtree(sub);
         if (gt_wan_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK) goto out;
         endpoint = etcd.endpoints;
     }
     if (resume) { /* new key pairs for the restarted sites (every one of them restarts) */
         snprintf(sub, sizeof sub, "%s/keys", run_dir);
-        rmtree(sub);
+        gt_rmtree(sub);
     }
     if (prepare_config(config, cfg, run_dir, endpoint, site_cfg, sizeof site_cfg) != 0) goto out;
     if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0 ||
@@ -1321,7 +1307,7 @@ int gt_cmd_launch(int argc, char **argv)
             if (cfg->membership.n_endpoints == 0) {
                 gt_wan_etcd_cluster_stop(&etcd);
                 snprintf(sub, sizeof sub, "%s/etcd", run_dir);
-                rmtree(sub);
+                gt_rmtree(sub);
                 if (gt_wan_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK)
                     goto stop;
                 for (size_t k = 0; k < n_sets; k++) free(sets[k]);

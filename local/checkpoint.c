@@ -16,7 +16,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -30,19 +29,6 @@
 #define STATE_VERSION 2 /* 2: "files" holds each tensor file's size and XXH3-128 checksum */
 
 static const char *const TENSOR_FILES[2] = {"model.safetensors", "optimizer.safetensors"};
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rmtree(const char *path)
-{
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* The size and XXH3-128 checksum (32 hex digits) of a file's bytes. */
 static gt_status_t file_digest(const char *path, char hex_p[33], uint64_t *bytes_p)
@@ -311,7 +297,7 @@ static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned
         GT_DEBUG("checkpoint %s exists; not rewriting it", dir);
         goto out;
     }
-    rmtree(tmp); /* a leftover of a crash */
+    gt_rmtree(tmp); /* a leftover of a crash */
     GT_CHECK_GOTO(gt_local_mkdirs(tmp), s, out);
 
     snprintf(file, plen + 32, "%s/model.safetensors", tmp);
@@ -341,10 +327,10 @@ static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned
     GT_CHECK_GOTO(list_steps(root, &steps, &count), s, out);
     for (size_t i = keep ? keep : 1; i < count; i++) {
         snprintf(file, plen + 32, "%s/step-%08" PRIu64, root, steps[i]);
-        rmtree(file);
+        gt_rmtree(file);
     }
 out:
-    if (s != GT_OK && tmp) rmtree(tmp);
+    if (s != GT_OK && tmp) gt_rmtree(tmp);
     free(steps);
     free(text);
     json_decref(state);

@@ -1,7 +1,8 @@
 /* gt_test.c — helpers behind gt_test.h. */
 #include "gt_test.h"
 
-#include <ftw.h>
+#include "gt_base.h"
+
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -27,17 +28,9 @@ char *gt_test_tmpdir(void)
     return strdup(dir);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int gt_test_rmtree(const char *path)
 {
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return gt_rmtree(path);
 }
 
 int gt_test_write_file(const char *path, const char *text)

@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define START_TRIES 3 /* starts on fresh ports when a member exits at start */
+
 int gt_wan_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -106,9 +108,12 @@ static gt_status_t spawn_member(const char *dir, const char *name, int client_po
     return GT_OK;
 }
 
-/* Waits until every running member answers /health (which needs a leader: quorum). */
+/* Waits until every running member answers /health (which needs a leader: quorum). A member
+ * that exits first: GT_ERR_AGAIN when a start on other ports may succeed (it ran, and most
+ * likely found a port taken: the ports are picked free, then bound by etcd, and another
+ * process can take one in between), logged as an error otherwise (etcd not installed). */
 static gt_status_t wait_healthy(gt_wan_etcd_local_t *const *members, size_t n, const char *dir,
-                                uint32_t timeout_ms)
+                                uint32_t timeout_ms, int last_try)
 {
     uint64_t t0 = gt_time_ns();
     while ((gt_time_ns() - t0) / 1000000u < timeout_ms) {
@@ -117,9 +122,16 @@ static gt_status_t wait_healthy(gt_wan_etcd_local_t *const *members, size_t n, c
             int status;
             if (waitpid((pid_t)members[i]->pid, &status, WNOHANG) == (pid_t)members[i]->pid) {
                 members[i]->pid = 0;
-                GT_ERROR("etcd member %zu exited at start (status %d; is Debian's etcd-server "
-                         "installed?); see %s/*/etcd.log",
-                         i, WIFEXITED(status) ? WEXITSTATUS(status) : -1, dir);
+                int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+                if (!last_try && code != 127 && code != 125) {
+                    GT_WARN("etcd member %zu exited at start (status %d; a port picked for it "
+                            "taken meanwhile?); starting again on other ports",
+                            i, code);
+                    return GT_ERR_AGAIN;
+                }
+                GT_ERROR("etcd member %zu exited at start (status %d%s); see its etcd.log under %s",
+                         i, code,
+                         code == 127 ? ": no etcd on PATH; install Debian's etcd-server" : "", dir);
                 return GT_ERR_IO;
             }
             healthy += etcd_healthy(members[i]->client_port);
@@ -136,28 +148,87 @@ gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
                                     gt_wan_etcd_local_t *etcd_p)
 {
     gt_wan_etcd_local_t e;
-    memset(&e, 0, sizeof e);
-    e.client_port = gt_wan_free_port();
-    e.peer_port = gt_wan_free_port();
-    if (e.client_port <= 0 || e.peer_port <= 0 || e.client_port == e.peer_port) {
-        GT_ERROR("etcd: no free loopback port");
-        return GT_ERR_IO;
+    gt_status_t s = GT_ERR_AGAIN;
+    for (int attempt = 0; s == GT_ERR_AGAIN; attempt++) {
+        memset(&e, 0, sizeof e);
+        e.client_port = gt_wan_free_port();
+        e.peer_port = gt_wan_free_port();
+        if (e.client_port <= 0 || e.peer_port <= 0 || e.client_port == e.peer_port) {
+            GT_ERROR("etcd: no free loopback port");
+            return GT_ERR_IO;
+        }
+        snprintf(e.url, sizeof e.url, "http://127.0.0.1:%d", e.client_port);
+        char cluster[96], data[1100];
+        snprintf(cluster, sizeof cluster, "geotrain=http://127.0.0.1:%d", e.peer_port);
+        snprintf(data, sizeof data, "%s/data", dir);
+        if (attempt) gt_rmtree(data); /* what the failed start may have written */
+        pid_t pid = 0;
+        if ((s = spawn_member(dir, "geotrain", e.client_port, e.peer_port, cluster, &pid)) != GT_OK)
+            return s;
+        e.pid = (int)pid;
+        gt_wan_etcd_local_t *one = &e;
+        if ((s = wait_healthy(&one, 1, dir, timeout_ms, attempt == START_TRIES - 1)) != GT_OK)
+            gt_wan_etcd_local_stop(&e);
     }
-    snprintf(e.url, sizeof e.url, "http://127.0.0.1:%d", e.client_port);
-    char cluster[96];
-    snprintf(cluster, sizeof cluster, "geotrain=http://127.0.0.1:%d", e.peer_port);
-    pid_t pid = 0;
-    gt_status_t s = spawn_member(dir, "geotrain", e.client_port, e.peer_port, cluster, &pid);
     if (s != GT_OK) return s;
-    e.pid = (int)pid;
-    gt_wan_etcd_local_t *one = &e;
-    if ((s = wait_healthy(&one, 1, dir, timeout_ms)) != GT_OK) {
-        gt_wan_etcd_local_stop(&e);
-        return s;
-    }
     GT_INFO("etcd: started a one-node etcd at %s (data in %s/data)", e.url, dir);
     *etcd_p = e;
     return GT_OK;
+}
+
+/* One start of an n-member cluster on fresh ports (see wait_healthy for GT_ERR_AGAIN). */
+static gt_status_t cluster_try(gt_wan_etcd_cluster_t *c, const char *dir, size_t n,
+                               uint32_t timeout_ms, int attempt)
+{
+    snprintf(c->dir, sizeof c->dir, "%s", dir);
+    c->n_members = n;
+    /* Distinct free ports for every member's client and peer URLs. */
+    for (size_t i = 0; i < 2 * n; i++) {
+        int port = 0;
+        for (int tries = 0; tries < 20 && port <= 0; tries++) {
+            port = gt_wan_free_port();
+            for (size_t j = 0; port > 0 && j < i; j++)
+                if ((j % 2 ? c->members[j / 2].peer_port : c->members[j / 2].client_port) == port)
+                    port = 0;
+        }
+        if (port <= 0) {
+            GT_ERROR("etcd: no free loopback port");
+            return GT_ERR_IO;
+        }
+        if (i % 2)
+            c->members[i / 2].peer_port = port;
+        else
+            c->members[i / 2].client_port = port;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        gt_wan_etcd_local_t *m = &c->members[i];
+        snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->client_port);
+        off += (size_t)snprintf(c->initial_cluster + off, sizeof c->initial_cluster - off,
+                                "%sm%zu=http://127.0.0.1:%d", i ? "," : "", i, m->peer_port);
+        snprintf(c->endpoints + strlen(c->endpoints), sizeof c->endpoints - strlen(c->endpoints),
+                 "%s%s", i ? "," : "", m->url);
+    }
+    gt_wan_etcd_local_t *all[GT_WAN_ETCD_MAX_MEMBERS];
+    gt_status_t s = GT_OK;
+    for (size_t i = 0; i < n && s == GT_OK; i++) {
+        char sub[1100], name[16];
+        pid_t pid = 0;
+        snprintf(sub, sizeof sub, "%s/m%zu", dir, i);
+        snprintf(name, sizeof name, "m%zu", i);
+        if (attempt) { /* what the failed start may have written */
+            char data[1200];
+            snprintf(data, sizeof data, "%s/data", sub);
+            gt_rmtree(data);
+        }
+        s = spawn_member(sub, name, c->members[i].client_port, c->members[i].peer_port,
+                         c->initial_cluster, &pid);
+        c->members[i].pid = (int)pid;
+        all[i] = &c->members[i];
+    }
+    if (s == GT_OK) s = wait_healthy(all, n, dir, timeout_ms, attempt == START_TRIES - 1);
+    if (s != GT_OK) gt_wan_etcd_cluster_stop(c);
+    return s;
 }
 
 gt_status_t gt_wan_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
@@ -173,52 +244,12 @@ gt_status_t gt_wan_etcd_cluster_start(const char *dir, size_t n, uint32_t timeou
         GT_ERROR("etcd: cannot create %s: %s", dir, strerror(errno));
         return GT_ERR_IO;
     }
-    snprintf(c.dir, sizeof c.dir, "%s", dir);
-    c.n_members = n;
-    /* Distinct free ports for every member's client and peer URLs. */
-    for (size_t i = 0; i < 2 * n; i++) {
-        int port = 0;
-        for (int tries = 0; tries < 20 && port <= 0; tries++) {
-            port = gt_wan_free_port();
-            for (size_t j = 0; port > 0 && j < i; j++)
-                if ((j % 2 ? c.members[j / 2].peer_port : c.members[j / 2].client_port) == port)
-                    port = 0;
-        }
-        if (port <= 0) {
-            GT_ERROR("etcd: no free loopback port");
-            return GT_ERR_IO;
-        }
-        if (i % 2)
-            c.members[i / 2].peer_port = port;
-        else
-            c.members[i / 2].client_port = port;
+    gt_status_t s = GT_ERR_AGAIN;
+    for (int attempt = 0; s == GT_ERR_AGAIN; attempt++) {
+        memset(&c, 0, sizeof c);
+        s = cluster_try(&c, dir, n, timeout_ms, attempt);
     }
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        gt_wan_etcd_local_t *m = &c.members[i];
-        snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->client_port);
-        off += (size_t)snprintf(c.initial_cluster + off, sizeof c.initial_cluster - off,
-                                "%sm%zu=http://127.0.0.1:%d", i ? "," : "", i, m->peer_port);
-        snprintf(c.endpoints + strlen(c.endpoints), sizeof c.endpoints - strlen(c.endpoints),
-                 "%s%s", i ? "," : "", m->url);
-    }
-    gt_wan_etcd_local_t *all[GT_WAN_ETCD_MAX_MEMBERS];
-    gt_status_t s = GT_OK;
-    for (size_t i = 0; i < n && s == GT_OK; i++) {
-        char sub[1100], name[16];
-        pid_t pid = 0;
-        snprintf(sub, sizeof sub, "%s/m%zu", dir, i);
-        snprintf(name, sizeof name, "m%zu", i);
-        s = spawn_member(sub, name, c.members[i].client_port, c.members[i].peer_port,
-                         c.initial_cluster, &pid);
-        c.members[i].pid = (int)pid;
-        all[i] = &c.members[i];
-    }
-    if (s == GT_OK) s = wait_healthy(all, n, dir, timeout_ms);
-    if (s != GT_OK) {
-        gt_wan_etcd_cluster_stop(&c);
-        return s;
-    }
+    if (s != GT_OK) return s;
     GT_INFO("etcd: started a %zu-member etcd cluster at %s (data in %s/m*/data)", n, c.endpoints,
             dir);
     *cl_p = c;
