@@ -59,6 +59,12 @@ static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, con
     return gt_wan_mesh_send(d->grp[io->i].mesh, dst, &m, buf, len);
 }
 
+static int io_reachable(void *ctx, uint32_t site)
+{
+    struct dl_frag_io *io = ctx;
+    return gt_wan_mesh_peer_ready(io->d->grp[io->i].mesh, site);
+}
+
 const gt_wan_view_t *dl_view(const gt_diloco_t *d)
 {
     static const gt_wan_view_t none;
@@ -161,6 +167,7 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.clip_k = cfg->outer.clip_k;
     op.late_fold = cfg->outer.late == GT_LATE_FOLD;
     op.io.send = io_send;
+    op.io.reachable = io_reachable;
     double shares[GT_WAN_OUTER_MAX_SITES];
     if (cfg->n_sites <= GT_WAN_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
         op.shares = shares;

@@ -315,7 +315,16 @@ static void leave(gt_diloco_t *d, gt_status_t result)
          * rather than by nobody. The FINs go out before the thread stops. */
         pthread_mutex_lock(&d->lock);
         for (uint32_t e = 0; e < d->n_eng; e++) gt_wan_outer_finish(d->outers[e], gt_time_ns());
+        uint32_t live = dl_view(d)->n_members;
         pthread_mutex_unlock(&d->lock);
+        /* A peer cut off from a chunk's owner asks another site to relay the chunk (see
+         * gt_wan_outer_progress), and for the last round it may ask right after we applied it:
+         * with 3 sites or more, serve such requests for deadline_min_ms before stopping. */
+        if (live >= 3) {
+            struct timespec ts = {(time_t)(d->cfg->outer.deadline_min_ms / 1000),
+                                  (long)(d->cfg->outer.deadline_min_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         for (uint64_t t2 = gt_time_ns();;) {
             pthread_mutex_lock(&d->lock);
             size_t queued = dl_mesh_pending(d);

@@ -173,7 +173,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         uint64_t *f[] = {
             &ms.bytes_sent, &ms.bytes_received, &ms.rejected, &os.on_time, &os.late, &os.dropped,
             &os.rejected, &os.clipped, &os.hash_checks, &os.hash_mismatches, &os.deltas_sent,
-            &refetches, &os.open, &os.joins, &os.unreceived,
+            &refetches, &os.open, &os.joins, &os.unreceived, &os.pulls, &os.relays,
             /* the WAN's listening socket and re-sends (wan/ctl.c, wan/mesh.c) */
             &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out, &ms.gate.connections_capped,
             &ms.reconnects, &ms.resent, &ms.duplicates, &ms.peers_cut, &ms.gate.data_stray,
@@ -221,6 +221,9 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
     double end_unix = now_unix - (d->t_train_end ? (now - d->t_train_end) * 1e-9 : 0.0);
     json_object_set_new(o, "steps_skipped", json_integer((json_int_t)d->steps_skipped));
+    /* result chunks asked of a peer (their owner's RESULT had not come), and relayed to one */
+    json_object_set_new(o, "result_pulls", json_integer((json_int_t)os.pulls));
+    json_object_set_new(o, "result_relays", json_integer((json_int_t)os.relays));
     json_object_set_new(o, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
     json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));

@@ -468,6 +468,10 @@ typedef struct {
      * is counted and otherwise ignored: the view change that follows a lost peer re-sends. */
     gt_status_t (*send)(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
                         size_t len);
+    /* Optional (NULL: not known): 0 when this site has no working connection to `site` now
+     * (gt_wan_mesh_peer_ready). A result chunk whose owner is unreachable is asked of another
+     * peer at once rather than after a straggler deadline (see gt_wan_outer_progress). */
+    int (*reachable)(void *ctx, uint32_t site);
 } gt_wan_outer_io_t;
 
 typedef struct {
@@ -510,6 +514,9 @@ typedef struct {
      * that then finished without taking them: in flight when it finished, or sent after. Known
      * from the count in the site's FIN (gt_wan_outer_finish); a site that dies sends none. */
     uint64_t unreceived;
+    /* Result chunks this site asked a peer to relay (their owner's RESULT had not come: a cut
+     * link), and result chunks it relayed to a peer that asked. */
+    uint64_t pulls, relays;
 } gt_wan_outer_stats_t;
 
 typedef struct gt_wan_outer gt_wan_outer_t;

@@ -34,6 +34,8 @@
 #define RESULT_MAGIC  0x524F5447u /* "GTOR" */
 #define FIN_MAGIC     0x464F5447u /* "GTOF": a site that finished says how many DELTAs it took */
 #define FIN_PRE       24u /* magic, version, DELTA frames taken from the receiver, reserved */
+#define PULL_MAGIC    0x514F5447u /* "GTOQ": a site asks a peer for a RESULT chunk it lacks */
+#define PULL_PRE      16u         /* magic, version, reserved */
 #define PROTO_VERSION 1u
 #define DELTA_PRE     32u
 #define RESULT_PRE    56u
@@ -107,6 +109,11 @@ typedef struct {
     int own_hash_known;
     double tokens; /* tokens whose gradients this round's result carries (chunk-weighted) */
     uint64_t submit_ns, done_ns; /* this site's submit; the last chunk's result (0: not yet) */
+    /* Relays (pull_missing): the first chunk's arrival, the last pull and the peer to ask
+     * next; per chunk, the sites this one has relayed it to (bit s), each served once. */
+    uint64_t first_ns, pull_ns;
+    uint32_t pull_next;
+    uint64_t *served;
 } result_slot_t;
 
 struct gt_wan_outer {
@@ -323,8 +330,9 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
         r->frame = calloc(nc, sizeof *r->frame);
         r->len = calloc(nc, sizeof *r->len);
         r->dec = calloc(nc, 1);
-        GT_REQUIRE_GOTO(r->have && r->frame && r->len && r->dec, st, GT_ERR_NOMEM, fail,
-                        "outer: out of memory");
+        r->served = calloc(nc, sizeof *r->served);
+        GT_REQUIRE_GOTO(r->have && r->frame && r->len && r->dec && r->served, st, GT_ERR_NOMEM,
+                        fail, "outer: out of memory");
     }
     /* Until the first view, every configured site counts as live. */
     for (uint32_t s = 0; s < p->n_sites; s++) o->live[s] = 1;
@@ -360,6 +368,7 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
         free(o->res[i].frame);
         free(o->res[i].len);
         free(o->res[i].dec);
+        free(o->res[i].served);
         free(o->res[i].g);
     }
     for (int i = 0; i < DECODED_MAX; i++) free(o->spare[i]);
@@ -470,6 +479,9 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
         r->len[c] = 0;
     }
     memset(r->have, 0, nc);
+    memset(r->served, 0, nc * sizeof *r->served);
+    r->first_ns = r->pull_ns = 0;
+    r->pull_next = 0;
     release_decoded(o, r);
     r->used = 1;
     r->applied = 0;
@@ -839,6 +851,86 @@ static int awaits_punctual(const gt_wan_outer_t *o, const agg_t *a, int seen)
     return 0;
 }
 
+static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why);
+
+/* One link cut while both of its ends reach the others: each end lacks the chunks the other
+ * owns, and the owner's RESULT cannot reach it. When a round's result has some chunks here and
+ * lacks others (not ours) for longer than a straggler deadline plus deadline_min_ms after the
+ * first arrived — every owner closes within a deadline of the same contributions — this site
+ * asks one peer (not the chunk's owner) for them, another peer each time after that, and the
+ * peer relays the owner's RESULT frame as it received it: the same bytes, so the anchors stay
+ * identical (I1). When the io says an owner of a missing chunk is unreachable, it asks after
+ * deadline_min_ms / 2 instead (and asks again as often: a peer that had no copy yet ignored
+ * the request). A result merely slow on its way costs a duplicate chunk, dropped on arrival. */
+static void pull_missing(gt_wan_outer_t *o, uint64_t dl, uint64_t now_ns)
+{
+    size_t nc = o->layout->n_chunks;
+    uint64_t slow = (dl ? dl : (uint64_t)o->p.deadline_max_ms * 1000000ull) +
+                    (uint64_t)o->p.deadline_min_ms * 1000000ull;
+    uint64_t quick = (uint64_t)o->p.deadline_min_ms * 500000ull;
+    for (int i = 0; i < RESULT_SLOTS; i++) {
+        result_slot_t *r = &o->res[i];
+        if (!r->used || r->applied || r->n_have == 0 || r->n_have == nc ||
+            now_ns - r->first_ns < quick || (r->pull_ns && now_ns - r->pull_ns < quick))
+            continue;
+        uint64_t after = slow;
+        for (size_t c = 0; c < nc && after == slow && o->p.io.reachable; c++) {
+            uint32_t owner = owner_of(o, c, r->round);
+            if (!r->have[c] && owner != o->p.site_id && !o->p.io.reachable(o->p.io.ctx, owner))
+                after = quick;
+        }
+        if (now_ns - r->first_ns < after || (r->pull_ns && now_ns - r->pull_ns < after)) continue;
+        for (uint32_t k = 0; k < o->p.n_sites; k++) {
+            uint32_t s = (r->pull_next + k) % o->p.n_sites;
+            if (s == o->p.site_id || !receiver(o, s)) continue;
+            size_t asked = 0;
+            for (size_t c = 0; c < nc; c++) {
+                uint32_t owner = owner_of(o, c, r->round);
+                if (r->have[c] || owner == o->p.site_id || owner == s) continue;
+                uint8_t b[PULL_PRE];
+                memset(b, 0, sizeof b);
+                gt_le_put32(b, PULL_MAGIC);
+                gt_le_put32(b + 4, PROTO_VERSION);
+                gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, r->round, c);
+                send_to(o, s, &m, b, sizeof b, now_ns);
+                asked++;
+            }
+            if (!asked) continue;
+            o->st.pulls += asked;
+            if (!r->pull_ns)
+                GT_INFO("outer: round %llu: %zu of %zu chunks here %.1f s after the first, the "
+                        "rest not; asking site %u to relay %zu (a cut between us and their "
+                        "owner?)",
+                        (unsigned long long)r->round, r->n_have, nc, (now_ns - r->first_ns) * 1e-9,
+                        s, asked);
+            r->pull_next = s + 1;
+            r->pull_ns = now_ns;
+            break;
+        }
+    }
+}
+
+/* Site m->sender asks for chunk c of m->round's result: relayed as received, once per site. */
+static gt_status_t on_pull(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+                           size_t c, uint64_t now_ns)
+{
+    uint32_t s = m->sender;
+    if (len != PULL_PRE || gt_le_get32(b + 4) != PROTO_VERSION || s == o->p.site_id)
+        return bad(o, m, "not a PULL");
+    result_slot_t *r = result_slot(o, m->round, 0);
+    if (!r || !r->have[c] || !r->frame[c] || s >= 64 || (r->served[c] >> s & 1)) {
+        GT_DEBUG("outer: site %u asks for round %llu chunk %zu: %s", s,
+                 (unsigned long long)m->round, c,
+                 r && r->have[c] ? "relayed to it already" : "not here");
+        return GT_OK;
+    }
+    r->served[c] |= 1ull << s;
+    o->st.relays++;
+    gt_wan_msg_t rm = make_msg(o, GT_WAN_MSG_RESULT, m->round, c);
+    send_to(o, s, &rm, r->frame[c], r->len[c], now_ns);
+    return GT_OK;
+}
+
 gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
 {
     uint64_t dl = deadline_ns(o);
@@ -882,6 +974,7 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
             close_agg(o, a, now_ns);
         }
     }
+    pull_missing(o, dl, now_ns);
     return GT_OK;
 }
 
@@ -1069,7 +1162,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     r->frame[c] = keep;
     r->len[c] = len;
     r->have[c] = 1;
-    r->n_have++;
+    if (r->n_have++ == 0) r->first_ns = now_ns;
     if (r->n_have == o->layout->n_chunks) r->done_ns = now_ns;
     double t = getf64(b + 48);
     if (isfinite(t) && t > 0) r->tokens += t * (double)ch->count / (double)o->n;
@@ -1290,6 +1383,8 @@ static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, con
     const gt_topo_chunk_t *ch = chunk_at(o, msg->lane, msg->chunk);
     if (!ch) return bad(o, msg, "chunk out of range");
     size_t c = (size_t)(ch - o->layout->chunks);
+    if (msg->type == GT_WAN_MSG_DELTA && len >= 4 && gt_le_get32(buf) == PULL_MAGIC)
+        return on_pull(o, msg, buf, len, c, now_ns);
     if (msg->type == GT_WAN_MSG_DELTA) return on_delta(o, msg, buf, len, c, now_ns);
     if (msg->type == GT_WAN_MSG_RESULT) return on_result(o, msg, buf, len, now_ns, c);
     return bad(o, msg, "unexpected message type");

@@ -25,7 +25,8 @@ typedef struct {
 static qmsg_t *g_q;
 static size_t g_qn, g_qcap;
 static int g_dead[MAXS];
-static int g_block_to[MAXS]; /* drop messages to this site (it is "dying") */
+static int g_block_to[MAXS];  /* drop messages to this site (it is "dying") */
+static int g_cut[MAXS][MAXS]; /* drop messages from site i to site j (a cut link) */
 static uint64_t g_now = 1000000000ull;
 
 typedef struct {
@@ -51,6 +52,14 @@ static gt_status_t q_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, cons
     return GT_OK;
 }
 
+/* The io's reachable(): a cut link is unreachable (set only where g_reach_known). */
+static int g_reach_known;
+static int q_reachable(void *ctx, uint32_t site)
+{
+    io_ctx_t *io = ctx;
+    return !g_cut[io->self][site];
+}
+
 static gt_wan_outer_t *g_o[MAXS];
 static io_ctx_t g_io[MAXS];
 
@@ -62,7 +71,8 @@ static void pump(void)
     g_q = NULL;
     g_qn = g_qcap = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!g_dead[q[i].dst] && !g_dead[q[i].src] && !g_block_to[q[i].dst])
+        if (!g_dead[q[i].dst] && !g_dead[q[i].src] && !g_block_to[q[i].dst] &&
+            !g_cut[q[i].src][q[i].dst])
             gt_wan_outer_deliver(g_o[q[i].dst], &q[i].msg, q[i].buf, q[i].len, g_now);
         free(q[i].buf);
     }
@@ -76,6 +86,7 @@ static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int l
 {
     memset(g_dead, 0, sizeof g_dead);
     memset(g_block_to, 0, sizeof g_block_to);
+    memset(g_cut, 0, sizeof g_cut);
     for (uint32_t s = 0; s < n; s++) {
         gt_wan_outer_params_t p;
         memset(&p, 0, sizeof p);
@@ -97,6 +108,7 @@ static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int l
         g_io[s].self = s;
         p.io.ctx = &g_io[s];
         p.io.send = q_send;
+        p.io.reachable = g_reach_known ? q_reachable : NULL;
         g_params[s] = p;
         CHECK_EQ_INT(gt_wan_outer_create(&p, &g_o[s]), GT_OK);
     }
@@ -913,6 +925,87 @@ static void test_fin_ledger(void)
     teardown(n);
 }
 
+/* One link cut (0 <-> 2) while both ends reach site 1: each end's chunks close without the
+ * other's contribution, and their RESULTs do not reach the other end. Once a straggler deadline
+ * plus deadline_min has passed since its first chunk arrived, each end asks site 1 to relay the
+ * chunks it lacks; site 1 sends the owners' frames as received, once per asker: every site
+ * ends with the same result. */
+static void test_relay(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
+    g_cut[0][2] = g_cut[2][0] = 1;
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    g_now += 150000000ull; /* past the deadline (100 ms): 0's and 2's chunks close */
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    pump();
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_wan_outer_result(g_o[2], 0, g_res[2]), GT_ERR_AGAIN);
+    /* Site 1's chunks came at once (nothing of theirs crosses the cut): 150 ms ago, less than
+     * the straggler deadline plus deadline_min (200 ms): nobody has asked yet. */
+    gt_wan_outer_stats_t st[3];
+    gt_wan_outer_stats(g_o[0], &st[0]);
+    CHECK_EQ_INT(st[0].pulls, 0);
+    g_now += 100000000ull;
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump(); /* the pulls reach site 1 */
+    pump(); /* its relays reach 0 and 2 */
+    check_identical(n, 0);
+    for (uint32_t s = 0; s < n; s++) gt_wan_outer_stats(g_o[s], &st[s]);
+    CHECK_EQ_INT(st[0].pulls, 3); /* 3 lanes x site 2's one chunk each */
+    CHECK_EQ_INT(st[2].pulls, 3);
+    CHECK_EQ_INT(st[1].pulls, 0);
+    CHECK_EQ_INT(st[1].relays, 6);
+    /* Asked again (a pull repeated), site 1 does not send the chunks a second time. */
+    uint64_t relays = st[1].relays;
+    g_now += 300000000ull;
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    gt_wan_outer_stats(g_o[1], &st[1]);
+    CHECK_EQ_INT(st[1].relays, relays); /* and 0 and 2 asked nothing more: complete */
+    gt_wan_outer_stats(g_o[0], &st[0]);
+    CHECK_EQ_INT(st[0].pulls, 3);
+    teardown(n);
+}
+
+/* The same cut, with the io saying which sites are unreachable: each end asks for the chunks
+ * of the owner it cannot reach after deadline_min / 2 (50 ms), not a straggler deadline
+ * later: the round is complete everywhere within 60 ms of its chunks' close, where the test
+ * without reachable() needed 250. */
+static void test_relay_unreachable(void)
+{
+    const uint32_t n = 3;
+    g_reach_known = 1;
+    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
+    g_reach_known = 0;
+    g_cut[0][2] = g_cut[2][0] = 1;
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    g_now += 150000000ull; /* the deadline closes; site 1's chunks came 150 ms ago */
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    pump();
+    /* Site 0 asked before site 2 had closed (site 1 had no copy yet): it asks again 50 ms on. */
+    g_now += 60000000ull;
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 0);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[1], &st);
+    CHECK_EQ_INT(st.relays, 6);
+    teardown(n);
+}
+
 /* A site that submits when its own chunks' other contributions are already in closes them at
  * once: their RESULTs must go out after its DELTAs, not between them (a RESULT queued ahead of
  * a DELTA on a bandwidth-bound link holds the DELTA and the owner's RESULT that waits for it:
@@ -977,6 +1070,8 @@ int main(void)
 {
     test_forward_only_missing();
     test_fin_ledger();
+    test_relay();
+    test_relay_unreachable();
     test_submit_order();
     test_duplicate_delta();
     test_peer_next();
