@@ -578,9 +578,10 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         printf("  WAN bytes sent %.3g, sync-dp would have sent %.3g: saving %.0fx\n", sent, dp,
                sent > 0 ? dp / sent : 0.0);
         printf("  contributions: %lld on time, %lld late, %lld dropped, %lld rejected, %lld "
-               "open at the end; hash checks %lld, mismatches %lld\n",
+               "open at the end, %lld unreceived (sent to a site that had finished); hash "
+               "checks %lld, mismatches %lld\n",
                (long long)on_time, (long long)late, (long long)dropped, (long long)rejected,
-               (long long)open, (long long)checks, (long long)mism);
+               (long long)open, (long long)unreceived, (long long)checks, (long long)mism);
         printf("  WAN: %lld frames rejected, %lld handshakes refused, %lld timed out; %lld "
                "reconnects, %lld messages re-sent\n",
                (long long)wan_sum[0], (long long)wan_sum[1], (long long)wan_sum[2],
