@@ -57,6 +57,12 @@ static const char *const *g_site_names;
 static uint32_t g_n_site_names;
 
 static volatile sig_atomic_t g_interrupted = 0;
+/* Open MPI's session directories for the multi-rank sites: a folder per launch, one per site in
+ * it (OMPI_MCA_orte_tmpdir_base; a user's own setting wins). Concurrent mpiruns sharing the
+ * default /tmp/ompi.HOST.UID race — one's cleanup removes the folder another is creating, and
+ * that one fails at start: "A call to mkdir was unable to create the desired directory ...
+ * File exists" (seen with several launches at once in the test suite). */
+static char g_mpi_tmp[64];
 static void on_interrupt(int sig)
 {
     g_interrupted = sig;
@@ -363,6 +369,14 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     char **argv = calloc(32 + 2 * n_sets, sizeof *argv);
     if (!argv) return -1;
     const char *exe = self;
+    if (ranks > 1 && !g_mpi_tmp[0] && !getenv("OMPI_MCA_orte_tmpdir_base")) {
+        snprintf(g_mpi_tmp, sizeof g_mpi_tmp, "/tmp/gt-ompi-XXXXXX");
+        if (!mkdtemp(g_mpi_tmp)) {
+            fprintf(stderr, "geotrain launch: cannot create %s for Open MPI: %s\n", g_mpi_tmp,
+                    strerror(errno));
+            g_mpi_tmp[0] = '\0';
+        }
+    }
     if (ranks > 1) {
         /* A multi-rank site is one MPI job: mpirun (GT_MPIRUN overrides) starts its ranks. */
         const char *mpirun = getenv("GT_MPIRUN");
@@ -441,6 +455,13 @@ start:
                 gt_chaos_slow_windows(g_chaos, g_n_chaos, i, win, sizeof win);
         if ((win[0] ? setenv("GT_SLOW_WINDOWS", win, 1) : unsetenv("GT_SLOW_WINDOWS")) != 0)
             _exit(126);
+        if (ranks > 1 && g_mpi_tmp[0]) {
+            char mpi_dir[sizeof g_mpi_tmp + 64];
+            snprintf(mpi_dir, sizeof mpi_dir, "%s/%s", g_mpi_tmp, site);
+            if ((mkdir(mpi_dir, 0700) != 0 && errno != EEXIST) ||
+                setenv("OMPI_MCA_orte_tmpdir_base", mpi_dir, 1) != 0)
+                _exit(126);
+        }
         if (g_cmd && (cmd_env(self, config, site, run_dir, run_id, slow, corrupt, kill_at, expect,
                               sets, n_sets, ranks) != 0 ||
                       (append_log == 2 ? setenv("GT_RESUME", "1", 1) : unsetenv("GT_RESUME")) != 0))
@@ -1406,6 +1427,8 @@ stop:
     }
 out:
     gt_wan_etcd_cluster_stop(&etcd);
+    if (g_mpi_tmp[0]) gt_rmtree(g_mpi_tmp);
+    g_mpi_tmp[0] = '\0';
     for (size_t i = 0; sets && i < n_sets; i++) free(sets[i]);
     free(sets);
     for (uint32_t i = 0; sp && i < cfg->n_sites; i++) json_decref(sp[i].st);
