@@ -318,11 +318,13 @@ static void leave(gt_diloco_t *d, gt_status_t result)
         uint32_t live = dl_view(d)->n_members;
         pthread_mutex_unlock(&d->lock);
         /* A peer cut off from a chunk's owner asks another site to relay the chunk (see
-         * gt_wan_outer_progress), and for the last round it may ask right after we applied it:
-         * with 3 sites or more, serve such requests for deadline_min_ms before stopping. */
+         * gt_wan_outer_progress), and for the last round it may ask right after we applied it
+         * (within 250 ms of its first chunk): with 3 sites or more, serve such requests for
+         * up to a second before stopping (deadline_min_ms if shorter). */
+        uint32_t linger_ms =
+            d->cfg->outer.deadline_min_ms < 1000 ? d->cfg->outer.deadline_min_ms : 1000;
         if (live >= 3) {
-            struct timespec ts = {(time_t)(d->cfg->outer.deadline_min_ms / 1000),
-                                  (long)(d->cfg->outer.deadline_min_ms % 1000) * 1000000L};
+            struct timespec ts = {0, (long)linger_ms * 1000000L};
             nanosleep(&ts, NULL);
         }
         for (uint64_t t2 = gt_time_ns();;) {

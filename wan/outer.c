@@ -860,14 +860,16 @@ static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why
  * asks one peer (not the chunk's owner) for them, another peer each time after that, and the
  * peer relays the owner's RESULT frame as it received it: the same bytes, so the anchors stay
  * identical (I1). When the io says an owner of a missing chunk is unreachable, it asks after
- * deadline_min_ms / 2 instead (and asks again as often: a peer that had no copy yet ignored
- * the request). A result merely slow on its way costs a duplicate chunk, dropped on arrival. */
+ * deadline_min_ms / 2 (at most 250 ms) instead, and asks again as often: a peer that had no
+ * copy yet ignored the request. A result merely slow on its way costs a duplicate chunk, dropped on
+ * arrival. */
 static void pull_missing(gt_wan_outer_t *o, uint64_t dl, uint64_t now_ns)
 {
     size_t nc = o->layout->n_chunks;
     uint64_t slow = (dl ? dl : (uint64_t)o->p.deadline_max_ms * 1000000ull) +
                     (uint64_t)o->p.deadline_min_ms * 1000000ull;
     uint64_t quick = (uint64_t)o->p.deadline_min_ms * 500000ull;
+    if (quick > 250000000ull) quick = 250000000ull;
     for (int i = 0; i < RESULT_SLOTS; i++) {
         result_slot_t *r = &o->res[i];
         if (!r->used || r->applied || r->n_have == 0 || r->n_have == nc ||
