@@ -3,7 +3,9 @@
  * open with a listening socket. So gt_wan_free_port hands out a port that etcd then cannot
  * bind: the race between picking a free port and etcd binding it (another process taking it
  * in between), made certain. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dlsym(RTLD_NEXT) */
+#endif
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
