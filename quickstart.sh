@@ -21,6 +21,6 @@ if [ "$what" = test ]; then
   # PROCESSORS units of half a core (tests/CMakeLists.txt), so the adversarial tests (mostly
   # sleeps) run several at a time, the launch tests two at a time on 2 cores, and the tests
   # that train flat out, or compare waits, alone.
-  exec ctest --test-dir build --output-on-failure --timeout 900 -j "$((2 * $(nproc)))"
+  exec ctest --test-dir build --output-on-failure --timeout 900 -j "$((3 * $(nproc)))"
 fi
 exec ./scripts/demo.sh
