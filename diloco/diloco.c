@@ -274,20 +274,25 @@ static void destroy(gt_diloco_t *d)
     free(d);
 }
 
+/* Waits (at most bound_ns) until the meshes have sent everything queued. */
+static void drain_mesh(gt_diloco_t *d, uint64_t bound_ns)
+{
+    for (uint64_t t0 = gt_time_ns();;) {
+        pthread_mutex_lock(&d->lock);
+        size_t queued = dl_mesh_pending(d);
+        pthread_mutex_unlock(&d->lock);
+        if (!queued || gt_time_ns() - t0 > bound_ns) return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Leaves: the last messages out, the thread stopped, the summary written, deregistered. */
 static void leave(gt_diloco_t *d, gt_status_t result)
 {
     if (result == GT_OK && d->grp && d->grp[0].mesh) {
         /* Let our last messages (results we own) reach the others before leaving. */
-        uint64_t t0 = gt_time_ns();
-        for (;;) {
-            pthread_mutex_lock(&d->lock);
-            size_t queued = dl_mesh_pending(d);
-            pthread_mutex_unlock(&d->lock);
-            if (!queued || gt_time_ns() - t0 > 5000000000ull) break;
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
+        drain_mesh(d, 5000000000ull);
         /* A straggler's contribution to the last round, which this site closed without it, may
          * be on its way: read it (it is counted, late or open at the end) rather than leave it
          * unread in a socket buffer. Bounded by deadline_max_ms; a site that leaves the view
@@ -327,14 +332,7 @@ static void leave(gt_diloco_t *d, gt_status_t result)
             struct timespec ts = {0, (long)linger_ms * 1000000L};
             nanosleep(&ts, NULL);
         }
-        for (uint64_t t2 = gt_time_ns();;) {
-            pthread_mutex_lock(&d->lock);
-            size_t queued = dl_mesh_pending(d);
-            pthread_mutex_unlock(&d->lock);
-            if (!queued || gt_time_ns() - t2 > 2000000000ull) break;
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
+        drain_mesh(d, 2000000000ull);
     }
     dl_stop_thread(d);
     if (!d->t_train_end && d->t_train) d->t_train_end = gt_time_ns();

@@ -33,7 +33,7 @@
 #define FIRST_UNKNOWN UINT64_MAX  /* a site that has not announced when it contributes */
 #define RESULT_MAGIC  0x524F5447u /* "GTOR" */
 #define FIN_MAGIC     0x464F5447u /* "GTOF": a site that finished says how many DELTAs it took */
-#define FIN_PRE       24u /* magic, version, DELTA frames taken from the receiver, reserved */
+#define FIN_PRE       JOIN_PRE /* magic, version, DELTA frames taken from the receiver, reserved */
 #define PULL_MAGIC    0x514F5447u /* "GTOQ": a site asks a peer for a RESULT chunk it lacks */
 #define PULL_PRE      16u         /* magic, version, reserved */
 #define PROTO_VERSION 1u
@@ -1224,20 +1224,28 @@ static void resend_moved(gt_wan_outer_t *o, uint64_t now_ns)
     }
 }
 
-static void send_join(gt_wan_outer_t *o, uint32_t dst, uint64_t now_ns)
+/* A control frame (JOIN, FIN): a DELTA message whose 24-byte payload is the magic, the
+ * protocol version, one 64-bit value and a reserved word. */
+static void send_control(gt_wan_outer_t *o, uint32_t dst, uint32_t magic, uint64_t value,
+                         uint64_t round, uint64_t now_ns)
 {
     uint8_t b[JOIN_PRE];
-    gt_le_put32(b, JOIN_MAGIC);
+    gt_le_put32(b, magic);
     gt_le_put32(b + 4, PROTO_VERSION);
-    gt_le_put64(b + 8, o->first[o->p.site_id]);
+    gt_le_put64(b + 8, value);
     gt_le_put64(b + 16, 0);
     gt_wan_msg_t m;
     memset(&m, 0, sizeof m);
     m.type = GT_WAN_MSG_DELTA;
     m.sender = o->p.site_id;
     m.view_epoch = o->epoch;
-    m.round = o->first[o->p.site_id];
+    m.round = round;
     send_to(o, dst, &m, b, sizeof b, now_ns);
+}
+
+static void send_join(gt_wan_outer_t *o, uint32_t dst, uint64_t now_ns)
+{
+    send_control(o, dst, JOIN_MAGIC, o->first[o->p.site_id], o->first[o->p.site_id], now_ns);
 }
 
 /* Site m->sender announces that it contributes from round R on (it joined, or came back). From
@@ -1358,18 +1366,8 @@ void gt_wan_outer_finish(gt_wan_outer_t *o, uint64_t now_ns)
     o->finished = 1;
     for (uint32_t s = 0; s < o->p.n_sites && s < GT_WAN_OUTER_MAX_SITES; s++) {
         if (s == o->p.site_id || !receiver(o, s)) continue;
-        uint8_t b[FIN_PRE];
-        memset(b, 0, sizeof b);
-        gt_le_put32(b, FIN_MAGIC);
-        gt_le_put32(b + 4, PROTO_VERSION);
-        gt_le_put64(b + 8, o->took_n[s]);
-        gt_wan_msg_t m;
-        memset(&m, 0, sizeof m);
-        m.type = GT_WAN_MSG_DELTA;
-        m.sender = o->p.site_id;
-        m.view_epoch = o->epoch;
-        m.round = o->last_round == UINT64_MAX ? 0 : o->last_round;
-        send_to(o, s, &m, b, sizeof b, now_ns);
+        send_control(o, s, FIN_MAGIC, o->took_n[s], o->last_round == UINT64_MAX ? 0 : o->last_round,
+                     now_ns);
     }
 }
 
