@@ -2,8 +2,11 @@
  * cuda_flash.cu's first version stays as flash1): the same interface, inputs, outputs and
  * determinism, with the softmax done in registers (FlashAttention-2's scheme).
  *
- * Shape: q, k, v, out and their gradients are (B*NH, T, hs) bf16; lse and dsum (B*NH, T) fp32.
- * One block of 4 warps per (b*h, 64-row tile); warp w owns rows 16w..16w+15 of the tile.
+ * Shape: q, k, v, out and their gradients are per head (T, hs) bf16 matrices wherever the
+ * caller keeps them (gt_cu_heads_t: the model passes its (B, T, 3C) qkv and (B, T, C) attention
+ * output and their gradients as they are, so no head split or merge pass runs); lse and dsum
+ * are (B*NH, T) fp32. One block of 4 warps per (b*h, 64-row tile); warp w owns rows
+ * 16w..16w+15 of the tile.
  *
  * Why it is faster than cuda_flash.cu: the products are raw mma.sync.m16n8k16 (bf16 in, fp32
  * accumulators), whose register layout the PTX ISA documents ("Matrix Fragments for
@@ -120,17 +123,25 @@ template <int HS> struct f2_ld {
     static constexpr size_t DQ = 6 * TILE_B;                /* Q, dO, 2 x (K, V) */
 };
 
-/* Starts copying rows [r0, r0 + 64) of a (T, hs) bf16 matrix into a (64, HS) shared tile;
- * rows >= T and columns >= hs become zeros. hs is a multiple of 8: 16-byte copies. */
+/* Head bh's matrix in a tensor laid out as lay says. */
+__device__ __forceinline__ size_t f2_head(gt_cu_heads_t lay, int bh)
+{
+    return (size_t)(bh / lay.nh) * (size_t)lay.bstride + (size_t)(bh % lay.nh) * lay.hstride;
+}
+
+/* Starts copying rows [r0, r0 + 64) of a (T, hs) bf16 matrix with row stride ld into a
+ * (64, HS) shared tile; rows >= T and columns >= hs become zeros. hs and ld are multiples of
+ * 8: 16-byte copies. */
 template <int HS>
-__device__ __forceinline__ void f2_load_tile(bf16 *dst, const bf16 *src, int r0, int T, int hs)
+__device__ __forceinline__ void f2_load_tile(bf16 *dst, const bf16 *src, int r0, int T, int hs,
+                                             int ld)
 {
     constexpr int CH = HS / 8;
 #pragma unroll
     for (int i = threadIdx.x; i < F2_TILE * CH; i += F2_THREADS) {
         int r = i / CH, c = (i % CH) * 8;
         int ok = r0 + r < T && c < hs;
-        f2_cp16(dst + r * f2_ld<HS>::LD + c, ok ? src + (size_t)(r0 + r) * hs + c : src, ok);
+        f2_cp16(dst + r * f2_ld<HS>::LD + c, ok ? src + (size_t)(r0 + r) * ld + c : src, ok);
     }
 }
 
@@ -230,10 +241,11 @@ __device__ __forceinline__ float f2_quad_sum(float v)
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-/* Writes the lane's part of a 16 x HS accumulator, times scale, as bf16 rows r, r + 8. */
+/* Writes the lane's part of a 16 x HS accumulator, times scale, as bf16 rows r, r + 8 of a
+ * matrix with row stride ld. */
 template <int HS>
 __device__ __forceinline__ void f2_store(bf16 *dst, const float (*acc)[4], float s0, float s1,
-                                         int r, int T, int hs)
+                                         int r, int T, int hs, int ld)
 {
     int t = threadIdx.x % 4;
 #pragma unroll
@@ -242,8 +254,8 @@ __device__ __forceinline__ void f2_store(bf16 *dst, const float (*acc)[4], float
         if (d >= hs) continue;
         uint32_t u0 = f2_pack(acc[n][0] * s0, acc[n][1] * s0);
         uint32_t u1 = f2_pack(acc[n][2] * s1, acc[n][3] * s1);
-        if (r < T) memcpy(dst + (size_t)r * hs + d, &u0, sizeof u0);
-        if (r + 8 < T) memcpy(dst + (size_t)(r + 8) * hs + d, &u1, sizeof u1);
+        if (r < T) memcpy(dst + (size_t)r * ld + d, &u0, sizeof u0);
+        if (r + 8 < T) memcpy(dst + (size_t)(r + 8) * ld + d, &u1, sizeof u1);
     }
 }
 
@@ -253,7 +265,7 @@ __device__ __forceinline__ void f2_store(bf16 *dst, const float (*acc)[4], float
 template <int HS>
 __global__ void __launch_bounds__(F2_THREADS)
     k_flash2_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int T,
-                     int hs, float scale)
+                     int hs, float scale, gt_cu_heads_t lin, gt_cu_heads_t lout)
 {
     typedef f2_ld<HS> ld;
     bf16 *sq = (bf16 *)f2_smem;
@@ -262,11 +274,12 @@ __global__ void __launch_bounds__(F2_THREADS)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
     int qt = (int)gridDim.y - 1 - (int)blockIdx.y, q0 = qt * F2_TILE;
     int r0 = q0 + warp * 16 + lane / 4, r1 = r0 + 8; /* this lane's query rows */
-    size_t base = (size_t)blockIdx.x * T * hs;
+    size_t base = f2_head(lin, blockIdx.x), obase = f2_head(lout, blockIdx.x);
+    int rs = lin.ld; /* row strides */
 
-    f2_load_tile<HS>(sq, q + base, q0, T, hs);
-    f2_load_tile<HS>(sk, k + base, 0, T, hs);
-    f2_load_tile<HS>(sv, v + base, 0, T, hs);
+    f2_load_tile<HS>(sq, q + base, q0, T, hs, rs);
+    f2_load_tile<HS>(sk, k + base, 0, T, hs, rs);
+    f2_load_tile<HS>(sv, v + base, 0, T, hs, rs);
     f2_cp_commit();
 
     float o[HS / 8][4], m0 = F2_NEG, m1 = F2_NEG, l0 = 0.0f, l1 = 0.0f; /* l: lane partials */
@@ -280,8 +293,8 @@ __global__ void __launch_bounds__(F2_THREADS)
         __syncthreads(); /* tile kt is in; every warp is done with tile kt - 1's buffers */
         if (kt < qt) {
             int nb = ((kt + 1) & 1) * ld::TILE;
-            f2_load_tile<HS>(sk + nb, k + base, (kt + 1) * F2_TILE, T, hs);
-            f2_load_tile<HS>(sv + nb, v + base, (kt + 1) * F2_TILE, T, hs);
+            f2_load_tile<HS>(sk + nb, k + base, (kt + 1) * F2_TILE, T, hs, rs);
+            f2_load_tile<HS>(sv + nb, v + base, (kt + 1) * F2_TILE, T, hs, rs);
             f2_cp_commit();
         }
         if (kt == 0) {
@@ -341,7 +354,7 @@ __global__ void __launch_bounds__(F2_THREADS)
         f2_strip_pb<HS>(o, pf, cv); /* O += P V */
     }
     l0 = f2_quad_sum(l0), l1 = f2_quad_sum(l1);
-    f2_store<HS>(out + base, o, 1.0f / l0, 1.0f / l1, r0, T, hs);
+    f2_store<HS>(out + obase, o, 1.0f / l0, 1.0f / l1, r0, T, hs, lout.ld);
     if (t == 0) {
         if (r0 < T) lse[(size_t)blockIdx.x * T + r0] = m0 + logf(l0);
         if (r1 < T) lse[(size_t)blockIdx.x * T + r1] = m1 + logf(l1);
@@ -355,7 +368,7 @@ template <int HS>
 __global__ void __launch_bounds__(F2_THREADS)
     k_flash2_backward_dkdv(bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k, const bf16 *v,
                            const bf16 *dout, const float *lse, const float *dsum, int T, int hs,
-                           float scale)
+                           float scale, gt_cu_heads_t lin, gt_cu_heads_t lout)
 {
     typedef f2_ld<HS> ld;
     bf16 *sk = (bf16 *)f2_smem;
@@ -367,12 +380,14 @@ __global__ void __launch_bounds__(F2_THREADS)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
     int kt = (int)blockIdx.y, k0 = kt * F2_TILE, nq = (int)gridDim.y;
     int j0 = k0 + warp * 16 + lane / 4, j1 = j0 + 8; /* this lane's keys */
-    size_t base = (size_t)blockIdx.x * T * hs, rbase = (size_t)blockIdx.x * T;
+    size_t base = f2_head(lin, blockIdx.x), obase = f2_head(lout, blockIdx.x);
+    size_t rbase = (size_t)blockIdx.x * T;
+    int rs = lin.ld, rso = lout.ld; /* row strides */
 
-    f2_load_tile<HS>(sk, k + base, k0, T, hs);
-    f2_load_tile<HS>(sv, v + base, k0, T, hs);
-    f2_load_tile<HS>(sq, q + base, k0, T, hs);
-    f2_load_tile<HS>(sdo, dout + base, k0, T, hs);
+    f2_load_tile<HS>(sk, k + base, k0, T, hs, rs);
+    f2_load_tile<HS>(sv, v + base, k0, T, hs, rs);
+    f2_load_tile<HS>(sq, q + base, k0, T, hs, rs);
+    f2_load_tile<HS>(sdo, dout + obase, k0, T, hs, rso);
     f2_load_rows(slse, sd, lse + rbase, dsum + rbase, k0, T);
     f2_cp_commit();
 
@@ -391,8 +406,8 @@ __global__ void __launch_bounds__(F2_THREADS)
         __syncthreads(); /* tile qt is in; every warp is done with tile qt - 1's buffers */
         if (qt + 1 < nq) {
             int nb = cb ^ 1;
-            f2_load_tile<HS>(sq + nb * ld::TILE, q + base, q0 + F2_TILE, T, hs);
-            f2_load_tile<HS>(sdo + nb * ld::TILE, dout + base, q0 + F2_TILE, T, hs);
+            f2_load_tile<HS>(sq + nb * ld::TILE, q + base, q0 + F2_TILE, T, hs, rs);
+            f2_load_tile<HS>(sdo + nb * ld::TILE, dout + obase, q0 + F2_TILE, T, hs, rso);
             f2_load_rows(slse + nb * F2_TILE, sd + nb * F2_TILE, lse + rbase, dsum + rbase,
                          q0 + F2_TILE, T);
             f2_cp_commit();
@@ -431,15 +446,16 @@ __global__ void __launch_bounds__(F2_THREADS)
         f2_strip_pb<HS>(dva, pf, cdo); /* dV += P^T dO */
         f2_strip_pb<HS>(dka, dsf, cq); /* dK += dS^T Q */
     }
-    f2_store<HS>(dk + base, dka, scale, scale, j0, T, hs);
-    f2_store<HS>(dv + base, dva, 1.0f, 1.0f, j0, T, hs);
+    f2_store<HS>(dk + base, dka, scale, scale, j0, T, hs, rs);
+    f2_store<HS>(dv + base, dva, 1.0f, 1.0f, j0, T, hs, rs);
 }
 
 /* grid (BH, query tiles), the last (longest) query tile first. */
 template <int HS>
 __global__ void __launch_bounds__(F2_THREADS)
     k_flash2_backward_dq(bf16 *dq, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dout,
-                         const float *lse, const float *dsum, int T, int hs, float scale)
+                         const float *lse, const float *dsum, int T, int hs, float scale,
+                         gt_cu_heads_t lin, gt_cu_heads_t lout)
 {
     typedef f2_ld<HS> ld;
     bf16 *sq = (bf16 *)f2_smem;
@@ -449,12 +465,14 @@ __global__ void __launch_bounds__(F2_THREADS)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
     int qt = (int)gridDim.y - 1 - (int)blockIdx.y, q0 = qt * F2_TILE;
     int r0 = q0 + warp * 16 + lane / 4, r1 = r0 + 8; /* this lane's query rows */
-    size_t base = (size_t)blockIdx.x * T * hs, rbase = (size_t)blockIdx.x * T;
+    size_t base = f2_head(lin, blockIdx.x), obase = f2_head(lout, blockIdx.x);
+    size_t rbase = (size_t)blockIdx.x * T;
+    int rs = lin.ld, rso = lout.ld; /* row strides */
 
-    f2_load_tile<HS>(sq, q + base, q0, T, hs);
-    f2_load_tile<HS>(sdo, dout + base, q0, T, hs);
-    f2_load_tile<HS>(sk, k + base, 0, T, hs);
-    f2_load_tile<HS>(sv, v + base, 0, T, hs);
+    f2_load_tile<HS>(sq, q + base, q0, T, hs, rs);
+    f2_load_tile<HS>(sdo, dout + obase, q0, T, hs, rso);
+    f2_load_tile<HS>(sk, k + base, 0, T, hs, rs);
+    f2_load_tile<HS>(sv, v + base, 0, T, hs, rs);
     f2_cp_commit();
     float L0 = r0 < T ? lse[rbase + r0] : 0.0f, L1 = r1 < T ? lse[rbase + r1] : 0.0f;
     float D0 = r0 < T ? dsum[rbase + r0] : 0.0f, D1 = r1 < T ? dsum[rbase + r1] : 0.0f;
@@ -469,8 +487,8 @@ __global__ void __launch_bounds__(F2_THREADS)
         __syncthreads(); /* tile kt is in; every warp is done with tile kt - 1's buffers */
         if (kt < qt) {
             int nb = ((kt + 1) & 1) * ld::TILE;
-            f2_load_tile<HS>(sk + nb, k + base, (kt + 1) * F2_TILE, T, hs);
-            f2_load_tile<HS>(sv + nb, v + base, (kt + 1) * F2_TILE, T, hs);
+            f2_load_tile<HS>(sk + nb, k + base, (kt + 1) * F2_TILE, T, hs, rs);
+            f2_load_tile<HS>(sv + nb, v + base, (kt + 1) * F2_TILE, T, hs, rs);
             f2_cp_commit();
         }
         /* P = exp(scale Q K^T - lse(row)): 16 rows x 64 keys */
@@ -500,7 +518,7 @@ __global__ void __launch_bounds__(F2_THREADS)
         f2_to_a(dsf, ds);
         f2_strip_pb<HS>(dqa, dsf, ck); /* dQ += dS K */
     }
-    f2_store<HS>(dq + base, dqa, scale, scale, r0, T, hs);
+    f2_store<HS>(dq + base, dqa, scale, scale, r0, T, hs, rs);
 }
 
 /* ---- host side --------------------------------------------------------------------------- */
@@ -543,26 +561,29 @@ cudaError_t gt_cu_flash2_init(int hs)
 }
 
 void gt_cu_flash2_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                          int BH, int T, int hs, float scale, cudaStream_t s)
+                          int BH, int T, int hs, float scale, gt_cu_heads_t lin, gt_cu_heads_t lout,
+                          cudaStream_t s)
 {
     dim3 grid((unsigned)BH, (unsigned)((T + F2_TILE - 1) / F2_TILE));
-#define F2_FWD(H) \
-    k_flash2_forward<H><<<grid, F2_THREADS, f2_ld<H>::FWD, s>>>(out, lse, q, k, v, T, hs, scale)
+#define F2_FWD(H)       \
+    k_flash2_forward<H> \
+        <<<grid, F2_THREADS, f2_ld<H>::FWD, s>>>(out, lse, q, k, v, T, hs, scale, lin, lout)
     F2_DISPATCH(hs, F2_FWD)
 #undef F2_FWD
 }
 
 void gt_cu_flash2_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k,
                            const bf16 *v, const bf16 *dout, const float *lse, const float *dsum,
-                           int BH, int T, int hs, float scale, cudaStream_t s)
+                           int BH, int T, int hs, float scale, gt_cu_heads_t lin,
+                           gt_cu_heads_t lout, cudaStream_t s)
 {
     dim3 grid((unsigned)BH, (unsigned)((T + F2_TILE - 1) / F2_TILE));
-#define F2_BWD(H)                                                                                \
-    do {                                                                                         \
-        k_flash2_backward_dkdv<H><<<grid, F2_THREADS, f2_ld<H>::DKDV, s>>>(                      \
-            dk, dv, q, k, v, dout, lse, dsum, T, hs, scale);                                     \
-        k_flash2_backward_dq<H>                                                                  \
-            <<<grid, F2_THREADS, f2_ld<H>::DQ, s>>>(dq, q, k, v, dout, lse, dsum, T, hs, scale); \
+#define F2_BWD(H)                                                           \
+    do {                                                                    \
+        k_flash2_backward_dkdv<H><<<grid, F2_THREADS, f2_ld<H>::DKDV, s>>>( \
+            dk, dv, q, k, v, dout, lse, dsum, T, hs, scale, lin, lout);     \
+        k_flash2_backward_dq<H><<<grid, F2_THREADS, f2_ld<H>::DQ, s>>>(     \
+            dq, q, k, v, dout, lse, dsum, T, hs, scale, lin, lout);         \
     } while (0)
     F2_DISPATCH(hs, F2_BWD)
 #undef F2_BWD

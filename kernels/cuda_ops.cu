@@ -7,6 +7,7 @@
 #include "cuda_ops.cuh"
 
 #include <math.h>
+#include <stdint.h>
 
 #define WARP 32
 
@@ -262,6 +263,42 @@ void gt_cu_bias_backward_bf16(float *db, float *partial, const bf16 *dout, int N
 
 /* ---- bias, residual, GELU ---------------------------------------------------------------- */
 
+/* The four kernels below run 8 elements a thread (16-byte loads and stores of bf16, two of
+ * fp32) when the row width is a multiple of 8 and the element count fits 32-bit chunk indices;
+ * each element gets exactly the scalar version's arithmetic, so both give the same bits. The
+ * scalar loops remain for other shapes. (Measured on an H100, GPT-2 124M: the scalar loops
+ * with their 64-bit `i % OC` ran at about 40% of the memory bandwidth.) */
+union gt_bf8 {
+    uint4 u;
+    __nv_bfloat162 h[4];
+};
+
+__device__ __forceinline__ void bf8_get(float *f, uint4 u)
+{
+    gt_bf8 v;
+    v.u = u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 t = __bfloat1622float2(v.h[j]);
+        f[2 * j] = t.x, f[2 * j + 1] = t.y;
+    }
+}
+
+__device__ __forceinline__ uint4 bf8_put(const float *f)
+{
+    gt_bf8 v;
+#pragma unroll
+    for (int j = 0; j < 4; j++) v.h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    return v.u;
+}
+
+/* 1 when n elements in rows of width w, at the given addresses, can go 8 at a time */
+static inline int vec8(size_t n, size_t w, const void *a, const void *b, const void *c)
+{
+    uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return w % 8 == 0 && n % 8 == 0 && n / 8 < 0xffffffffu && any % 16 == 0;
+}
+
 __global__ void k_add_bias_bf16(bf16 *x, const bf16 *b, int N, int OC)
 {
     size_t total = (size_t)N * OC;
@@ -270,9 +307,27 @@ __global__ void k_add_bias_bf16(bf16 *x, const bf16 *b, int N, int OC)
         x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(b[i % OC]));
 }
 
+__global__ void k_add_bias_bf16_v8(uint4 *x, const uint4 *b, unsigned chunks, unsigned oc8)
+{
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < chunks;
+         i += gridDim.x * blockDim.x) {
+        float v[8], c[8];
+        bf8_get(v, x[i]);
+        bf8_get(c, b[i % oc8]);
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] += c[j];
+        x[i] = bf8_put(v);
+    }
+}
+
 void gt_cu_add_bias_bf16(bf16 *x, const bf16 *b, int N, int OC, cudaStream_t s)
 {
-    k_add_bias_bf16<<<grid_for((size_t)N * OC, 256), 256, 0, s>>>(x, b, N, OC);
+    size_t n = (size_t)N * OC;
+    if (vec8(n, OC, x, b, NULL))
+        k_add_bias_bf16_v8<<<grid_for(n / 8, 256), 256, 0, s>>>((uint4 *)x, (const uint4 *)b,
+                                                                (unsigned)(n / 8), OC / 8);
+    else
+        k_add_bias_bf16<<<grid_for(n, 256), 256, 0, s>>>(x, b, N, OC);
 }
 
 __global__ void k_residual_bias(float *x, const bf16 *b, const float *res, int N, int C)
@@ -283,12 +338,46 @@ __global__ void k_residual_bias(float *x, const bf16 *b, const float *res, int N
         x[i] = res[i] + (x[i] + __bfloat162float(b[i % C]));
 }
 
+__global__ void k_residual_bias_v8(float4 *x, const uint4 *b, const float4 *res, unsigned chunks,
+                                   unsigned c8)
+{
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < chunks;
+         i += gridDim.x * blockDim.x) {
+        float c[8];
+        bf8_get(c, b[i % c8]);
+        float4 x0 = x[2 * i], x1 = x[2 * i + 1], r0 = res[2 * i], r1 = res[2 * i + 1];
+        x0.x = r0.x + (x0.x + c[0]), x0.y = r0.y + (x0.y + c[1]);
+        x0.z = r0.z + (x0.z + c[2]), x0.w = r0.w + (x0.w + c[3]);
+        x1.x = r1.x + (x1.x + c[4]), x1.y = r1.y + (x1.y + c[5]);
+        x1.z = r1.z + (x1.z + c[6]), x1.w = r1.w + (x1.w + c[7]);
+        x[2 * i] = x0, x[2 * i + 1] = x1;
+    }
+}
+
 void gt_cu_residual_bias(float *x, const bf16 *b, const float *res, int N, int C, cudaStream_t s)
 {
-    k_residual_bias<<<grid_for((size_t)N * C, 256), 256, 0, s>>>(x, b, res, N, C);
+    size_t n = (size_t)N * C;
+    if (vec8(n, C, x, b, res))
+        k_residual_bias_v8<<<grid_for(n / 8, 256), 256, 0, s>>>(
+            (float4 *)x, (const uint4 *)b, (const float4 *)res, (unsigned)(n / 8), C / 8);
+    else
+        k_residual_bias<<<grid_for(n, 256), 256, 0, s>>>(x, b, res, N, C);
 }
 
 #define GELU_K 0.7978845608028654f
+
+__device__ __forceinline__ float gelu_of(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+}
+
+/* d GELU(x) / dx */
+__device__ __forceinline__ float gelu_grad(float x)
+{
+    float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) +
+           0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
 
 __global__ void k_bias_gelu_forward(bf16 *out, bf16 *pre, const bf16 *b, int N, int OC)
 {
@@ -298,30 +387,66 @@ __global__ void k_bias_gelu_forward(bf16 *out, bf16 *pre, const bf16 *b, int N, 
         bf16 pb = __float2bfloat16(__bfloat162float(pre[i]) + __bfloat162float(b[i % OC]));
         float x = __bfloat162float(pb);
         pre[i] = pb;
-        out[i] = __float2bfloat16(0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+        out[i] = __float2bfloat16(gelu_of(x));
+    }
+}
+
+__global__ void k_bias_gelu_forward_v8(uint4 *out, uint4 *pre, const uint4 *b, unsigned chunks,
+                                       unsigned oc8)
+{
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < chunks;
+         i += gridDim.x * blockDim.x) {
+        float v[8], c[8], y[8];
+        bf8_get(v, pre[i]);
+        bf8_get(c, b[i % oc8]);
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] += c[j];
+        uint4 pb = bf8_put(v); /* the biased pre-activation, rounded to bf16 as kept */
+        bf8_get(v, pb);
+#pragma unroll
+        for (int j = 0; j < 8; j++) y[j] = gelu_of(v[j]);
+        pre[i] = pb;
+        out[i] = bf8_put(y);
     }
 }
 
 void gt_cu_bias_gelu_forward(bf16 *out, bf16 *pre, const bf16 *b, int N, int OC, cudaStream_t s)
 {
-    k_bias_gelu_forward<<<grid_for((size_t)N * OC, 256), 256, 0, s>>>(out, pre, b, N, OC);
+    size_t n = (size_t)N * OC;
+    if (vec8(n, OC, out, pre, b))
+        k_bias_gelu_forward_v8<<<grid_for(n / 8, 256), 256, 0, s>>>(
+            (uint4 *)out, (uint4 *)pre, (const uint4 *)b, (unsigned)(n / 8), OC / 8);
+    else
+        k_bias_gelu_forward<<<grid_for(n, 256), 256, 0, s>>>(out, pre, b, N, OC);
 }
 
 __global__ void k_gelu_backward(bf16 *d, const bf16 *pre, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float x = __bfloat162float(pre[i]);
-        float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
-        float g = 0.5f * (1.0f + th) +
-                  0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        d[i] = __float2bfloat16(g * __bfloat162float(d[i]));
+         i += (size_t)gridDim.x * blockDim.x)
+        d[i] = __float2bfloat16(gelu_grad(__bfloat162float(pre[i])) * __bfloat162float(d[i]));
+}
+
+__global__ void k_gelu_backward_v8(uint4 *d, const uint4 *pre, unsigned chunks)
+{
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < chunks;
+         i += gridDim.x * blockDim.x) {
+        float x[8], g[8];
+        bf8_get(x, pre[i]);
+        bf8_get(g, d[i]);
+#pragma unroll
+        for (int j = 0; j < 8; j++) g[j] = gelu_grad(x[j]) * g[j];
+        d[i] = bf8_put(g);
     }
 }
 
 void gt_cu_gelu_backward(bf16 *d, const bf16 *pre, size_t n, cudaStream_t s)
 {
-    k_gelu_backward<<<grid_for(n, 256), 256, 0, s>>>(d, pre, n);
+    if (vec8(n, 8, d, pre, NULL))
+        k_gelu_backward_v8<<<grid_for(n / 8, 256), 256, 0, s>>>((uint4 *)d, (const uint4 *)pre,
+                                                                (unsigned)(n / 8));
+    else
+        k_gelu_backward<<<grid_for(n, 256), 256, 0, s>>>(d, pre, n);
 }
 
 /* ---- attention layout -------------------------------------------------------------------- */

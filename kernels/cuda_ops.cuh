@@ -86,14 +86,39 @@ void gt_cu_flash_dsum(float *dsum, const bf16 *dout, const bf16 *out, int B, int
 void gt_cu_flash_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k, const bf16 *v,
                           const bf16 *dout, const float *lse, const float *dsum, int BH, int T,
                           int hs, float scale, cudaStream_t s);
-/* The same interface, second version (cuda_flash2.cu: softmax in mma.sync registers, ldmatrix,
- * cp.async double buffering); gt_cu_flash_supported and gt_cu_flash_dsum serve both. */
+/* Where each head's (T, hs) matrix lies in a bf16 tensor: element (t, d) of head bh = b*NH + h
+ * is at p[(bh / nh) * bstride + (bh % nh) * hstride + t * ld + d]. gt_cu_heads_split: the
+ * (B*NH, T, hs) layout of gt_cu_split_heads; gt_cu_heads_rows: heads side by side in the rows
+ * of a (B, T, width) tensor (the model's qkv with width 3C and p offset by 0, C or 2C; its
+ * attention output with width C). */
+typedef struct {
+    int nh;
+    long long bstride;
+    int hstride, ld;
+} gt_cu_heads_t;
+static inline gt_cu_heads_t gt_cu_heads_split(int T, int hs)
+{
+    gt_cu_heads_t l = {1, (long long)T * hs, 0, hs};
+    return l;
+}
+static inline gt_cu_heads_t gt_cu_heads_rows(int NH, int T, int hs, int width)
+{
+    gt_cu_heads_t l = {NH, (long long)T * width, hs, width};
+    return l;
+}
+
+/* The same computation, second version (cuda_flash2.cu: softmax in mma.sync registers,
+ * ldmatrix, cp.async double buffering); gt_cu_flash_supported and gt_cu_flash_dsum serve both.
+ * q, k, v (and dq, dk, dv, written in place of nothing else) are laid out as lin says, out and
+ * dout as lout says (hstride and ld multiples of 8); lse and dsum are (B*NH, T). */
 cudaError_t gt_cu_flash2_init(int hs);
 void gt_cu_flash2_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                          int BH, int T, int hs, float scale, cudaStream_t s);
+                          int BH, int T, int hs, float scale, gt_cu_heads_t lin, gt_cu_heads_t lout,
+                          cudaStream_t s);
 void gt_cu_flash2_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k,
                            const bf16 *v, const bf16 *dout, const float *lse, const float *dsum,
-                           int BH, int T, int hs, float scale, cudaStream_t s);
+                           int BH, int T, int hs, float scale, gt_cu_heads_t lin,
+                           gt_cu_heads_t lout, cudaStream_t s);
 /* Per row of logits (N, Vp), over the first V: max, sum of exp, loss[n]. */
 void gt_cu_crossentropy_forward(float *loss, float *rowmax, float *rowsum, const bf16 *logits,
                                 const int32_t *targets, int N, int V, int Vp, cudaStream_t s);

@@ -176,6 +176,9 @@ extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
     if (c->flash) CU_CHECK(c->flash == 2 ? gt_cu_flash2_init(c->hs) : gt_cu_flash_init(c->hs));
     /* (B, NH, T, T) buffers exist only on the naive path; lse and dsum only on the flash one */
     size_t att = c->flash ? 0 : BHT * c->T, rows = c->flash ? BHT : 0;
+    /* per-head copies of q, k, v, y and their gradients: not on flash (it reads and writes the
+     * (B, T, 3C) and (B, T, C) tensors in place) */
+    size_t heads = c->flash == 2 ? 0 : N * C * 2;
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     BLAS_CHECK(cublasCreate(&c->blas));
     BLAS_CHECK(cublasSetStream(c->blas, c->stream));
@@ -215,14 +218,14 @@ extern "C" gt_status_t gt_cuda_gpt_create(gt_gpt_t *gpt)
         {(void **)&c->losses, N * 4},
         {(void **)&c->rowmax, N * 4},
         {(void **)&c->rowsum, N * 4},
-        {(void **)&c->q, N * C * 2},
-        {(void **)&c->k, N * C * 2},
-        {(void **)&c->v, N * C * 2},
-        {(void **)&c->y, N * C * 2},
-        {(void **)&c->dq, N * C * 2},
-        {(void **)&c->dk, N * C * 2},
-        {(void **)&c->dv, N * C * 2},
-        {(void **)&c->dy, N * C * 2},
+        {(void **)&c->q, heads},
+        {(void **)&c->k, heads},
+        {(void **)&c->v, heads},
+        {(void **)&c->y, heads},
+        {(void **)&c->dq, heads},
+        {(void **)&c->dk, heads},
+        {(void **)&c->dv, heads},
+        {(void **)&c->dy, heads},
         {(void **)&c->dpre, att * 2},
         {(void **)&c->dbuf4, N * 4 * C * 2},
         {(void **)&c->dres_bf, N * C * 2},
@@ -367,16 +370,18 @@ extern "C" gt_status_t gt_cuda_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs,
         BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, N, 3 * C, C, 1.0f, ln1, C, 0, W(lw->qkvw), 3 * C, 0,
                               0.0f, qkv, 0, 3 * C, 0, 1));
         gt_cu_add_bias_bf16(qkv, W(lw->qkvb), N, 3 * C, s);
-        gt_cu_split_heads(c->q, c->k, c->v, qkv, B, T, NH, hs, s);
-        if (c->flash) {
-            if (c->flash == 2)
-                gt_cu_flash2_forward(c->y, c->lse + l * BHT, c->q, c->k, c->v, B * NH, T, hs, scale,
-                                     s);
-            else
-                gt_cu_flash_forward(c->y, c->lse + l * BHT, c->q, c->k, c->v, B * NH, T, hs, scale,
-                                    s);
+        if (c->flash == 2) {
+            /* reads q, k, v out of qkv and writes y into atty: no head split or merge */
+            gt_cu_flash2_forward(atty, c->lse + l * BHT, qkv, qkv + C, qkv + 2 * C, B * NH, T, hs,
+                                 scale, gt_cu_heads_rows(NH, T, hs, 3 * C),
+                                 gt_cu_heads_rows(NH, T, hs, C), s);
+            CU_CHECK(cudaGetLastError());
+        } else if (c->flash) {
+            gt_cu_split_heads(c->q, c->k, c->v, qkv, B, T, NH, hs, s);
+            gt_cu_flash_forward(c->y, c->lse + l * BHT, c->q, c->k, c->v, B * NH, T, hs, scale, s);
             CU_CHECK(cudaGetLastError());
         } else {
+            gt_cu_split_heads(c->q, c->k, c->v, qkv, B, T, NH, hs, s);
             /* pre = scale * q k^T per (b, h); att = causal softmax; y = att v */
             bf16 *at = c->att + l * att;
             BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, T, T, hs, scale, c->q, hs, (long long)T * hs, c->k,
@@ -386,7 +391,7 @@ extern "C" gt_status_t gt_cuda_gpt_forward(gt_gpt_t *gpt, const int32_t *inputs,
             BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, T, hs, T, 1.0f, at, T, (long long)T * T, c->v, hs,
                                   (long long)T * hs, 0.0f, c->y, 0, hs, (long long)T * hs, B * NH));
         }
-        gt_cu_merge_heads(atty, c->y, B, T, NH, hs, s);
+        if (c->flash != 2) gt_cu_merge_heads(atty, c->y, B, T, NH, hs, s);
         BLAS_CHECK(gt_cu_gemm(c->blas, 0, 0, N, C, C, 1.0f, atty, C, 0, W(lw->attprojw), C, 0, 0.0f,
                               res2, 1, C, 0, 1));
         gt_cu_residual_bias(res2, W(lw->attprojb), res, N, C, s);
@@ -470,20 +475,27 @@ extern "C" gt_status_t gt_cuda_gpt_backward(gt_gpt_t *gpt, float lscale)
         BLAS_CHECK(gt_cu_gemm(c->blas, 1, 0, C, C, N, 1.0f, atty, C, 0, c->dres_bf, C, 0, 1.0f,
                               lg->attprojw, 1, C, 0, 1));
         gt_cu_bias_backward_f32(lg->attprojb, c->partial, c->dres, N, C, s);
-        /* attention: recompute the head split of q, k, v from the kept qkv */
-        gt_cu_split_heads(c->q, c->k, c->v, c->qkv + l * 3 * NC, B, T, NH, hs, s);
-        gt_cu_split_heads_one(c->dy, c->datty, B, T, NH, hs, s);
-        if (c->flash) {
-            /* D = rowsum(dy * y) from the kept output, then dk, dv and dq by recomputation */
+        const bf16 *qkv = c->qkv + l * 3 * NC;
+        if (c->flash == 2) {
+            /* D = rowsum(dy * y) from the kept output, then dq, dk and dv by recomputation,
+             * read from qkv and datty and written into dqkv as they lie (no split or merge) */
             gt_cu_flash_dsum(c->dsum, c->datty, atty, B, T, NH, hs, s);
-            if (c->flash == 2)
-                gt_cu_flash2_backward(c->dq, c->dk, c->dv, c->q, c->k, c->v, c->dy,
-                                      c->lse + l * BHT, c->dsum, B * NH, T, hs, ascale, s);
-            else
-                gt_cu_flash_backward(c->dq, c->dk, c->dv, c->q, c->k, c->v, c->dy, c->lse + l * BHT,
-                                     c->dsum, B * NH, T, hs, ascale, s);
+            gt_cu_flash2_backward(c->dqkv, c->dqkv + C, c->dqkv + 2 * C, qkv, qkv + C, qkv + 2 * C,
+                                  c->datty, c->lse + l * BHT, c->dsum, B * NH, T, hs, ascale,
+                                  gt_cu_heads_rows(NH, T, hs, 3 * C),
+                                  gt_cu_heads_rows(NH, T, hs, C), s);
+            CU_CHECK(cudaGetLastError());
+        } else if (c->flash) {
+            /* recompute the head split of q, k, v from the kept qkv */
+            gt_cu_split_heads(c->q, c->k, c->v, qkv, B, T, NH, hs, s);
+            gt_cu_split_heads_one(c->dy, c->datty, B, T, NH, hs, s);
+            gt_cu_flash_dsum(c->dsum, c->datty, atty, B, T, NH, hs, s);
+            gt_cu_flash_backward(c->dq, c->dk, c->dv, c->q, c->k, c->v, c->dy, c->lse + l * BHT,
+                                 c->dsum, B * NH, T, hs, ascale, s);
             CU_CHECK(cudaGetLastError());
         } else {
+            gt_cu_split_heads(c->q, c->k, c->v, qkv, B, T, NH, hs, s);
+            gt_cu_split_heads_one(c->dy, c->datty, B, T, NH, hs, s);
             const bf16 *at = c->att + l * att;
             long long sT = (long long)T * T, sH = (long long)T * hs;
             BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, T, T, hs, 1.0f, c->dy, hs, sH, c->v, hs, sH, 0.0f,
@@ -496,7 +508,7 @@ extern "C" gt_status_t gt_cuda_gpt_backward(gt_gpt_t *gpt, float lscale)
             BLAS_CHECK(gt_cu_gemm(c->blas, 1, 0, T, hs, T, ascale, c->dpre, T, sT, c->q, hs, sH,
                                   0.0f, c->dk, 0, hs, sH, B * NH)); /* dk = s dpre^T q */
         }
-        gt_cu_merge_qkv_grads(c->dqkv, c->dq, c->dk, c->dv, B, T, NH, hs, s);
+        if (c->flash != 2) gt_cu_merge_qkv_grads(c->dqkv, c->dq, c->dk, c->dv, B, T, NH, hs, s);
         /* qkv projection */
         BLAS_CHECK(gt_cu_gemm(c->blas, 0, 1, N, C, 3 * C, 1.0f, c->dqkv, 3 * C, 0, W(lw->qkvw),
                               3 * C, 0, 0.0f, c->dln, 1, C, 0, 1));

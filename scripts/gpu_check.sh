@@ -11,8 +11,12 @@
 #        cmake --build build-gpu && ../shared/gpu/make-bundle.sh build-gpu .gpu
 # There: scripts/gpu_check.sh [--quick]   (logs and a summary table under $OUT, or /tmp/gpu-out)
 # --quick leaves out racecheck (minutes) and torch.compile. ATTNS="flash naive" (the default)
-# names the GT_CUDA_ATTN values to time. Each step has its own time limit; the table at the end
-# gives each step's exit code.
+# names the GT_CUDA_ATTN values to time. BASE=.gpu/base/geotrain (an earlier build's binary,
+# carried beside the bundle) is timed alternately with this one, as gt_base_ATTN_N rows: a
+# before/after pair from one run on one card. SKIP="name ..." leaves out those steps (e.g.
+# "single_cuda single_cpu launch_cuda"); SANITIZE_ATTN=flash runs compute-sanitizer over that
+# attention path's cases only (GT_TEST_ATTN). Each step has its own time limit; the table at
+# the end gives each step's exit code.
 set -uo pipefail
 quick=0
 [ "${1:-}" = --quick ] && quick=1
@@ -26,9 +30,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,n
   tee "$OUT/gpu.txt"
 
 summary=()
+SKIP=" ${SKIP:-} "
 step() { # step NAME LIMIT_S CMD...: runs CMD, log in $OUT/NAME.log, the tail printed
   local name=$1 limit=$2 t0 rc
   shift 2
+  [[ $SKIP == *" $name "* ]] && return 0
   t0=$EPOCHREALTIME
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
   rc=$?
@@ -41,10 +47,10 @@ cd "$GTB/tests" || exit 1
 step kernels_cuda 180 env LD_LIBRARY_PATH="$GTB/lib" ./test_kernels_cuda
 step compress_gpu 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_compress_gpu
 step nccl_1rank 120 env LD_LIBRARY_PATH="$GTB/lib" ./test_local_nccl
-step memcheck 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer --tool memcheck \
-  --error-exitcode 9 ./test_kernels_cuda
-[ $quick = 1 ] || step racecheck 240 env LD_LIBRARY_PATH="$GTB/lib" compute-sanitizer \
-  --tool racecheck --error-exitcode 9 ./test_kernels_cuda
+sanitize=(env LD_LIBRARY_PATH="$GTB/lib" GT_TEST_ATTN="${SANITIZE_ATTN:-}" compute-sanitizer)
+step memcheck 240 "${sanitize[@]}" --tool memcheck --error-exitcode 9 ./test_kernels_cuda
+[ $quick = 1 ] || step racecheck 240 "${sanitize[@]}" --tool racecheck --error-exitcode 9 \
+  ./test_kernels_cuda
 cd "$root" || exit 1
 
 # Two sites, each training on the GPU, over the emulated WAN (UCX, encrypted).
@@ -64,14 +70,20 @@ done
 
 # GPT-2 124M (B 8, T 1024): geotrain's CUDA step with each attention path (GT_CUDA_ATTN),
 # PyTorch's eager (and compiled) steps, then geotrain's again (the order evens out drift).
-bench_gt() { # bench_gt NAME ATTN
-  step "$1" 180 env GT_CUDA_ATTN="$2" LD_LIBRARY_PATH="$GTB/lib" "$GT" bench kernels \
+bench_gt() { # bench_gt NAME ATTN [BINARY]
+  step "$1" 180 env GT_CUDA_ATTN="$2" LD_LIBRARY_PATH="$GTB/lib" "${3:-$GT}" bench kernels \
     --device cuda --preset gpt2-124m --threads 16 --json
 }
-for a in $ATTNS; do bench_gt "gt_${a}_1" "$a"; done
+bench_all() { # bench_all N: every attention path, the base binary's beside this one's
+  for a in $ATTNS; do
+    [ -n "${BASE:-}" ] && bench_gt "gt_base_${a}_$1" "$a" "$root/$BASE"
+    bench_gt "gt_${a}_$1" "$a"
+  done
+}
+bench_all 1
 step torch_eager 180 python3 .gpu/torch_gpt2_gpu_bench.py eager 8 1024 5 20
 [ $quick = 1 ] || step torch_compile 240 python3 .gpu/torch_gpt2_gpu_bench.py compile 8 1024 5 20
-for a in $ATTNS; do bench_gt "gt_${a}_2" "$a"; done
+bench_all 2
 
 # The WAN channel, encrypted, with 0, 4 and 8 crypto threads (this machine has the cores).
 for t in 0 4 8; do

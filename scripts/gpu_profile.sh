@@ -3,15 +3,16 @@
 # every kernel of a window of `geotrain bench kernels --device cuda` (past the warm-up steps)
 # and prints each kernel's share of the window, largest first. On a lent GPU machine, with the
 # bundle of scripts/gpu_check.sh in .gpu/: scripts/gpu_profile.sh [SKIP=1500] [COUNT=1500]
-# (output under $OUT, or /tmp/gpu-out). ncu runs the kernels one at a time, so the times are
-# each kernel's own, without overlap; the shares, not the sum, are the result.
+# (output under $OUT, or /tmp/gpu-out; ATTNS="flash" profiles that path alone). ncu runs the
+# kernels one at a time, so the times are each kernel's own, without overlap; the shares, not
+# the sum, are the result.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-out}
 skip=${1:-1500} count=${2:-1500}
 mkdir -p "$OUT"
 # shellcheck disable=SC1091
 source .gpu/device-env.sh >"$OUT/env.log" 2>&1
-for attn in flash naive; do
+for attn in ${ATTNS:-flash naive}; do
   GT_CUDA_ATTN=$attn LD_LIBRARY_PATH="$GTB/lib" timeout 280 ncu --metrics gpu__time_duration.sum \
     --launch-skip "$skip" --launch-count "$count" --csv --print-units base \
     "$GT" bench kernels --device cuda --preset gpt2-124m --threads 16 --json \
