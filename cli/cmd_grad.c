@@ -2,8 +2,8 @@
  * on the first B·T+1 tokens of an llm.c token file; writes the loss and every gradient.
  *
  * It exists so the model math can be checked against an independent implementation
- * (tests/golden/ compares it with PyTorch): everything it needs comes from files, nothing
- * from a config.
+ * (tests/golden/ compares it with PyTorch, on the CPU model or, with --device cuda, the GPU
+ * one): everything it needs comes from files, nothing from a config.
  */
 #include "cli.h"
 #include "gt_kernels.h"
@@ -18,7 +18,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: geotrain grad --params IN.safetensors --tokens IN.bin --batch B --seq T\n"
-            "                     --heads NH --out OUT.safetensors [--threads N]\n\n"
+            "                     --heads NH --out OUT.safetensors [--threads N]\n"
+            "                     [--device cpu|cuda]\n\n"
             "One forward and backward pass of a GPT-2, for checking the math against another\n"
             "implementation. The model's dimensions come from the tensor shapes (V and C from\n"
             "wte.weight, the context from wpe.weight, the layers from h.N.*); the head count is\n"
@@ -38,6 +39,9 @@ static void usage(FILE *out)
             "  --heads NH      attention heads (divides C)\n"
             "  --out FILE      where to write loss and gradients (replaced atomically)\n"
             "  --threads N     CPU threads (default 1)\n"
+            "  --device DEV    cpu (default: float32) or cuda (the GPU model: bf16 matrix\n"
+            "                  products with fp32 accumulation, fp32 master weights; GT_CUDA_ATTN\n"
+            "                  picks its attention kernels, docs/kernels.md)\n"
             "  -h, --help      this text\n");
 }
 
@@ -52,16 +56,13 @@ static int parse_size(const char *s, size_t *v)
 
 int gt_cmd_grad(int argc, char **argv)
 {
-    static const struct option opts[] = {{"params", required_argument, NULL, 'p'},
-                                         {"tokens", required_argument, NULL, 't'},
-                                         {"batch", required_argument, NULL, 'B'},
-                                         {"seq", required_argument, NULL, 'T'},
-                                         {"heads", required_argument, NULL, 'H'},
-                                         {"out", required_argument, NULL, 'o'},
-                                         {"threads", required_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    const char *params = NULL, *tokens = NULL, *out = NULL;
+    static const struct option opts[] = {
+        {"params", required_argument, NULL, 'p'},  {"tokens", required_argument, NULL, 't'},
+        {"batch", required_argument, NULL, 'B'},   {"seq", required_argument, NULL, 'T'},
+        {"heads", required_argument, NULL, 'H'},   {"out", required_argument, NULL, 'o'},
+        {"threads", required_argument, NULL, 'j'}, {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    const char *params = NULL, *tokens = NULL, *out = NULL, *device = "cpu";
     size_t B = 0, T = 0, NH = 0, threads = 1;
     int c;
     optind = 1;
@@ -75,6 +76,7 @@ int gt_cmd_grad(int argc, char **argv)
         case 'T': bad = parse_size(optarg, &T); break;
         case 'H': bad = parse_size(optarg, &NH); break;
         case 'j': bad = parse_size(optarg, &threads); break;
+        case 'd': device = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -90,11 +92,17 @@ int gt_cmd_grad(int argc, char **argv)
         return 2;
     }
 
+    gt_gpt_params_t gp = GT_GPT_PARAMS_INIT;
+    if (strcmp(device, "cuda") == 0) {
+        gp.device = GT_DEVICE_CUDA;
+    } else if (strcmp(device, "cpu") != 0) {
+        fprintf(stderr, "geotrain grad: unknown device '%s' (cpu or cuda)\n", device);
+        return 2;
+    }
     gt_local_st_t *st = NULL;
     gt_gpt_t *gpt = NULL;
     int32_t *tok = NULL;
     gt_status_t s = gt_local_st_open(params, &st);
-    gt_gpt_params_t gp = GT_GPT_PARAMS_INIT;
     float loss = 0;
     if (s == GT_OK) s = gt_local_gpt_config_from_st(st, NH, &gp.model);
     gp.B = B;
@@ -118,9 +126,11 @@ int gt_cmd_grad(int argc, char **argv)
     }
     if (s == GT_OK)
         fprintf(stderr,
-                "geotrain grad: V=%zu maxT=%zu L=%zu C=%zu NH=%zu, B=%zu T=%zu: loss %.6f; "
-                "wrote %s\n",
-                gp.model.V, gp.model.maxT, gp.model.L, gp.model.C, gp.model.NH, B, T, loss, out);
+                "geotrain grad: V=%zu maxT=%zu L=%zu C=%zu NH=%zu, B=%zu T=%zu on %s%s%s: loss "
+                "%.6f; wrote %s\n",
+                gp.model.V, gp.model.maxT, gp.model.L, gp.model.C, gp.model.NH, B, T, device,
+                gp.device == GT_DEVICE_CUDA ? ", attention " : "",
+                gp.device == GT_DEVICE_CUDA ? gt_gpt_attn_name(gpt) : "", loss, out);
     else
         fprintf(stderr, "geotrain grad: failed: %s\n", gt_status_str(s));
     free(tok);
