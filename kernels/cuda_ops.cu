@@ -29,6 +29,61 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
+/* ---- vector access: 8 bf16 in 16 bytes, 4 in 8 ----------------------------------------- */
+
+union gt_bf8 {
+    uint4 u;
+    __nv_bfloat162 h[4];
+};
+
+__device__ __forceinline__ void bf8_get(float *f, uint4 u)
+{
+    gt_bf8 v;
+    v.u = u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 t = __bfloat1622float2(v.h[j]);
+        f[2 * j] = t.x, f[2 * j + 1] = t.y;
+    }
+}
+
+__device__ __forceinline__ uint4 bf8_put(const float *f)
+{
+    gt_bf8 v;
+#pragma unroll
+    for (int j = 0; j < 4; j++) v.h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    return v.u;
+}
+
+/* 4 bf16 (8 bytes) <-> 4 floats */
+union gt_bf4 {
+    uint2 u;
+    __nv_bfloat162 h[2];
+};
+
+__device__ __forceinline__ void bf4_get(float *f, uint2 u)
+{
+    gt_bf4 v;
+    v.u = u;
+    float2 a = __bfloat1622float2(v.h[0]), b = __bfloat1622float2(v.h[1]);
+    f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+}
+
+__device__ __forceinline__ uint2 bf4_put(const float *f)
+{
+    gt_bf4 v;
+    v.h[0] = __floats2bfloat162_rn(f[0], f[1]);
+    v.h[1] = __floats2bfloat162_rn(f[2], f[3]);
+    return v.u;
+}
+
+/* 1 when n elements in rows of width w, at the given addresses, can go 8 at a time */
+static inline int vec8(size_t n, size_t w, const void *a, const void *b, const void *c)
+{
+    uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return w % 8 == 0 && n % 8 == 0 && n / 8 < 0xffffffffu && any % 16 == 0;
+}
+
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
 cublasStatus_t gt_cu_gemm(cublasHandle_t h, int ta, int tb, int M, int N, int K, float alpha,
@@ -179,12 +234,60 @@ __global__ void k_layernorm_backward_dinp(float *dinp, bf16 *dinp_bf, const floa
     }
 }
 
+/* The same, 4 columns a lane (16-byte fp32 loads, 8-byte bf16 ones) when C % 4 == 0 and the
+ * pointers allow: each row's two sums are added in another order than above (deterministic). */
+__global__ void k_layernorm_backward_dinp_v4(float *dinp, bf16 *dinp_bf, const float *dout,
+                                             const float *inp, const bf16 *w, const float *mean,
+                                             const float *rstd, int N, int C)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= N) return;
+    int C4 = C / 4;
+    const float4 *x = (const float4 *)(inp + (size_t)row * C);
+    const float4 *d = (const float4 *)(dout + (size_t)row * C);
+    const uint2 *w4 = (const uint2 *)w;
+    float m = mean[row], rs = rstd[row], a = 0, bm = 0;
+    for (int c = lane; c < C4; c += WARP) {
+        float4 xv = x[c], dv = d[c];
+        float wv[4], xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
+        bf4_get(wv, w4[c]);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float dn = wv[k] * ds[k];
+            a += dn;
+            bm += dn * (xs[k] - m) * rs;
+        }
+    }
+    a = warp_sum(a) / C;
+    bm = warp_sum(bm) / C;
+    float4 *di = (float4 *)(dinp + (size_t)row * C);
+    uint2 *db = (uint2 *)(dinp_bf + (size_t)row * C);
+    for (int c = lane; c < C4; c += WARP) {
+        float4 xv = x[c], dv = d[c], iv = di[c];
+        float wv[4], xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
+        float v[4] = {iv.x, iv.y, iv.z, iv.w};
+        bf4_get(wv, w4[c]);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float norm = (xs[k] - m) * rs;
+            v[k] = v[k] + (wv[k] * ds[k] - a - norm * bm) * rs;
+        }
+        di[c] = make_float4(v[0], v[1], v[2], v[3]);
+        db[c] = bf4_put(v);
+    }
+}
+
 void gt_cu_layernorm_backward_dinp(float *dinp, bf16 *dinp_bf, const float *dout, const float *inp,
                                    const bf16 *w, const float *mean, const float *rstd, int N,
                                    int C, cudaStream_t s)
 {
-    k_layernorm_backward_dinp<<<(N + 7) / 8, 256, 0, s>>>(dinp, dinp_bf, dout, inp, w, mean, rstd,
-                                                          N, C);
+    uintptr_t any = (uintptr_t)dinp | (uintptr_t)dout | (uintptr_t)inp;
+    if (C % 4 == 0 && any % 16 == 0 && ((uintptr_t)dinp_bf | (uintptr_t)w) % 8 == 0)
+        k_layernorm_backward_dinp_v4<<<(N + 7) / 8, 256, 0, s>>>(dinp, dinp_bf, dout, inp, w, mean,
+                                                                 rstd, N, C);
+    else
+        k_layernorm_backward_dinp<<<(N + 7) / 8, 256, 0, s>>>(dinp, dinp_bf, dout, inp, w, mean,
+                                                              rstd, N, C);
 }
 
 /* Pass 1: block (column tile, chunk) sums its rows; pass 2: columns add chunks in order. */
@@ -265,40 +368,9 @@ void gt_cu_bias_backward_bf16(float *db, float *partial, const bf16 *dout, int N
 
 /* The four kernels below run 8 elements a thread (16-byte loads and stores of bf16, two of
  * fp32) when the row width is a multiple of 8 and the element count fits 32-bit chunk indices;
- * each element gets exactly the scalar version's arithmetic, so both give the same bits. The
- * scalar loops remain for other shapes. (Measured on an H100, GPT-2 124M: the scalar loops
- * with their 64-bit `i % OC` ran at about 40% of the memory bandwidth.) */
-union gt_bf8 {
-    uint4 u;
-    __nv_bfloat162 h[4];
-};
-
-__device__ __forceinline__ void bf8_get(float *f, uint4 u)
-{
-    gt_bf8 v;
-    v.u = u;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float2 t = __bfloat1622float2(v.h[j]);
-        f[2 * j] = t.x, f[2 * j + 1] = t.y;
-    }
-}
-
-__device__ __forceinline__ uint4 bf8_put(const float *f)
-{
-    gt_bf8 v;
-#pragma unroll
-    for (int j = 0; j < 4; j++) v.h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    return v.u;
-}
-
-/* 1 when n elements in rows of width w, at the given addresses, can go 8 at a time */
-static inline int vec8(size_t n, size_t w, const void *a, const void *b, const void *c)
-{
-    uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
-    return w % 8 == 0 && n % 8 == 0 && n / 8 < 0xffffffffu && any % 16 == 0;
-}
-
+ * each element gets the scalar version's arithmetic (the same operations in the same order).
+ * The scalar loops remain for other shapes and unaligned pointers. (Measured on an H100, GPT-2
+ * 124M: the scalar loops with their 64-bit `i % OC` ran at about 40% of the memory bandwidth.) */
 __global__ void k_add_bias_bf16(bf16 *x, const bf16 *b, int N, int OC)
 {
     size_t total = (size_t)N * OC;
@@ -616,10 +688,53 @@ __global__ void k_crossentropy_forward(float *loss, float *rowmax, float *rowsum
     }
 }
 
+/* The same, 8 logits a thread (16-byte loads) when Vp % 8 == 0 and logits are aligned; each
+ * thread's partial max and sum run over other columns than above (deterministic). */
+__global__ void k_crossentropy_forward_v8(float *loss, float *rowmax, float *rowsum,
+                                          const bf16 *logits, const int32_t *targets, int V, int Vp)
+{
+    __shared__ float sh[CE_BLOCK / WARP];
+    int n = blockIdx.x, n8 = (V + 7) / 8;
+    const bf16 *x = logits + (size_t)n * Vp;
+    const uint4 *x8 = (const uint4 *)x;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n8; j += CE_BLOCK) {
+        float v[8];
+        bf8_get(v, x8[j]);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (8 * j + k < V) mx = fmaxf(mx, v[k]);
+    }
+    mx = block_reduce(mx, sh, 1);
+    float s = 0;
+    for (int j = threadIdx.x; j < n8; j += CE_BLOCK) {
+        float v[8];
+        bf8_get(v, x8[j]);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (8 * j + k < V) s += expf(v[k] - mx);
+    }
+    s = block_reduce(s, sh, 0);
+    if (threadIdx.x == 0) {
+        rowmax[n] = mx;
+        rowsum[n] = s;
+        loss[n] = logf(s) + mx - __bfloat162float(x[targets[n]]);
+    }
+}
+
+static int ce_vec8(const bf16 *logits, int Vp)
+{
+    return Vp % 8 == 0 && (uintptr_t)logits % 16 == 0;
+}
+
 void gt_cu_crossentropy_forward(float *loss, float *rowmax, float *rowsum, const bf16 *logits,
                                 const int32_t *targets, int N, int V, int Vp, cudaStream_t s)
 {
-    k_crossentropy_forward<<<N, CE_BLOCK, 0, s>>>(loss, rowmax, rowsum, logits, targets, V, Vp);
+    if (ce_vec8(logits, Vp))
+        k_crossentropy_forward_v8<<<N, CE_BLOCK, 0, s>>>(loss, rowmax, rowsum, logits, targets, V,
+                                                         Vp);
+    else
+        k_crossentropy_forward<<<N, CE_BLOCK, 0, s>>>(loss, rowmax, rowsum, logits, targets, V, Vp);
 }
 
 __global__ void k_crossentropy_backward(bf16 *logits, const float *rowmax, const float *rowsum,
@@ -636,12 +751,39 @@ __global__ void k_crossentropy_backward(bf16 *logits, const float *rowmax, const
     }
 }
 
+/* The same, 8 logits a thread: each element's arithmetic as above. */
+__global__ void k_crossentropy_backward_v8(bf16 *logits, const float *rowmax, const float *rowsum,
+                                           const int32_t *targets, int N, int V, int Vp,
+                                           float scale)
+{
+    int n = blockIdx.x;
+    uint4 *x8 = (uint4 *)(logits + (size_t)n * Vp);
+    float mx = rowmax[n], inv = 1.0f / rowsum[n], f = scale / (float)N;
+    int tg = targets[n];
+    for (int j = threadIdx.x; j < Vp / 8; j += CE_BLOCK) {
+        float v[8];
+        bf8_get(v, x8[j]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int c = 8 * j + k;
+            float g = 0.0f;
+            if (c < V) g = f * (expf(v[k] - mx) * inv - (c == tg ? 1.0f : 0.0f));
+            v[k] = g;
+        }
+        x8[j] = bf8_put(v);
+    }
+}
+
 void gt_cu_crossentropy_backward(bf16 *logits, const float *rowmax, const float *rowsum,
                                  const int32_t *targets, int N, int V, int Vp, float scale,
                                  cudaStream_t s)
 {
-    k_crossentropy_backward<<<N, CE_BLOCK, 0, s>>>(logits, rowmax, rowsum, targets, N, V, Vp,
-                                                   scale);
+    if (ce_vec8(logits, Vp))
+        k_crossentropy_backward_v8<<<N, CE_BLOCK, 0, s>>>(logits, rowmax, rowsum, targets, N, V, Vp,
+                                                          scale);
+    else
+        k_crossentropy_backward<<<N, CE_BLOCK, 0, s>>>(logits, rowmax, rowsum, targets, N, V, Vp,
+                                                       scale);
 }
 
 /* ---- reductions and the optimizer -------------------------------------------------------- */
