@@ -514,6 +514,36 @@ static double sync_dp_bytes(double params, double steps, uint32_t S)
     return S > 1 ? steps * S * 2.0 * (S - 1) / S * params * 2.0 : 0.0;
 }
 
+/* Closes the contribution ledger where a FIN did not come (docs/diloco.md, "The end of a run"):
+ * for each site A and peer B whose FIN none of A's engines had, the frames A sent B that B's
+ * finished last life did not take are unreceived too (both counters run since the later of the
+ * two sites' joins). Pairs that cannot be closed so (B did not finish, or only some of A's
+ * engines had B's FIN) are listed in *unclosed as "A->B". Returns the frames added. */
+static json_int_t close_ledgers(json_t *sites, json_t *unclosed)
+{
+    json_int_t added = 0;
+    const char *a, *b;
+    json_t *sa, *e;
+    json_object_foreach(sites, a, sa)
+    {
+        json_object_foreach(json_object_get(sa, "ledger"), b, e)
+        {
+            double sent = jnum(e, "sent"), fins = jnum(e, "fins"), engines = jnum(e, "engines");
+            if (!(fins < engines) || sent <= 0) continue; /* closed by the FINs, or nothing */
+            json_t *sb = json_object_get(sites, b);
+            json_t *back = json_object_get(json_object_get(sb, "ledger"), a);
+            const char *status = json_string_value(json_object_get(sb, "status"));
+            if (fins > 0 || !back || !status || strcmp(status, "finished") != 0) {
+                json_array_append_new(unclosed, json_sprintf("%s->%s", a, b));
+                continue;
+            }
+            double took = jnum(back, "took");
+            if (sent > took) added += (json_int_t)(sent - took);
+        }
+    }
+    return added;
+}
+
 static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, site_proc_t *sp,
                              double wall_s, double t_first_unix, uint32_t whole_restarts,
                              uint32_t chaos_skipped)
@@ -563,6 +593,9 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
             wan_sum[k] += (json_int_t)jnum(json_object_get(s, "wan"), wan_keys[k]);
         json_object_set_new(sites, sp[i].name, s);
     }
+    json_t *unclosed = json_array();
+    json_int_t closed = unclosed ? close_ledgers(sites, unclosed) : 0;
+    unreceived += closed;
     double dp = sync_dp_bytes(params, max_steps, cfg->n_sites);
     out = json_pack("{s:o,s:o,s:f,s:f,s:f,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:I,s:f,s:i,s:s,s:s}",
                     "eval_loss", eval_n ? json_real(eval_sum / eval_n) : json_null(), "sites",
@@ -575,6 +608,12 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                     cfg->outer.mode == GT_OUTER_SYNC_DP ? "sync-dp" : "diloco");
     for (size_t k = 0; k < sizeof wan_keys / sizeof wan_keys[0] && out; k++)
         json_object_set_new(out, wan_keys[k], json_integer(wan_sum[k]));
+    json_t *contrib = out ? json_object_get(out, "contributions") : NULL;
+    if (contrib) {
+        json_object_set_new(contrib, "unreceived_by_ledger", json_integer(closed));
+        json_object_set(contrib, "ledger_unclosed", unclosed ? unclosed : json_array());
+    }
+    json_decref(unclosed);
     const char *names[GT_WAN_OUTER_MAX_SITES];
     for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
     int sync = cfg->outer.mode == GT_OUTER_SYNC_DP;
@@ -605,6 +644,18 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                "checks %lld, mismatches %lld\n",
                (long long)on_time, (long long)late, (long long)dropped, (long long)rejected,
                (long long)open, (long long)unreceived, (long long)checks, (long long)mism);
+        if (closed)
+            printf("  (%lld of the unreceived counted from the sites' ledgers: their FIN did not "
+                   "cross, e.g. a link cut that outlasted the run)\n",
+                   (long long)closed);
+        char *open_pairs = json_array_size(json_object_get(contrib, "ledger_unclosed"))
+                               ? json_dumps(json_object_get(contrib, "ledger_unclosed"), 0)
+                               : NULL;
+        if (open_pairs)
+            printf("  ledgers not closed (a site did not finish, or FINs came on some lanes "
+                   "only): %s\n",
+                   open_pairs);
+        free(open_pairs);
         printf("  WAN: %lld frames rejected, %lld handshakes refused, %lld timed out; %lld "
                "reconnects, %lld messages re-sent\n",
                (long long)wan_sum[0], (long long)wan_sum[1], (long long)wan_sum[2],

@@ -156,6 +156,45 @@ void dl_metrics_line(gt_diloco_t *d)
     fflush(d->metrics);
 }
 
+/* {"peer": {"sent", "took", "fins", "engines"}} for every other site of the run: contribution
+ * frames sent to it and taken from it since the later of its and this site's joins, and how
+ * many of this site's outer engines (lanes, fragments; every rank's) had its FIN out of how
+ * many (gt_wan_outer_ledger). Collective over the site's ranks. */
+static gt_status_t dl_ledger_json(gt_diloco_t *d, json_t **out)
+{
+    uint32_t n = d->cfg->n_sites;
+    uint64_t *v = calloc((size_t)n * 4 + 1, sizeof *v);
+    if (!v) return GT_ERR_NOMEM;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t f = 0; f < d->n_eng; f++) {
+        if (!d->outers[f]) continue;
+        for (uint32_t s = 0; s < n; s++) {
+            gt_wan_outer_ledger_t l;
+            if (s == d->site || gt_wan_outer_ledger(d->outers[f], s, &l) != GT_OK) continue;
+            v[4 * s] += l.sent, v[4 * s + 1] += l.took, v[4 * s + 2] += l.fin != 0;
+            v[4 * s + 3]++;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    gt_status_t st = d->ranks > 1 ? dl_allreduce(d, v, (size_t)n * 4, GT_DILOCO_OP_SUM) : GT_OK;
+    json_t *o = st == GT_OK ? json_object() : NULL;
+    for (uint32_t s = 0; o && s < n; s++) {
+        if (s == d->site || !v[4 * s + 3]) continue;
+        json_t *e = json_pack("{s:I,s:I,s:I,s:I}", "sent", (json_int_t)v[4 * s], "took",
+                              (json_int_t)v[4 * s + 1], "fins", (json_int_t)v[4 * s + 2], "engines",
+                              (json_int_t)v[4 * s + 3]);
+        if (!e || json_object_set_new(o, d->cfg->sites[s].name, e) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    free(v);
+    if (st != GT_OK) return st;
+    if (!o) return GT_ERR_NOMEM;
+    *out = o;
+    return GT_OK;
+}
+
 /* The summary as JSON text (malloc'd). Collective over the site's ranks: the WAN counters are
  * the sum of every rank's. */
 gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char **text_p)
@@ -221,6 +260,14 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
     double end_unix = now_unix - (d->t_train_end ? (now - d->t_train_end) * 1e-9 : 0.0);
     json_object_set_new(o, "steps_skipped", json_integer((json_int_t)d->steps_skipped));
+    /* this life's contribution ledger with each peer (launch closes it where no FIN came) */
+    json_t *ledger = NULL;
+    gt_status_t lst = dl_ledger_json(d, &ledger);
+    if (lst != GT_OK) {
+        json_decref(o);
+        return lst;
+    }
+    json_object_set_new(o, "ledger", ledger);
     /* result chunks asked of a peer (their owner's RESULT had not come), and relayed to one */
     json_object_set_new(o, "result_pulls", json_integer((json_int_t)os.pulls));
     json_object_set_new(o, "result_relays", json_integer((json_int_t)os.relays));

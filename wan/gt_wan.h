@@ -629,6 +629,20 @@ GT_API int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round);
 
 GT_API void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p);
 
+/* One peer's side of the contribution ledger, since that peer's (or this site's) latest join:
+ * the contribution frames this engine sent it (re-sends and forwards included), the frames it
+ * took from it, and whether that peer's FIN arrived (fin_taken: the count the FIN carried).
+ * Where the FIN came, `unreceived` already holds sent - fin_taken; where it did not (the peer
+ * finished behind a cut that outlasted the run, or after this site), whoever holds both sites'
+ * ledgers (`geotrain launch`, from the summaries) closes the account with the peer's `took`. */
+typedef struct {
+    uint64_t sent, took, fin_taken;
+    int fin;
+} gt_wan_outer_ledger_t;
+/* GT_ERR_INVALID for a site outside the run. */
+GT_API gt_status_t gt_wan_outer_ledger(const gt_wan_outer_t *o, uint32_t site,
+                                       gt_wan_outer_ledger_t *l);
+
 /* The site that owns (lane, chunk) under the current view (for rounds every announced joiner
  * takes part in). */
 GT_API uint32_t gt_wan_outer_owner(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk);

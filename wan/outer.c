@@ -1630,6 +1630,16 @@ void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p)
             stats_p->unreceived += o->sent_n[s] - o->fin_n[s];
 }
 
+gt_status_t gt_wan_outer_ledger(const gt_wan_outer_t *o, uint32_t site, gt_wan_outer_ledger_t *l)
+{
+    if (!o || !l || site >= o->p.n_sites || site >= GT_WAN_OUTER_MAX_SITES) return GT_ERR_INVALID;
+    l->sent = o->sent_n[site];
+    l->took = o->took_n[site];
+    l->fin = o->fin[site];
+    l->fin_taken = o->fin_n[site];
+    return GT_OK;
+}
+
 uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o)
 {
     uint32_t n = 0;

@@ -1,29 +1,33 @@
 #!/usr/bin/env bash
 # test_launch_linkcut.sh GEOTRAIN CONFIG — one link cut for many rounds while both of its ends
 # reach the third site (issue 11 item 5; `geotrain launch --chaos` draws such cuts). Three
-# sites, the link a-c cut from 4 s to 22 s of a run of ~35 s (`--set links[a,c].cuts=4+18`).
-# a lacks c's result chunks and c lacks a's: each asks b to relay them (b sends the owner's
-# RESULT frame as it received it), so the run goes on through the cut, without a leave. Before
-# the relays, a and c each waited for a result that needed the other until one gave up and left
-# (exit 3; launch started it again as a joiner), and before that fix both gave up and the
-# launch failed. Checks:
+# sites, the link a-c cut from 4 s of a run of ~40 s to past its end
+# (`--set links[a,c].cuts=4+600`). a lacks c's result chunks and c lacks a's: each asks b to
+# relay them (b sends the owner's RESULT frame as it received it), so the run goes on through
+# the cut, without a leave. Before the relays, a and c each waited for a result that needed the
+# other until one gave up and left (exit 3; launch started it again as a joiner), and before
+# that fix both gave up and the launch failed. a's contributions to c's chunks (and c's to
+# a's) never arrive, and at the end neither FIN can cross the cut: launch closes the ledger
+# from the two sites' summaries (frames a sent c that c did not take are unreceived; before,
+# they were counted nowhere: 724 of 900 here). Checks:
 #  - launch exits 0, every site finished, none was removed;
 #  - a and c asked for relays (result_pulls) and b relayed (result_relays); the cut met the
 #    run's traffic (emu_held_by_cut / emu_refused_by_cut in summary.json), b's links did not;
 #  - I1: every site's anchor for a round equals the others'; no hash mismatch;
-#  - the ledger: every contribution is counted once (on time, late — those held by the cut
-#    arrive after it heals —, dropped, open, unreceived: 50 rounds x 6 chunks x 3 sites), and no
-#    prefix of the rounds has more tokens in results than were submitted.
+#  - the ledger: every contribution is counted once (on time, late, dropped, open, unreceived:
+#    50 rounds x 6 chunks x 3 sites), some of the unreceived ones by launch from the ledgers
+#    (unreceived_by_ledger > 0, no pair left unclosed), and no prefix of the rounds has more
+#    tokens in results than were submitted.
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-linkcut-XXXXXX)
 trap 'pkill -KILL -f "$dir/run" 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2 2>/dev/null; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 20 >&2; done; exit 1; }
 
-# Steps of 18 ms (6 ms, the rest slept, x3): the run outlasts the cut on any machine, beside
-# other tests too (rounds of ~0.7 s: 50 rounds, ~35 s; the steps are not paced by the CPU).
+# Steps of 18 ms (6 ms, the rest slept, x3): rounds of ~0.7 s, 50 rounds, ~40 s, the cut
+# beginning in round ~5 on any machine (the steps are not paced by the CPU).
 timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=50 \
-  --set inner.steps=30 --set inner.emulated_step_ms=6 --set 'links[a,c].cuts=4+18' \
+  --set inner.steps=30 --set inner.emulated_step_ms=6 --set 'links[a,c].cuts=4+600' \
   --slow a=3 --slow b=3 --slow c=3 \
   >"$dir/launch.out" 2>&1 || fail "launch failed"
 ! grep -Eq -- "-- [abc] was removed from the run" "$dir/launch.out" ||
@@ -44,6 +48,7 @@ assert pulls["a"] > 0 and pulls["c"] > 0 and relays["b"] > 0, f"pulls {pulls}, r
 c = tot["contributions"]
 counted = c["on_time"] + c["late"] + c["dropped"] + c["open_at_end"] + c["unreceived"]
 assert counted == 50 * 6 * 3, f"{counted} contributions counted, 900 sent: {c}"
+assert c["unreceived_by_ledger"] > 0 and not c["ledger_unclosed"], f"the ledgers: {c}"
 assert tot["hash_mismatches"] == 0, f"hash mismatches: {tot['hash_mismatches']}"
 hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
 for s in tot["sites"]:
