@@ -209,14 +209,15 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     pthread_mutex_unlock(&d->lock);
     uint64_t refetches = d->refetches;
     if (d->ranks > 1) { /* the site's WAN traffic is every rank's */
-        uint64_t *f[] = {
-            &ms.bytes_sent, &ms.bytes_received, &ms.rejected, &os.on_time, &os.late, &os.dropped,
-            &os.rejected, &os.clipped, &os.hash_checks, &os.hash_mismatches, &os.deltas_sent,
-            &refetches, &os.open, &os.joins, &os.unreceived, &os.pulls, &os.relays,
-            /* the WAN's listening socket and re-sends (wan/ctl.c, wan/mesh.c) */
-            &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out, &ms.gate.connections_capped,
-            &ms.reconnects, &ms.resent, &ms.duplicates, &ms.peers_cut, &ms.gate.data_stray,
-            &ms.emu_held_by_cut, &ms.emu_refused_by_cut, &ms.gate.tunnels};
+        uint64_t *f[] = {&ms.bytes_sent, &ms.bytes_received, &ms.rejected, &os.on_time, &os.late,
+                         &os.dropped, &os.rejected, &os.clipped, &os.hash_checks,
+                         &os.hash_mismatches, &os.deltas_sent, &refetches, &os.open, &os.joins,
+                         &os.unreceived, &os.pulls, &os.relays, &os.detours, &os.detours_passed,
+                         /* the WAN's listening socket and re-sends (wan/ctl.c, wan/mesh.c) */
+                         &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out,
+                         &ms.gate.connections_capped, &ms.reconnects, &ms.resent, &ms.duplicates,
+                         &ms.peers_cut, &ms.gate.data_stray, &ms.emu_held_by_cut,
+                         &ms.emu_refused_by_cut, &ms.gate.tunnels};
         uint64_t v[sizeof f / sizeof f[0]];
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) v[i] = *f[i];
         gt_status_t st = dl_allreduce(d, v, sizeof v / sizeof v[0], GT_DILOCO_OP_SUM);
@@ -271,6 +272,10 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     /* result chunks asked of a peer (their owner's RESULT had not come), and relayed to one */
     json_object_set_new(o, "result_pulls", json_integer((json_int_t)os.pulls));
     json_object_set_new(o, "result_relays", json_integer((json_int_t)os.relays));
+    /* own contributions sent through a peer (their owner unreachable), and peers' passed on */
+    json_object_set_new(o, "contribution_detours", json_integer((json_int_t)os.detours));
+    json_object_set_new(o, "contribution_detours_passed",
+                        json_integer((json_int_t)os.detours_passed));
     json_object_set_new(o, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
     json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));

@@ -517,6 +517,10 @@ typedef struct {
     /* Result chunks this site asked a peer to relay (their owner's RESULT had not come: a cut
      * link), and result chunks it relayed to a peer that asked. */
     uint64_t pulls, relays;
+    /* This site's contributions sent through a peer because their owner was unreachable (a cut
+     * link: they reach it on time instead of after the cut, or never), and contributions this
+     * site passed on for a peer so. */
+    uint64_t detours, detours_passed;
 } gt_wan_outer_stats_t;
 
 typedef struct gt_wan_outer gt_wan_outer_t;

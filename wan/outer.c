@@ -39,9 +39,15 @@
 #define PROTO_VERSION 1u
 #define DELTA_PRE     32u
 #define RESULT_PRE    56u
-#define FLAG_FORWARDED                                                                         \
-    1u                  /* DELTA preamble flags: a late contribution passed on to the owner of \
-                            the round it folds into; never passed on again */
+#define FLAG_FORWARDED                                                        \
+    1u /* DELTA preamble flags: a late contribution passed on to the owner of \
+           the round it folds into; never passed on again */
+/* DELTA preamble flags: a contribution sent through a peer (its owner was unreachable from its
+ * sender: a cut link); the peer passes it on to the site in bits 16-23 as sent, adding
+ * FLAG_PASSED and the contributor in bits 8-15, and the owner takes it as if it had come
+ * straight from there. A passed frame is never passed on again. */
+#define FLAG_DETOUR  2u
+#define FLAG_PASSED  4u
 #define RESULT_SLOTS 16 /* rounds of results kept (compressed): how far a slow site may lag */
 #define DECODED_MAX  4  /* rounds whose results are held decoded at once (normally 1-2) */
 
@@ -410,6 +416,35 @@ static void send_to(gt_wan_outer_t *o, uint32_t dst, const gt_wan_msg_t *msg, co
                 (unsigned long long)msg->round, dst, gt_status_str(st));
 }
 
+/* Sends our contribution frame (len bytes, flags word 0) for chunk c of `round` to its owner,
+ * or — when the io says the owner is unreachable and a peer that is not is in the view —
+ * through that peer, flagged FLAG_DETOUR (the lowest such site, so every sender picks the same
+ * one). The frame is sent once either way: never both, so it is counted once wherever it ends. */
+static void send_contribution(gt_wan_outer_t *o, uint32_t owner, const gt_wan_msg_t *m,
+                              const uint8_t *frame, size_t len, uint64_t now_ns)
+{
+    uint32_t via = owner;
+    if (owner != o->p.site_id && o->p.io.reachable && !o->p.io.reachable(o->p.io.ctx, owner))
+        for (uint32_t s = 0; s < o->p.n_sites && s < GT_WAN_OUTER_MAX_SITES; s++)
+            if (s != o->p.site_id && s != owner && receiver(o, s) &&
+                o->p.io.reachable(o->p.io.ctx, s)) {
+                via = s;
+                break;
+            }
+    uint8_t *copy = via != owner ? malloc(len) : NULL;
+    if (!copy) {
+        send_to(o, owner, m, frame, len, now_ns);
+        return;
+    }
+    memcpy(copy, frame, len);
+    gt_le_put32(copy + 28, FLAG_DETOUR | owner << 16);
+    o->st.detours++;
+    GT_DEBUG("outer: round %llu: site %u unreachable; contribution sent through site %u",
+             (unsigned long long)m->round, owner, via);
+    send_to(o, via, m, copy, len, now_ns);
+    free(copy);
+}
+
 static gt_wan_msg_t make_msg(const gt_wan_outer_t *o, uint8_t type, uint64_t round, size_t c)
 {
     gt_wan_msg_t m;
@@ -575,7 +610,7 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
             s->sent_to[c] = to;
             gt_wan_msg_t m = make_msg(o, GT_WAN_MSG_DELTA, round, c);
             o->st.deltas_sent++;
-            send_to(o, to, &m, s->frame[c], s->len[c], now_ns);
+            send_contribution(o, to, &m, s->frame[c], s->len[c], now_ns);
             GT_DEBUG("outer: submitted round %llu chunk %zu to site %u", (unsigned long long)round,
                      c, to);
         }
@@ -1025,6 +1060,27 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     uint32_t flags = gt_le_get32(b + 28), sender = m->sender;
     int forwarded = (flags & FLAG_FORWARDED) != 0;
     if (forwarded) sender = (flags >> 8) & 0xFFu; /* the site that contributed it */
+    if (flags & FLAG_DETOUR) {
+        uint32_t to = (flags >> 16) & 0xFFu, passed = (flags & FLAG_PASSED) != 0;
+        if (forwarded || to >= o->p.n_sites || (passed && to != o->p.site_id) ||
+            (!passed && to == o->p.site_id)) {
+            free(x);
+            return bad(o, m, "a detour to an unknown site, or passed on twice");
+        }
+        if (!passed) { /* pass it on as it came, naming its contributor */
+            free(x);
+            uint8_t *fw = malloc(len);
+            if (!fw) return GT_ERR_NOMEM;
+            memcpy(fw, b, len);
+            gt_le_put32(fw + 28, FLAG_DETOUR | FLAG_PASSED | m->sender << 8 | to << 16);
+            gt_wan_msg_t fm = make_msg(o, GT_WAN_MSG_DELTA, m->round, c);
+            o->st.detours_passed++;
+            send_to(o, to, &fm, fw, len, now_ns);
+            free(fw);
+            return GT_OK;
+        }
+        sender = (flags >> 8) & 0xFFu; /* taken as if it had come straight from its contributor */
+    }
     if (sender >= o->p.n_sites) {
         free(x);
         return bad(o, m, "forwarded from an unknown site");
@@ -1219,7 +1275,7 @@ static void resend_moved(gt_wan_outer_t *o, uint64_t now_ns)
             o->st.resends++;
             GT_DEBUG("outer: round %llu chunk %zu moved to site %u: re-sent",
                      (unsigned long long)s->round, c, owner);
-            send_to(o, owner, &m, s->frame[c], s->len[c], now_ns);
+            send_contribution(o, owner, &m, s->frame[c], s->len[c], now_ns);
         }
     }
 }

@@ -1002,6 +1002,67 @@ static void test_relay_unreachable(void)
     teardown(n);
 }
 
+/* One link cut (0 <-> 2), known to the io: each end sends its contributions to the other's
+ * chunks through site 1 (a detour), which passes them on; the owners take them on time, as
+ * their contributor's, and close every chunk with all three before any deadline (quorum 1: on
+ * the direct path they would not arrive at all). A detour frame that claims to have been passed
+ * on already, arriving anywhere but at its destination, is rejected. */
+static void test_detour(void)
+{
+    const uint32_t n = 3;
+    g_reach_known = 1;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    g_reach_known = 0;
+    g_cut[0][2] = g_cut[2][0] = 1;
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    /* site 0's detour frames to site 1, kept to forge a hostile copy below */
+    qmsg_t forged = {0};
+    for (size_t i = 0; i < g_qn && !forged.buf; i++)
+        if (g_q[i].src == 0 && g_q[i].dst == 1 && g_q[i].len > 32 &&
+            (gt_le_get32(g_q[i].buf + 28) & 2u)) {
+            forged = g_q[i];
+            forged.buf = malloc(g_q[i].len);
+            memcpy(forged.buf, g_q[i].buf, g_q[i].len);
+        }
+    CHECK(forged.buf != NULL);
+    pump(); /* contributions: straight, or to site 1 */
+    pump(); /* site 1 passes the detours on */
+    gt_wan_outer_stats_t st[3];
+    uint64_t on_time = 0, late = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        gt_wan_outer_stats(g_o[s], &st[s]);
+        on_time += st[s].on_time;
+        late += st[s].late;
+    }
+    CHECK_EQ_INT(on_time, 27); /* every chunk closed on time with all three: no deadline passed */
+    CHECK_EQ_INT(late, 0);
+    CHECK_EQ_INT(st[0].detours, 3);
+    CHECK_EQ_INT(st[2].detours, 3);
+    CHECK_EQ_INT(st[1].detours, 0);
+    CHECK_EQ_INT(st[1].detours_passed, 6);
+    /* the results still need relays across the cut (test_relay_unreachable) */
+    g_now += 150000000ull;
+    for (int k = 0; k < 2; k++) {
+        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        pump();
+        pump();
+        g_now += 60000000ull;
+    }
+    check_identical(n, 0);
+    /* passed on once already, yet not at its destination (site 2): rejected, not passed on */
+    uint32_t flags = gt_le_get32(forged.buf + 28);
+    gt_le_put32(forged.buf + 28, flags | 4u);
+    uint64_t bad = st[1].bad_messages;
+    CHECK(gt_wan_outer_deliver(g_o[1], &forged.msg, forged.buf, forged.len, g_now) != GT_OK);
+    gt_wan_outer_stats(g_o[1], &st[1]);
+    CHECK_EQ_INT(st[1].bad_messages, bad + 1);
+    CHECK_EQ_INT(g_qn, 0);
+    free(forged.buf);
+    teardown(n);
+}
+
 /* A site that submits when its own chunks' other contributions are already in closes them at
  * once: their RESULTs must go out after its DELTAs, not between them (a RESULT queued ahead of
  * a DELTA on a bandwidth-bound link holds the DELTA and the owner's RESULT that waits for it:
@@ -1068,6 +1129,7 @@ int main(void)
     test_fin_ledger();
     test_relay();
     test_relay_unreachable();
+    test_detour();
     test_submit_order();
     test_duplicate_delta();
     test_peer_next();
