@@ -463,6 +463,8 @@ start:
             if ((mkdir(mpi_dir, 0700) != 0 && errno != EEXIST) ||
                 setenv("OMPI_MCA_orte_tmpdir_base", mpi_dir, 1) != 0)
                 _exit(126);
+            printf("geotrain launch: site %s's Open MPI session folder: %s\n", site, mpi_dir);
+            fflush(stdout);
         }
         if (g_cmd && (cmd_env(self, config, site, run_dir, run_id, slow, corrupt, kill_at, expect,
                               sets, n_sets, ranks) != 0 ||

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static const char *g_transport;
 
@@ -352,6 +353,25 @@ static void test_ranks(const char *tmp)
     }
     if (f) fclose(f);
     CHECK_MSG(r0 > 0 && r1 > 0, "site a's log has no lines from both ranks (%d, %d)", r0, r1);
+    /* Each site's mpirun had an Open MPI session folder of its own (concurrent mpiruns sharing
+     * /tmp/ompi.HOST.UID raced: "unable to create the desired directory"), removed at the end. */
+    char folder[3][512];
+    for (int i = 0; i < 3; i++) {
+        folder[i][0] = '\0';
+        snprintf(path, sizeof path, "%s/logs/%s.log", run, sites[i]);
+        f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f)) {
+            const char *p = strstr(line, "Open MPI session folder: ");
+            if (p && sscanf(p + 25, "%511s", folder[i]) != 1) folder[i][0] = '\0';
+        }
+        if (f) fclose(f);
+        char want[64];
+        snprintf(want, sizeof want, "/%s", sites[i]);
+        CHECK_MSG(strncmp(folder[i], "/tmp/gt-ompi-", 13) == 0 && strstr(folder[i], want),
+                  "site %s: session folder '%s'", sites[i], folder[i]);
+        CHECK_MSG(access(folder[i], F_OK) != 0, "%s outlived the launch", folder[i]);
+    }
+    CHECK(strcmp(folder[0], folder[1]) != 0 && strcmp(folder[1], folder[2]) != 0);
 
     /* A 2-rank site joins: its ranks agree on the round and fetch their own lanes' state. */
     char extra[512];
