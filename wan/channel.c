@@ -49,6 +49,7 @@ void gt_wan_ch_stats_add(gt_wan_ep_stats_t *a, const gt_wan_ep_stats_t *b)
     a->bytes_received += b->bytes_received;
     a->frames_sent += b->frames_sent;
     a->frames_received += b->frames_received;
+    a->frames_opened_ahead += b->frames_opened_ahead;
     a->rejected_auth += b->rejected_auth;
     a->rejected_replay += b->rejected_replay;
     a->rejected_truncated += b->rejected_truncated;
@@ -526,6 +527,7 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch
             ep->d.inflight--;
             st = gt_wan_session_open_commit(ep->sess, h.seq, h.payload_len, wire, job->status);
             if (st == GT_OK) n = job->out_len;
+            if (st == GT_OK) ep->stats.frames_opened_ahead++;
             if (st != GT_OK && job->status == GT_OK && job->out_len)
                 sodium_memzero(job->out, job->out_len); /* authentic, but refused: a replay */
             if (st != GT_OK) ep->d.poisoned = 1;
@@ -806,6 +808,12 @@ void gt_wan_ch_rx_progress(gt_wan_ep_t *ep)
         }
         if (!s->posted) return;
         if (s->treq.status == GT_ERR_AGAIN) break;
+        /* Hand every frame that has arrived to the crypto workers before committing the first:
+         * dispatched only once this loop had run dry, they never were while frames kept coming
+         * (each was opened inline here, one at a time: the receiver's opens never ran on the
+         * pool, measured on 16 cores as encrypted throughput flat at ~0.4 of one core's AES-GCM
+         * rate whatever the worker count). */
+        if (!s->dispatched) rx_dispatch(ep);
         if (s->treq.status != GT_OK) {
             if (s->treq.status == GT_ERR_OVERFLOW) { /* a transport message above any frame */
                 ep->stats.rejected_oversized++;

@@ -178,6 +178,9 @@ typedef struct {
     uint64_t rejected_truncated; /* fewer/more bytes than the header says */
     uint64_t rejected_oversized; /* a length above the limits */
     uint64_t rejected_malformed; /* bad magic/version/type/run id, a frame out of place */
+    /* frames opened by a crypto worker ahead of their turn (then committed in order), of
+     * frames_received: 0 when opens run inline (no workers, or plaintext) */
+    uint64_t frames_opened_ahead;
 } gt_wan_ep_stats_t;
 
 /* Counters of a net's listening socket and handshakes (the pre-authentication gate). */
