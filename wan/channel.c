@@ -89,9 +89,38 @@ static void rx_job_drop(gt_wan_ep_t *ep, gt_wan_ch_rx_slot_t *s)
 
 /* Ends an endpoint: the transport endpoint is closed (so nothing it holds can still touch
  * our buffers), every request completes with `st`. */
+static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch_rx_slot_t *js,
+                            gt_wan_ch_rx_slot_t *slot);
+
+/* Frames that had arrived whole before the connection failed are the peer's messages as much as
+ * any: those whose opens run on the crypto workers are committed first, in order (a peer's
+ * last message before it closes — a BYE, a FIN — must not be lost because its open was still
+ * running when the close was seen). */
+static void rx_flush_dispatched(gt_wan_ep_t *ep)
+{
+    ep->flushing = 1;
+    while (ep->rx && ep->net->pool && (ep->state == GT_OK || ep->state == GT_ERR_AGAIN)) {
+        gt_wan_ch_rx_slot_t *s = &ep->rx[ep->rx_head];
+        if (!s->posted || s->treq.status != GT_OK || !s->dispatched) break;
+        while (!gt_wan_cpool_done(&s->job)) gt_wan_cpool_wait(ep->net->pool, 1000);
+        gt_wan_cpool_consume(ep->net->pool, &s->job);
+        gt_status_t fst = rx_frame(ep, s->buf, s->treq.length, s, s);
+        if (s->dispatched) { /* not taken: the rest goes with the connection */
+            rx_job_drop(ep, s);
+            break;
+        }
+        if (fst != GT_OK) break;
+        s->posted = 0;
+        ep->rx_head = (ep->rx_head + 1) % ep->nslots;
+    }
+    ep->flushing = 0;
+}
+
 void gt_wan_ch_ep_fail(gt_wan_ep_t *ep, gt_status_t st)
 {
-    if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return;
+    if ((ep->state != GT_OK && ep->state != GT_ERR_AGAIN) || ep->flushing) return;
+    if (st != GT_ERR_CLOSED) rx_flush_dispatched(ep);
+    if (ep->state != GT_OK && ep->state != GT_ERR_AGAIN) return; /* a frame there failed it */
     ep->net->activity++;
     char who[96];
     if (st == GT_ERR_CLOSED || (ep->incoming && ep->phase <= GT_WAN_PH_HELLO))

@@ -157,6 +157,7 @@ struct gt_wan_ep {
     gt_wan_ep_t *next;
     void *tp; /* the transport endpoint, from authentication on */
     int incoming, accepted;
+    int flushing;      /* gt_wan_ch_ep_fail is committing the frames that had arrived */
     gt_status_t state; /* GT_ERR_AGAIN handshaking, GT_OK ready, else the error */
     gt_wan_phase_t phase;
     int preauth; /* counted in net->n_preauth */

@@ -19,9 +19,9 @@
 #    run's traffic (emu_held_by_cut / emu_refused_by_cut in summary.json), b's links did not;
 #  - I1: every site's anchor for a round equals the others'; no hash mismatch;
 #  - the ledger: every contribution is counted once (on time, late, dropped, open, unreceived:
-#    50 rounds x 6 chunks x 3 sites), some of the unreceived ones by launch from the ledgers
-#    (unreceived_by_ledger > 0, no pair left unclosed), and no prefix of the rounds has more
-#    tokens in results than were submitted.
+#    50 rounds x 6 chunks x 3 sites), the unreceived ones by launch from the ledgers where the
+#    FIN could not cross (no pair left unclosed), and no prefix of the rounds has more tokens in
+#    results than were submitted.
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-linkcut-XXXXXX)
@@ -54,7 +54,10 @@ assert det["a"][0] > 0 and det["c"][0] > 0 and det["b"][1] == det["a"][0] + det[
 c = tot["contributions"]
 counted = c["on_time"] + c["late"] + c["dropped"] + c["open_at_end"] + c["unreceived"]
 assert counted == 50 * 6 * 3, f"{counted} contributions counted, 900 sent: {c}"
-assert c["unreceived_by_ledger"] > 0 and not c["ledger_unclosed"], f"the ledgers: {c}"
+# (usually a few of a's and c's first contributions after the cut went straight and were lost:
+# then the exact count above needs launch's ledger closing; when the mesh noticed the cut before
+# any was sent, there is nothing to close)
+assert not c["ledger_unclosed"], f"the ledgers: {c}"
 assert tot["hash_mismatches"] == 0, f"hash mismatches: {tot['hash_mismatches']}"
 hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
 for s in tot["sites"]:
