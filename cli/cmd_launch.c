@@ -616,9 +616,9 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
     json_t *contrib = out ? json_object_get(out, "contributions") : NULL;
     if (contrib) {
         json_object_set_new(contrib, "unreceived_by_ledger", json_integer(closed));
-        json_object_set(contrib, "ledger_unclosed", unclosed ? unclosed : json_array());
+        json_object_set_new(contrib, "ledger_unclosed",
+                            unclosed ? json_incref(unclosed) : json_array());
     }
-    json_decref(unclosed);
     const char *names[GT_WAN_OUTER_MAX_SITES];
     for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
     int sync = cfg->outer.mode == GT_OUTER_SYNC_DP;
@@ -653,9 +653,7 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
             printf("  (%lld of the unreceived counted from the sites' ledgers: their FIN did not "
                    "cross, e.g. a link cut that outlasted the run)\n",
                    (long long)closed);
-        char *open_pairs = json_array_size(json_object_get(contrib, "ledger_unclosed"))
-                               ? json_dumps(json_object_get(contrib, "ledger_unclosed"), 0)
-                               : NULL;
+        char *open_pairs = json_array_size(unclosed) ? json_dumps(unclosed, 0) : NULL;
         if (open_pairs)
             printf("  ledgers not closed (a site did not finish, or FINs came on some lanes "
                    "only): %s\n",
@@ -676,6 +674,7 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                    "the protocol does\n",
                    jnum(out, "goodput_bound"));
     }
+    json_decref(unclosed);
     json_decref(out);
     return rc;
 }

@@ -970,6 +970,19 @@ static void test_relay(void)
     teardown(n);
 }
 
+/* Three sites, the link 0 <-> 2 cut and the io saying so (reachable()), every site's round 0
+ * submitted: what test_relay_unreachable and test_detour start from. */
+static void known_cut_submit(double quorum)
+{
+    g_reach_known = 1;
+    setup(3, GT_CMP_FP32, 0, quorum, 1, 0);
+    g_reach_known = 0;
+    g_cut[0][2] = g_cut[2][0] = 1;
+    make_deltas(3);
+    for (uint32_t s = 0; s < 3; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+}
+
 /* The same cut, with the io saying which sites are unreachable: each end asks for the chunks
  * of the owner it cannot reach after deadline_min / 2 (50 ms), not a straggler deadline
  * later: the round is complete everywhere within 60 ms of its chunks' close, where the test
@@ -977,13 +990,7 @@ static void test_relay(void)
 static void test_relay_unreachable(void)
 {
     const uint32_t n = 3;
-    g_reach_known = 1;
-    setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
-    g_reach_known = 0;
-    g_cut[0][2] = g_cut[2][0] = 1;
-    make_deltas(n);
-    for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    known_cut_submit(0.6);
     pump();
     pump();
     g_now += 150000000ull; /* the deadline closes; site 1's chunks came 150 ms ago */
@@ -1010,13 +1017,7 @@ static void test_relay_unreachable(void)
 static void test_detour(void)
 {
     const uint32_t n = 3;
-    g_reach_known = 1;
-    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
-    g_reach_known = 0;
-    g_cut[0][2] = g_cut[2][0] = 1;
-    make_deltas(n);
-    for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    known_cut_submit(1.0);
     /* site 0's detour frames to site 1, kept to forge a hostile copy below */
     qmsg_t forged = {0};
     for (size_t i = 0; i < g_qn && !forged.buf; i++)
