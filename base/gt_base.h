@@ -116,6 +116,10 @@ static inline uint64_t gt_le_get64(const uint8_t *p)
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC), for deadlines and rates. */
 GT_API uint64_t gt_time_ns(void);
 
+/* Wall-clock time in seconds since the epoch (CLOCK_REALTIME), for times that other processes
+ * compare (status files, summaries). */
+GT_API double gt_unix_time(void);
+
 /* Removes `path` and everything under it (symbolic links are removed, not followed). 0 on
  * success, -1 with errno set by the first failure; a path that does not exist is -1, ENOENT. */
 GT_API int gt_rmtree(const char *path);

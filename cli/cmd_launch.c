@@ -87,6 +87,11 @@ typedef struct {
     int ended_behind;      /* --chaos: stopped more than a round from the end when another
                               site had finished: nothing it trained could reach the anchor */
     json_t *st;            /* last status.json */
+    /* Its process lives, for goodput's breakdown (track_lives): the one being followed, since
+     * when, its SIGSTOPped seconds, and the records of the lives that ended. */
+    pid_t life_pid;
+    double life_start, stop_since, life_stopped_s, last_pstart;
+    json_t *lives;
 } site_proc_t;
 
 static void usage(FILE *out)
@@ -549,6 +554,71 @@ static json_int_t close_ledgers(json_t *sites, json_t *unclosed)
     return added;
 }
 
+/* The record of the life of site p's process that ended at `now` (unix seconds): when it
+ * started and ended, and — from its last status.json, if that file is this life's — when it
+ * trained and how its training time went (compute at its own speed, chaos slowdown, waits).
+ * A process killed (-9) leaves the status of up to half a second before; a process killed
+ * before its first status leaves none: its whole life counts as starting up. */
+static void life_end(site_proc_t *p, const char *run_dir, double now)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s/status.json", run_dir, p->name);
+    json_t *st = read_json(path);
+    double ps = jnum(st, "process_start_unix");
+    int mine = ps > p->last_pstart + 1e-6 && ps <= now;
+    json_t *rec = json_pack("{s:f,s:f,s:f}", "start_unix", mine ? ps : p->life_start, "end_unix",
+                            now, "stopped_s", p->life_stopped_s);
+    if (rec && mine) {
+        static const char *const keys[] = {"train_start_unix", "train_end_unix", "life_compute_s",
+                                           "life_tokens",      "chaos_slow_s",   "life_wait_s",
+                                           "time_unix"};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            if (json_is_number(json_object_get(st, keys[k])))
+                json_object_set_new(rec, keys[k], json_real(jnum(st, keys[k])));
+        p->last_pstart = ps;
+    }
+    if (rec) {
+        /* ended: exited, or replaced by a new process in the same pass (a removed site's
+         * restart), whose predecessor's status is still the one launch reaped */
+        int ended = p->exited || p->pid != p->life_pid;
+        char how[32] = "running";
+        if (ended && WIFEXITED(p->status))
+            snprintf(how, sizeof how, "exit %d", WEXITSTATUS(p->status));
+        else if (ended && WIFSIGNALED(p->status))
+            snprintf(how, sizeof how, "signal %d", WTERMSIG(p->status));
+        json_object_set_new(rec, "end", json_string(how));
+        if (!p->lives) p->lives = json_array();
+        if (p->lives) json_array_append(p->lives, rec);
+        json_decref(rec);
+    }
+    json_decref(st);
+    p->life_pid = 0;
+    p->life_stopped_s = 0;
+    p->stop_since = 0;
+}
+
+/* Follows every site's process lives, once per pass of launch's loop (so to a quarter of a
+ * second): a new pid begins a life, an exit (or a new pid) ends one, and SIGSTOPs add up.
+ * final: the run is over, every life still followed ends now. */
+static void track_lives(site_proc_t *sp, uint32_t n, const char *run_dir, int final)
+{
+    double now = gt_unix_time();
+    for (uint32_t i = 0; i < n; i++) {
+        site_proc_t *p = &sp[i];
+        int cur = p->started && !p->exited && p->pid > 0;
+        if (p->life_pid && p->chaos_stopped && !p->stop_since) p->stop_since = now;
+        if (p->stop_since && (!p->chaos_stopped || !cur || p->pid != p->life_pid || final)) {
+            p->life_stopped_s += now - p->stop_since;
+            p->stop_since = 0;
+        }
+        if (p->life_pid && (!cur || p->pid != p->life_pid || final)) life_end(p, run_dir, now);
+        if (cur && !final && p->pid != p->life_pid) {
+            p->life_pid = p->pid;
+            p->life_start = now;
+        }
+    }
+}
+
 static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, site_proc_t *sp,
                              double wall_s, double t_first_unix, uint32_t whole_restarts,
                              uint32_t chaos_skipped)
@@ -574,6 +644,7 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                 json_pack("{s:s,s:b}", "status", "no summary (killed?)", "killed", sp[i].killed));
             continue;
         }
+        if (sp[i].lives) json_object_set(s, "lives", sp[i].lives);
         json_object_set_new(s, "killed", json_boolean(sp[i].killed || sp[i].restarted));
         json_object_set_new(s, "restarted", json_boolean(sp[i].restarted));
         json_object_set_new(s, "started_late", json_boolean(sp[i].join_round >= 0));
@@ -620,12 +691,16 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                             unclosed ? json_incref(unclosed) : json_array());
     }
     const char *names[GT_WAN_OUTER_MAX_SITES];
-    for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
+    json_t *lives[GT_WAN_OUTER_MAX_SITES];
+    for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) {
+        names[i] = sp[i].name;
+        lives[i] = sp[i].lives;
+    }
     int sync = cfg->outer.mode == GT_OUTER_SYNC_DP;
     if (out) {
         gt_chaos_goodput(run_dir, names, cfg->n_sites,
-                         (uint64_t)cfg->run.rounds * (sync ? cfg->inner.steps : 1), t_first_unix,
-                         out);
+                         (uint64_t)cfg->run.rounds * (sync ? cfg->inner.steps : 1), lives,
+                         t_first_unix, out);
         double gw = jnum(out, "goodput_wall_s");
         if (g_n_chaos && isfinite(gw) && gw > 0)
             json_object_set_new(out, "goodput_bound",
@@ -669,6 +744,17 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
                    "have trained in %.1f s\n",
                    json_number_value(g), jnum(out, "tokens_in_anchor"),
                    jnum(out, "tokens_possible"), jnum(out, "goodput_wall_s"));
+        json_t *bd = json_object_get(out, "goodput_breakdown");
+        if (json_is_object(bd)) {
+            printf("  where the rest went (share of what the sites could have trained):");
+            const char *k;
+            json_t *v;
+            json_object_foreach(bd, k, v)
+            {
+                if (strcmp(k, "in_anchor") != 0) printf(" %s %.3f", k, json_number_value(v));
+            }
+            printf("\n");
+        }
         if (json_is_number(json_object_get(out, "goodput_bound")))
             printf("  goodput_bound %.4f: the most the chaos schedule's faults leave, whatever "
                    "the protocol does\n",
@@ -1430,6 +1516,7 @@ int gt_cmd_launch(int argc, char **argv)
             printf("\ngeotrain launch: stopping every site (signal %d)\n", (int)g_interrupted);
             break;
         }
+        track_lives(sp, cfg->n_sites, run_dir, 0);
         struct timespec ts = {0, 250000000};
         nanosleep(&ts, NULL);
     }
@@ -1462,6 +1549,7 @@ stop:
             waitpid(sp[i].pid, &sp[i].status, 0);
             sp[i].exited = 1;
         }
+    track_lives(sp, cfg->n_sites, run_dir, 1);
     write_run_summary(run_dir, cfg, sp, (gt_time_ns() - t0) * 1e-9, t_first_unix, whole_restarts,
                       chaos_skipped);
     rc = g_interrupted ? 130 : 0;
@@ -1488,7 +1576,10 @@ out:
     g_mpi_tmp[0] = '\0';
     for (size_t i = 0; sets && i < n_sets; i++) free(sets[i]);
     free(sets);
-    for (uint32_t i = 0; sp && i < cfg->n_sites; i++) json_decref(sp[i].st);
+    for (uint32_t i = 0; sp && i < cfg->n_sites; i++) {
+        json_decref(sp[i].st);
+        json_decref(sp[i].lives);
+    }
     free(sp);
     gt_topo_destroy(cfg);
     json_decref(launch_rec);

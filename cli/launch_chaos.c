@@ -262,8 +262,72 @@ static double jnum(json_t *o, const char *k)
     return json_is_number(v) ? json_number_value(v) : 0.0;
 }
 
+/* Where one site's time in the goodput window [t0, t1] went, in seconds, from its process
+ * lives (launch's records: docs/diloco.md#where-goodput-goes). */
+enum {
+    BD_DOWN,
+    BD_STARTING,
+    BD_STOPPED,
+    BD_SLOWED,
+    BD_WAITING,
+    BD_OVERHEAD,
+    BD_AFTER,
+    BD_COMPUTE,
+    BD_N
+};
+static const char *const bd_names[BD_N] = {"down",    "starting", "stopped",        "slowed",
+                                           "waiting", "overhead", "after_training", "compute"};
+
+static double overlap(double a, double b, double t0, double t1)
+{
+    double lo = a > t0 ? a : t0, hi = b < t1 ? b : t1;
+    return hi > lo ? hi - lo : 0.0;
+}
+
+static void site_breakdown(json_t *lives, double t0, double t1, double out[BD_N])
+{
+    double covered = 0;
+    memset(out, 0, BD_N * sizeof *out);
+    size_t i;
+    json_t *l;
+    json_array_foreach(lives, i, l)
+    {
+        double start = jnum(l, "start_unix"), end = jnum(l, "end_unix");
+        double life = overlap(start, end, t0, t1);
+        if (!(life > 0)) continue;
+        covered += life;
+        double ts = jnum(l, "train_start_unix"), te = jnum(l, "train_end_unix");
+        if (!(ts > 0)) { /* never trained: it was starting (registering, joining) all along */
+            out[BD_STARTING] += life;
+            continue;
+        }
+        double compute = jnum(l, "life_compute_s");
+        if (!(te > 0)) { /* killed or stopped while training: it trained until the end */
+            te = end;
+            double since = jnum(l, "time_unix");
+            if (since > 0 && end > since) compute += end - since; /* after its last status */
+        }
+        out[BD_STARTING] += overlap(start, ts, t0, t1);
+        out[BD_AFTER] += overlap(te, end, t0, t1);
+        double span = overlap(ts, te, t0, t1);
+        double part[4] = {compute, jnum(l, "chaos_slow_s"), jnum(l, "life_wait_s"),
+                          jnum(l, "stopped_s")};
+        double sum = part[0] + part[1] + part[2] + part[3];
+        /* the parts are measured apart and can overrun the span a little (or a span clipped
+         * by the window): scaled to fit; what is left is the overhead (outer steps, status and
+         * checkpoint writes, catch-up jumps) */
+        double scale = sum > span && sum > 0 ? span / sum : 1.0;
+        out[BD_COMPUTE] += part[0] * scale;
+        out[BD_SLOWED] += part[1] * scale;
+        out[BD_WAITING] += part[2] * scale;
+        out[BD_STOPPED] += part[3] * scale;
+        out[BD_OVERHEAD] += span - sum * scale;
+    }
+    out[BD_DOWN] = t1 - t0 > covered ? t1 - t0 - covered : 0.0;
+}
+
 void gt_chaos_goodput(const char *run_dir, const char *const *names, uint32_t n_sites,
-                      uint64_t rounds, double t_first_unix, json_t *summary)
+                      uint64_t rounds, json_t *const *lives, double t_first_unix, json_t *summary)
 {
     double *tok = calloc(rounds ? rounds : 1, sizeof *tok);
     double speed_sum = 0, t_first = t_first_unix, t_last = 0;
@@ -291,7 +355,22 @@ void gt_chaos_goodput(const char *run_dir, const char *const *names, uint32_t n_
         double start = jnum(s, "train_start_unix"), end = jnum(s, "train_end_unix");
         if (start > 0 && (t_first <= 0 || start < t_first)) t_first = start;
         if (end > t_last) t_last = end;
-        double lt = jnum(s, "life_tokens"), lc = jnum(s, "life_compute_s");
+        /* its speed: over every life launch recorded (a short last life, or one whose steps
+         * were paused, says little alone), else its last life's */
+        double lt = 0, lc = 0;
+        size_t k;
+        json_t *l;
+        json_array_foreach(lives ? lives[i] : NULL, k, l)
+        {
+            if (jnum(l, "life_tokens") > 0 && jnum(l, "life_compute_s") > 0) {
+                lt += jnum(l, "life_tokens");
+                lc += jnum(l, "life_compute_s");
+            }
+        }
+        if (!(lt > 0 && lc > 0)) {
+            lt = jnum(s, "life_tokens");
+            lc = jnum(s, "life_compute_s");
+        }
         if (lt > 0 && lc > 0) {
             json_object_set_new(speeds, names[i], json_real(lt / lc));
             speed_sum += lt / lc;
@@ -310,6 +389,30 @@ void gt_chaos_goodput(const char *run_dir, const char *const *names, uint32_t n_
     json_object_set_new(summary, "tokens_in_anchor", json_real(in_anchor));
     json_object_set_new(summary, "tokens_possible", json_real(possible));
     json_object_set_new(summary, "goodput_wall_s", json_real(wall));
+    /* goodput's breakdown: each site's time over the window, weighted by its speed, as shares
+     * of tokens_possible; "compute" less goodput is what was trained and did not reach the
+     * anchor (a removed site's round in flight, a killed site's, dropped contributions) */
+    if (possible > 0 && lives) {
+        double tot[BD_N] = {0}, part[BD_N];
+        int any = 0;
+        for (uint32_t i = 0; i < n_sites; i++) {
+            if (!json_is_array(lives[i])) continue;
+            json_t *sv = json_object_get(speeds, names[i]);
+            double v = json_is_number(sv) ? json_number_value(sv) : speed_sum / n_speed;
+            site_breakdown(lives[i], t_first, t_last, part);
+            for (int k = 0; k < BD_N; k++) tot[k] += v * part[k];
+            any = 1;
+        }
+        json_t *bd = any ? json_object() : NULL;
+        if (bd) {
+            json_object_set_new(bd, "in_anchor", json_real(in_anchor / possible));
+            json_object_set_new(bd, "trained_not_in_anchor",
+                                json_real((tot[BD_COMPUTE] - in_anchor) / possible));
+            for (int k = 0; k < BD_COMPUTE; k++)
+                json_object_set_new(bd, bd_names[k], json_real(tot[k] / possible));
+            json_object_set_new(summary, "goodput_breakdown", bd);
+        }
+    }
     json_object_set_new(summary, "tokens_per_s_measured", speeds);
     speeds = NULL;
 out:

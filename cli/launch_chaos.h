@@ -77,17 +77,21 @@ struct gt_topo_config;
 size_t gt_chaos_cut_sets(const gt_chaos_ev_t *ev, size_t n, const struct gt_topo_config *cfg,
                          char **sets, size_t cap);
 
-/* Goodput of the run in run_dir (docs/diloco.md#goodput): adds goodput, tokens_in_anchor,
- * tokens_possible, goodput_wall_s and speeds to `summary`. rounds: the rounds of the run's
- * anchors.jsonl (sync-dp: steps); t_first_unix: the earliest training start the launcher saw
- * (0: take it from the sites' summaries). */
 /* The most goodput the schedule allows whatever the protocol does: 1 − (site-rounds the faults
  * take themselves: a kill's rounds until its restart, a SIGSTOP's seconds over round_s, a
  * slowdown's (1 − 1/factor) of its rounds) / (n_sites × rounds). Cuts and etcd faults take
  * nothing by themselves. Skipped events (state 2 without begun_ns) are left out. */
 double gt_chaos_bound(const gt_chaos_ev_t *ev, size_t n, uint32_t n_sites, uint32_t rounds,
                       double round_s);
+/* Goodput of the run in run_dir (docs/diloco.md#goodput): adds goodput, tokens_in_anchor,
+ * tokens_possible, goodput_wall_s and speeds to `summary`, and with lives (per site, launch's
+ * records of its process lives: start_unix, end_unix, train_start_unix, train_end_unix,
+ * life_compute_s, chaos_slow_s, life_wait_s, stopped_s, time_unix; NULL or a NULL entry: none)
+ * goodput_breakdown, the shares of tokens_possible that went where (they and in_anchor, which is
+ * goodput, add up to 1). rounds: the rounds of the run's anchors.jsonl (sync-dp: steps);
+ * t_first_unix: the earliest training start the launcher saw (0: take it from the sites'
+ * summaries). */
 void gt_chaos_goodput(const char *run_dir, const char *const *names, uint32_t n_sites,
-                      uint64_t rounds, double t_first_unix, json_t *summary);
+                      uint64_t rounds, json_t *const *lives, double t_first_unix, json_t *summary);
 
 #endif /* GT_CLI_LAUNCH_CHAOS_H */

@@ -177,11 +177,16 @@ struct gt_diloco {
     } slow_win[16];
     int n_slow_win;
     double chaos_slow_s;
+    /* the trainer's step time (a moving average, pauses left out), and the pauses: steps or
+     * emulated sleeps far longer than the steps before (SIGSTOP), counted as no compute */
+    double step_ema, paused_s;
     /* tokens trained by this process, and its compute time without chaos slowdowns: the
      * site's speed for goodput (tokens and compute_s are restored on resume) */
     uint64_t life_tokens;
     double life_compute_s;
     double train_start_unix; /* CLOCK_REALTIME when this process started training */
+    double start_unix;       /* ... when this process created its site (launch's life records) */
+    double life_wait0;       /* wait_s when this process started training (resume restores it) */
     uint64_t t_start, t_train, t_train_end, t_last; /* t_last: the previous step call returned */
     uint64_t metrics_t, metrics_tok;
     gt_diloco_state_t state;

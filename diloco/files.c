@@ -125,6 +125,18 @@ void dl_write_status(gt_diloco_t *d, int force)
                           (json_int_t)dl_view(d)->epoch, "live_sites", (int)dl_view(d)->n_members);
     if (o && d->train_start_unix > 0)
         json_object_set_new(o, "train_start_unix", json_real(d->train_start_unix));
+    if (o) { /* this process's life so far: launch's goodput breakdown (docs/diloco.md) */
+        double now_unix = gt_unix_time();
+        json_object_set_new(o, "time_unix", json_real(now_unix));
+        json_object_set_new(o, "process_start_unix", json_real(d->start_unix));
+        json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));
+        json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
+        json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
+        json_object_set_new(o, "life_wait_s", json_real(d->wait_s - d->life_wait0));
+        if (d->t_train_end && d->train_start_unix > 0)
+            json_object_set_new(o, "train_end_unix",
+                                json_real(now_unix - (now - d->t_train_end) * 1e-9));
+    }
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     char path[2300];
     snprintf(path, sizeof path, "%s/status.json", d->site_dir);
@@ -256,9 +268,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         "param_passes_per_round", per_round);
     if (!o) return GT_ERR_NOMEM;
     /* goodput (launch): this life's speed without chaos slowdowns, and when it trained */
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
+    double now_unix = gt_unix_time();
     double end_unix = now_unix - (d->t_train_end ? (now - d->t_train_end) * 1e-9 : 0.0);
     json_object_set_new(o, "steps_skipped", json_integer((json_int_t)d->steps_skipped));
     /* this life's contribution ledger with each peer (launch closes it where no FIN came) */
@@ -278,6 +288,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
                         json_integer((json_int_t)os.detours_passed));
     json_object_set_new(o, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
     json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
+    json_object_set_new(o, "paused_s", json_real(d->paused_s));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
     json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));
     json_object_set_new(o, "train_start_unix",

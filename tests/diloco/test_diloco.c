@@ -20,6 +20,7 @@
 #include "gt_wan.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -115,9 +116,15 @@ static int run_site(const char *config, const char *site, const char *run_dir, s
     gt_diloco_status_t s;
     /* The run's step counter from the library: with outer.catch_up it jumps to a round's end
      * when the round ends early (without it, it is the loop's k). */
+    /* GT_TEST_TRACE_STEPS: each step as the caller sees it ("at STEP"), and each step it
+     * trained ("trained ROUND"), for test_catch_up_checkpoint */
+    int trace = getenv("GT_TEST_TRACE_STEPS") != NULL;
     for (gt_diloco_status(d, &s); s.step < s.total_steps && st == GT_OK; gt_diloco_status(d, &s)) {
         float loss = sgd_step(w, index, s.step);
+        if (trace) fprintf(stderr, "trained %llu\n", (unsigned long long)(s.step / H));
         st = gt_diloco_step(d, BATCH, loss);
+        gt_diloco_status(d, &s);
+        if (trace) fprintf(stderr, "at %llu\n", (unsigned long long)s.step);
     }
     gt_diloco_status(d, &s);
     fprintf(stderr, "site %s: %llu steps, %llu rounds, %.2f passes per round\n", site,
@@ -424,6 +431,132 @@ out:
     }
 }
 
+/* outer.catch_up with run.checkpoint_every: a site behind cuts a checkpoint round in two — to
+ * the checkpoint step r·H + τ (where the caller saves), then to the round's end one step later —
+ * so it reaches every checkpoint step and trains about as little of those rounds as of the
+ * others. Before, it trained every step up to r·H + τ first: at 8x slower, τ steps at 8x. */
+static void test_catch_up_checkpoint(const char *tmp, const char *endpoint)
+{
+    enum { CH = 8, CTAU = 4, CK = 2 };
+    char cfg[1100], text[2048], run[1100], log[2][1100], path[1200];
+    snprintf(cfg, sizeof cfg, "%s/ckpt.yaml", tmp);
+    snprintf(text, sizeof text,
+             "run: {name: test-diloco, rounds: %d, log_every: 4, checkpoint_every: %d}\n"
+             "inner: {steps: %d, emulated_step_ms: %d}\n"
+             "outer: {overlap_steps: %d, lr: 0.7, momentum: 0.9, clip_k: 0, deadline_min_ms: 5000,"
+             " deadline_max_ms: 20000, catch_up: true}\n"
+             "codec: {name: fp32, error_feedback: false, block_size: 16}\n"
+             "wan: {transport: ucx, lanes: 2, connect_timeout_ms: 20000, peer_timeout_ms: 5000}\n"
+             "membership: {endpoints: [\"%s\"], lease_ttl_s: 3, heartbeat_ms: 500}\n"
+             "security: {mode: none}\n"
+             "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
+             "  - {name: b, address: \"127.0.0.1:0\"}\n",
+             ROUNDS, CK, CH, STEP_MS, CTAU, endpoint);
+    CHECK_EQ_INT(gt_test_write_file(cfg, text), 0);
+    snprintf(run, sizeof run, "%s/ckpt", tmp);
+    setenv("GT_TEST_SLOW_B", SLOW, 1);
+    setenv("GT_TEST_TRACE_STEPS", "1", 1);
+    pid_t pid[2];
+    for (int s = 0; s < 2; s++) {
+        snprintf(log[s], sizeof log[s], "%s/ckpt-%c.log", tmp, 'a' + s);
+        pid[s] = spawn(cfg, s ? "b" : "a", run, N, log[s]);
+    }
+    unsetenv("GT_TEST_SLOW_B");
+    unsetenv("GT_TEST_TRACE_STEPS");
+    char *out[2];
+    for (int s = 0; s < 2; s++) {
+        int rc = wait_exit(pid[s]);
+        out[s] = slurp(log[s]);
+        CHECK_MSG(rc == 0, "ckpt: site %c exited %d:\n%s", 'a' + s, rc, out[s]);
+    }
+    /* b, the slow one: every checkpoint step seen, and how many steps it trained per round */
+    int seen[ROUNDS] = {0}, trained[ROUNDS] = {0};
+    for (const char *c = out[1]; c && *c;) {
+        unsigned long long v;
+        if (sscanf(c, "at %llu", &v) == 1 && v >= CTAU && (v - CTAU) % CH == 0 &&
+            (v - CTAU) / CH < ROUNDS)
+            seen[(v - CTAU) / CH] = 1;
+        else if (sscanf(c, "trained %llu", &v) == 1 && v < ROUNDS)
+            trained[v]++;
+        const char *nl = strchr(c, '\n');
+        c = nl ? nl + 1 : NULL;
+    }
+    int in_ckpt = 0, n_ckpt = 0, in_other = 0, n_other = 0;
+    for (int r = 1; r < ROUNDS - 1; r++) {
+        if (r % CK == 0) {
+            CHECK_MSG(seen[r], "b never stood at checkpoint step %d (round %d)", r * CH + CTAU, r);
+            in_ckpt += trained[r];
+            n_ckpt++;
+        } else {
+            in_other += trained[r];
+            n_other++;
+        }
+    }
+    snprintf(path, sizeof path, "%s/b/summary.json", run);
+    json_t *sb = json_load_file(path, 0, NULL);
+    fprintf(stderr,
+            "catch-up with checkpoints: b (%sx slower) trained %.1f steps a checkpoint round, "
+            "%.1f a other round (H %d, tau %d); cut %.0f rounds\n",
+            SLOW, (double)in_ckpt / n_ckpt, (double)in_other / n_other, CH, CTAU,
+            num(sb, "rounds_cut"));
+    /* it trains up to one step more in a checkpoint round (the step after r·H + τ), not τ */
+    CHECK_MSG((double)in_ckpt / n_ckpt < CTAU,
+              "b trained %.1f steps a checkpoint round (tau %d): it trained up to the "
+              "checkpoint step instead of skipping to it",
+              (double)in_ckpt / n_ckpt, CTAU);
+    CHECK_MSG(num(sb, "rounds_cut") >= ROUNDS / 2, "b cut %.0f rounds", num(sb, "rounds_cut"));
+    json_decref(sb);
+    free(out[0]);
+    free(out[1]);
+}
+
+/* A site stopped (SIGSTOP) for 2 s — under its 3 s lease — in the middle of its steps: the stop
+ * is a pause, not compute (paused_s), and nothing multiplies it. Before, a stop inside the
+ * trainer's step was multiplied by the emulated slowdown (--slow 20: a 3 s stop slept a minute)
+ * and a stop inside the emulated sleep counted as compute. */
+static void test_pause(const char *tmp, const char *config)
+{
+    char run[1024], log[2][1100], path[1200];
+    snprintf(run, sizeof run, "%s/pause", tmp);
+    setenv("GT_TEST_SLOW_B", SLOW, 1);
+    pid_t pid[2];
+    for (int s = 0; s < 2; s++) {
+        snprintf(log[s], sizeof log[s], "%s/pause-%c.log", tmp, 'a' + s);
+        pid[s] = spawn(config, s ? "b" : "a", run, N, log[s]);
+    }
+    unsetenv("GT_TEST_SLOW_B");
+    /* once b trains (its status says so), stop it for 2 s */
+    snprintf(path, sizeof path, "%s/b/status.json", run);
+    for (int i = 0; i < 400; i++) {
+        json_t *st = json_load_file(path, 0, NULL);
+        double step = num(st, "step");
+        json_decref(st);
+        if (step >= 4) break;
+        usleep(25000);
+    }
+    kill(pid[1], SIGSTOP);
+    usleep(2000000);
+    kill(pid[1], SIGCONT);
+    json_t *sum[2] = {NULL, NULL};
+    for (int s = 0; s < 2; s++) {
+        int rc = wait_exit(pid[s]);
+        char *text = slurp(log[s]);
+        CHECK_MSG(rc == 0, "pause: site %c exited %d:\n%s", 'a' + s, rc, text);
+        free(text);
+        snprintf(path, sizeof path, "%s/%c/summary.json", run, 'a' + s);
+        sum[s] = json_load_file(path, 0, NULL);
+    }
+    double paused = num(sum[1], "paused_s"), compute = num(sum[1], "compute_s"),
+           train = num(sum[1], "train_s");
+    fprintf(stderr, "pause: b stopped 2 s: paused_s %.2f, compute %.2f s of %.2f s training\n",
+            paused, compute, train);
+    CHECK_MSG(paused >= 1.5 && paused <= 2.6, "b's paused_s %.2f after a 2 s SIGSTOP", paused);
+    CHECK_MSG(compute >= 0 && compute <= train - 1.5,
+              "b counted the stop as compute: %.2f s of %.2f s", compute, train);
+    json_decref(sum[0]);
+    json_decref(sum[1]);
+}
+
 int main(int argc, char **argv)
 {
     g_self = argv[0];
@@ -444,6 +577,9 @@ int main(int argc, char **argv)
     test_count_mismatch(tmp, config);
     test_unknown_site(tmp, config);
     test_catch_up(tmp, etcd.url);
+    test_catch_up_checkpoint(tmp, etcd.url);
+    snprintf(config, sizeof config, "%s/fixed.yaml", tmp); /* test_catch_up's: steps of 20 ms */
+    test_pause(tmp, config);
     gt_wan_etcd_local_stop(&etcd);
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);
