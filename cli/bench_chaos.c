@@ -41,7 +41,8 @@ static void usage(FILE *out)
         "out of every site's whole run), hash mismatches, contributions counted by the owners (on\n"
         "time, late, dropped, open at the end), the token ledger (tokens the sites\n"
         "submitted, tokens in applied results, the difference: lost), faults drawn and\n"
-        "skipped, sync-dp's whole-run restarts, held-out loss and wall time. --set applies\n"
+        "skipped, sync-dp's whole-run restarts, held-out loss, wall time and where the rest\n"
+        "of goodput went (goodput_breakdown, docs/diloco.md#where-goodput-goes). --set applies\n"
         "to every run; --slow F makes every site's steps F times slower (launch --slow:\n"
         "sleeps, so rounds get long against the lease without the sites fighting over this\n"
         "machine's cores; the measured speed is the slowed one). --chaos-round-s S places\n"
@@ -227,6 +228,8 @@ int gt_bench_chaos(int argc, char **argv)
             if (o)
                 json_object_set_new(o, "goodput_bound",
                                     isfinite(bound) ? json_real(bound) : json_null());
+            json_t *bd = json_object_get(sum, "goodput_breakdown");
+            if (o && bd) json_object_set(o, "goodput_breakdown", bd);
             if (m == 0) b0 = bound;
             char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(5)) : NULL;
             if (text) printf("%s\n", text);

@@ -15,7 +15,8 @@
 #    tokens in results than the sites submitted for those rounds (nothing counted twice), and
 #    what was submitted but is in no result is at most what the killed or frozen sites had in
 #    flight;
-#  - goodput and goodput_bound in (0, 1].
+#  - goodput and goodput_bound in (0, 1]; goodput_breakdown adds up to 1 and shows the faults;
+#    every process launch started is one recorded life.
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-chaos-XXXXXX)
@@ -92,6 +93,25 @@ g = tot.get("goodput")
 assert g is not None and 0 < g <= 1, f"goodput {g}"
 gb = tot.get("goodput_bound")  # what the schedule's faults leave, whatever the protocol does
 assert gb is not None and 0 < gb <= 1, f"goodput_bound {gb}"
+# where the rest went: shares of tokens_possible that add up to 1 with goodput, each in
+# [0, 1] but trained_not_in_anchor (what is left: it takes the others' measuring error); every
+# process launch started is a recorded life, and the kills and zombies show as lives that
+# ended with signal 9 or exit 3
+bd = tot.get("goodput_breakdown")
+assert bd and abs(bd["in_anchor"] - g) < 1e-9, f"goodput_breakdown {bd}"
+assert abs(sum(bd.values()) - 1) < 1e-6, f"goodput_breakdown adds up to {sum(bd.values())}: {bd}"
+for k, v in bd.items():
+    assert k == "trained_not_in_anchor" or -1e-9 <= v <= 1, f"goodput_breakdown {k} = {v}"
+assert -0.1 <= bd["trained_not_in_anchor"] <= 0.5, f"goodput_breakdown {bd}"
+assert bd["down"] > 0 and bd["stopped"] > 0 and bd["slowed"] > 0, f"faults not in the breakdown: {bd}"
+lives = {s: tot["sites"][s].get("lives", []) for s in tot["sites"]}
+ends = [l["end"] for ls in lives.values() for l in ls]
+restarts = out.count("chaos: restarted ") - out.count("chaos: restarted etcd") + out.count("was removed from the run (exit 3)")
+assert len(ends) == len(lives) + restarts, f"{len(ends)} lives recorded, {len(lives)} sites and {restarts} restarts: {ends}"
+assert "signal 9" in ends, f"no life ended by the kill: {ends}"
+for s, ls in lives.items():
+    for a, b in zip(ls, ls[1:]):
+        assert a["end_unix"] <= b["start_unix"] + 0.5, f"{s}: lives overlap: {a} {b}"
 # I1 across sites, and the token ledger
 hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
 last_two = collections.defaultdict(list)
