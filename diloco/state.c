@@ -488,6 +488,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     uint64_t have_grp = 0; /* bit i: group i's state fetched for the planned round */
     uint64_t planned_at = 0;
     int fast = 0;           /* start before round R (from the anchor after R - 2) */
+    int early = 0;          /* fast, and the peers have not applied R - 2 yet: from R - 3 */
     uint64_t fast_step = 0; /* the furthest step a trainer reported */
     uint64_t trainers = 0;  /* bit s: site s answered the plan's probe as a training site */
     int quiet_peers = 0;    /* said once: some peers did not answer the probe */
@@ -586,6 +587,17 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                  * or when a peer did not say its step (an older version). */
                 fast = d->F == 1 && d->tau > 0 && R >= 2 && !v[3] && v[2] < R * d->H;
                 fast_step = v[2];
+                /* The peers in the first τ steps of round R - 1 have not applied R - 2 yet:
+                 * waiting for it cost a rejoining site up to τ steps (1.5 s of its 1.0-1.7 s
+                 * restarts in bench/chaos.yaml). It starts from the anchor after R - 3, which
+                 * they hold, at their step; the rebase at R·H + τ moves what it trained onto
+                 * R - 1 all the same. */
+                /* Not when (R - 1)·H + τ is a checkpoint step (run.checkpoint_every): the
+                 * caller saves there, and this site would not have applied R - 2 (seen: the
+                 * save refused it, and the rejoining site failed). */
+                uint32_t K = c->run.checkpoint_every;
+                early = fast && R >= 3 && fast_step < (R - 1) * d->H + d->tau &&
+                        !(K && (R - 1) % K == 0);
                 planned = 1;
                 planned_at = now;
                 have = 0;
@@ -625,7 +637,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     for (uint32_t k = 0; k < gn; k++)
                         if (gp[k] < 64 && (trainers >> gp[k] & 1)) gp[tn++] = gp[k];
                     if (tn) gn = tn; /* none known (a probe lost): every peer, as before */
-                    uint64_t from = fast ? R - 2 : R - 1;
+                    uint64_t from = early ? R - 3 : fast ? R - 2 : R - 1;
                     st = gn ? dl_fetch_state(d, i, from, gp, gn) : GT_ERR_AGAIN;
                     if (st != GT_OK && st != GT_ERR_NOMEM && gn > 1) {
                         /* Striped failed (a peer does not hold the round: it lags, or is ahead
@@ -667,7 +679,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     }
     /* Start as a site that has just applied round R - 1, or (fast) as one that applied R - 2
      * and is where the peers are in round R - 1, without taking part in it. */
-    uint64_t from = fast ? R - 2 : R - 1;
+    uint64_t from = early ? R - 3 : fast ? R - 2 : R - 1;
     dl_keep_state(d, (int64_t)from);
     gt_status_t st = dl_gather_anchor(d);
     if (st != GT_OK) return st;
@@ -679,7 +691,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     dl_log_anchor(d, from, gt_wan_outer_hash(d->anchor, d->n), -1.0);
     *start_p = R * d->H + d->tau;
     if (fast) {
-        uint64_t lo = (R - 1) * d->H + d->tau, hi = R * d->H + d->tau - 1;
+        uint64_t lo = (R - 1) * d->H + (early ? 0 : d->tau), hi = R * d->H + d->tau - 1;
         *start_p = fast_step < lo ? lo : fast_step > hi ? hi : fast_step;
         d->join_rebase = (int64_t)R - 1;
         d->fpending[0] = (int64_t)R - 1; /* "applied" at R·H + τ: the rebase */
