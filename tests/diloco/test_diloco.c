@@ -215,12 +215,14 @@ static char *slurp(const char *path)
     return out;
 }
 
-static void write_config(const char *path, const char *endpoint, const char *extra_outer,
-                         int step_ms)
+/* The two sites' config: `ROUNDS` rounds of h steps with overlap tau, steps of step_ms;
+ * extra_run / extra_outer are appended to the run: and outer: maps (", key: value"). */
+static void write_config_with(const char *path, const char *endpoint, const char *extra_run,
+                              const char *extra_outer, int h, int tau, int step_ms)
 {
     char text[2048];
     snprintf(text, sizeof text,
-             "run: {name: test-diloco, rounds: %d, log_every: 3}\n"
+             "run: {name: test-diloco, rounds: %d, log_every: 3%s}\n"
              "inner: {steps: %d, emulated_step_ms: %d}\n"
              "outer: {overlap_steps: %d, lr: 0.7, momentum: 0.9, clip_k: 0, deadline_min_ms: 5000,"
              " deadline_max_ms: 20000%s}\n"
@@ -230,8 +232,14 @@ static void write_config(const char *path, const char *endpoint, const char *ext
              "security: {mode: none}\n"
              "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
              "  - {name: b, address: \"127.0.0.1:0\"}\n",
-             ROUNDS, H, step_ms, TAU, extra_outer, endpoint);
+             ROUNDS, extra_run, h, step_ms, tau, extra_outer, endpoint);
     CHECK_EQ_INT(gt_test_write_file(path, text), 0);
+}
+
+static void write_config(const char *path, const char *endpoint, const char *extra_outer,
+                         int step_ms)
+{
+    write_config_with(path, endpoint, "", extra_outer, H, TAU, step_ms);
 }
 
 static void test_against_reference(const char *tmp, const char *config)
@@ -438,21 +446,10 @@ out:
 static void test_catch_up_checkpoint(const char *tmp, const char *endpoint)
 {
     enum { CH = 8, CTAU = 4, CK = 2 };
-    char cfg[1100], text[2048], run[1100], log[2][1100], path[1200];
+    char cfg[1100], extra[64], run[1100], log[2][1100], path[1200];
     snprintf(cfg, sizeof cfg, "%s/ckpt.yaml", tmp);
-    snprintf(text, sizeof text,
-             "run: {name: test-diloco, rounds: %d, log_every: 4, checkpoint_every: %d}\n"
-             "inner: {steps: %d, emulated_step_ms: %d}\n"
-             "outer: {overlap_steps: %d, lr: 0.7, momentum: 0.9, clip_k: 0, deadline_min_ms: 5000,"
-             " deadline_max_ms: 20000, catch_up: true}\n"
-             "codec: {name: fp32, error_feedback: false, block_size: 16}\n"
-             "wan: {transport: ucx, lanes: 2, connect_timeout_ms: 20000, peer_timeout_ms: 5000}\n"
-             "membership: {endpoints: [\"%s\"], lease_ttl_s: 3, heartbeat_ms: 500}\n"
-             "security: {mode: none}\n"
-             "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
-             "  - {name: b, address: \"127.0.0.1:0\"}\n",
-             ROUNDS, CK, CH, STEP_MS, CTAU, endpoint);
-    CHECK_EQ_INT(gt_test_write_file(cfg, text), 0);
+    snprintf(extra, sizeof extra, ", checkpoint_every: %d", CK);
+    write_config_with(cfg, endpoint, extra, ", catch_up: true", CH, CTAU, STEP_MS);
     snprintf(run, sizeof run, "%s/ckpt", tmp);
     setenv("GT_TEST_SLOW_B", SLOW, 1);
     setenv("GT_TEST_TRACE_STEPS", "1", 1);
