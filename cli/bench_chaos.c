@@ -29,7 +29,7 @@ static void usage(FILE *out)
         out,
         "usage: geotrain bench chaos [--config FILE] [--seed S] [--mtbf-rounds M ...]\n"
         "                            [--run-dir DIR] [--set KEY=VALUE ...] [--slow F]\n"
-        "                            [--chaos-round-s S] [--json]\n\n"
+        "                            [--chaos-round-s S] [--fault-rounds F] [--json]\n\n"
         "Runs FILE (default bench/chaos.yaml) under `geotrain launch --chaos S` (default\n"
         "seed 1) for each failure rate M (mean rounds between failures of one site;\n"
         "repeatable; default 20 and 5), once as DiLoCo and once with outer.mode=sync-dp\n"
@@ -47,7 +47,9 @@ static void usage(FILE *out)
         "sleeps, so rounds get long against the lease without the sites fighting over this\n"
         "machine's cores; the measured speed is the slowed one). --chaos-round-s S places\n"
         "the schedule's link cuts on the emulation clock (launch --chaos-round-s; default 3,\n"
-        "bench/chaos.yaml's rounds with --slow 20; 0: no cuts). Run directories go under\n"
+        "bench/chaos.yaml's rounds with --slow 20; 0: no cuts). --fault-rounds F: the mean\n"
+        "length in rounds of a kill's down time and of a slowdown (launch --fault-rounds;\n"
+        "default 2: 1, 2 or 3 rounds). Run directories go under\n"
         "DIR (default runs/bench-chaos-TIME) and are kept; --json prints JSON lines only.\n");
 }
 
@@ -86,13 +88,14 @@ int gt_bench_chaos(int argc, char **argv)
         {"seed", required_argument, NULL, 'S'},   {"mtbf-rounds", required_argument, NULL, 'M'},
         {"set", required_argument, NULL, 's'},    {"json", no_argument, NULL, 'j'},
         {"slow", required_argument, NULL, 'w'},   {"chaos-round-s", required_argument, NULL, 'r'},
+        {"fault-rounds", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     const char *config = "bench/chaos.yaml", *dir_opt = NULL, *seed = "1", *round_s = "3";
     double mtbf[8];
     size_t n_mtbf = 0;
     char sets[8192] = "", *end;
     int c, json = 0;
-    double slow = 1.0;
+    double slow = 1.0, fault_rounds = 2.0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -129,6 +132,15 @@ int gt_bench_chaos(int argc, char **argv)
                 return 2;
             }
             round_s = optarg;
+            break;
+        case 'F':
+            fault_rounds = strtod(optarg, &end);
+            if (*end || !(fault_rounds >= 0.05 && fault_rounds <= 1000)) {
+                fprintf(stderr,
+                        "geotrain bench chaos: --fault-rounds %s: expected rounds in [0.05, 1000]\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'j': json = 1; break;
         case 'w':
@@ -185,8 +197,8 @@ int gt_bench_chaos(int argc, char **argv)
             snprintf(
                 cmd, sizeof cmd,
                 "'%s' launch '%s' --run-dir '%s' --chaos %s --mtbf-rounds %g --chaos-round-s %s "
-                "%s %s > '%s.log' 2>&1",
-                self, config, run, seed, mtbf[k], round_s, sets,
+                "--fault-rounds %g %s %s > '%s.log' 2>&1",
+                self, config, run, seed, mtbf[k], round_s, fault_rounds, sets,
                 m ? "--set outer.mode=sync-dp --set outer.overlap_steps=0 --set "
                     "outer.catch_up=false"
                   : "",
@@ -225,9 +237,11 @@ int gt_bench_chaos(int argc, char **argv)
                 isfinite(jnum(sum, "eval_loss")) ? json_real(jnum(sum, "eval_loss")) : json_null(),
                 "wall_s", jnum(sum, "wall_s"), "finished", r == 0);
             double bound = jnum(sum, "goodput_bound");
-            if (o)
+            if (o) {
                 json_object_set_new(o, "goodput_bound",
                                     isfinite(bound) ? json_real(bound) : json_null());
+                json_object_set_new(o, "fault_rounds", json_real(fault_rounds));
+            }
             json_t *bd = json_object_get(sum, "goodput_breakdown");
             if (o && bd) json_object_set(o, "goodput_breakdown", bd);
             if (m == 0) b0 = bound;

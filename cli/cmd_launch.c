@@ -102,7 +102,8 @@ static void usage(FILE *out)
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
             "                       [--etcd-members N] [--kill-etcd M@ROUND ...]\n"
             "                       [--restart-etcd M@ROUND ...] [--set KEY=VALUE ...]\n"
-            "                       [--resume RUN_DIR] [--chaos SEED [--mtbf-rounds M]]\n"
+            "                       [--resume RUN_DIR] [--chaos SEED [--mtbf-rounds M]\n"
+            "                       [--fault-rounds F]]\n"
             "                       [--dry-run] [-- CMD ARGS...]\n"
             "\n"
             "Runs every site of SITES.yaml (default ./sites.yaml) on this machine, each as its\n"
@@ -180,9 +181,10 @@ static void usage(FILE *out)
             "  --chaos SEED         a seeded fault schedule over the run's rounds, printed at\n"
             "                       the start and written to RUN_DIR/chaos.json (same SEED, same\n"
             "                       schedule): kill -9 a site and start it again (a joiner)\n"
-            "                       1-3 rounds later; SIGSTOP it for 0.5-2 leases, then SIGCONT\n"
-            "                       (past its lease it is a zombie: exit 3, rejoins); its steps\n"
-            "                       3-10x slower for 1-3 rounds; kill -9 an etcd member and\n"
+            "                       1, 2 or 3 rounds later; SIGSTOP it for 0.5-2 leases, then\n"
+            "                       SIGCONT (past its lease it is a zombie: exit 3, rejoins);\n"
+            "                       its steps 3-10x slower for 1, 2 or 3 rounds (both scale\n"
+            "                       with --fault-rounds); kill -9 an etcd member and\n"
             "                       start it again; cut a site's links to every other site, or\n"
             "                       one of them, for 2 s to 2.5 x wan.peer_timeout_ms (a short\n"
             "                       cut delays rounds; a long one makes the cut-off site leave\n"
@@ -199,6 +201,10 @@ static void usage(FILE *out)
             "                       (run.checkpoint_every) after the fault's delay\n"
             "  --mtbf-rounds M      mean rounds between faults of one site (and of etcd),\n"
             "                       default 20\n"
+            "  --fault-rounds F     mean length in rounds of a kill's down time, a slowdown\n"
+            "                       and an etcd outage (each 1/2, 1 or 3/2 x F; default 2,\n"
+            "                       i.e. 1-3 rounds); below 1, restarts and slowdowns end\n"
+            "                       inside a round (rounds: the furthest site's step / H)\n"
             "  --chaos-round-s S    the seconds a round is expected to take, which places the\n"
             "                       link cuts on the emulation clock (default 2; 0: no cuts)\n"
             "  --dry-run            print the --chaos schedule as JSON and start nothing\n"
@@ -787,6 +793,7 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"mtbf-rounds", required_argument, NULL, 'M'},
                                          {"dry-run", no_argument, NULL, 'N'},
                                          {"chaos-round-s", required_argument, NULL, 'r'},
+                                         {"fault-rounds", required_argument, NULL, 'F'},
                                          {NULL, 0, NULL, 0}};
     const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
     const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
@@ -797,7 +804,7 @@ int gt_cmd_launch(int argc, char **argv)
     char *end = NULL;
     int c, resume = 0, chaos = 0, dry_run = 0;
     unsigned long long chaos_seed = 0;
-    double mtbf = 20.0, round_s = 2.0;
+    double mtbf = 20.0, round_s = 2.0, fault_rounds = 2.0;
     json_t *launch_rec = NULL; /* RUN_DIR/launch.json of the run being resumed */
     /* `-- CMD ARGS...`: everything after the first "--" is the user's trainer. */
     g_cmd = NULL;
@@ -884,6 +891,15 @@ int gt_cmd_launch(int argc, char **argv)
                 fprintf(stderr,
                         "geotrain launch: --chaos-round-s %s: expected seconds in "
                         "[0.01, 1e5], or 0 (no link cuts)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'F':
+            fault_rounds = strtod(optarg, &end);
+            if (*end || !(fault_rounds >= 0.05 && fault_rounds <= 1000)) {
+                fprintf(stderr,
+                        "geotrain launch: --fault-rounds %s: expected rounds in [0.05, 1000]\n",
                         optarg);
                 return 2;
             }
@@ -1032,7 +1048,8 @@ int gt_cmd_launch(int argc, char **argv)
                              cfg->membership.n_endpoints ? 0u : (uint32_t)etcd_members,
                              (double)cfg->membership.lease_ttl_s,
                              cfg->wan.emulation.enabled ? round_s : 0.0,
-                             cfg->wan.peer_timeout_ms * 1e-3};
+                             cfg->wan.peer_timeout_ms * 1e-3,
+                             fault_rounds};
     if (chaos) {
         if (resume || n_kills || n_joins || n_restarts) {
             fprintf(stderr, "geotrain launch: --chaos draws its own faults: it does not go with "
@@ -1306,8 +1323,10 @@ int gt_cmd_launch(int argc, char **argv)
             }
         /* --chaos: fire the faults whose round the run has reached. */
         for (uint32_t k = 0; k < cfg->n_sites; k++) {
-            if (sp[k].started && jnum(sp[k].st, "round") > progress)
-                progress = jnum(sp[k].st, "round");
+            /* in rounds, fractional (the furthest site's step over H): --fault-rounds below 1
+             * restarts a site or ends a slowdown inside a round */
+            double at = jnum(sp[k].st, "step") / (double)cfg->inner.steps;
+            if (sp[k].started && at > progress) progress = at;
             double ts = jnum(sp[k].st, "train_start_unix");
             if (ts > 0 && (t_first_unix <= 0 || ts < t_first_unix)) t_first_unix = ts;
         }
@@ -1323,7 +1342,7 @@ int gt_cmd_launch(int argc, char **argv)
                     continue;
                 fprintf(tty ? stdout : stderr,
                         "-- chaos: link cut %s: %s%s%s for %.1f s at round "
-                        "%.0f (%.1f s on the emulation clock)\n",
+                        "%.1f (%.1f s on the emulation clock)\n",
                         ev->state ? "healed" : "begins", sp[ev->target].name,
                         ev->peer == GT_CHAOS_ALL_PEERS ? " off from every other site" : "-",
                         ev->peer == GT_CHAOS_ALL_PEERS ? "" : sp[ev->peer].name, ev->duration_s,
@@ -1348,7 +1367,7 @@ int gt_cmd_launch(int argc, char **argv)
                     ev->state = 3;
                     chaos_skipped++;
                     fprintf(tty ? stdout : stderr,
-                            "-- chaos: skipped the %s of %s at round %.0f: only %u other sites "
+                            "-- chaos: skipped the %s of %s at round %.1f: only %u other sites "
                             "are training\n",
                             ev->kind == GT_CHAOS_KILL ? "kill" : "stop", v->name, progress, up);
                     drawn = 0;
@@ -1415,10 +1434,10 @@ int gt_cmd_launch(int argc, char **argv)
             }
             if (did) {
                 if (ev->kind == GT_CHAOS_ETCD)
-                    fprintf(tty ? stdout : stderr, "-- chaos: %s %u at round %.0f\n", did,
+                    fprintf(tty ? stdout : stderr, "-- chaos: %s %u at round %.1f\n", did,
                             ev->target, progress);
                 else
-                    fprintf(tty ? stdout : stderr, "-- chaos: %s %s at round %.0f\n", did, v->name,
+                    fprintf(tty ? stdout : stderr, "-- chaos: %s %s at round %.1f\n", did, v->name,
                             progress);
                 drawn = 0;
             }

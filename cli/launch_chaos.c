@@ -59,6 +59,7 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
     size_t n = 0;
     if (p->rounds < 5 || !(p->mtbf_rounds > 0)) return 0;
     uint32_t last = p->rounds - 3; /* faults end by then */
+    double fr = p->fault_rounds > 0 ? p->fault_rounds : 2.0;
     /* One stream per site (and one for etcd): adding a site does not move the others' faults. */
     for (uint32_t s = 0; s <= p->n_sites; s++) {
         int etcd = s == p->n_sites;
@@ -70,7 +71,8 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
             gt_chaos_ev_t e;
             memset(&e, 0, sizeof e);
             e.at = r;
-            uint32_t dur = 1 + (uint32_t)(uniform(&st) * 3); /* 1 to 3 rounds */
+            /* 1/2, 1 or 3/2 x fault_rounds: 1, 2 or 3 rounds by default */
+            double dur = 0.5 * fr * (double)(1 + (uint32_t)(uniform(&st) * 3));
             if (etcd) {
                 e.kind = GT_CHAOS_ETCD;
                 e.target = (uint32_t)(uniform(&st) * p->etcd_members);
@@ -86,7 +88,7 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
             if (e.until > last) e.until = last;
             if (e.until <= e.at) break;
             ev[n++] = e;
-            r = e.until + gap(&st, p->mtbf_rounds);
+            r = (uint32_t)ceil(e.until) + gap(&st, p->mtbf_rounds);
         }
     }
     /* Link cuts: a stream of their own per site (the other faults of a seed stay put). */
@@ -107,9 +109,9 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
                 uint32_t k = (uint32_t)(uniform(&st) * (p->n_sites - 1));
                 e.peer = k >= s ? k + 1 : k;
             }
-            e.until = r + 1 + (uint32_t)ceil(e.duration_s / p->round_s);
+            e.until = r + 1 + ceil(e.duration_s / p->round_s);
             ev[n++] = e;
-            r = e.until + gap(&st, 3 * p->mtbf_rounds);
+            r = (uint32_t)e.until + gap(&st, 3 * p->mtbf_rounds);
         }
     }
     qsort(ev, n, sizeof *ev, by_round);
@@ -130,7 +132,8 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
                 down += s != e.target && busy_until[s] > e.at;
             if (down + 1 > max_down) continue;
             if (e.target < 256)
-                busy_until[e.target] = e.kind == GT_CHAOS_STOP ? e.at + 3 : e.until + 2;
+                busy_until[e.target] =
+                    e.kind == GT_CHAOS_STOP ? e.at + 3 : (uint32_t)ceil(e.until) + 2;
         }
         ev[kept++] = e;
     }
@@ -149,8 +152,8 @@ json_t *gt_chaos_json(const gt_chaos_params_t *p, const gt_chaos_ev_t *ev, size_
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++) {
         const gt_chaos_ev_t *e = &ev[i];
-        json_t *o = json_pack("{s:s,s:i,s:i}", "kind", kind_name(e->kind), "at_round", (int)e->at,
-                              "until_round", (int)e->until);
+        json_t *o = json_pack("{s:s,s:i,s:f}", "kind", kind_name(e->kind), "at_round", (int)e->at,
+                              "until_round", e->until);
         if (!o) continue;
         if (e->kind == GT_CHAOS_ETCD)
             json_object_set_new(o, "etcd_member", json_integer(e->target));
@@ -166,8 +169,9 @@ json_t *gt_chaos_json(const gt_chaos_params_t *p, const gt_chaos_ev_t *ev, size_
         }
         json_array_append_new(arr, o);
     }
-    return json_pack("{s:I,s:f,s:i,s:o}", "seed", (json_int_t)p->seed, "mtbf_rounds",
-                     p->mtbf_rounds, "rounds", (int)p->rounds, "events", arr);
+    return json_pack("{s:I,s:f,s:f,s:i,s:o}", "seed", (json_int_t)p->seed, "mtbf_rounds",
+                     p->mtbf_rounds, "fault_rounds", p->fault_rounds > 0 ? p->fault_rounds : 2.0,
+                     "rounds", (int)p->rounds, "events", arr);
 }
 
 void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *const *names)
@@ -177,7 +181,7 @@ void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *co
         const gt_chaos_ev_t *e = &ev[i];
         switch (e->kind) {
         case GT_CHAOS_KILL:
-            fprintf(out, "    round %3u  kill -9 %s, restarted at round %u\n", e->at,
+            fprintf(out, "    round %3u  kill -9 %s, restarted at round %g\n", e->at,
                     names[e->target], e->until);
             break;
         case GT_CHAOS_STOP:
@@ -185,11 +189,11 @@ void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *co
                     names[e->target], e->stop_s);
             break;
         case GT_CHAOS_SLOW:
-            fprintf(out, "    round %3u  %s %.1fx slower until round %u\n", e->at, names[e->target],
+            fprintf(out, "    round %3u  %s %.1fx slower until round %g\n", e->at, names[e->target],
                     e->factor, e->until);
             break;
         case GT_CHAOS_ETCD:
-            fprintf(out, "    round %3u  kill -9 etcd member %u, restarted at round %u\n", e->at,
+            fprintf(out, "    round %3u  kill -9 etcd member %u, restarted at round %g\n", e->at,
                     e->target, e->until);
             break;
         case GT_CHAOS_CUT:
@@ -211,7 +215,7 @@ void gt_chaos_slow_windows(const gt_chaos_ev_t *ev, size_t n, uint32_t site, cha
     buf[0] = '\0';
     for (size_t i = 0; i < n && o < len; i++)
         if (ev[i].kind == GT_CHAOS_SLOW && ev[i].target == site)
-            o += (size_t)snprintf(buf + o, len - o, "%s%.3f@%u-%u", o ? "," : "", ev[i].factor,
+            o += (size_t)snprintf(buf + o, len - o, "%s%.3f@%u-%g", o ? "," : "", ev[i].factor,
                                   ev[i].at, ev[i].until);
 }
 

@@ -24,7 +24,8 @@ typedef struct {
     gt_chaos_kind_t kind;
     uint32_t target;   /* a site index (etcd: a member index) */
     uint32_t at;       /* the run's round (the most any site reached) that triggers it */
-    uint32_t until;    /* KILL/ETCD: round of the restart; SLOW: first round at full speed */
+    double until;      /* KILL/ETCD: round of the restart; SLOW: back at full speed (rounds,
+                        * fractional with --fault-rounds: the run's steps over H) */
     double stop_s;     /* STOP: seconds stopped */
     double factor;     /* SLOW: 3 to 10 */
     uint32_t peer;     /* CUT: the other end, or GT_CHAOS_ALL_PEERS */
@@ -43,6 +44,8 @@ typedef struct {
     double lease_ttl_s;    /* a STOP lasts 0.5 to 2 leases: some sites become zombies */
     double round_s;        /* CUT: the seconds a round is expected to take (0: no cuts) */
     double peer_timeout_s; /* CUT: wan.peer_timeout_ms; the longest cuts last 2.5 of it */
+    double fault_rounds;   /* the mean length in rounds of a kill's down time, a slowdown and an
+                            * etcd member's outage (0: 2, the default) */
 } gt_chaos_params_t;
 
 #define GT_CHAOS_MAX_EVENTS 256
@@ -50,6 +53,8 @@ typedef struct {
 /* Draws the schedule (same params, same schedule): per site a renewal process over the rounds
  * with exponential gaps of mean mtbf_rounds (faults of one site never overlap), each fault a
  * KILL, STOP or SLOW with equal odds; etcd members (with >= 3) one at a time at the same rate.
+ * A KILL's down time and a SLOW's length are 1/2, 1 or 3/2 x fault_rounds (equal odds: 1, 2 or
+ * 3 rounds by default), an etcd member's outage one round longer.
  * Link cuts (round_s > 0) come from a stream of their own per site, with gaps of mean
  * 3 x mtbf_rounds (so about a quarter of a site's faults, and the other faults of a seed stay
  * where they were): the site's links to every other site or to one (equal odds), for 2 s to

@@ -125,19 +125,20 @@ static gt_status_t load_config(gt_diloco_t *d)
     return st;
 }
 
-/* GT_SLOW_WINDOWS="FACTOR@FROM-TO,...": chaos slowdowns for a window of rounds. */
+/* GT_SLOW_WINDOWS="FACTOR@FROM-TO,...": chaos slowdowns for a window of rounds (fractional:
+ * from step FROM x H to step TO x H). */
 static gt_status_t parse_slow_windows(gt_diloco_t *d)
 {
     const char *v = getenv("GT_SLOW_WINDOWS");
     d->n_slow_win = 0;
     while (v && *v) {
-        double f;
-        unsigned long long from, to;
+        double f, from, to;
         int used = 0;
-        if (sscanf(v, "%lf@%llu-%llu%n", &f, &from, &to, &used) != 3 || !(f >= 1.0 && f <= 1000) ||
-            to <= from || d->n_slow_win >= (int)(sizeof d->slow_win / sizeof d->slow_win[0])) {
+        if (sscanf(v, "%lf@%lf-%lf%n", &f, &from, &to, &used) != 3 || !(f >= 1.0 && f <= 1000) ||
+            !(from >= 0 && to > from) ||
+            d->n_slow_win >= (int)(sizeof d->slow_win / sizeof d->slow_win[0])) {
             GT_ERROR("diloco: GT_SLOW_WINDOWS='%s': expected FACTOR@FROM-TO[,...] with FACTOR in "
-                     "[1, 1000], FROM < TO, at most 16 windows",
+                     "[1, 1000], 0 <= FROM < TO (rounds, fractions allowed), at most 16 windows",
                      getenv("GT_SLOW_WINDOWS"));
             return GT_ERR_INVALID;
         }
@@ -633,7 +634,7 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
         compute_s += emu_sleep(d, compute_s * (d->p.slow_factor - 1.0));
     double slow0 = d->chaos_slow_s;
     for (int w = 0; w < d->n_slow_win; w++) { /* a chaos slowdown for a window of rounds */
-        uint64_t round = d->step / d->H;      /* the round this step trains for */
+        double round = (double)d->step / (double)d->H; /* where in the rounds this step is */
         if (round >= d->slow_win[w].from && round < d->slow_win[w].to) {
             double extra = emu_sleep(d, compute_s * (d->slow_win[w].factor - 1.0));
             compute_s += extra;
@@ -655,6 +656,8 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
         d->loss_acc += loss;
         d->loss_n++;
     }
+    uint64_t held0 = gt_time_ns();
+    double wait0 = d->wait_s;
     gt_status_t st = d->cfg->outer.catch_up && !d->sync_dp ? catch_up(d) : GT_OK;
     if (st == GT_OK) st = schedule(d);
     if (st == GT_OK && d->step == d->total) {
@@ -671,6 +674,11 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
         raise(SIGKILL);
     }
     dl_write_status(d, 0);
+    double held = (gt_time_ns() - held0) * 1e-9 - (d->wait_s - wait0);
+    if (held > d->held_max_s) {
+        d->held_max_s = held;
+        d->held_max_step = d->step;
+    }
     /* A stop request or a lost lease on any rank is the whole site's (one collective). */
     if (st == GT_OK)
         st = d->wan_error              ? (gt_status_t)d->wan_error

@@ -169,17 +169,22 @@ struct gt_diloco {
     double compute_s, wait_s;
     double *exch; /* per applied round: submit to the last result chunk (s), for the median */
     size_t exch_n, exch_cap;
-    /* Chaos (launch --chaos, GT_SLOW_WINDOWS): steps slowed while applied_upto is in
+    /* Chaos (launch --chaos, GT_SLOW_WINDOWS): steps slowed while step / H (in rounds) is in
      * [from, to); the time that added, kept apart so goodput can use the site's own speed. */
     struct {
         double factor;
-        uint64_t from, to;
+        double from, to;
     } slow_win[16];
     int n_slow_win;
     double chaos_slow_s;
     /* the trainer's step time (a moving average, pauses left out), and the pauses: steps or
      * emulated sleeps far longer than the steps before (SIGSTOP), counted as no compute */
     double step_ema, paused_s;
+    /* The longest a step was held inside gt_diloco_step beyond its waits for results (the
+     * round schedule, the outer step, the status line — and the WAN thread's lock, which it
+     * takes): a view change that blocked under that lock shows here. */
+    double held_max_s;
+    uint64_t held_max_step;
     /* tokens trained by this process, and its compute time without chaos slowdowns: the
      * site's speed for goodput (tokens and compute_s are restored on resume) */
     uint64_t life_tokens;

@@ -289,6 +289,8 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
     json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
     json_object_set_new(o, "paused_s", json_real(d->paused_s));
+    json_object_set_new(o, "step_held_max_s", json_real(d->held_max_s));
+    json_object_set_new(o, "step_held_max_at", json_integer((json_int_t)d->held_max_step));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
     json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));
     json_object_set_new(o, "train_start_unix",

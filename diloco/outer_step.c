@@ -690,8 +690,10 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     if (away) {
         uint64_t t0 = gt_time_ns();
         gt_status_t live = dl_confirm_member(d);
+        double confirm_s = (gt_time_ns() - t0) * 1e-9;
+        d->wait_s += confirm_s; /* a wait, on the membership service: not a step's work */
         GT_DEBUG("site %s: membership confirmed (%s) in %.2f s", d->name, gt_status_str(live),
-                 (gt_time_ns() - t0) * 1e-9);
+                 confirm_s);
         if ((live = dl_agree(d, live)) != GT_OK) {
             if (live == GT_ERR_PEER_LOST) dl_leave(d);
             d->wan_error = (int)live;

@@ -36,6 +36,21 @@ seed=180
 cmp -s "$dir/s1.json" "$dir/s1b.json" || fail "the same seed drew two schedules"
 cmp -s "$dir/s1.json" "$dir/s2.json" && fail "seeds 1 and 2 drew the same schedule"
 "$geotrain" launch "$config" "${sets[@]}" --chaos x --dry-run 2>/dev/null && fail "--chaos x accepted"
+# --fault-rounds F: a kill's down time and a slowdown last F/2, F or 3F/2 rounds (default 2)
+"$geotrain" launch "$config" "${sets[@]}" --chaos $seed --mtbf-rounds 8 --fault-rounds 0.5 \
+  --dry-run >"$dir/short.json" || fail "--fault-rounds 0.5 --dry-run failed"
+"$geotrain" launch "$config" "${sets[@]}" --chaos $seed --fault-rounds 0 --dry-run 2>/dev/null &&
+  fail "--fault-rounds 0 accepted"
+python3 - "$dir" <<'PY' || fail "--fault-rounds"
+import json, sys
+d = sys.argv[1]
+for f, want in (("s1.json", {1, 2, 3}), ("short.json", {0.25, 0.5, 0.75})):
+    j = json.load(open(f"{d}/{f}"))
+    lens = {round(e["until_round"] - e["at_round"], 6) for e in j["events"]
+            if e["kind"] in ("kill", "slow") and e["until_round"] < j["rounds"] - 3}
+    assert lens and lens <= want, f"{f}: kill and slow lengths {sorted(lens)}, not within {want}"
+    print(f"ok: {f}: fault_rounds {j['fault_rounds']}, kill/slow lengths {sorted(lens)}")
+PY
 
 timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" "${sets[@]}" --chaos $seed \
   --mtbf-rounds 8 >"$dir/launch.out" 2>&1 || fail "launch --chaos failed"

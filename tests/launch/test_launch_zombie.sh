@@ -4,7 +4,8 @@
 # was removed before it sends or applies anything (exit 3, "removed from the run"), and
 # `geotrain launch` starts it again as a joiner, which fetches the current anchor and finishes
 # the run. Every round's anchor that c logged equals a's for that round (it never applied a
-# stale result), and no hash vote failed.
+# stale result), and no hash vote failed. Removing c does not hold up a's and b's steps
+# (step_held_max_s in their summaries).
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-zombie-XXXXXX)
@@ -13,11 +14,13 @@ trap '[ -n "$cpid" ] && kill -CONT "$cpid" 2>/dev/null; pkill -KILL -f "$dir/run
 fail() { echo "FAIL: $*" >&2; cat "$dir/launch.out" >&2; for f in "$dir"/run/logs/*.log; do echo "== $f" >&2; grep -v "info.*mesh" "$f" | tail -n 30 >&2; done; exit 1; }
 rounds() { python3 -c "import json,sys;print(int(json.load(open(sys.argv[1])).get('rounds_applied',0)))" "$1" 2>/dev/null || echo 0; }
 
-# Steps of at least 15 ms whatever the machine: the freeze, the removal and the rejoin take
+# c's connections outlive its lease (peer_timeout 10 s): it is removed while they still look
+# healthy, as a frozen host's do. Steps of at least 15 ms whatever the machine: the freeze, the removal and the rejoin take
 # seconds, and the run must still be going when c is back (at 10 ms a step, c once came back
 # in the last rounds and found the run over).
 "$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=100 \
-  --set membership.lease_ttl_s=3 --set inner.emulated_step_ms=15 >"$dir/launch.out" 2>&1 &
+  --set membership.lease_ttl_s=3 --set inner.emulated_step_ms=15 \
+  --set wan.peer_timeout_ms=10000 >"$dir/launch.out" 2>&1 &
 launcher=$!
 for _ in $(seq 1 1200); do
   [ "$(rounds "$dir/run/c/status.json")" -ge 3 ] && break
@@ -43,6 +46,10 @@ grep -q "removed from the run" "$dir/run/logs/c.log" || fail "c did not notice i
 grep -q "c was removed from the run (exit 3): started again" "$dir/launch.out" ||
   fail "launch did not start c again"
 grep -q "joined at step" "$dir/run/logs/c.log" || fail "c did not rejoin as a joiner"
+# The survivors closed c's connections by force when the view dropped it: flushing them (to a
+# frozen peer) blocked under the WAN thread's lock until the 2 s close deadline.
+grep -h "could not flush an endpoint" "$dir/run/logs/a.log" "$dir/run/logs/b.log" &&
+  fail "a survivor flushed the removed site's connection (held its WAN thread 2 s)"
 for s in a b c; do
   st=$(python3 -c "import json;print(json.load(open('$dir/run/$s/summary.json'))['status'])")
   [ "$st" = finished ] || fail "site $s: status $st"
@@ -63,5 +70,12 @@ assert max(a) == max(c), "c did not finish the run"
 tot = json.load(open(f"{run}/summary.json"))
 assert tot.get("hash_mismatches", 0) == 0, f"hash mismatches: {tot.get('hash_mismatches')}"
 print(f"ok: c's {len(c)} rounds agree with a's; final anchors equal")
+# Removing the frozen c did not hold a's or b's training: the survivors closed its connection
+# by force. (An orderly close flushed first, under the WAN thread's lock, which the training
+# thread takes every step: both stood still until c thawed or the 2 s close deadline passed.)
+for s in ("a", "b"):
+    held = json.load(open(f"{run}/{s}/summary.json"))["step_held_max_s"]
+    assert held < 0.5, f"{s}: a step was held {held:.2f} s beyond its waits (c's removal?)"
+    print(f"ok: {s}'s longest step hold {held:.3f} s")
 PY
 echo "ok: the zombie noticed its removal and rejoined"
