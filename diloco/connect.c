@@ -260,7 +260,9 @@ gt_status_t dl_connect(gt_diloco_t *d)
         mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
         mbp.note = d->resume_note; /* the checkpoints it can resume from (checkpoint.c) */
         /* A site that comes back after a crash may find its old member key still held by the
-         * lease of the process that died: wait for that lease to run out. */
+         * lease of the process that died: revoked at once when that process is provably gone
+         * (nobody listens at its address), else waited for until it runs out. */
+        mbp.replace_gone = 1;
         uint64_t t_reg = gt_time_ns(),
                  wait_ns = (2ull * cfg->membership.lease_ttl_s + 2) * 1000000000ull;
         while ((st = gt_wan_member_create(&mbp, &gr->member)) == GT_ERR_EXISTS &&

@@ -296,11 +296,18 @@ typedef struct {
     /* Optional: a JSON object whose fields are added to this site's member value (e.g. the
      * checkpoints it could resume from); gt_wan_member_values returns them. */
     const char *note;
+    /* 1: when the site's name is still held by a previous process's lease, and that process
+     * is provably gone — nobody listens at the address it published (the connection is
+     * refused: it died and its host's kernel says so), or it published `address`, which this
+     * process now listens on — revoke that lease and register at once, instead of failing with
+     * GT_ERR_EXISTS until it runs out. A frozen or unreachable holder is never taken for gone.
+     * 0 (the default): GT_ERR_EXISTS. */
+    int replace_gone;
 } gt_wan_member_params_t;
 
 #define GT_WAN_MEMBER_PARAMS_INIT                                  \
     {                                                              \
-        NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000, NULL \
+        NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000, NULL, 0 \
     }
 
 typedef struct {

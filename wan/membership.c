@@ -9,13 +9,18 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 struct gt_wan_member {
     char **endpoints;
@@ -292,6 +297,82 @@ static json_t *member_value(const gt_wan_member_t *m, const char *note)
     return v;
 }
 
+static int parse_member(const char *text, gt_wan_member_info_t *info);
+
+/* Whether nobody listens at `address` ("host:port", "[v6]:port"): a TCP connection to it is
+ * refused (the host's kernel answers for a process that died). An accepted connection, a
+ * timeout, no route or an address that does not parse prove nothing: 0. */
+static int nobody_listens(const char *address, unsigned timeout_ms)
+{
+    char host[GT_WAN_MEMBER_ADDR_MAX];
+    const char *colon = strrchr(address, ':');
+    if (!colon || colon == address || !colon[1]) return 0;
+    size_t hl = (size_t)(colon - address);
+    if (address[0] == '[' && hl >= 2 && address[hl - 1] == ']') {
+        address++;
+        hl -= 2;
+    }
+    if (hl >= sizeof host) return 0;
+    memcpy(host, address, hl);
+    host[hl] = '\0';
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) return 0;
+    int refused = 0;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        if (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+            if (errno == ECONNREFUSED) {
+                refused = 1;
+            } else if (errno == EINPROGRESS) {
+                struct pollfd pf = {fd, POLLOUT, 0};
+                int err = 0;
+                socklen_t el = sizeof err;
+                if (poll(&pf, 1, (int)timeout_ms) == 1 &&
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0)
+                    refused = err == ECONNREFUSED;
+            }
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return refused;
+}
+
+/* The member key is held by another lease. With replace_gone, when that lease's holder is
+ * provably gone — it published this process's own address (which this process now listens on)
+ * or nobody listens at the address it published — the lease is revoked, and 1 returned: the
+ * caller puts its key again instead of waiting up to a TTL (and, after an etcd leader change,
+ * longer: a new leader extends every lease) for it to run out. A holder that is frozen
+ * (SIGSTOP) still has its listener, so it is never taken for gone. */
+static int take_over_gone(gt_wan_member_t *m, json_t *txn_reply)
+{
+    json_t *resp = json_array_get(json_object_get(txn_reply, "responses"), 0);
+    json_t *rr = json_object_get(resp, "response_range");
+    if (!rr) rr = json_object_get(resp, "responseRange");
+    json_t *kv = json_array_get(json_object_get(rr, "kvs"), 0);
+    int64_t old = get_i64(kv, "lease");
+    char *text = unb64(json_object_get(kv, "value"), NULL);
+    gt_wan_member_info_t info;
+    int parsed = text && parse_member(text, &info);
+    free(text);
+    if (!old || old == m->lease || !parsed) return 0;
+    int own = m->address[0] && strcmp(info.address, m->address) == 0;
+    if (!own && !nobody_listens(info.address, m->timeout_ms)) return 0;
+    json_t *req = json_pack("{s:o}", "ID", i64_string(old)), *reply = NULL;
+    gt_status_t st = post(m, m->api, "/v3/lease/revoke", req, &reply);
+    json_decref(req);
+    json_decref(reply);
+    if (st != GT_OK) return 0;
+    GT_WARN("membership: site %s: its previous process is gone (%s %s): revoked its lease %lld "
+            "instead of waiting for it to run out",
+            m->site, own ? "it published the address this process listens on," : "nobody listens at",
+            own ? "" : info.address, (long long)old);
+    return 1;
+}
+
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static void curl_global(void)
 {
@@ -361,11 +442,15 @@ again:
     value = member_value(m, p->note);
     value_text = value ? json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     GT_REQUIRE_GOTO(value && value_text, st, GT_ERR_NOMEM, fail, "membership: out of memory");
-    req = json_pack("{s:[{s:s,s:o,s:s}],s:[{s:{s:o,s:o,s:o}}]}", "compare", "target", "CREATE",
-                    "key", b64(m->member_key, strlen(m->member_key)), "create_revision", "0",
-                    "success", "request_put", "key", b64(m->member_key, strlen(m->member_key)),
-                    "value", b64(value_text, strlen(value_text)), "lease", i64_string(m->lease));
+    req = json_pack("{s:[{s:s,s:o,s:s}],s:[{s:{s:o,s:o,s:o}}],s:[{s:{s:o}}]}", "compare", "target",
+                    "CREATE", "key", b64(m->member_key, strlen(m->member_key)), "create_revision",
+                    "0", "success", "request_put", "key",
+                    b64(m->member_key, strlen(m->member_key)), "value",
+                    b64(value_text, strlen(value_text)), "lease", i64_string(m->lease),
+                    "failure", "request_range", "key", b64(m->member_key, strlen(m->member_key)));
     GT_REQUIRE_GOTO(req, st, GT_ERR_NOMEM, fail, "membership: out of memory");
+    int took_over = 0;
+put:
     st = post(m, m->api, "/v3/kv/txn", req, &reply);
     if (st == GT_ERR_IO && ++attempts < 5) {
         json_decref(req);
@@ -380,6 +465,13 @@ again:
         goto again;
     }
     if (st != GT_OK) goto fail;
+    if (!json_is_true(json_object_get(reply, "succeeded")) && p->replace_gone && !took_over &&
+        take_over_gone(m, reply)) {
+        took_over = 1;
+        json_decref(reply);
+        reply = NULL;
+        goto put;
+    }
     if (!json_is_true(json_object_get(reply, "succeeded"))) {
         GT_ERROR("membership: a live site named '%s' is already registered under %s", m->site,
                  m->member_key);
@@ -410,7 +502,7 @@ fail:
     return st;
 }
 
-static void revoke(gt_wan_member_t *m)
+static void revoke_lease(gt_wan_member_t *m)
 {
     if (!m->lease || !m->api) return;
     json_t *req = json_pack("{s:o}", "ID", i64_string(m->lease)), *reply = NULL;
@@ -434,7 +526,7 @@ void gt_wan_member_destroy(gt_wan_member_t *m)
 {
     if (!m) return;
     stop_heartbeat(m);
-    if (!m->lost) revoke(m); /* a lost lease is already gone */
+    if (!m->lost) revoke_lease(m); /* a lost lease is already gone */
     if (m->api) curl_easy_cleanup(m->api);
     for (size_t i = 0; i < m->n_endpoints; i++) free(m->endpoints[i]);
     free(m->endpoints);

@@ -6,8 +6,11 @@
 #include "gt_test.h"
 #include "gt_wan.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -107,6 +110,68 @@ out:
     gt_wan_etcd_cluster_stop(&cl);
     gt_test_rmtree(dir);
     free(dir);
+}
+
+/* A TCP listener on a free loopback port, its "127.0.0.1:PORT" in addr. */
+static int listener(char *addr, size_t n)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 4) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    snprintf(addr, n, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+    return fd;
+}
+
+/* replace_gone: a site started again while its previous process's lease still holds its name
+ * takes the name at once when that process is provably gone — nobody listens at the address
+ * it published, or it published the address the new one listens on — and never while
+ * something listens there (a frozen process keeps its listener). */
+static void test_take_over(void)
+{
+    char addr[64], addr2[64];
+    int fd = listener(addr, sizeof addr);
+    int fd2 = listener(addr2, sizeof addr2);
+    CHECK(fd >= 0 && fd2 >= 0);
+    gt_wan_member_params_t p1 = params("d", addr);
+    gt_wan_member_t *old = NULL, *new = NULL;
+    CHECK_EQ_INT(gt_wan_member_create(&p1, &old), GT_OK);
+    /* Alive (its listener answers): refused, replace_gone or not. */
+    gt_wan_member_params_t p2 = params("d", addr2);
+    p2.replace_gone = 1;
+    CHECK_EQ_INT(gt_wan_member_create(&p2, &new), GT_ERR_EXISTS);
+    CHECK_EQ_INT(gt_wan_member_health(old), GT_OK);
+    /* Its listener closed (the process died; here its lease lives on in this process): the
+     * new one registers at once, well within the old lease's TTL, and the old lease is gone. */
+    close(fd);
+    uint64_t t0 = gt_time_ns();
+    CHECK_EQ_INT(gt_wan_member_create(&p2, &new), GT_OK);
+    double took = (gt_time_ns() - t0) / 1e9;
+    fprintf(stderr, "took over a gone process's name in %.3f s (TTL %d s)\n", took, TTL_S);
+    CHECK_MSG(took < 0.5 * TTL_S, "took %.2f s", took);
+    while (gt_wan_member_health(old) == GT_OK && (gt_time_ns() - t0) / 1e9 < 2.0 * TTL_S)
+        sleep_ms(50);
+    CHECK_EQ_INT(gt_wan_member_health(old), GT_ERR_PEER_LOST);
+    gt_wan_view_t live;
+    CHECK_EQ_INT(gt_wan_member_list(new, &live), GT_OK);
+    for (uint32_t i = 0; i < live.n_members; i++)
+        if (strcmp(live.members[i].name, "d") == 0)
+            CHECK(strcmp(live.members[i].address, addr2) == 0);
+    /* The same address as its own (it listens there now): taken over though it answers. */
+    gt_wan_member_t *again = NULL;
+    gt_wan_member_abandon(new); /* a crash: the lease stays until its TTL */
+    CHECK_EQ_INT(gt_wan_member_create(&p2, &again), GT_OK);
+    gt_wan_member_destroy(again);
+    gt_wan_member_destroy(new);
+    gt_wan_member_destroy(old);
+    close(fd2);
 }
 
 int main(void)
@@ -231,6 +296,8 @@ int main(void)
     b = NULL;
     CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_OK);
     CHECK_EQ_INT(live.n_members, 1);
+
+    test_take_over();
 
     /* A frozen etcd (what a lost quorum looks like): calls time out, never hang; after a TTL
      * without an answer the member is "frozen", not lost — etcd can neither renew nor expire
