@@ -83,13 +83,17 @@ static double submitted(const char *run, json_t *sum)
 
 int gt_bench_chaos(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"run-dir", required_argument, NULL, 'd'},
-        {"seed", required_argument, NULL, 'S'},   {"mtbf-rounds", required_argument, NULL, 'M'},
-        {"set", required_argument, NULL, 's'},    {"json", no_argument, NULL, 'j'},
-        {"slow", required_argument, NULL, 'w'},   {"chaos-round-s", required_argument, NULL, 'r'},
-        {"fault-rounds", required_argument, NULL, 'F'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"run-dir", required_argument, NULL, 'd'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"mtbf-rounds", required_argument, NULL, 'M'},
+                                         {"set", required_argument, NULL, 's'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"slow", required_argument, NULL, 'w'},
+                                         {"chaos-round-s", required_argument, NULL, 'r'},
+                                         {"fault-rounds", required_argument, NULL, 'F'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     const char *config = "bench/chaos.yaml", *dir_opt = NULL, *seed = "1", *round_s = "3";
     double mtbf[8];
     size_t n_mtbf = 0;
@@ -136,9 +140,10 @@ int gt_bench_chaos(int argc, char **argv)
         case 'F':
             fault_rounds = strtod(optarg, &end);
             if (*end || !(fault_rounds >= 0.05 && fault_rounds <= 1000)) {
-                fprintf(stderr,
-                        "geotrain bench chaos: --fault-rounds %s: expected rounds in [0.05, 1000]\n",
-                        optarg);
+                fprintf(
+                    stderr,
+                    "geotrain bench chaos: --fault-rounds %s: expected rounds in [0.05, 1000]\n",
+                    optarg);
                 return 2;
             }
             break;

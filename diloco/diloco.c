@@ -125,8 +125,9 @@ static gt_status_t load_config(gt_diloco_t *d)
     return st;
 }
 
-/* GT_SLOW_WINDOWS="FACTOR@FROM-TO,...": chaos slowdowns for a window of rounds (fractional:
- * from step FROM x H to step TO x H). */
+/* GT_SLOW_WINDOWS="FACTOR@FROM-TO,...": chaos slowdowns, from the step where the site
+ * reaches round FROM, for TO - FROM rounds of wall time at its usual speed (fractions
+ * allowed). */
 static gt_status_t parse_slow_windows(gt_diloco_t *d)
 {
     const char *v = getenv("GT_SLOW_WINDOWS");
@@ -633,14 +634,32 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
     if (d->p.slow_factor > 1.0) /* an emulated slow site: its steps take longer */
         compute_s += emu_sleep(d, compute_s * (d->p.slow_factor - 1.0));
     double slow0 = d->chaos_slow_s;
-    for (int w = 0; w < d->n_slow_win; w++) { /* a chaos slowdown for a window of rounds */
-        double round = (double)d->step / (double)d->H; /* where in the rounds this step is */
-        if (round >= d->slow_win[w].from && round < d->slow_win[w].to) {
-            double extra = emu_sleep(d, compute_s * (d->slow_win[w].factor - 1.0));
-            compute_s += extra;
-            d->chaos_slow_s += extra;
-            break;
+    d->base_ema = d->base_ema > 0 ? 0.9 * d->base_ema + 0.1 * compute_s : compute_s;
+    /* A chaos slowdown: from the step where the site reaches round `from`, for (to - from)
+     * rounds of wall time at its usual speed — a straggler is slow for a while, not for a
+     * number of its own steps, which a site slowed 8x would take 8x as long to get through
+     * (its slowdowns cost 1.8x what the schedule's bound takes them to). */
+    for (int w = 0; w < d->n_slow_win; w++) {
+        struct dl_slow_win *sw = &d->slow_win[w];
+        if (sw->over) continue;
+        if (!sw->start_ns) {
+            double round = (double)d->step / (double)d->H; /* where in the rounds this step is */
+            if (round < sw->from) continue;
+            if (round >= sw->to) { /* started past it (a process started again later) */
+                sw->over = 1;
+                continue;
+            }
+            sw->start_ns = gt_time_ns();
+            sw->len_s = (sw->to - sw->from) * (double)d->H * d->base_ema;
         }
+        if ((gt_time_ns() - sw->start_ns) * 1e-9 >= sw->len_s) {
+            sw->over = 1;
+            continue;
+        }
+        double extra = emu_sleep(d, compute_s * (sw->factor - 1.0));
+        compute_s += extra;
+        d->chaos_slow_s += extra;
+        break;
     }
     d->life_compute_s += compute_s - (d->chaos_slow_s - slow0);
     d->compute_s += compute_s;

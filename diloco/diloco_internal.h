@@ -169,14 +169,20 @@ struct gt_diloco {
     double compute_s, wait_s;
     double *exch; /* per applied round: submit to the last result chunk (s), for the median */
     size_t exch_n, exch_cap;
-    /* Chaos (launch --chaos, GT_SLOW_WINDOWS): steps slowed while step / H (in rounds) is in
-     * [from, to); the time that added, kept apart so goodput can use the site's own speed. */
-    struct {
+    /* Chaos (launch --chaos, GT_SLOW_WINDOWS): from the step where step / H reaches `from`,
+     * steps `factor` times slower for (to - from) rounds of wall time at the site's usual
+     * speed (len_s, fixed when the window starts); the time that added, kept apart so goodput
+     * can use the site's own speed. */
+    struct dl_slow_win {
         double factor;
         double from, to;
+        uint64_t start_ns; /* 0: not begun */
+        double len_s;
+        int over;
     } slow_win[16];
     int n_slow_win;
     double chaos_slow_s;
+    double base_ema; /* a step's time at the site's usual speed (no chaos slowdown), moving avg */
     /* the trainer's step time (a moving average, pauses left out), and the pauses: steps or
      * emulated sleeps far longer than the steps before (SIGSTOP), counted as no compute */
     double step_ema, paused_s;

@@ -305,8 +305,8 @@ typedef struct {
     int replace_gone;
 } gt_wan_member_params_t;
 
-#define GT_WAN_MEMBER_PARAMS_INIT                                  \
-    {                                                              \
+#define GT_WAN_MEMBER_PARAMS_INIT                                     \
+    {                                                                 \
         NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000, NULL, 0 \
     }
 

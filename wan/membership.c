@@ -368,7 +368,8 @@ static int take_over_gone(gt_wan_member_t *m, json_t *txn_reply)
     if (st != GT_OK) return 0;
     GT_WARN("membership: site %s: its previous process is gone (%s %s): revoked its lease %lld "
             "instead of waiting for it to run out",
-            m->site, own ? "it published the address this process listens on," : "nobody listens at",
+            m->site,
+            own ? "it published the address this process listens on," : "nobody listens at",
             own ? "" : info.address, (long long)old);
     return 1;
 }
@@ -444,9 +445,8 @@ again:
     GT_REQUIRE_GOTO(value && value_text, st, GT_ERR_NOMEM, fail, "membership: out of memory");
     req = json_pack("{s:[{s:s,s:o,s:s}],s:[{s:{s:o,s:o,s:o}}],s:[{s:{s:o}}]}", "compare", "target",
                     "CREATE", "key", b64(m->member_key, strlen(m->member_key)), "create_revision",
-                    "0", "success", "request_put", "key",
-                    b64(m->member_key, strlen(m->member_key)), "value",
-                    b64(value_text, strlen(value_text)), "lease", i64_string(m->lease),
+                    "0", "success", "request_put", "key", b64(m->member_key, strlen(m->member_key)),
+                    "value", b64(value_text, strlen(value_text)), "lease", i64_string(m->lease),
                     "failure", "request_range", "key", b64(m->member_key, strlen(m->member_key)));
     GT_REQUIRE_GOTO(req, st, GT_ERR_NOMEM, fail, "membership: out of memory");
     int took_over = 0;

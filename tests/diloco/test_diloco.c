@@ -554,6 +554,39 @@ static void test_pause(const char *tmp, const char *config)
     json_decref(sum[1]);
 }
 
+/* A chaos slowdown (GT_SLOW_WINDOWS, launch --chaos) lasts its rounds in wall time at the
+ * site's usual speed, not its rounds of steps: b, 5x slower from round 2 for 2 rounds of
+ * 20 ms steps (H 8: 0.32 s), sleeps about (1 - 1/5) x 0.32 = 0.26 s more. Counted in its own
+ * steps, the window held 16 steps of 4 x 20 ms extra: 1.28 s. */
+static void test_slow_window(const char *tmp, const char *config)
+{
+    char run[1024], log[2][1100], path[1200];
+    snprintf(run, sizeof run, "%s/slowwin", tmp);
+    pid_t pid[2];
+    for (int s = 0; s < 2; s++) {
+        snprintf(log[s], sizeof log[s], "%s/slowwin-%c.log", tmp, 'a' + s);
+        if (s) setenv("GT_SLOW_WINDOWS", "5@2-4", 1);
+        pid[s] = spawn(config, s ? "b" : "a", run, N, log[s]);
+        unsetenv("GT_SLOW_WINDOWS");
+    }
+    json_t *sum = NULL;
+    for (int s = 0; s < 2; s++) {
+        int rc = wait_exit(pid[s]);
+        char *text = slurp(log[s]);
+        CHECK_MSG(rc == 0, "slow window: site %c exited %d:\n%s", 'a' + s, rc, text);
+        free(text);
+    }
+    snprintf(path, sizeof path, "%s/b/summary.json", run);
+    sum = json_load_file(path, 0, NULL);
+    double slow = num(sum, "chaos_slow_s");
+    fprintf(stderr,
+            "slow window: b 5x slower for 2 rounds of 0.16 s: %.3f s slower (0.26 s "
+            "expected; 1.28 s if the window were its own steps)\n",
+            slow);
+    CHECK_MSG(slow >= 0.12 && slow <= 0.6, "b's chaos_slow_s %.3f", slow);
+    json_decref(sum);
+}
+
 int main(int argc, char **argv)
 {
     g_self = argv[0];
@@ -577,6 +610,7 @@ int main(int argc, char **argv)
     test_catch_up_checkpoint(tmp, etcd.url);
     snprintf(config, sizeof config, "%s/fixed.yaml", tmp); /* test_catch_up's: steps of 20 ms */
     test_pause(tmp, config);
+    test_slow_window(tmp, config);
     gt_wan_etcd_local_stop(&etcd);
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);
