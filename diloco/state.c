@@ -592,12 +592,11 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                  * restarts in bench/chaos.yaml). It starts from the anchor after R - 3, which
                  * they hold, at their step; the rebase at R·H + τ moves what it trained onto
                  * R - 1 all the same. */
-                /* Not when (R - 1)·H + τ is a checkpoint step (run.checkpoint_every): the
-                 * caller saves there, and this site would not have applied R - 2 (seen: the
-                 * save refused it, and the rejoining site failed). */
-                uint32_t K = c->run.checkpoint_every;
-                early = fast && R >= 3 && fast_step < (R - 1) * d->H + d->tau &&
-                        !(K && (R - 1) % K == 0);
+                /* When (R - 1)·H + τ is a checkpoint step (run.checkpoint_every), the site
+                 * passes it without having applied a round: `geotrain run` skips that save
+                 * (gt_diloco_save refuses it; a caller of its own saves when a step applied a
+                 * round, which this one did not). */
+                early = fast && R >= 3 && fast_step < (R - 1) * d->H + d->tau;
                 planned = 1;
                 planned_at = now;
                 have = 0;

@@ -285,7 +285,11 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         /* At a round boundary (right after a round was applied, step r·H + τ; sync-dp: every
          * step is one): the trainer's state, then the library's outer state of the same step. */
         uint64_t tau = cfg->outer.mode == GT_OUTER_SYNC_DP ? 0 : cfg->outer.overlap_steps;
-        if (cfg->run.checkpoint_every && step > tau &&
+        /* A joiner before its first round (it started in round R - 1, ahead of the anchor it
+         * rebases onto at R·H + τ) has applied no round here: it has no outer state to save
+         * and skips this checkpoint; a resume takes the newest step every site has. */
+        int before_first = ds.joined_round > 0 && step < ds.joined_round * H + tau;
+        if (cfg->run.checkpoint_every && step > tau && !before_first &&
             (step - tau) % (H * cfg->run.checkpoint_every) == 0 && step < total) {
             if ((st = gt_local_trainer_save(s.tr, root, 3)) != GT_OK) goto out;
             if ((st = gt_diloco_save(s.dl, outer_root, 2)) != GT_OK) goto out;
