@@ -299,9 +299,9 @@ static json_t *member_value(const gt_wan_member_t *m, const char *note)
 
 static int parse_member(const char *text, gt_wan_member_info_t *info);
 
-/* Whether nobody listens at `address` ("host:port", "[v6]:port"): a TCP connection to it is
- * refused (the host's kernel answers for a process that died). An accepted connection, a
- * timeout, no route or an address that does not parse prove nothing: 0. */
+/* Whether nobody listens at `address` ("host:port", "[v6]:port"): a TCP connection to each
+ * address it resolves to is refused (the host's kernel answers for a process that died). An
+ * accepted connection, a timeout, no route or an address that does not parse prove nothing. */
 static int nobody_listens(const char *address, unsigned timeout_ms)
 {
     char host[GT_WAN_MEMBER_ADDR_MAX];
@@ -320,22 +320,28 @@ static int nobody_listens(const char *address, unsigned timeout_ms)
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
     if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) return 0;
-    int refused = 0;
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-        if (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-            if (errno == ECONNREFUSED) {
-                refused = 1;
-            } else if (errno == EINPROGRESS) {
-                struct pollfd pf = {fd, POLLOUT, 0};
-                int err = 0;
-                socklen_t el = sizeof err;
-                if (poll(&pf, 1, (int)timeout_ms) == 1 &&
-                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0)
-                    refused = err == ECONNREFUSED;
+    /* Every address the name resolves to must refuse (a host name may give an IPv6 and an
+     * IPv4 address, and the holder listen on one of them only). */
+    int refused = 1;
+    for (struct addrinfo *ai = res; ai && refused; ai = ai->ai_next) {
+        int one = 0;
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+            if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+                if (errno == ECONNREFUSED) {
+                    one = 1;
+                } else if (errno == EINPROGRESS) {
+                    struct pollfd pf = {fd, POLLOUT, 0};
+                    int err = 0;
+                    socklen_t el = sizeof err;
+                    if (poll(&pf, 1, (int)timeout_ms) == 1 &&
+                        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0)
+                        one = err == ECONNREFUSED;
+                }
             }
+            close(fd);
         }
-        close(fd);
+        refused = one;
     }
     freeaddrinfo(res);
     return refused;
