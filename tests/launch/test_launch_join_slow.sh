@@ -35,13 +35,17 @@ for s in a b c; do
   st=$(python3 -c "import json;print(json.load(open('$dir/run/$s/summary.json'))['status'])")
   [ "$st" = finished ] || fail "site $s: status $st"
 done
-python3 - "$dir/run/a/anchors.jsonl" "$dir/run/c/anchors.jsonl" <<'PY' || fail "c's anchors differ from a's"
+# Rounds both logged: at least 10 of the 24 after one join; after a miss, the second join
+# comes later (the leaving process's close and a new process's start, rounds of the peers' on a
+# loaded machine: the CI machine's suite once rejoined 10 rounds later, 9 in common), so 5.
+python3 - "$dir/run/a/anchors.jsonl" "$dir/run/c/anchors.jsonl" "$misses" <<'PY' || fail "c's anchors differ from a's"
 import json, sys
 a = {j["round"]: j["anchor_hash"] for j in map(json.loads, open(sys.argv[1]))}
 c = {j["round"]: j["anchor_hash"] for j in map(json.loads, open(sys.argv[2]))}
+need = 10 if sys.argv[3] == "0" else 5
 both = sorted(set(a) & set(c))
 bad = [r for r in both if a[r] != c[r]]
-assert len(both) >= 10 and not bad, f"{len(both)} rounds in common, differing: {bad}"
+assert len(both) >= need and not bad, f"{len(both)} rounds in common (at least {need}), differing: {bad}"
 print(f"ok: c's anchors equal a's for {len(both)} rounds")
 PY
 grep "takes it now" "$log" | head -n 1
