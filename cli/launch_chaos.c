@@ -46,6 +46,12 @@ static uint32_t gap(uint64_t *s, double m)
     return g < 1.0 ? 1u : g > 1e6 ? 1000000u : (uint32_t)g;
 }
 
+/* The mean length of a fault in rounds (--fault-rounds; 0: the default, 2). */
+static double fault_rounds(const gt_chaos_params_t *p)
+{
+    return p->fault_rounds > 0 ? p->fault_rounds : 2.0;
+}
+
 static int by_round(const void *a, const void *b)
 {
     const gt_chaos_ev_t *x = a, *y = b;
@@ -59,7 +65,7 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
     size_t n = 0;
     if (p->rounds < 5 || !(p->mtbf_rounds > 0)) return 0;
     uint32_t last = p->rounds - 3; /* faults end by then */
-    double fr = p->fault_rounds > 0 ? p->fault_rounds : 2.0;
+    double fr = fault_rounds(p);
     /* One stream per site (and one for etcd): adding a site does not move the others' faults. */
     for (uint32_t s = 0; s <= p->n_sites; s++) {
         int etcd = s == p->n_sites;
@@ -170,8 +176,8 @@ json_t *gt_chaos_json(const gt_chaos_params_t *p, const gt_chaos_ev_t *ev, size_
         json_array_append_new(arr, o);
     }
     return json_pack("{s:I,s:f,s:f,s:i,s:o}", "seed", (json_int_t)p->seed, "mtbf_rounds",
-                     p->mtbf_rounds, "fault_rounds", p->fault_rounds > 0 ? p->fault_rounds : 2.0,
-                     "rounds", (int)p->rounds, "events", arr);
+                     p->mtbf_rounds, "fault_rounds", fault_rounds(p), "rounds", (int)p->rounds,
+                     "events", arr);
 }
 
 void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *const *names)

@@ -6,6 +6,7 @@
  * int64 fields are strings in the gateway's JSON (grpc-gateway's proto3 mapping).
  */
 #include "gt_wan.h"
+#include "addr_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -304,22 +305,15 @@ static int parse_member(const char *text, gt_wan_member_info_t *info);
  * accepted connection, a timeout, no route or an address that does not parse prove nothing. */
 static int nobody_listens(const char *address, unsigned timeout_ms)
 {
-    char host[GT_WAN_MEMBER_ADDR_MAX];
-    const char *colon = strrchr(address, ':');
-    if (!colon || colon == address || !colon[1]) return 0;
-    size_t hl = (size_t)(colon - address);
-    if (address[0] == '[' && hl >= 2 && address[hl - 1] == ']') {
-        address++;
-        hl -= 2;
-    }
-    if (hl >= sizeof host) return 0;
-    memcpy(host, address, hl);
-    host[hl] = '\0';
+    char host[GT_WAN_MEMBER_ADDR_MAX], service[8];
+    uint16_t port = 0;
+    if (gt_wan_split_addr(address, host, sizeof host, &port) != 0 || !port) return 0;
+    snprintf(service, sizeof service, "%u", (unsigned)port);
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
-    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) return 0;
+    if (getaddrinfo(host, service, &hints, &res) != 0 || !res) return 0;
     /* Every address the name resolves to must refuse (a host name may give an IPv6 and an
      * IPv4 address, and the holder listen on one of them only). */
     int refused = 1;

@@ -13,6 +13,7 @@
 #include "gt_wan.h"
 
 #include "channel_internal.h"
+#include "addr_internal.h"
 #include "emu_internal.h"
 
 #include <stdio.h>
@@ -77,7 +78,7 @@ struct gt_wan_mesh {
     gt_wan_mesh_stats_t st;
 };
 
-static int split_addr(const char *addr, char *host, size_t hn, uint16_t *port)
+int gt_wan_split_addr(const char *addr, char *host, size_t hn, uint16_t *port)
 {
     const char *colon = strrchr(addr, ':');
     if (!colon) return -1;
@@ -164,8 +165,8 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
                       st, fail);
     char host[GT_TOPO_ADDR_MAX];
     uint16_t port = 0, actual = 0;
-    GT_REQUIRE_GOTO(split_addr(cfg->sites[p->site].address, host, sizeof host, &port) == 0, st,
-                    GT_ERR_CONFIG, fail, "mesh: bad address '%s'", cfg->sites[p->site].address);
+    GT_REQUIRE_GOTO(gt_wan_split_addr(cfg->sites[p->site].address, host, sizeof host, &port) == 0,
+                    st, GT_ERR_CONFIG, fail, "mesh: bad address '%s'", cfg->sites[p->site].address);
     static const char *ciphers[] = {NULL, "aes256gcm", "xchacha20poly1305"};
     gt_wan_net_params_t np = GT_WAN_NET_PARAMS_INIT;
     np.transport = cfg->wan.transport == GT_TRANSPORT_LIBFABRIC ? GT_WAN_TRANSPORT_LIBFABRIC
@@ -271,6 +272,22 @@ static void close_peer(gt_wan_mesh_t *m, uint32_t i, int failed)
     pe->next_dial_ns = gt_time_ns() + REDIAL_NS;
 }
 
+/* A site out of the view (or all of them, when we leave) gets nothing more: its connection is
+ * closed by force and its queue dropped. Nothing to flush — and a flush to a site removed
+ * because it froze (SIGSTOP, a VM pause: its lease ran out, its connection did not) waited until
+ * it thawed or the close deadline passed, under the caller's lock: the training thread of every
+ * survivor stood still for 0.9-1.7 s at each such removal in a chaos run. */
+static void drop_peer(gt_wan_mesh_t *m, uint32_t i)
+{
+    peer_t *pe = &m->peers[i];
+    if (pe->ep) {
+        gt_wan_ep_abort(pe->ep);
+        pe->ep = NULL;
+    }
+    close_peer(m, i, 0);
+    drop_queue(m, pe, 1);
+}
+
 void gt_wan_mesh_destroy(gt_wan_mesh_t *m)
 {
     if (!m) return;
@@ -292,14 +309,8 @@ void gt_wan_mesh_leave(gt_wan_mesh_t *m)
 {
     if (!m) return;
     for (uint32_t i = 0; i < m->p.cfg->n_sites; i++) {
-        peer_t *pe = &m->peers[i];
-        pe->in_view = 0;
-        if (pe->ep) {
-            gt_wan_ep_abort(pe->ep);
-            pe->ep = NULL;
-        }
-        close_peer(m, i, 0);
-        drop_queue(m, pe, 1);
+        m->peers[i].in_view = 0;
+        drop_peer(m, i);
     }
 }
 
@@ -322,7 +333,7 @@ gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *m, const gt_wan_view_t *view)
         if (i == m->p.site) continue;
         peer_t *pe = &m->peers[i];
         pe->in_view = 1;
-        if (split_addr(view->members[k].address, pe->host, sizeof pe->host, &pe->port) != 0)
+        if (gt_wan_split_addr(view->members[k].address, pe->host, sizeof pe->host, &pe->port) != 0)
             GT_WARN("mesh: site %s published a bad address '%s'", cfg->sites[i].name,
                     view->members[k].address);
         else
@@ -330,17 +341,7 @@ gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *m, const gt_wan_view_t *view)
     }
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         if (i == m->p.site || m->peers[i].in_view) continue;
-        if (m->peers[i].ep) {
-            /* Closed by force: a site out of the view gets nothing more, so there is nothing
-             * to flush — and a flush to a site removed because it froze (SIGSTOP, a VM pause:
-             * its lease ran out, its connection did not) waits until it thaws or the close
-             * deadline passes, under the caller's lock: the training thread of every survivor
-             * stood still for 0.9-1.7 s at each such removal in a chaos run. */
-            gt_wan_ep_abort(m->peers[i].ep);
-            m->peers[i].ep = NULL;
-            close_peer(m, i, 0);
-        }
-        drop_queue(m, &m->peers[i], 1); /* a site out of the view gets nothing more */
+        drop_peer(m, i);
     }
     return GT_OK;
 }

@@ -23,6 +23,19 @@ static json_t *load(const char *dir, const char *file)
     return j;
 }
 
+/* Every one of `want` contributions in the run's summary was folded: on time, or late (past
+ * the deadline floor on a loaded machine: 6 of 216 once in the parallel suite), none dropped
+ * or left open at the end. */
+static void check_all_folded(json_t *sum, int64_t want)
+{
+    json_t *c = json_object_get(sum, "contributions");
+    CHECK_EQ_INT(json_integer_value(json_object_get(c, "on_time")) +
+                     json_integer_value(json_object_get(c, "late")),
+                 want);
+    CHECK_EQ_INT(json_integer_value(json_object_get(c, "dropped")), 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(c, "open_at_end")), 0);
+}
+
 /* Reads SITE/anchors.jsonl into hashes[round] (as strings); returns the rounds read. */
 static int anchors(const char *run, const char *site, char hashes[][24], int max)
 {
@@ -439,14 +452,7 @@ static void test_fragments(const char *tmp)
         for (int r = 0; r < 6; r++)
             CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0 && strcmp(h[0][r], h[2][r]) == 0,
                       "fragments, 2 ranks: round %d anchors differ", r);
-        json_t *c = json_object_get(sum, "contributions");
-        /* 6 rounds x 4 lanes x 3 chunks x 3 sites, every one folded (on time, or late on a
-         * loaded machine) */
-        CHECK_EQ_INT(json_integer_value(json_object_get(c, "on_time")) +
-                         json_integer_value(json_object_get(c, "late")),
-                     6 * 12 * 3);
-        CHECK_EQ_INT(json_integer_value(json_object_get(c, "dropped")), 0);
-        CHECK_EQ_INT(json_integer_value(json_object_get(c, "open_at_end")), 0);
+        check_all_folded(sum, 6 * 12 * 3); /* 6 rounds x 4 lanes x 3 chunks x 3 sites */
         json_decref(sum);
     }
 
@@ -599,14 +605,7 @@ static void test_unequal(const char *tmp)
         for (int r = 0; r < 6; r++)
             CHECK_MSG(strcmp(h[0][r], h[1][r]) == 0 && strcmp(h[0][r], h[2][r]) == 0,
                       "2+1+1 ranks, fragments: round %d anchors differ", r);
-        /* 6 rounds x 4 lanes x 3 chunks x 3 sites, every one folded: on time, or late (past
-         * the deadline floor on a loaded machine: 6 of 216 once in the parallel suite) */
-        json_t *ct = json_object_get(sum, "contributions");
-        CHECK_EQ_INT(json_integer_value(json_object_get(ct, "on_time")) +
-                         json_integer_value(json_object_get(ct, "late")),
-                     6 * 12 * 3);
-        CHECK_EQ_INT(json_integer_value(json_object_get(ct, "dropped")), 0);
-        CHECK_EQ_INT(json_integer_value(json_object_get(ct, "open_at_end")), 0);
+        check_all_folded(sum, 6 * 12 * 3); /* 6 rounds x 4 lanes x 3 chunks x 3 sites */
         CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 0);
         json_decref(sum);
     }
