@@ -152,6 +152,10 @@ struct gt_diloco {
     uint64_t reach_id, reach_sent_ns;
     uint8_t reach_asked[GT_WAN_OUTER_MAX_SITES], reach_got[GT_WAN_OUTER_MAX_SITES];
     uint32_t reach_members, reach_first; /* the view's members when sent; its first site */
+    /* Eviction by the majority (outer_step.c): bit s: this site accuses site s (in every group
+     * it runs) in etcd now; withdrawn when its wait ends. */
+    uint64_t accused;
+    uint64_t evictions; /* sites this site evicted (their lease revoked), for the summary */
     uint8_t hello_got[GT_WAN_OUTER_MAX_SITES];
     uint64_t hello_params[GT_WAN_OUTER_MAX_SITES], hello_hash[GT_WAN_OUTER_MAX_SITES];
     /* The schedule (diloco.c) */

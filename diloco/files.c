@@ -287,6 +287,8 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "contribution_detours_passed",
                         json_integer((json_int_t)os.detours_passed));
     json_object_set_new(o, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
+    /* sites this process evicted as one of the majority that could not reach them */
+    json_object_set_new(o, "evictions", json_integer((json_int_t)d->evictions));
     json_object_set_new(o, "chaos_slow_s", json_real(d->chaos_slow_s));
     json_object_set_new(o, "paused_s", json_real(d->paused_s));
     json_object_set_new(o, "step_held_max_s", json_real(d->held_max_s));

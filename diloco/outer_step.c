@@ -373,10 +373,118 @@ static uint64_t reach_mask(gt_diloco_t *d)
     return m;
 }
 
+/* ---- eviction by the majority (docs/diloco.md, "A site the majority cannot reach") ----
+ *
+ * The rule above lets a cut-off site remove itself; this one lets the others remove it, and
+ * sooner. A site that renews its lease but that its peers cannot reach (cut off from them,
+ * not from etcd; or its WAN thread stuck) keeps its chunks, and every site waits for their
+ * results until the cut heals. So a site waiting for a result whose missing chunks' owner has
+ * answered none of its probes for membership.evict_after_ms (default: the lease TTL — the
+ * time a site that loses etcd keeps its place), while the probe's answers show this site on
+ * the majority side, accuses that owner in etcd (gt_wan_member_accuse). When the accusers of
+ * the same incarnation are a majority of the view (more than half; exactly half with the
+ * view's first site among them), the owner is evicted (gt_wan_member_evict: its key deleted,
+ * its lease revoked): the view drops it, its chunks move, the senders re-send their kept
+ * contributions, and the evicted site, hearing its lease is gone, leaves with exit 3 and
+ * rejoins as a joiner once it reaches the others. A site one accuser cannot reach but another
+ * can (one cut link: relays bridge it) is never evicted, nor is a slow one (it answers). */
+
+/* Whether the sites in `mask` (bit i: site i) are a majority of view v. */
+static int majority_of(const gt_diloco_t *d, const gt_wan_view_t *v, uint64_t mask)
+{
+    uint32_t n = 0, k = 0, first = UINT32_MAX;
+    for (uint32_t j = 0; j < v->n_members; j++) {
+        uint32_t i;
+        if (gt_topo_site_index(d->cfg, v->members[j].name, &i) != GT_OK) continue;
+        n++;
+        if (i < first) first = i;
+        k += i < 64 && (mask >> i & 1);
+    }
+    return n > 1 && (2 * k > n || (2 * k == n && first < 64 && (mask >> first & 1)));
+}
+
+/* Accuses the sites in `silent` in every WAN group this rank runs (each group has its own
+ * membership keys), and evicts those whose accusers are a majority of the group's view. Not
+ * under d->lock; etcd requests, each bounded by the request timeout. */
+static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
+{
+    gt_wan_view_t v, acc;
+    for (uint32_t s = 0; s < 64 && s < d->cfg->n_sites; s++) {
+        if (!(silent >> s & 1) || s == d->site) continue;
+        const char *name = d->cfg->sites[s].name;
+        for (uint32_t g = 0; g < d->n_grp; g++) {
+            pthread_mutex_lock(&d->lock);
+            v = d->grp[g].view;
+            pthread_mutex_unlock(&d->lock);
+            int64_t lease = 0;
+            for (uint32_t j = 0; j < v.n_members; j++)
+                if (strcmp(v.members[j].name, name) == 0) lease = v.members[j].lease;
+            if (!lease) continue; /* out of this view already, or its lease not known */
+            if (!(d->accused >> s & 1) &&
+                gt_wan_member_accuse(d->grp[g].member, name, lease) != GT_OK)
+                continue; /* etcd away: nobody can be evicted meanwhile */
+            if (gt_wan_member_accusers(d->grp[g].member, name, lease, &acc) != GT_OK) continue;
+            uint64_t mask = 0;
+            char who[256] = "";
+            size_t o = 0;
+            for (uint32_t j = 0; j < acc.n_members; j++) {
+                uint32_t i;
+                if (gt_topo_site_index(d->cfg, acc.members[j].name, &i) != GT_OK || i >= 64)
+                    continue;
+                mask |= 1ull << i;
+                if (o < sizeof who)
+                    o += (size_t)snprintf(who + o, sizeof who - o, "%s%s", o ? ", " : "",
+                                          acc.members[j].name);
+            }
+            if (!(d->accused >> s & 1) && g == 0)
+                GT_WARN("site %s: site %s has answered no probe for %.1f s while round %llu's "
+                        "result waits for chunks it owns: %s accuses it of being unreachable "
+                        "(accusers now: %s)",
+                        d->name, name,
+                        d->cfg->membership.evict_after_ms ? d->cfg->membership.evict_after_ms * 1e-3
+                                                          : (double)d->cfg->membership.lease_ttl_s,
+                        (unsigned long long)r, d->name, who);
+            if (majority_of(d, &v, mask & ~(1ull << s)) &&
+                gt_wan_member_evict(d->grp[g].member, name, lease) == GT_OK) {
+                d->evictions++;
+                GT_WARN("site %s: the majority cannot reach site %s (accusers: %s; %.1f s into "
+                        "round %llu's wait): evicted it; its chunks move to the others, and it "
+                        "rejoins as a joiner once it reaches them",
+                        d->name, name, who, waited_s, (unsigned long long)r);
+            }
+        }
+        d->accused |= 1ull << s;
+    }
+}
+
+/* Withdraws this site's accusations of the sites in `mask` (all: ~0). */
+static void withdraw(gt_diloco_t *d, uint64_t mask)
+{
+    for (uint32_t s = 0; s < 64 && s < d->cfg->n_sites; s++) {
+        if (!((d->accused & mask) >> s & 1)) continue;
+        for (uint32_t g = 0; g < d->n_grp; g++)
+            if (gt_wan_member_withdraw(d->grp[g].member, d->cfg->sites[s].name) != GT_OK)
+                GT_DEBUG("site %s: could not withdraw its accusation of %s (it dies with this "
+                         "site's lease)",
+                         d->name, d->cfg->sites[s].name);
+        d->accused &= ~(1ull << s);
+    }
+}
+
+static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
+
 /* Drives nothing itself (the WAN thread does): waits until round r's g of every engine of
  * fragment f (one per WAN group of ours) is in d->g. Bounded: a result cannot be missing
- * longer than the straggler deadline plus the time to notice a dead site. */
+ * longer than the straggler deadline plus the time to notice a dead site. An accusation made
+ * during the wait is withdrawn at its end: accusations are of sites that hold a wait up now. */
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
+{
+    gt_status_t st = wait_result(d, f, r);
+    if (d->accused) withdraw(d, ~0ull);
+    return st;
+}
+
+static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     const gt_topo_config_t *c = d->cfg;
     uint64_t t0 = gt_time_ns();
@@ -397,9 +505,17 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     uint64_t settle = (uint64_t)c->outer.deadline_max_ms * 1000000ull +
                       (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
                       2ull * c->membership.heartbeat_ms * 1000000ull;
-    uint64_t next_probe = 0, view_ns = 0, epoch0 = 0;
+    /* eviction by the majority (above): silence that long, judged from the first probe sent
+     * once the wait is past the shortest straggler deadline */
+    uint64_t evict_ns = (c->membership.evict_after_ms ? (uint64_t)c->membership.evict_after_ms
+                                                      : c->membership.lease_ttl_s * 1000ull) *
+                        1000000ull;
+    uint64_t probe_from = (uint64_t)c->outer.deadline_min_ms * 1000000ull;
+    if (probe_from > partition_ns) probe_from = partition_ns;
+    uint64_t next_probe = 0, view_ns = 0, epoch0 = 0, next_accuse = 0;
     uint64_t reached = 0, reached_ns = 0; /* the last probe's answers, and when */
     int probing = 0, waited_longer = 0, limit_passed = 0, settling = 0, owners_up = 0;
+    int judged = 0; /* the probe in flight was judged for silent owners */
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     uint64_t got = 0; /* bit i: group i's result taken */
@@ -507,17 +623,40 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                      d->name, (unsigned long long)r, waited * 1e-9, n, missing);
             return GT_ERR_PEER_LOST;
         }
-        if (waited > partition_ns && !probing && now >= next_probe) {
+        if (waited > probe_from && !probing && now >= next_probe) {
             reach_start(d);
             probing = 1;
+            judged = 0;
         } else if (probing) {
+            if (!judged && now - d->reach_sent_ns >= evict_ns) {
+                /* The owners of what is missing that have not answered this probe, when the
+                 * peers that did put this site on the majority side. */
+                judged = 1;
+                uint64_t owners = 0, ans = reach_mask(d) | (d->site < 64 ? 1ull << d->site : 0);
+                gt_wan_view_t v0;
+                pthread_mutex_lock(&d->lock);
+                for (uint32_t i = 0; i < d->n_grp; i++)
+                    if (!(got >> i & 1))
+                        owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
+                v0 = d->grp[0].view;
+                pthread_mutex_unlock(&d->lock);
+                uint64_t silent = owners & ~ans;
+                if (silent && majority_of(d, &v0, ans)) {
+                    accuse(d, silent, r, waited * 1e-9);
+                    next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
+                }
+            }
             int cut = reach_verdict(d, now);
             if (cut >= 0) {
                 probing = 0;
-                next_probe = now + (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
+                next_probe = now + (evict_ns < (uint64_t)c->wan.peer_timeout_ms * 1000000ull
+                                        ? evict_ns
+                                        : (uint64_t)c->wan.peer_timeout_ms * 1000000ull);
                 reached = reach_mask(d);
                 reached_ns = now;
+                if (d->accused & reached) withdraw(d, reached); /* it answers again */
             }
+            if (cut > 0 && waited <= partition_ns) cut = 0; /* not a partition yet */
             if (cut > 0) {
                 GT_ERROR("site %s: round %llu's result has not arrived in %.0f s and its WAN "
                          "reaches less than a majority of the view (a partition): it leaves, so "
@@ -526,6 +665,11 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                          d->name, (unsigned long long)r, waited * 1e-9);
                 return GT_ERR_PEER_LOST;
             }
+        }
+        /* The other accusers may come later: look again while this site accuses. */
+        if (d->accused && now >= next_accuse) {
+            accuse(d, d->accused, r, waited * 1e-9);
+            next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
         }
         dl_write_status(d, 0);
         struct timespec ts = {0, 200000};

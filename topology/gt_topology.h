@@ -164,7 +164,8 @@ typedef struct {
     char endpoints[GT_TOPO_MAX_ENDPOINTS][GT_TOPO_ADDR_MAX]; /* http://host:port */
     uint32_t lease_ttl_s;                                    /* membership.lease_ttl_s */
     uint32_t heartbeat_ms;                                   /* membership.heartbeat_ms */
-    char prefix[GT_TOPO_NAME_MAX];                           /* membership.prefix */
+    uint32_t evict_after_ms;       /* membership.evict_after_ms (0: the lease TTL) */
+    char prefix[GT_TOPO_NAME_MAX]; /* membership.prefix */
 } gt_topo_membership_t;
 
 typedef struct {

@@ -189,6 +189,11 @@ const gt_key_t gt_topo_keys[] = {
      "a site whose lease is not renewed for this long is removed from the view"},
     {"membership.heartbeat_ms", GT_KEY_U32, NUM(membership.heartbeat_ms), 50, 600000, 0, 0, NULL,
      "1000", "lease keep-alive period (less than half the TTL)"},
+    {"membership.evict_after_ms", GT_KEY_U32, NUM(membership.evict_after_ms), 0, 3600000, 0, 0,
+     NULL, "0",
+     "a site that renews its lease but that a majority of the view cannot reach is evicted once "
+     "it has answered none of their probes for this long while they wait for a result it owns "
+     "(0: the lease TTL)"},
     {"membership.prefix", GT_KEY_STR, TXT(membership.prefix), 0, 0, 0, 0, NULL, "/geotrain",
      "etcd key prefix of this run's keys (starts with /)"},
 

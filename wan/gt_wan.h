@@ -386,6 +386,29 @@ GT_API gt_status_t gt_wan_member_set_note(gt_wan_member_t *m, const char *note) 
 /* The mod_revision of the view key as last read by gt_wan_member_view (0: no view key). */
 GT_API int64_t gt_wan_member_view_revision(const gt_wan_member_t *m);
 
+/* Eviction by the majority (docs/diloco.md, "A site the majority cannot reach"). A site that
+ * still renews its lease but that the others cannot reach keeps its place in the view, and its
+ * chunks, until its peers agree to remove it. Each accuser puts
+ * PREFIX/RUN/suspects/TARGET/ACCUSER (value: the target's lease, as a decimal string) under its
+ * own lease, so an accusation dies with its accuser and names one incarnation of the target.
+ *
+ * gt_wan_member_accuse puts this site's accusation of `target` (registered with
+ * `target_lease`); gt_wan_member_withdraw deletes it (GT_OK when there was none). */
+GT_API gt_status_t gt_wan_member_accuse(gt_wan_member_t *m, const char *target,
+                                        int64_t target_lease) GT_MUST_USE;
+GT_API gt_status_t gt_wan_member_withdraw(gt_wan_member_t *m, const char *target) GT_MUST_USE;
+/* The sites that accuse `target`'s incarnation `target_lease` now, as names (sorted) in
+ * accusers_p->members[].name; accusers_p->epoch is 0. */
+GT_API gt_status_t gt_wan_member_accusers(gt_wan_member_t *m, const char *target,
+                                          int64_t target_lease,
+                                          gt_wan_view_t *accusers_p) GT_MUST_USE;
+/* Removes `target` from the run: revokes its lease `target_lease`, which deletes its member key
+ * as if the lease had run out (the next view leaves it out; the target finds its lease lost and
+ * leaves). GT_ERR_NOT_FOUND when that lease is gone already. The caller decides that the
+ * accusers are a majority: this function does not check. */
+GT_API gt_status_t gt_wan_member_evict(gt_wan_member_t *m, const char *target,
+                                       int64_t target_lease) GT_MUST_USE;
+
 /* ---- A local one-node etcd (etcd_local.c) ---- */
 
 typedef struct {

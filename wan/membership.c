@@ -31,6 +31,7 @@ struct gt_wan_member {
     char members_prefix[512];
     char view_key[512];
     char started_key[512];
+    char suspects_prefix[512]; /* PREFIX/RUN/suspects/ */
     char site[GT_WAN_MEMBER_NAME_MAX];
     char address[GT_WAN_MEMBER_ADDR_MAX];
     int64_t lease;
@@ -111,7 +112,12 @@ static gt_status_t post(gt_wan_member_t *m, CURL *h, const char *path, json_t *b
         json_t *reply = b.data ? json_loads(b.data, 0, &jerr) : NULL;
         if (!reply || code != 200) {
             const char *msg = reply ? json_string_value(json_object_get(reply, "message")) : NULL;
-            GT_WARN("etcd %s answered HTTP %ld: %s", url, code, msg ? msg : (b.data ? b.data : ""));
+            /* a lease to revoke that is gone already (evicted, or run out) is what was wanted */
+            if (code == 404 && strcmp(path, "/v3/lease/revoke") == 0)
+                GT_DEBUG("etcd %s: the lease is gone already", url);
+            else
+                GT_WARN("etcd %s answered HTTP %ld: %s", url, code,
+                        msg ? msg : (b.data ? b.data : ""));
             json_decref(reply);
             free(b.data);
             st = GT_ERR_IO;
@@ -414,6 +420,8 @@ gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_
     snprintf(m->member_key, sizeof m->member_key, "%s%s", m->members_prefix, p->site);
     snprintf(m->view_key, sizeof m->view_key, "%s/%s/view", p->prefix, p->run_id);
     snprintf(m->started_key, sizeof m->started_key, "%s/%s/started", p->prefix, p->run_id);
+    snprintf(m->suspects_prefix, sizeof m->suspects_prefix, "%s/%s/suspects/", p->prefix,
+             p->run_id);
     m->ttl_s = p->lease_ttl_s;
     m->heartbeat_ms = p->heartbeat_ms;
     m->timeout_ms = p->request_timeout_ms ? p->request_timeout_ms : 2000;
@@ -778,4 +786,101 @@ gt_status_t gt_wan_member_set_note(gt_wan_member_t *m, const char *note)
     gt_status_t st = api_call(m, "/v3/kv/put", req, &reply);
     json_decref(reply);
     return st;
+}
+
+/* ---- eviction by the majority ---- */
+
+/* PREFIX/RUN/suspects/TARGET/ (accuser empty) or PREFIX/RUN/suspects/TARGET/ACCUSER; 0 when a
+ * name does not fit or contains '/'. */
+static int suspect_key(const gt_wan_member_t *m, const char *target, const char *accuser, char *key,
+                       size_t cap)
+{
+    if (!target[0] || strchr(target, '/') || strchr(accuser, '/')) return 0;
+    int n = snprintf(key, cap, "%s%s/%s", m->suspects_prefix, target, accuser);
+    return n > 0 && (size_t)n < cap;
+}
+
+gt_status_t gt_wan_member_accuse(gt_wan_member_t *m, const char *target, int64_t target_lease)
+{
+    char key[1024], val[32];
+    if (!m || !target || !suspect_key(m, target, m->site, key, sizeof key)) return GT_ERR_INVALID;
+    snprintf(val, sizeof val, "%lld", (long long)target_lease);
+    json_t *req = json_pack("{s:o,s:o,s:o}", "key", b64(key, strlen(key)), "value",
+                            b64(val, strlen(val)), "lease", i64_string(m->lease));
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/put", req, &reply);
+    json_decref(reply);
+    return st;
+}
+
+gt_status_t gt_wan_member_withdraw(gt_wan_member_t *m, const char *target)
+{
+    char key[1024];
+    if (!m || !target || !suspect_key(m, target, m->site, key, sizeof key)) return GT_ERR_INVALID;
+    json_t *req = json_pack("{s:o}", "key", b64(key, strlen(key)));
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/deleterange", req, &reply);
+    json_decref(reply);
+    return st;
+}
+
+gt_status_t gt_wan_member_accusers(gt_wan_member_t *m, const char *target, int64_t target_lease,
+                                   gt_wan_view_t *accusers_p)
+{
+    char prefix[1024];
+    if (!m || !target || !accusers_p || !suspect_key(m, target, "", prefix, sizeof prefix))
+        return GT_ERR_INVALID;
+    json_t *req =
+        json_pack("{s:o,s:o}", "key", b64(prefix, strlen(prefix)), "range_end", prefix_end(prefix));
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/range", req, &reply);
+    if (st != GT_OK) return st;
+    memset(accusers_p, 0, sizeof *accusers_p);
+    size_t i, plen = strlen(prefix);
+    json_t *kv;
+    json_array_foreach(json_object_get(reply, "kvs"), i, kv)
+    {
+        size_t klen = 0;
+        char *k = unb64(json_object_get(kv, "key"), &klen);
+        char *v = unb64(json_object_get(kv, "value"), NULL);
+        /* an accusation of another incarnation (a lease before a restart) does not count */
+        if (k && v && klen > plen && klen - plen < GT_WAN_MEMBER_NAME_MAX &&
+            strtoll(v, NULL, 10) == target_lease && accusers_p->n_members < GT_WAN_MAX_MEMBERS)
+            snprintf(accusers_p->members[accusers_p->n_members++].name, GT_WAN_MEMBER_NAME_MAX,
+                     "%s", k + plen);
+        free(k);
+        free(v);
+    }
+    json_decref(reply);
+    qsort(accusers_p->members, accusers_p->n_members, sizeof accusers_p->members[0], cmp_member);
+    return GT_OK;
+}
+
+gt_status_t gt_wan_member_evict(gt_wan_member_t *m, const char *target, int64_t target_lease)
+{
+    char key[1024];
+    if (!m || !target || !target[0] || strchr(target, '/') || target_lease == 0)
+        return GT_ERR_INVALID;
+    int n = snprintf(key, sizeof key, "%s%s", m->members_prefix, target);
+    if (n <= 0 || (size_t)n >= sizeof key) return GT_ERR_INVALID;
+    /* Deletes the member key only while it is still held by that lease (a restarted target
+     * holds another one, and two accusers may evict at once), then revokes the lease: the target
+     * hears it at its next keep-alive. */
+    json_t *req = json_pack("{s:[{s:s,s:o,s:o}],s:[{s:{s:o}}]}", "compare", "target", "LEASE",
+                            "key", b64(key, strlen(key)), "lease", i64_string(target_lease),
+                            "success", "request_delete_range", "key", b64(key, strlen(key)));
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/txn", req, &reply);
+    if (st != GT_OK) return st;
+    int won = json_is_true(json_object_get(reply, "succeeded"));
+    json_decref(reply);
+    if (!won) return GT_ERR_NOT_FOUND;
+    req = json_pack("{s:o}", "ID", i64_string(target_lease));
+    reply = NULL;
+    st = api_call(m, "/v3/lease/revoke", req, &reply);
+    json_decref(reply);
+    GT_WARN("membership: %s evicted site %s (lease %lld): its member key deleted, its lease %s",
+            m->site, target, (long long)target_lease,
+            st == GT_OK ? "revoked" : "not revoked (it runs out)");
+    return GT_OK;
 }

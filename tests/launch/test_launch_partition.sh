@@ -66,18 +66,24 @@ print(f"ok: {R} rounds, anchors equal, {counted} contributions counted ({c}), {c
 PY
 echo "ok: the short partition healed and nothing was counted twice or lost"
 
-# LONG_CONFIG: a 25 s cut. c, waiting with less than a majority of its view reachable, leaves
-# (the minority-partition rule) so a and b go on without it instead of every site waiting (and,
-# past the result wait's limit, giving up); launch starts c again and it rejoins, or finds the
-# run over. Checks: launch exits 0, a and b finish every round, c left with the partition
-# message, anchors agree, no hash mismatch, no prefix of rounds with more tokens in results
-# than submitted.
+# LONG_CONFIG: a 25 s cut. a and b, waiting for results of chunks c owns and unable to reach
+# it (it answers none of their probes for membership.evict_after_ms, the 3 s lease here), accuse
+# it in etcd and, being a majority, evict it: c's chunks move to them and they go on, instead of
+# every site waiting (13 s, until c left by the minority rule, before the eviction existed);
+# launch starts c again and it rejoins, or finds the run over. Checks: launch exits 0, a or b
+# evicted c, nobody evicted a or b, c heard it was removed, a and b waited less than 10 s in
+# all, anchors agree, no hash mismatch, no prefix of rounds with more tokens in results than
+# submitted.
 rm -rf "$dir/run"
 timeout 600 "$geotrain" launch "$long" --run-dir "$dir/run" --set inner.emulated_step_ms=6 \
   --slow a=3 --slow b=3 --slow c=3 \
   >"$dir/launch.out" 2>&1 || fail "launch (long cut) failed"
-grep -q "reaches less than a majority of the view (a partition): it leaves" "$dir/run/logs/c.log" ||
-  fail "c did not leave as the cut-off minority"
+grep -q "the majority cannot reach site c (accusers: a, b" "$dir/run/logs/a.log" "$dir/run/logs/b.log" ||
+  fail "a and b did not evict c"
+grep -q "cannot reach site [ab]" "$dir/run/logs/a.log" "$dir/run/logs/b.log" "$dir/run/logs/c.log" &&
+  fail "a site of the majority was evicted"
+grep -q "no longer includes it\|lost its membership lease" "$dir/run/logs/c.log" ||
+  fail "c did not hear that it was removed"
 grep -q "reaches less than a majority" "$dir/run/logs/a.log" "$dir/run/logs/b.log" &&
   fail "a site of the majority left"
 python3 - "$dir/run" <<'PY' || fail "long partition checks"
@@ -87,6 +93,10 @@ tot = json.load(open(f"{run}/summary.json"))
 for s in ("a", "b"):
     j = tot["sites"][s]
     assert j["status"] == "finished", f"site {s}: {j['status']}"
+    # evicted after ~4 s of waiting (0.5 s to the first probe, 3 s of silence, the view
+    # change); the 25 s cut held them 13 s before the eviction
+    assert j["wait_s"] < 10, f"site {s} waited {j['wait_s']:.1f} s in all"
+print("waits: " + ", ".join(f"{s} {tot['sites'][s]['wait_s']:.1f} s" for s in ("a", "b")))
 assert tot["hash_mismatches"] == 0, f"hash mismatches: {tot['hash_mismatches']}"
 hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
 for s in ("a", "b", "c"):
@@ -107,7 +117,7 @@ for r in range(R):
 print(f"ok: a and b finished {R} rounds without c; c {tot['sites']['c'].get('status')}; "
       f"{cr:.0f} of {cs:.0f} submitted tokens in results; goodput {tot.get('goodput')}")
 PY
-echo "ok: the long partition's minority left and the majority went on"
+echo "ok: the majority evicted the cut-off site and went on"
 # After the cut c rejoins (its anchors for the rounds it logged are checked above) — unless the
 # run ended first (a fast machine), which launch or c reports.
 if grep -q "joined at step" "$dir/run/logs/c.log"; then

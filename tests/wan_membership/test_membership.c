@@ -174,6 +174,81 @@ static void test_take_over(void)
     close(fd2);
 }
 
+static int64_t lease_of(gt_wan_member_t *m, const char *name)
+{
+    gt_wan_view_t live;
+    if (gt_wan_member_list(m, &live) != GT_OK) return 0;
+    for (uint32_t i = 0; i < live.n_members; i++)
+        if (strcmp(live.members[i].name, name) == 0) return live.members[i].lease;
+    return 0;
+}
+
+/* Eviction by the majority: accusations name one incarnation of the target, die with their
+ * accuser and can be withdrawn; an eviction deletes the target's key only while the accused
+ * lease holds it, and the target finds its lease lost. */
+static void test_evict(void)
+{
+    gt_wan_member_params_t pe = params("e", "127.0.0.1:7201"), pf = params("f", "127.0.0.1:7202"),
+                           pg = params("g", "127.0.0.1:7203");
+    pe.run_id = pf.run_id = pg.run_id = "evict-run";
+    gt_wan_member_t *e = NULL, *f = NULL, *g = NULL;
+    CHECK_EQ_INT(gt_wan_member_create(&pe, &e), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_create(&pf, &f), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_create(&pg, &g), GT_OK);
+    if (!e || !f || !g) goto out;
+    int64_t lg = lease_of(e, "g");
+    CHECK(lg != 0);
+    gt_wan_view_t acc;
+    CHECK_EQ_INT(gt_wan_member_accusers(e, "g", lg, &acc), GT_OK);
+    CHECK_EQ_INT(acc.n_members, 0);
+    CHECK_EQ_INT(gt_wan_member_accuse(f, "g", lg), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_accuse(e, "g", lg), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_accuse(e, "g", lg), GT_OK); /* idempotent */
+    CHECK_EQ_INT(gt_wan_member_accusers(g, "g", lg, &acc), GT_OK);
+    CHECK_EQ_INT(acc.n_members, 2);
+    CHECK(strcmp(acc.members[0].name, "e") == 0 && strcmp(acc.members[1].name, "f") == 0);
+    /* another incarnation of g is not accused by them */
+    CHECK_EQ_INT(gt_wan_member_accusers(e, "g", lg + 1, &acc), GT_OK);
+    CHECK_EQ_INT(acc.n_members, 0);
+    /* withdrawn: only f's stays */
+    CHECK_EQ_INT(gt_wan_member_withdraw(e, "g"), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_withdraw(e, "g"), GT_OK); /* none left: fine */
+    CHECK_EQ_INT(gt_wan_member_accusers(e, "g", lg, &acc), GT_OK);
+    CHECK_EQ_INT(acc.n_members, 1);
+    CHECK(strcmp(acc.members[0].name, "f") == 0);
+    /* an accusation dies with its accuser's lease */
+    CHECK_EQ_INT(gt_wan_member_accuse(g, "e", lease_of(e, "e")), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_accusers(e, "e", lease_of(e, "e"), &acc), GT_OK);
+    CHECK_EQ_INT(acc.n_members, 1);
+    /* names with '/' cannot forge another key */
+    CHECK_EQ_INT(gt_wan_member_accuse(e, "g/x", lg), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_wan_member_evict(e, "g/x", lg), GT_ERR_INVALID);
+    /* the wrong lease evicts nobody */
+    CHECK_EQ_INT(gt_wan_member_evict(e, "g", lg + 1), GT_ERR_NOT_FOUND);
+    CHECK(lease_of(e, "g") == lg);
+    /* evicted: g's key is gone at once, the view drops it, and g hears its lease is lost */
+    uint64_t t0 = gt_time_ns();
+    CHECK_EQ_INT(gt_wan_member_evict(e, "g", lg), GT_OK);
+    CHECK(lease_of(e, "g") == 0);
+    CHECK_EQ_INT(gt_wan_member_evict(f, "g", lg), GT_ERR_NOT_FOUND); /* the second accuser */
+    gt_wan_view_t v;
+    CHECK_EQ_INT(gt_wan_member_sync_view(f, &v, NULL), GT_OK);
+    CHECK(has(&v, "e") && has(&v, "f") && !has(&v, "g"));
+    while (gt_wan_member_health(g) == GT_OK && (gt_time_ns() - t0) / 1e9 < 2.0 * TTL_S)
+        sleep_ms(50);
+    double lost_s = (gt_time_ns() - t0) / 1e9;
+    fprintf(stderr, "an evicted site heard its lease was lost after %.2f s\n", lost_s);
+    CHECK_EQ_INT(gt_wan_member_health(g), GT_ERR_PEER_LOST);
+    CHECK_MSG(lost_s < 1.0, "heard after %.2f s (heartbeat 0.4 s)", lost_s);
+    /* g's accusation of e went with g's lease */
+    CHECK_EQ_INT(gt_wan_member_accusers(e, "e", lease_of(e, "e"), &acc), GT_OK);
+    CHECK_EQ_INT(acc.n_members, 0);
+out:
+    gt_wan_member_destroy(e);
+    gt_wan_member_destroy(f);
+    gt_wan_member_destroy(g);
+}
+
 int main(void)
 {
     gt_wan_etcd_local_t etcd;
@@ -298,6 +373,7 @@ int main(void)
     CHECK_EQ_INT(live.n_members, 1);
 
     test_take_over();
+    test_evict();
 
     /* A frozen etcd (what a lost quorum looks like): calls time out, never hang; after a TTL
      * without an answer the member is "frozen", not lost — etcd can neither renew nor expire
