@@ -457,6 +457,41 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
     }
 }
 
+/* A missing chunk's owner whose process is provably gone — no connection to it is up, and a
+ * TCP connection to the address it published is refused (its host's kernel answers for a
+ * process that died) — is evicted by this site alone, at once, as a restarted site takes over
+ * its dead predecessor's name (replace_gone): the survivors of a kill -9 need not wait for
+ * its lease to run out. A frozen or cut-off site still has its listener, so it is never taken
+ * for gone. Not under d->lock. */
+static void evict_gone(gt_diloco_t *d, uint64_t owners, uint64_t r, double waited_s)
+{
+    gt_wan_member_info_t who;
+    for (uint32_t s = 0; s < 64 && s < d->cfg->n_sites; s++) {
+        if (!(owners >> s & 1) || s == d->site) continue;
+        for (uint32_t g = 0; g < d->n_grp; g++) {
+            int found = 0, ready;
+            pthread_mutex_lock(&d->lock);
+            const gt_wan_view_t *v = &d->grp[g].view;
+            for (uint32_t j = 0; j < v->n_members && !found; j++)
+                if (strcmp(v->members[j].name, d->cfg->sites[s].name) == 0) {
+                    who = v->members[j];
+                    found = 1;
+                }
+            ready = gt_wan_mesh_peer_ready(d->grp[g].mesh, s);
+            pthread_mutex_unlock(&d->lock);
+            if (!found || ready || !who.lease || !gt_wan_member_addr_gone(who.address, 250))
+                continue;
+            if (gt_wan_member_evict(d->grp[g].member, who.name, who.lease) == GT_OK) {
+                d->evictions++;
+                GT_WARN("site %s: site %s is gone (nobody listens at %s; %.1f s into round "
+                        "%llu's wait): evicted it at once instead of waiting for its lease to run "
+                        "out",
+                        d->name, who.name, who.address, waited_s, (unsigned long long)r);
+            }
+        }
+    }
+}
+
 /* Withdraws this site's accusations of the sites in `mask` (all: ~0). */
 static void withdraw(gt_diloco_t *d, uint64_t mask)
 {
@@ -519,7 +554,13 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     uint64_t got = 0; /* bit i: group i's result taken */
+    /* wait_s grows as the wait goes on: the status written meanwhile, and a wait that ends in
+     * leaving (a removed site's last status is what goodput's breakdown reads), count it */
+    uint64_t tick = t0;
     for (;;) {
+        uint64_t t_now = gt_time_ns();
+        d->wait_s += (t_now - tick) * 1e-9;
+        tick = t_now;
         st = GT_OK;
         pthread_mutex_lock(&d->lock);
         for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
@@ -624,6 +665,13 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             return GT_ERR_PEER_LOST;
         }
         if (waited > probe_from && !probing && now >= next_probe) {
+            uint64_t owners = 0;
+            pthread_mutex_lock(&d->lock);
+            for (uint32_t i = 0; i < d->n_grp; i++)
+                if (!(got >> i & 1))
+                    owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
+            pthread_mutex_unlock(&d->lock);
+            evict_gone(d, owners, r, waited * 1e-9);
             reach_start(d);
             probing = 1;
             judged = 0;
@@ -678,7 +726,6 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     if (st != GT_OK) return st;
     GT_DEBUG("site %s: round %llu's result after %.2f s", d->name, (unsigned long long)r,
              (gt_time_ns() - t0) * 1e-9);
-    d->wait_s += (gt_time_ns() - t0) * 1e-9;
     d->state = prev;
     return GT_OK;
 }
