@@ -382,15 +382,16 @@ static uint64_t reach_mask(gt_diloco_t *d)
  * answered none of its probes for membership.evict_after_ms (default: the lease TTL — the
  * time a site that loses etcd keeps its place), while the probe's answers show this site on
  * the majority side, accuses that owner in etcd (gt_wan_member_accuse). When the accusers of
- * the same incarnation are a majority of the view (more than half; exactly half with the
- * view's first site among them), the owner is evicted (gt_wan_member_evict: its key deleted,
- * its lease revoked): the view drops it, its chunks move, the senders re-send their kept
- * contributions, and the evicted site, hearing its lease is gone, leaves with exit 3 and
+ * the same incarnation are more than half of the view (never one site of two, nor half of an
+ * even split: the minority rule above settles those), the owner is evicted (gt_wan_member_evict:
+ * its key deleted, its lease revoked): the view drops it, its chunks move, the senders re-send
+ * their kept contributions, and the evicted site, hearing its lease is gone, leaves with exit 3 and
  * rejoins as a joiner once it reaches the others. A site one accuser cannot reach but another
  * can (one cut link: relays bridge it) is never evicted, nor is a slow one (it answers). */
 
-/* Whether the sites in `mask` (bit i: site i) are a majority of view v. */
-static int majority_of(const gt_diloco_t *d, const gt_wan_view_t *v, uint64_t mask)
+/* Whether the sites in `mask` (bit i: site i) are a majority of view v: more than half, or
+ * (`tie`) exactly half with the view's first site among them. */
+static int majority_of(const gt_diloco_t *d, const gt_wan_view_t *v, uint64_t mask, int tie)
 {
     uint32_t n = 0, k = 0, first = UINT32_MAX;
     for (uint32_t j = 0; j < v->n_members; j++) {
@@ -400,7 +401,7 @@ static int majority_of(const gt_diloco_t *d, const gt_wan_view_t *v, uint64_t ma
         if (i < first) first = i;
         k += i < 64 && (mask >> i & 1);
     }
-    return n > 1 && (2 * k > n || (2 * k == n && first < 64 && (mask >> first & 1)));
+    return n > 1 && (2 * k > n || (tie && 2 * k == n && first < 64 && (mask >> first & 1)));
 }
 
 /* Accuses the sites in `silent` in every WAN group this rank runs (each group has its own
@@ -444,7 +445,9 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
                         d->cfg->membership.evict_after_ms ? d->cfg->membership.evict_after_ms * 1e-3
                                                           : (double)d->cfg->membership.lease_ttl_s,
                         (unsigned long long)r, d->name, who);
-            if (majority_of(d, &v, mask & ~(1ull << s)) &&
+            /* More than half of the view: a single site never evicts another (two sites: the
+             * one that cannot reach the other may be the one cut off), nor does half of it. */
+            if (majority_of(d, &v, mask & ~(1ull << s), 0) &&
                 gt_wan_member_evict(d->grp[g].member, name, lease) == GT_OK) {
                 d->evictions++;
                 GT_WARN("site %s: the majority cannot reach site %s (accusers: %s; %.1f s into "
@@ -454,41 +457,6 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
             }
         }
         d->accused |= 1ull << s;
-    }
-}
-
-/* A missing chunk's owner whose process is provably gone — no connection to it is up, and a
- * TCP connection to the address it published is refused (its host's kernel answers for a
- * process that died) — is evicted by this site alone, at once, as a restarted site takes over
- * its dead predecessor's name (replace_gone): the survivors of a kill -9 need not wait for
- * its lease to run out. A frozen or cut-off site still has its listener, so it is never taken
- * for gone. Not under d->lock. */
-static void evict_gone(gt_diloco_t *d, uint64_t owners, uint64_t r, double waited_s)
-{
-    gt_wan_member_info_t who;
-    for (uint32_t s = 0; s < 64 && s < d->cfg->n_sites; s++) {
-        if (!(owners >> s & 1) || s == d->site) continue;
-        for (uint32_t g = 0; g < d->n_grp; g++) {
-            int found = 0, ready;
-            pthread_mutex_lock(&d->lock);
-            const gt_wan_view_t *v = &d->grp[g].view;
-            for (uint32_t j = 0; j < v->n_members && !found; j++)
-                if (strcmp(v->members[j].name, d->cfg->sites[s].name) == 0) {
-                    who = v->members[j];
-                    found = 1;
-                }
-            ready = gt_wan_mesh_peer_ready(d->grp[g].mesh, s);
-            pthread_mutex_unlock(&d->lock);
-            if (!found || ready || !who.lease || !gt_wan_member_addr_gone(who.address, 250))
-                continue;
-            if (gt_wan_member_evict(d->grp[g].member, who.name, who.lease) == GT_OK) {
-                d->evictions++;
-                GT_WARN("site %s: site %s is gone (nobody listens at %s; %.1f s into round "
-                        "%llu's wait): evicted it at once instead of waiting for its lease to run "
-                        "out",
-                        d->name, who.name, who.address, waited_s, (unsigned long long)r);
-            }
-        }
     }
 }
 
@@ -665,13 +633,6 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             return GT_ERR_PEER_LOST;
         }
         if (waited > probe_from && !probing && now >= next_probe) {
-            uint64_t owners = 0;
-            pthread_mutex_lock(&d->lock);
-            for (uint32_t i = 0; i < d->n_grp; i++)
-                if (!(got >> i & 1))
-                    owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
-            pthread_mutex_unlock(&d->lock);
-            evict_gone(d, owners, r, waited * 1e-9);
             reach_start(d);
             probing = 1;
             judged = 0;
@@ -689,7 +650,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                 v0 = d->grp[0].view;
                 pthread_mutex_unlock(&d->lock);
                 uint64_t silent = owners & ~ans;
-                if (silent && majority_of(d, &v0, ans)) {
+                if (silent && majority_of(d, &v0, ans, 1)) {
                     accuse(d, silent, r, waited * 1e-9);
                     next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
                 }

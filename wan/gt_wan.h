@@ -402,11 +402,6 @@ GT_API gt_status_t gt_wan_member_withdraw(gt_wan_member_t *m, const char *target
 GT_API gt_status_t gt_wan_member_accusers(gt_wan_member_t *m, const char *target,
                                           int64_t target_lease,
                                           gt_wan_view_t *accusers_p) GT_MUST_USE;
-/* 1 when nobody listens at `address` ("host:port", "[v6]:port"): a TCP connection to every
- * address it resolves to is refused — the host's kernel answers for a process that died. An
- * accepted connection, a timeout (at most timeout_ms each), no route or an address that does
- * not parse prove nothing: 0. What replace_gone and the survivors of a kill go by. */
-GT_API int gt_wan_member_addr_gone(const char *address, uint32_t timeout_ms);
 /* Removes `target` from the run: revokes its lease `target_lease`, which deletes its member key
  * as if the lease had run out (the next view leaves it out; the target finds its lease lost and
  * leaves). GT_ERR_NOT_FOUND when that lease is gone already. The caller decides that the

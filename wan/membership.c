@@ -309,7 +309,7 @@ static int parse_member(const char *text, gt_wan_member_info_t *info);
 /* Whether nobody listens at `address` ("host:port", "[v6]:port"): a TCP connection to each
  * address it resolves to is refused (the host's kernel answers for a process that died). An
  * accepted connection, a timeout, no route or an address that does not parse prove nothing. */
-int gt_wan_member_addr_gone(const char *address, uint32_t timeout_ms)
+static int nobody_listens(const char *address, unsigned timeout_ms)
 {
     char host[GT_WAN_MEMBER_ADDR_MAX], service[8];
     uint16_t port = 0;
@@ -366,7 +366,7 @@ static int take_over_gone(gt_wan_member_t *m, json_t *txn_reply)
     free(text);
     if (!old || old == m->lease || !parsed) return 0;
     int own = m->address[0] && strcmp(info.address, m->address) == 0;
-    if (!own && !gt_wan_member_addr_gone(info.address, m->timeout_ms)) return 0;
+    if (!own && !nobody_listens(info.address, m->timeout_ms)) return 0;
     json_t *req = json_pack("{s:o}", "ID", i64_string(old)), *reply = NULL;
     gt_status_t st = post(m, m->api, "/v3/lease/revoke", req, &reply);
     json_decref(req);
