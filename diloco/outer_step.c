@@ -460,6 +460,44 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
     }
 }
 
+/* A missing chunk's owner that is provably gone — our mesh's dial to it was refused
+ * (ECONNREFUSED: its host's kernel answers for a process that died) and no connection is up —
+ * is evicted by this site alone, at once, as a restarted site takes over its dead
+ * predecessor's name (replace_gone): the survivors of a kill -9 need not wait for its lease to
+ * run out. Only the sites that dial it can tell (a site dials the lower-indexed ones), so a
+ * killed highest-indexed site still goes with its lease. A frozen or cut-off site keeps its
+ * listener: never taken for gone. tried[s]: the lease of s already tried in this wait. Not
+ * under d->lock. */
+static void evict_refused(gt_diloco_t *d, uint64_t owners, uint64_t r, double waited_s,
+                          int64_t *tried)
+{
+    gt_wan_member_info_t who;
+    for (uint32_t s = 0; s < 64 && s < d->cfg->n_sites; s++) {
+        if (!(owners >> s & 1) || s == d->site) continue;
+        for (uint32_t g = 0; g < d->n_grp; g++) {
+            int found = 0, refused;
+            pthread_mutex_lock(&d->lock);
+            const gt_wan_view_t *v = &d->grp[g].view;
+            for (uint32_t j = 0; j < v->n_members && !found; j++)
+                if (strcmp(v->members[j].name, d->cfg->sites[s].name) == 0) {
+                    who = v->members[j];
+                    found = 1;
+                }
+            refused = gt_wan_mesh_peer_refused(d->grp[g].mesh, s);
+            pthread_mutex_unlock(&d->lock);
+            if (!found || !refused || !who.lease || (g == 0 && tried[s] == who.lease)) continue;
+            if (g == 0) tried[s] = who.lease;
+            if (gt_wan_member_evict(d->grp[g].member, who.name, who.lease) == GT_OK) {
+                d->evictions++;
+                GT_WARN("site %s: site %s is gone (its address %s refuses connections; %.1f s "
+                        "into round %llu's wait): evicted it at once instead of waiting for its "
+                        "lease to run out",
+                        d->name, who.name, who.address, waited_s, (unsigned long long)r);
+            }
+        }
+    }
+}
+
 /* Withdraws this site's accusations of the sites in `mask` (all: ~0). */
 static void withdraw(gt_diloco_t *d, uint64_t mask)
 {
@@ -518,7 +556,9 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     uint64_t next_probe = 0, view_ns = 0, epoch0 = 0, next_accuse = 0;
     uint64_t reached = 0, reached_ns = 0; /* the last probe's answers, and when */
     int probing = 0, waited_longer = 0, limit_passed = 0, settling = 0, owners_up = 0;
-    int judged = 0; /* the probe in flight was judged for silent owners */
+    int judged = 0;          /* the probe in flight was judged for silent owners */
+    int64_t tried[64] = {0}; /* evict_refused: the lease of each site tried in this wait */
+    uint64_t next_refused = 0;
     gt_diloco_state_t prev = d->state;
     d->state = GT_DILOCO_WAITING;
     uint64_t got = 0; /* bit i: group i's result taken */
@@ -674,6 +714,16 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                          d->name, (unsigned long long)r, waited * 1e-9);
                 return GT_ERR_PEER_LOST;
             }
+        }
+        if (waited > probe_from && now >= next_refused) {
+            next_refused = now + 50000000ull; /* every 50 ms: a redial takes 300 ms */
+            uint64_t owners = 0;
+            pthread_mutex_lock(&d->lock);
+            for (uint32_t i = 0; i < d->n_grp; i++)
+                if (!(got >> i & 1))
+                    owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
+            pthread_mutex_unlock(&d->lock);
+            evict_refused(d, owners, r, waited * 1e-9, tried);
         }
         /* The other accusers may come later: look again while this site accuses. */
         if (d->accused && now >= next_accuse) {

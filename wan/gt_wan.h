@@ -793,6 +793,10 @@ GT_API gt_status_t gt_wan_mesh_progress(gt_wan_mesh_t *mesh);
 
 /* 1 while `site` has a ready endpoint. */
 GT_API int gt_wan_mesh_peer_ready(const gt_wan_mesh_t *mesh, uint32_t site);
+/* 1 while our last dial to `site` was refused (ECONNREFUSED: its host's kernel says nobody
+ * listens at its address — the process died) and no connection to it is up since. A site
+ * dials the lower-indexed sites of the view only, so this says nothing about higher ones. */
+GT_API int gt_wan_mesh_peer_refused(const gt_wan_mesh_t *mesh, uint32_t site);
 
 /* Messages queued or in flight (0 when every send has completed). */
 GT_API size_t gt_wan_mesh_pending(const gt_wan_mesh_t *mesh);

@@ -62,6 +62,7 @@ typedef struct {
     uint64_t *fails; /* ring of the last max_link_failures failure times */
     uint32_t n_fails, fail_pos;
     uint64_t cut_until_ns;
+    int refused; /* our last dial was refused (ECONNREFUSED), no connection since */
 } peer_t;
 
 struct gt_wan_mesh {
@@ -520,6 +521,7 @@ gt_status_t gt_wan_mesh_progress(gt_wan_mesh_t *m)
         gt_status_t es = gt_wan_ep_state(pe->ep);
         if (es == GT_OK && !pe->ready) {
             pe->ready = 1;
+            pe->refused = 0;
             if (pe->was_ready) m->st.reconnects++;
             pe->was_ready = 1;
             GT_INFO("mesh: %s <-> %s ready", cfg->sites[m->p.site].name, cfg->sites[i].name);
@@ -536,6 +538,9 @@ gt_status_t gt_wan_mesh_progress(gt_wan_mesh_t *m)
              * link was back. */
             if (es == GT_ERR_AUTH || es == GT_ERR_CORRUPT || es == GT_ERR_OVERFLOW)
                 note_failure(m, i);
+            /* our dial (we dial the lower-indexed sites) met ECONNREFUSED: its host's kernel
+             * says nobody listens there */
+            pe->refused = es == GT_ERR_NOT_FOUND && i < m->p.site;
             close_peer(m, i, 1);
             continue;
         }
@@ -571,6 +576,13 @@ gt_status_t gt_wan_mesh_progress(gt_wan_mesh_t *m)
 int gt_wan_mesh_peer_ready(const gt_wan_mesh_t *m, uint32_t site)
 {
     return site < m->p.cfg->n_sites && m->peers[site].ready;
+}
+
+int gt_wan_mesh_peer_refused(const gt_wan_mesh_t *m, uint32_t site)
+{
+    if (!m || site >= m->p.cfg->n_sites || site == m->p.site) return 0;
+    const peer_t *pe = &m->peers[site];
+    return pe->refused && !pe->ep;
 }
 
 size_t gt_wan_mesh_pending(const gt_wan_mesh_t *m)
