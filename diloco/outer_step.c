@@ -413,6 +413,7 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
     for (uint32_t s = 0; s < 64 && s < d->cfg->n_sites; s++) {
         if (!(silent >> s & 1) || s == d->site) continue;
         const char *name = d->cfg->sites[s].name;
+        int put = (d->accused >> s & 1) != 0; /* its accusation is in etcd */
         for (uint32_t g = 0; g < d->n_grp; g++) {
             pthread_mutex_lock(&d->lock);
             v = d->grp[g].view;
@@ -421,9 +422,12 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
             for (uint32_t j = 0; j < v.n_members; j++)
                 if (strcmp(v.members[j].name, name) == 0) lease = v.members[j].lease;
             if (!lease) continue; /* out of this view already, or its lease not known */
-            if (!(d->accused >> s & 1) &&
-                gt_wan_member_accuse(d->grp[g].member, name, lease) != GT_OK)
-                continue; /* etcd away: nobody can be evicted meanwhile */
+            if (!(d->accused >> s & 1)) {
+                if (gt_wan_member_accuse(d->grp[g].member, name, lease) != GT_OK)
+                    continue; /* etcd away: nobody can be evicted meanwhile; the next probe
+                                 tries again */
+                put = 1;
+            }
             if (gt_wan_member_accusers(d->grp[g].member, name, lease, &acc) != GT_OK) continue;
             uint64_t mask = 0;
             char who[256] = "";
@@ -456,7 +460,7 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
                         d->name, name, who, waited_s, (unsigned long long)r);
             }
         }
-        d->accused |= 1ull << s;
+        if (put) d->accused |= 1ull << s;
     }
 }
 
