@@ -256,6 +256,16 @@ gt_status_t dl_layout(gt_diloco_t *d);
 uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f);
 gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r);
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
+/* A wait on the run outside dl_wait_result (a joiner's rebase) takes part in the eviction by
+ * the majority: dl_watch_step at every turn of the wait (`waited`: ns so far; `suspects`: bit s,
+ * the sites it waits on), dl_watch_end when it ends (withdraws its accusations). */
+struct dl_watch {
+    int probing;
+    uint64_t next_accuse;
+};
+void dl_watch_step(gt_diloco_t *d, struct dl_watch *w, uint64_t waited, uint64_t suspects,
+                   uint64_t r);
+void dl_watch_end(gt_diloco_t *d);
 gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final);
 gt_status_t dl_gather_anchor(gt_diloco_t *d);
 void dl_keep_state(gt_diloco_t *d, int64_t round);

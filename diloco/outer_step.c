@@ -516,6 +516,57 @@ static void withdraw(gt_diloco_t *d, uint64_t mask)
     }
 }
 
+/* The probe in flight, judged for eviction: the sites of `candidates` that have not answered it
+ * are accused when the peers that did put this site on the majority side. 1: it accused. */
+static int judge_probe(gt_diloco_t *d, uint64_t candidates, uint64_t r, double waited_s)
+{
+    uint64_t ans = reach_mask(d) | (d->site < 64 ? 1ull << d->site : 0);
+    gt_wan_view_t v0;
+    pthread_mutex_lock(&d->lock);
+    v0 = d->grp[0].view;
+    pthread_mutex_unlock(&d->lock);
+    uint64_t silent = candidates & ~ans;
+    if (!silent || !majority_of(d, &v0, ans, 1)) return 0;
+    accuse(d, silent, r, waited_s);
+    return 1;
+}
+
+/* A joiner waiting for its peers to apply the round whose anchor it takes (dl_join_rebase)
+ * waits on the run as a trainer's result wait does, so it takes part in the eviction too: it
+ * probes its view, and accuses the training peers (`suspects`) that answer none of a probe for
+ * membership.evict_after_ms. Seen: a whole-site cut while a site was joining left one accuser
+ * of the cut-off site (a majority needs two of three), and the joiner waited 5.1 s. Call
+ * dl_watch_end when the wait ends. */
+void dl_watch_step(gt_diloco_t *d, struct dl_watch *w, uint64_t waited, uint64_t suspects,
+                   uint64_t r)
+{
+    const gt_topo_config_t *c = d->cfg;
+    uint64_t now = gt_time_ns(),
+             evict_ns = (c->membership.evict_after_ms ? (uint64_t)c->membership.evict_after_ms
+                                                      : c->membership.lease_ttl_s * 1000ull) *
+                        1000000ull;
+    if (waited < (uint64_t)c->outer.deadline_min_ms * 1000000ull) return;
+    if (!w->probing) {
+        reach_start(d);
+        w->probing = 1;
+    } else if (now - d->reach_sent_ns >= evict_ns) {
+        w->probing = 0; /* judged; the next call probes again */
+        uint64_t ans = reach_mask(d);
+        if (d->accused & ans) withdraw(d, ans); /* it answers again */
+        if (judge_probe(d, suspects & ~(d->site < 64 ? 1ull << d->site : 0), r, waited * 1e-9))
+            w->next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
+    }
+    if (d->accused && now >= w->next_accuse) {
+        accuse(d, d->accused, r, waited * 1e-9);
+        w->next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
+    }
+}
+
+void dl_watch_end(gt_diloco_t *d)
+{
+    if (d->accused) withdraw(d, ~0ull);
+}
+
 static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
 
 /* Drives nothing itself (the WAN thread does): waits until round r's g of every engine of
@@ -525,7 +576,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     gt_status_t st = wait_result(d, f, r);
-    if (d->accused) withdraw(d, ~0ull);
+    dl_watch_end(d);
     return st;
 }
 
@@ -682,22 +733,16 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             judged = 0;
         } else if (probing) {
             if (!judged && now - d->reach_sent_ns >= evict_ns) {
-                /* The owners of what is missing that have not answered this probe, when the
-                 * peers that did put this site on the majority side. */
+                /* The owners of what is missing that have not answered this probe. */
                 judged = 1;
-                uint64_t owners = 0, ans = reach_mask(d) | (d->site < 64 ? 1ull << d->site : 0);
-                gt_wan_view_t v0;
+                uint64_t owners = 0;
                 pthread_mutex_lock(&d->lock);
                 for (uint32_t i = 0; i < d->n_grp; i++)
                     if (!(got >> i & 1))
                         owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
-                v0 = d->grp[0].view;
                 pthread_mutex_unlock(&d->lock);
-                uint64_t silent = owners & ~ans;
-                if (silent && majority_of(d, &v0, ans, 1)) {
-                    accuse(d, silent, r, waited * 1e-9);
+                if (judge_probe(d, owners, r, waited * 1e-9))
                     next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
-                }
             }
             int cut = reach_verdict(d, now);
             if (cut >= 0) {

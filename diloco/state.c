@@ -717,6 +717,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
     memcpy(d->snap, d->anchor, d->n * sizeof(float));
     uint64_t have_grp = 0;
     gt_status_t st = GT_OK;
+    struct dl_watch watch = {0, 0};
     for (;;) {
         int64_t code = 0; /* 0 done, 1 retry, 3 give up */
         int gone = 0;     /* a peer answered that it no longer holds round r */
@@ -740,11 +741,16 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
             }
         }
         uint64_t now = gt_time_ns();
+        if (code == 1) dl_watch_step(d, &watch, now - t0, d->join_trainers, r);
         if (code == 1 && (now - t0 > limit || d->wan_error || (d->p.stop && *d->p.stop))) code = 3;
         uint64_t worst = (uint64_t)code;
-        if ((st = dl_allreduce(d, &worst, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
+        if ((st = dl_allreduce(d, &worst, 1, GT_DILOCO_OP_MAX)) != GT_OK) {
+            dl_watch_end(d);
+            return st;
+        }
         if (worst == 0) break;
         if (worst == 3) {
+            dl_watch_end(d);
             GT_ERROR("site %s: cannot fetch the anchor after round %llu, which its first round "
                      "follows (%s); it leaves, and rejoins when started again",
                      d->name, (unsigned long long)r,
@@ -756,6 +762,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
     }
+    dl_watch_end(d);
     double waited = (gt_time_ns() - t0) * 1e-9;
     d->wait_s += waited;
     if ((st = dl_gather_anchor(d)) != GT_OK) return st;
