@@ -334,15 +334,21 @@ gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *m, const gt_wan_view_t *view)
         if (i == m->p.site) continue;
         peer_t *pe = &m->peers[i];
         pe->in_view = 1;
+        char old_host[sizeof pe->host];
+        uint16_t old_port = pe->port;
+        memcpy(old_host, pe->host, sizeof old_host);
         if (gt_wan_split_addr(view->members[k].address, pe->host, sizeof pe->host, &pe->port) != 0)
             GT_WARN("mesh: site %s published a bad address '%s'", cfg->sites[i].name,
                     view->members[k].address);
         else
             gt_wan_net_set_peer_host(m->net, i, pe->host);
+        /* a refused dial says nothing about an address published since (a new process) */
+        if (pe->port != old_port || strcmp(pe->host, old_host) != 0) pe->refused = 0;
     }
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         if (i == m->p.site || m->peers[i].in_view) continue;
         drop_peer(m, i);
+        m->peers[i].refused = 0;
     }
     return GT_OK;
 }
