@@ -389,6 +389,41 @@ static uint64_t reach_mask(gt_diloco_t *d)
  * rejoins as a joiner once it reaches the others. A site one accuser cannot reach but another
  * can (one cut link: relays bridge it) is never evicted, nor is a slow one (it answers). */
 
+/* membership.evict_after_ms in ns (0: the lease TTL). */
+static uint64_t evict_after_ns(const gt_topo_config_t *c)
+{
+    return (c->membership.evict_after_ms ? (uint64_t)c->membership.evict_after_ms
+                                         : c->membership.lease_ttl_s * 1000ull) *
+           1000000ull;
+}
+
+/* The owners (bit s: site s) of round r's chunks of fragment f still missing here, over the
+ * groups whose result is not taken yet (bit i of `got`: group i's is). */
+static uint64_t missing_owners(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t got)
+{
+    uint64_t owners = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < d->n_grp; i++)
+        if (!(got >> i & 1)) owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
+    pthread_mutex_unlock(&d->lock);
+    return owners;
+}
+
+/* Site `name`'s entry in group g's view (copied under the lock); 0 when it is not there. */
+static int view_member(gt_diloco_t *d, uint32_t g, const char *name, gt_wan_member_info_t *who)
+{
+    int found = 0;
+    pthread_mutex_lock(&d->lock);
+    const gt_wan_view_t *v = &d->grp[g].view;
+    for (uint32_t j = 0; j < v->n_members && !found; j++)
+        if (strcmp(v->members[j].name, name) == 0) {
+            *who = v->members[j];
+            found = 1;
+        }
+    pthread_mutex_unlock(&d->lock);
+    return found;
+}
+
 /* Whether the sites in `mask` (bit i: site i) are a majority of view v: more than half, or
  * (`tie`) exactly half with the view's first site among them. */
 static int majority_of(const gt_diloco_t *d, const gt_wan_view_t *v, uint64_t mask, int tie)
@@ -415,12 +450,11 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
         const char *name = d->cfg->sites[s].name;
         int put = (d->accused >> s & 1) != 0; /* its accusation is in etcd */
         for (uint32_t g = 0; g < d->n_grp; g++) {
+            gt_wan_member_info_t entry;
             pthread_mutex_lock(&d->lock);
-            v = d->grp[g].view;
+            v = d->grp[g].view; /* whole: the majority is counted over it */
             pthread_mutex_unlock(&d->lock);
-            int64_t lease = 0;
-            for (uint32_t j = 0; j < v.n_members; j++)
-                if (strcmp(v.members[j].name, name) == 0) lease = v.members[j].lease;
+            int64_t lease = view_member(d, g, name, &entry) ? entry.lease : 0;
             if (!lease) continue; /* out of this view already, or its lease not known */
             if (!(d->accused >> s & 1)) {
                 if (gt_wan_member_accuse(d->grp[g].member, name, lease) != GT_OK)
@@ -445,10 +479,8 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
                 GT_WARN("site %s: site %s has answered no probe for %.1f s while round %llu's "
                         "result waits for chunks it owns: %s accuses it of being unreachable "
                         "(accusers now: %s)",
-                        d->name, name,
-                        d->cfg->membership.evict_after_ms ? d->cfg->membership.evict_after_ms * 1e-3
-                                                          : (double)d->cfg->membership.lease_ttl_s,
-                        (unsigned long long)r, d->name, who);
+                        d->name, name, evict_after_ns(d->cfg) * 1e-9, (unsigned long long)r,
+                        d->name, who);
             /* More than half of the view: a single site never evicts another (two sites: the
              * one that cannot reach the other may be the one cut off), nor does half of it. */
             if (majority_of(d, &v, mask & ~(1ull << s), 0) &&
@@ -479,15 +511,9 @@ static void evict_refused(gt_diloco_t *d, uint64_t owners, uint64_t r, double wa
     for (uint32_t s = 0; s < 64 && s < d->cfg->n_sites; s++) {
         if (!(owners >> s & 1) || s == d->site) continue;
         for (uint32_t g = 0; g < d->n_grp; g++) {
-            int found = 0, refused;
+            int found = view_member(d, g, d->cfg->sites[s].name, &who);
             pthread_mutex_lock(&d->lock);
-            const gt_wan_view_t *v = &d->grp[g].view;
-            for (uint32_t j = 0; j < v->n_members && !found; j++)
-                if (strcmp(v->members[j].name, d->cfg->sites[s].name) == 0) {
-                    who = v->members[j];
-                    found = 1;
-                }
-            refused = gt_wan_mesh_peer_refused(d->grp[g].mesh, s);
+            int refused = gt_wan_mesh_peer_refused(d->grp[g].mesh, s);
             pthread_mutex_unlock(&d->lock);
             if (!found || !refused || !who.lease || (g == 0 && tried[s] == who.lease)) continue;
             if (g == 0) tried[s] = who.lease;
@@ -541,10 +567,7 @@ void dl_watch_step(gt_diloco_t *d, struct dl_watch *w, uint64_t waited, uint64_t
                    uint64_t r)
 {
     const gt_topo_config_t *c = d->cfg;
-    uint64_t now = gt_time_ns(),
-             evict_ns = (c->membership.evict_after_ms ? (uint64_t)c->membership.evict_after_ms
-                                                      : c->membership.lease_ttl_s * 1000ull) *
-                        1000000ull;
+    uint64_t now = gt_time_ns(), evict_ns = evict_after_ns(c);
     if (waited < (uint64_t)c->outer.deadline_min_ms * 1000000ull) return;
     if (!w->probing) {
         reach_start(d);
@@ -603,9 +626,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                       2ull * c->membership.heartbeat_ms * 1000000ull;
     /* eviction by the majority (above): silence that long, judged from the first probe sent
      * once the wait is past the shortest straggler deadline */
-    uint64_t evict_ns = (c->membership.evict_after_ms ? (uint64_t)c->membership.evict_after_ms
-                                                      : c->membership.lease_ttl_s * 1000ull) *
-                        1000000ull;
+    uint64_t evict_ns = evict_after_ns(c);
     uint64_t probe_from = (uint64_t)c->outer.deadline_min_ms * 1000000ull;
     if (probe_from > partition_ns) probe_from = partition_ns;
     uint64_t next_probe = 0, view_ns = 0, epoch0 = 0, next_accuse = 0;
@@ -663,11 +684,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
          * ends did, and the run ended with three rejoins. */
         uint64_t owners_missing = 0;
         if (waited > limit) {
-            pthread_mutex_lock(&d->lock);
-            for (uint32_t i = 0; i < d->n_grp; i++)
-                if (!(got >> i & 1))
-                    owners_missing |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
-            pthread_mutex_unlock(&d->lock);
+            owners_missing = missing_owners(d, f, r, got);
             if (d->site < 64) owners_missing &= ~(1ull << d->site);
         }
         int owners_reached = waited > limit && reached_ns &&
@@ -735,13 +752,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             if (!judged && now - d->reach_sent_ns >= evict_ns) {
                 /* The owners of what is missing that have not answered this probe. */
                 judged = 1;
-                uint64_t owners = 0;
-                pthread_mutex_lock(&d->lock);
-                for (uint32_t i = 0; i < d->n_grp; i++)
-                    if (!(got >> i & 1))
-                        owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
-                pthread_mutex_unlock(&d->lock);
-                if (judge_probe(d, owners, r, waited * 1e-9))
+                if (judge_probe(d, missing_owners(d, f, r, got), r, waited * 1e-9))
                     next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
             }
             int cut = reach_verdict(d, now);
@@ -766,13 +777,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
         }
         if (waited > probe_from && now >= next_refused) {
             next_refused = now + 50000000ull; /* every 50 ms: a redial takes 300 ms */
-            uint64_t owners = 0;
-            pthread_mutex_lock(&d->lock);
-            for (uint32_t i = 0; i < d->n_grp; i++)
-                if (!(got >> i & 1))
-                    owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
-            pthread_mutex_unlock(&d->lock);
-            evict_refused(d, owners, r, waited * 1e-9, tried);
+            evict_refused(d, missing_owners(d, f, r, got), r, waited * 1e-9, tried);
         }
         /* The other accusers may come later: look again while this site accuses. */
         if (d->accused && now >= next_accuse) {
