@@ -332,6 +332,33 @@ static gt_status_t apply_view(struct dl_group *gr, const gt_wan_view_t *v)
     return st;
 }
 
+/* The first rounds that joiners of view v announced in etcd (their member notes: a joiner
+ * that could not reach every peer when it planned its join), given to group gr's engines as
+ * their JOINs would be: a peer across a cut link learns it with its next view read instead of
+ * when the link heals — by then it would have closed rounds the joiner owns (dl_join). */
+static void learn_joins(struct dl_group *gr, const gt_wan_view_t *v)
+{
+    gt_diloco_t *d = gr->d;
+    uint64_t now = gt_time_ns();
+    for (uint32_t k = 0; k < v->n_members; k++) {
+        uint32_t s;
+        if (!v->members[k].first_round ||
+            gt_topo_site_index(d->cfg, v->members[k].name, &s) != GT_OK || s == d->site)
+            continue;
+        pthread_mutex_lock(&d->lock);
+        for (uint32_t f = 0; f < d->F; f++) {
+            gt_wan_outer_t *o = d->outers[f * d->n_grp + gr->i];
+            gt_status_t st =
+                !o ? GT_OK : gt_wan_outer_learn_join(o, s, v->members[k].first_round, now);
+            if (st != GT_OK)
+                GT_WARN("site %s: cannot take site %s's first round %llu from etcd: %s", d->name,
+                        v->members[k].name, (unsigned long long)v->members[k].first_round,
+                        gt_status_str(st));
+        }
+        pthread_mutex_unlock(&d->lock);
+    }
+}
+
 /* Re-reads group gr's membership view when a heartbeat period has passed (or `force`). The
  * etcd requests run without the lock; the new view is installed under it. */
 static gt_status_t refresh_group(struct dl_group *gr, int force)
@@ -372,7 +399,10 @@ static gt_status_t refresh_group(struct dl_group *gr, int force)
                 (now - gr->view_fail_ns) * 1e-9);
     gr->view_fail_ns = 0;
     gr->view_fail_said = 0;
-    if (v.epoch == gr->view.epoch) return GT_OK;
+    if (v.epoch == gr->view.epoch) {
+        learn_joins(gr, &v);
+        return GT_OK;
+    }
     int self_in = 0;
     for (uint32_t k = 0; k < v.n_members; k++) self_in |= strcmp(v.members[k].name, d->name) == 0;
     if (!self_in) {
@@ -387,6 +417,7 @@ static gt_status_t refresh_group(struct dl_group *gr, int force)
     pthread_mutex_lock(&d->lock);
     st = apply_view(gr, &v);
     pthread_mutex_unlock(&d->lock);
+    if (st == GT_OK) learn_joins(gr, &v);
     return st;
 }
 

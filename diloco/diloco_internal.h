@@ -144,6 +144,7 @@ struct gt_diloco {
     int fetch_hash_set;
     int fetch_status;
     int probe_got;
+    uint64_t fetch_limit_ns; /* a fetch's or probe's wait when not 0 (else wan.peer_timeout_ms) */
     uint64_t probe_next, probe_params;
     uint64_t probe_step; /* the step the peer was at (UINT64_MAX: it did not say) */
     uint64_t probe_first[GT_WAN_OUTER_MAX_SITES];

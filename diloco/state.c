@@ -19,6 +19,8 @@
  */
 #include "diloco_internal.h"
 
+#include <jansson.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -251,9 +253,10 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
     }
     pthread_mutex_unlock(&d->lock);
     uint64_t t0 = gt_time_ns();
+    uint64_t limit =
+        d->fetch_limit_ns ? d->fetch_limit_ns : (uint64_t)d->cfg->wan.peer_timeout_ms * 1000000ull;
     int done = 0, status = 0;
-    while (st == GT_OK && !done && !status &&
-           gt_time_ns() - t0 < (uint64_t)d->cfg->wan.peer_timeout_ms * 1000000ull) {
+    while (st == GT_OK && !done && !status && gt_time_ns() - t0 < limit) {
         struct timespec ts = {0, 500000};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&d->lock);
@@ -474,6 +477,27 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
  * caller skips its data to it and starts its optimizer afresh). If the peers have moved past
  * R − 1 meanwhile (they keep two rounds), it plans again with a later R. *start_p is the step
  * it starts at; the run's total steps when the run ends before it could take part. */
+/* Puts "first_round": R into this rank's member value in every group (beside the checkpoints
+ * it offers), before the JOINs go out: a peer they cannot reach learns it from etcd at its next
+ * view read (gt_wan_outer_learn_join). */
+static gt_status_t announce_first(gt_diloco_t *d, uint64_t R)
+{
+    json_t *note = d->resume_note ? json_loads(d->resume_note, 0, NULL) : NULL;
+    if (!json_is_object(note)) {
+        json_decref(note);
+        note = json_object();
+    }
+    json_object_set_new(note, "first_round", json_integer((json_int_t)R));
+    char *text = json_dumps(note, JSON_COMPACT);
+    json_decref(note);
+    if (!text) return GT_ERR_NOMEM;
+    gt_status_t st = GT_OK;
+    for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++)
+        st = gt_wan_member_set_note(d->grp[i].member, text);
+    free(text);
+    return st;
+}
+
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
 {
     const gt_topo_config_t *c = d->cfg;
@@ -492,6 +516,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     uint64_t fast_step = 0; /* the furthest step a trainer reported */
     uint64_t trainers = 0;  /* bit s: site s answered the plan's probe as a training site */
     int quiet_peers = 0;    /* said once: some peers did not answer the probe */
+    int note_failed = 0;    /* said once: etcd did not take the first round */
     uint64_t replan_ns = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
                          (uint64_t)c->wan.peer_timeout_ms * 1000000ull +
                          (uint64_t)c->wan.connect_timeout_ms * 1000000ull;
@@ -534,43 +559,86 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
             uint64_t pstep = 0, step_unknown = 0; /* the trainers' furthest step */
             uint32_t busy = 0;                    /* peers that answered "not training" (joiners) */
             trainers = 0;
-            for (uint32_t k = 0; self_in && k < n; k++) {
-                st = dl_fetch_state(d, 0, STATE_PROBE, &peers[k], 1);
-                busy += st == GT_ERR_AGAIN;
-                if (st != GT_OK) continue;
-                if (peers[k] < 64) trainers |= 1ull << peers[k];
-                if (d->probe_params != d->n) {
-                    (void)params_mismatch(d, peers[k], d->probe_params);
-                    differ = 1;
-                    break;
+            /* A peer that does not answer holds the loop up for wan.peer_timeout_ms, and the
+             * answers before it are that old by its end (rounds of a second: several behind,
+             * and the anchor planned from is gone before the fetch). So when one was silent,
+             * the ones that answered are asked again (they answer at once). */
+            uint32_t silent = 0;
+            uint64_t peer_ns = (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
+            d->fetch_limit_ns = peer_ns < 2000000000ull ? peer_ns : 2000000000ull;
+            int answered_once = 0;
+            for (int pass = 0; pass < 2 && self_in; pass++) {
+                uint64_t asked = trainers;
+                if (pass == 1) {
+                    if (!silent || code != 0 || differ) break;
+                    next = pstep = step_unknown = 0;
+                    code = 1;
                 }
-                if (d->probe_step == UINT64_MAX)
-                    step_unknown = 1;
-                else if (d->probe_step > pstep)
-                    pstep = d->probe_step;
-                if (code != 0 || d->probe_next > next) {
-                    next = d->probe_next;
-                    memcpy(first, d->probe_first, sizeof first);
-                    code = 0;
+                for (uint32_t k = 0; k < n; k++) {
+                    if (pass == 1 && !(peers[k] < 64 && (asked >> peers[k] & 1))) continue;
+                    uint64_t asked_at = gt_time_ns();
+                    st = dl_fetch_state(d, 0, STATE_PROBE, &peers[k], 1);
+                    /* A probe waits 2 s at most (a peer's WAN thread answers at once), and
+                     * once one has answered, 8 times its round trip (1 s at least): a silent
+                     * peer costs a second or two, not wan.peer_timeout_ms, and the join goes
+                     * ahead without it when the answers are a majority. */
+                    if (st == GT_OK && !answered_once) {
+                        answered_once = 1;
+                        uint64_t rtt8 = 8 * (gt_time_ns() - asked_at);
+                        d->fetch_limit_ns = rtt8 < 1000000000ull ? 1000000000ull
+                                            : rtt8 > peer_ns     ? peer_ns
+                                                                 : rtt8;
+                    }
+                    if (pass == 0) {
+                        busy += st == GT_ERR_AGAIN;
+                        silent += st != GT_OK && st != GT_ERR_AGAIN;
+                    }
+                    if (st != GT_OK) continue;
+                    if (peers[k] < 64) trainers |= 1ull << peers[k];
+                    if (d->probe_params != d->n) {
+                        (void)params_mismatch(d, peers[k], d->probe_params);
+                        differ = 1;
+                        break;
+                    }
+                    if (d->probe_step == UINT64_MAX)
+                        step_unknown = 1;
+                    else if (d->probe_step > pstep)
+                        pstep = d->probe_step;
+                    if (code != 0 || d->probe_next > next) {
+                        next = d->probe_next;
+                        memcpy(first, d->probe_first, sizeof first);
+                        code = 0;
+                    }
                 }
             }
+            d->fetch_limit_ns = 0;
             /* Nobody to join from only when every peer answered and none trains; a peer that
              * does not answer may be across a cut that heals (the whole join is bounded). */
             if (self_in && n > 0 && (code == 0 || busy < n))
                 alone_since = 0;
             else if (!alone_since)
                 alone_since = now;
-            /* Plan only when every peer of the view answered: one that did not (a link cut,
-             * a site just gone whose lease runs on) hears our announcement late, after it has
-             * closed rounds we would own, and the sites then apply different results. Seen: a
-             * site rejoining across a cut diverged from the others for the rest of the run. */
-            if (code == 0 && (uint32_t)__builtin_popcountll(trainers) + busy < n) {
+            /* A peer that did not answer (a link cut, a site just gone whose lease runs on)
+             * would hear our JOIN late, after it has closed rounds we own, and the sites would
+             * then apply different results (seen before the etcd announcement: a site rejoining
+             * across a cut diverged from the others for the rest of the run). So the first round
+             * also goes into etcd (announce_first), which every site reads at every heartbeat
+             * whatever its links do, and the join goes ahead when the peers that answered and
+             * this site are a majority of the view; with fewer it waits for the others (or for
+             * the view to drop them). Seen: a site restarted during a cut of one of its links
+             * waited 7.2 s for the heal (bench/chaos.yaml, seed 3 at 1/5). */
+            uint32_t answered = (uint32_t)__builtin_popcountll(trainers) + busy;
+            if (code == 0 && answered < n) {
+                int majority = 2 * (answered + 1) > n + 1;
                 if (!quiet_peers)
-                    GT_INFO("site %s: %u of the %u peers of the view answered; the join waits for "
-                            "the others (or for the view to drop them)",
-                            name, (uint32_t)__builtin_popcountll(trainers) + busy, n);
+                    GT_INFO("site %s: %u of the %u peers of the view answered; %s", name, answered,
+                            n,
+                            majority ? "joining with them (the others learn its first round from "
+                                       "etcd)"
+                                     : "the join waits for the others (or for the view to drop "
+                                       "them)");
                 quiet_peers = 1;
-                code = 1;
+                if (!majority) code = 1;
             }
             if ((st = dl_allreduce(d, &differ, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
             if (differ) return GT_ERR_CONFIG;
@@ -579,8 +647,26 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
             uint64_t v[4] = {code == 0 ? next + 1 : 0, code == 0 ? 0 : 1, pstep, step_unknown};
             if ((st = dl_allreduce(d, v, 4, GT_DILOCO_OP_MAX)) != GT_OK) return st;
             if (v[1] == 0) {
+                uint64_t R_before = R;
                 R = v[0] > R ? v[0] : R + 1; /* a re-plan always moves on */
                 if (R < 1) R = 1;
+                uint64_t nf = announce_first(d, R) != GT_OK;
+                if ((st = dl_allreduce(d, &nf, 1, GT_DILOCO_OP_MAX)) != GT_OK) return st;
+                if (nf) {
+                    /* Not announced: a peer across a cut would not learn it, and a re-plan's
+                     * note would contradict its JOINs. Views (joins included) wait while etcd
+                     * cannot take writes. */
+                    if (!note_failed)
+                        GT_WARN("site %s: cannot announce its first round (%llu) in etcd; "
+                                "trying again until it can",
+                                name, (unsigned long long)R);
+                    note_failed = 1;
+                    R = R_before;
+                    dl_write_status(d, 0);
+                    struct timespec ts = {0, 200000000};
+                    nanosleep(&ts, NULL);
+                    continue;
+                }
                 /* Start at once from the anchor after R - 2 (the peers, in round R - 1, hold it),
                  * at the step they are at; the anchor after R - 1 is fetched and rebased onto
                  * when they apply it (dl_join_rebase). Not with fragments, without an overlap,

@@ -313,8 +313,13 @@ typedef struct {
 typedef struct {
     char name[GT_WAN_MEMBER_NAME_MAX];
     char address[GT_WAN_MEMBER_ADDR_MAX];
-    int64_t lease; /* the etcd lease it registered with: a new one each time the site starts
-                      (0: not known) — a changed lease is a restart */
+    int64_t lease;        /* the etcd lease it registered with: a new one each time the site starts
+                             (0: not known) — a changed lease is a restart */
+    uint64_t first_round; /* a joiner's first round as it announced it in etcd (its note's
+                             "first_round", gt_wan_member_set_note), so that a site its JOIN
+                             cannot reach (a cut link) learns it too; 0: none announced.
+                             gt_wan_member_list fills it; gt_wan_member_sync_view copies it
+                             into the view's entry of the same incarnation (name and lease) */
 } gt_wan_member_info_t;
 
 typedef struct {
@@ -381,7 +386,8 @@ GT_API gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p) GT_
 /* Every registered site's member value as a JSON array (malloc'd text): {name, address} and the
  * fields of its note. */
 GT_API gt_status_t gt_wan_member_values(gt_wan_member_t *m, char **json_p) GT_MUST_USE;
-/* Replaces this site's note (a JSON object's text; NULL: none) in its member value. */
+/* Replaces this site's note (a JSON object's text; NULL: none) in its member value. A joiner's
+ * note carries "first_round" (see gt_wan_member_info_t). */
 GT_API gt_status_t gt_wan_member_set_note(gt_wan_member_t *m, const char *note) GT_MUST_USE;
 /* The mod_revision of the view key as last read by gt_wan_member_view (0: no view key). */
 GT_API int64_t gt_wan_member_view_revision(const gt_wan_member_t *m);
@@ -585,6 +591,13 @@ GT_API gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t ep
  * agrees with the others about who owns what. Announces the round to every site of the view. */
 GT_API gt_status_t gt_wan_outer_start_at(gt_wan_outer_t *o, uint64_t round, const uint64_t *first,
                                          uint64_t now_ns) GT_MUST_USE;
+
+/* Site `site` of our view announced in etcd (gt_wan_member_info_t.first_round) that it
+ * contributes from `round` on: taken as its JOIN would be (a no-op when the JOIN came first).
+ * A joiner that cannot reach every peer (a cut link) announces there, and the peers learn it
+ * with their next view read. GT_OK without effect for a site not in our view. */
+GT_API gt_status_t gt_wan_outer_learn_join(gt_wan_outer_t *o, uint32_t site, uint64_t round,
+                                           uint64_t now_ns) GT_MUST_USE;
 
 /* Every configured site's first round as this engine knows it, UINT64_MAX for a site that is
  * not taking part (first[n_sites]). */

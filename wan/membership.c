@@ -566,7 +566,7 @@ static int cmp_member(const void *a, const void *b)
     return strcmp(((const gt_wan_member_info_t *)a)->name, ((const gt_wan_member_info_t *)b)->name);
 }
 
-/* Fills `info` from a member value {name, address, lease}. */
+/* Fills `info` from a member value {name, address, lease[, first_round]}. */
 static int parse_member(const char *text, gt_wan_member_info_t *info)
 {
     json_t *j = json_loads(text, 0, NULL);
@@ -579,6 +579,10 @@ static int parse_member(const char *text, gt_wan_member_info_t *info)
         snprintf(info->address, sizeof info->address, "%s", addr);
         json_t *lease = json_object_get(j, "lease");
         info->lease = json_is_integer(lease) ? (int64_t)json_integer_value(lease) : 0;
+        json_t *first = json_object_get(j, "first_round");
+        info->first_round = json_is_integer(first) && json_integer_value(first) > 0
+                                ? (uint64_t)json_integer_value(first)
+                                : 0;
     }
     json_decref(j);
     return ok;
@@ -718,6 +722,15 @@ gt_status_t gt_wan_member_sync_view(gt_wan_member_t *m, gt_wan_view_t *view_p, i
         }
         if (st != GT_ERR_AGAIN) return st;
         /* Another site moved the view first: read it again and compare. */
+    }
+    /* The view was written when its members registered; a joiner's first round comes later,
+     * in its member value: take it from the live entry of the same incarnation. */
+    for (uint32_t i = 0; i < view.n_members; i++) {
+        view.members[i].first_round = 0;
+        for (uint32_t k = 0; k < live.n_members; k++)
+            if (strcmp(view.members[i].name, live.members[k].name) == 0 &&
+                view.members[i].lease == live.members[k].lease)
+                view.members[i].first_round = live.members[k].first_round;
     }
     *view_p = view;
     if (changed_p) *changed_p = view.epoch != first_epoch;

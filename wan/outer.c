@@ -1309,6 +1309,9 @@ static void send_join(gt_wan_outer_t *o, uint32_t dst, uint64_t now_ns)
  * senders re-send to it, and it counts them; late ones, which no sender keeps, are encoded
  * again and passed on); our kept contributions that now go to it are re-sent; results of rounds >=
  * R that we aggregated before we heard of it are replayed to it. */
+static gt_status_t take_join(gt_wan_outer_t *o, uint32_t s, uint64_t r, uint64_t epoch,
+                             const char *how, uint64_t now_ns);
+
 static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                            uint64_t now_ns)
 {
@@ -1317,19 +1320,37 @@ static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8
     uint64_t r = gt_le_get64(b + 8);
     uint32_t s = m->sender;
     if (s == o->p.site_id || r == FIRST_UNKNOWN) return bad(o, m, "a JOIN from ourselves");
+    return take_join(o, s, r, m->view_epoch, "", now_ns);
+}
+
+gt_status_t gt_wan_outer_learn_join(gt_wan_outer_t *o, uint32_t site, uint64_t round,
+                                    uint64_t now_ns)
+{
+    if (site >= o->p.n_sites || site == o->p.site_id || round == 0 || round == FIRST_UNKNOWN)
+        return GT_ERR_INVALID;
+    if (!o->live[site]) return GT_OK; /* not in our view (yet): its JOIN or a later view */
+    /* Its JOIN came first, or a later one (a re-plan moves on; etcd said the earlier) */
+    if (o->first[site] != FIRST_UNKNOWN && o->first[site] >= round) return GT_OK;
+    return take_join(o, site, round, o->epoch, " (announced in etcd)", now_ns);
+}
+
+static gt_status_t take_join(gt_wan_outer_t *o, uint32_t s, uint64_t r, uint64_t epoch,
+                             const char *how, uint64_t now_ns)
+{
     if (o->first[s] == r && receiver(o, s)) return GT_OK; /* a repeat */
     /* A new life of s (or its first announcement): the ledger with it starts again. */
     if (o->fin[s] && o->sent_n[s] > o->fin_n[s]) o->unreceived_before += o->sent_n[s] - o->fin_n[s];
     o->sent_n[s] = o->took_n[s] = o->fin_n[s] = 0;
     o->fin[s] = 0;
     o->first[s] = r;
-    o->first_epoch[s] = m->view_epoch;
+    o->first_epoch[s] = epoch;
     if (!o->live[s]) {
         o->joined[s] = 1;
-        o->joined_epoch[s] = m->view_epoch;
+        o->joined_epoch[s] = epoch;
     }
     o->st.joins++;
-    GT_INFO("outer: site %u joins: it contributes from round %llu on", s, (unsigned long long)r);
+    GT_INFO("outer: site %u joins: it contributes from round %llu on%s", s, (unsigned long long)r,
+            how);
     for (size_t i = 0; i < o->n_aggs; i++) {
         agg_t *a = &o->aggs[i];
         if (!a->used || a->closed || a->round < r || owner_of(o, a->chunk, a->round) != s) continue;

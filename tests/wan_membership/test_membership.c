@@ -299,6 +299,23 @@ int main(void)
     CHECK_EQ_INT(vb.epoch, 1);
     CHECK_EQ_INT(changed, 0);
     CHECK_EQ_INT(vb.n_members, 3);
+    CHECK(vb.members[1].first_round == 0);
+
+    /* A joiner's first round in its note reaches every site's view read (not the view key),
+     * without a view change, and the rest of its note stays readable. */
+    CHECK_EQ_INT(gt_wan_member_set_note(b, "{\"resume_steps\":[40],\"first_round\":17}"), GT_OK);
+    CHECK_EQ_INT(gt_wan_member_sync_view(a, &va, &changed), GT_OK);
+    CHECK_EQ_INT(changed, 0);
+    CHECK_EQ_INT(va.epoch, 1);
+    CHECK(strcmp(va.members[1].name, "b") == 0 && va.members[1].first_round == 17);
+    CHECK(va.members[0].first_round == 0 && va.members[2].first_round == 0);
+    char *values = NULL;
+    CHECK_EQ_INT(gt_wan_member_values(a, &values), GT_OK);
+    CHECK(values && strstr(values, "\"resume_steps\":[40]") != NULL);
+    free(values);
+    CHECK_EQ_INT(gt_wan_member_set_note(b, "{\"first_round\":-3}"), GT_OK); /* nonsense: none */
+    CHECK_EQ_INT(gt_wan_member_sync_view(a, &va, &changed), GT_OK);
+    CHECK(va.members[1].first_round == 0);
 
     /* Compare-and-swap: two proposals against the same revision, one wins. */
     CHECK_EQ_INT(gt_wan_member_view(a, &va), GT_OK);

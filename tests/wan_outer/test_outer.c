@@ -745,6 +745,74 @@ static void test_join(void)
     teardown(n);
 }
 
+/* A joiner whose JOIN cannot reach one peer (the link 1-2 is cut) announces its first round in
+ * etcd too; the peer learns it there (gt_wan_outer_learn_join, diloco's view read). Before it
+ * does, the two disagree about who owns round 3's chunks; after, every site agrees, the JOIN
+ * arriving later changes nothing, an earlier round or a site not in the view is ignored, and
+ * nonsense is refused. */
+static void test_join_etcd(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
+    const uint32_t three[] = {0, 1, 2}, two[] = {0, 1};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+    /* site 2 not in site 1's view yet: nothing to learn */
+    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
+    gt_wan_outer_stats_t st;
+    gt_wan_outer_stats(g_o[1], &st);
+    CHECK_EQ_INT(st.joins, 0);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+    g_cut[2][1] = g_cut[1][2] = 1;
+    uint64_t first[MAXS];
+    gt_wan_outer_first_rounds(g_o[0], first);
+    first[2] = UINT64_MAX;
+    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 3, first, g_now), GT_OK);
+    pump(); /* the JOIN reaches site 0 only */
+    int differ = 0;
+    for (uint32_t l = 0; l < 3; l++)
+        for (uint32_t j = 0; j < n; j++) {
+            uint32_t pref = (l + j) % n;
+            CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[0], l, j, 3), pref);
+            CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[2], l, j, 3), pref);
+            differ += gt_wan_outer_owner_at(g_o[1], l, j, 3) != pref;
+        }
+    CHECK(differ > 0); /* site 1 has not heard: it would close site 2's chunks itself */
+    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
+    for (uint32_t l = 0; l < 3; l++)
+        for (uint32_t j = 0; j < n; j++)
+            CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[1], l, j, 3), (l + j) % n);
+    gt_wan_outer_stats(g_o[1], &st);
+    CHECK_EQ_INT(st.joins, 1);
+    /* again, an earlier round, the JOIN itself once the cut heals: no change */
+    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 2, g_now), GT_OK);
+    g_cut[2][1] = g_cut[1][2] = 0;
+    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 3, NULL, g_now), GT_OK);
+    pump();
+    gt_wan_outer_stats(g_o[1], &st);
+    CHECK_EQ_INT(st.joins, 1);
+    gt_wan_outer_first_rounds(g_o[1], first);
+    CHECK_EQ_INT(first[2], 3);
+    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 1, 3, g_now), GT_ERR_INVALID); /* itself */
+    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 0, g_now), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 7, 3, g_now), GT_ERR_INVALID);
+    /* round 3 with all three: identical results */
+    make_deltas(n);
+    for (uint64_t r = 0; r < 3; r++)
+        for (uint32_t s = 0; s < 2; s++)
+            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
+    pump();
+    pump();
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 3, g_delta[s], 1.0, 7, g_now), GT_OK);
+    pump();
+    pump();
+    check_identical(n, 3);
+    teardown(n);
+}
+
 /* A late contribution already folded into a round that a joiner then takes over: the old owner
  * passes it on (encoded again), the joiner folds it in, nothing is dropped. */
 static void test_join_late(void)
@@ -1150,6 +1218,7 @@ int main(void)
     test_hostile();
     test_join();
     test_join_late();
+    test_join_etcd();
     free(g_q);
     return GT_TEST_DONE();
 }
