@@ -167,6 +167,7 @@ struct gt_diloco {
      * it fetches and rebases onto at that round's apply step (-1: none pending). */
     int64_t join_rebase;
     uint64_t join_trainers; /* bit s: site s trained when the join planned */
+    uint64_t join_quiet;    /* bit s: site s did not answer the join's probe */
     int training, started_run;
     uint64_t round_tokens, tokens;
     double loss, loss_acc;

@@ -515,6 +515,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     int early = 0;          /* fast, and the peers have not applied R - 2 yet: from R - 3 */
     uint64_t fast_step = 0; /* the furthest step a trainer reported */
     uint64_t trainers = 0;  /* bit s: site s answered the plan's probe as a training site */
+    uint64_t quiet = 0;     /* bit s: site s of the view did not answer it */
     int quiet_peers = 0;    /* said once: some peers did not answer the probe */
     int note_failed = 0;    /* said once: etcd did not take the first round */
     uint64_t replan_ns = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
@@ -564,6 +565,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
              * and the anchor planned from is gone before the fetch). So when one was silent,
              * the ones that answered are asked again (they answer at once). */
             uint32_t silent = 0;
+            quiet = 0;
             uint64_t peer_ns = (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
             d->fetch_limit_ns = peer_ns < 2000000000ull ? peer_ns : 2000000000ull;
             int answered_once = 0;
@@ -592,6 +594,8 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     if (pass == 0) {
                         busy += st == GT_ERR_AGAIN;
                         silent += st != GT_OK && st != GT_ERR_AGAIN;
+                        if (st != GT_OK && st != GT_ERR_AGAIN && peers[k] < 64)
+                            quiet |= 1ull << peers[k];
                     }
                     if (st != GT_OK) continue;
                     if (peers[k] < 64) trainers |= 1ull << peers[k];
@@ -773,6 +777,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     d->joined_round = R;
     d->applied_upto = R;
     d->join_trainers = trainers;
+    d->join_quiet = quiet;
     dl_log_anchor(d, from, gt_wan_outer_hash(d->anchor, d->n), -1.0);
     *start_p = R * d->H + d->tau;
     if (fast) {
@@ -827,7 +832,9 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
             }
         }
         uint64_t now = gt_time_ns();
-        if (code == 1) dl_watch_step(d, &watch, now - t0, d->join_trainers, r);
+        /* The peers it may wait on: those that trained, and those that did not answer (the
+         * join went ahead without them; one cut off from every site holds the others up). */
+        if (code == 1) dl_watch_step(d, &watch, now - t0, d->join_trainers | d->join_quiet, r);
         if (code == 1 && (now - t0 > limit || d->wan_error || (d->p.stop && *d->p.stop))) code = 3;
         uint64_t worst = (uint64_t)code;
         if ((st = dl_allreduce(d, &worst, 1, GT_DILOCO_OP_MAX)) != GT_OK) {
