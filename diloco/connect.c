@@ -43,6 +43,12 @@ static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size
         dl_on_state(gr, msg, buf, len);
         return;
     }
+    /* A peer's message from a later view: it has moved on (a site removed, or one added), so
+     * this site reads the view at once rather than at its next heartbeat (up to
+     * membership.heartbeat_ms later), and the chunks that moved close sooner. */
+    if ((msg->type == GT_WAN_MSG_DELTA || msg->type == GT_WAN_MSG_RESULT) &&
+        msg->view_epoch > gr->view.epoch)
+        __atomic_store_n(&gr->refresh_soon, 1, __ATOMIC_RELEASE);
     gt_wan_msg_t m = *msg;
     uint32_t f = m.lane % d->F;
     m.lane /= d->F;
@@ -365,6 +371,12 @@ static gt_status_t refresh_group(struct dl_group *gr, int force)
 {
     gt_diloco_t *d = gr->d;
     uint64_t now = gt_time_ns();
+    /* Asked to read it soon (an eviction here, a peer's later view): at most every eighth of a
+     * heartbeat, whatever a peer's messages claim. */
+    if (__atomic_load_n(&gr->refresh_soon, __ATOMIC_ACQUIRE) &&
+        now - gr->last_view_ns >= (uint64_t)d->cfg->membership.heartbeat_ms * 125000ull &&
+        __atomic_exchange_n(&gr->refresh_soon, 0, __ATOMIC_ACQ_REL))
+        force = 1;
     if (!force && now - gr->last_view_ns < (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull)
         return GT_OK;
     gr->last_view_ns = now;

@@ -64,6 +64,8 @@ struct dl_group {
     gt_wan_mesh_t *mesh;
     gt_wan_view_t view;
     uint64_t last_view_ns;
+    int refresh_soon; /* set (atomically) by a thread that changed the membership (an eviction):
+                         the WAN thread reads the view at its next turn, not a heartbeat later */
     uint64_t view_fail_ns; /* since when reading the view fails (0: it does not) */
     int view_fail_said;    /* that failure was logged */
 };

@@ -1611,6 +1611,11 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
                                            uint32_t n_live, uint64_t restarted, uint64_t now_ns)
 {
     if (epoch <= o->epoch && o->epoch != 0) return GT_OK;
+    /* The open rounds of chunks that are ours before the change (see the end). */
+    uint8_t *was_mine = o->n_aggs ? calloc(o->n_aggs, 1) : NULL;
+    for (size_t i = 0; was_mine && i < o->n_aggs; i++)
+        was_mine[i] = o->aggs[i].used && !o->aggs[i].closed &&
+                      owner_of(o, o->aggs[i].chunk, o->aggs[i].round) == o->p.site_id;
     uint8_t old_live[GT_WAN_OUTER_MAX_SITES];
     memcpy(old_live, o->live, sizeof old_live);
     memset(o->live, 0, sizeof o->live);
@@ -1626,6 +1631,7 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
     }
     if (!self) {
         memcpy(o->live, old_live, sizeof old_live);
+        free(was_mine);
         GT_ERROR("outer: view %llu does not include this site (%u)", (unsigned long long)epoch,
                  o->p.site_id);
         return GT_ERR_INVALID;
@@ -1690,6 +1696,21 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
             }
         }
     }
+    /* A round of a chunk that has just become ours may hold contributions that came before our
+     * view did (a peer whose view changed first re-sent them here): its deadline runs from now,
+     * not from their arrival. Else the first close below — one of our own re-sends completing
+     * another chunk — found it past its deadline, and closed it without our contribution, which
+     * was still to be re-sent in the same loop (seen: "closing round 15 chunk 3 at the deadline
+     * with 1 of 2 sites" 0.4 s after the owner's eviction; ours then folded late). */
+    for (size_t i = 0; was_mine && i < o->n_aggs; i++) {
+        agg_t *a = &o->aggs[i];
+        if (a->used && !a->closed && a->first_ns && !was_mine[i] &&
+            owner_of(o, a->chunk, a->round) == o->p.site_id) {
+            a->first_ns = now_ns;
+            if (a->quorum_ns) a->quorum_ns = now_ns;
+        }
+    }
+    free(was_mine);
     /* Our contributions whose owner changed: re-send the kept frames. */
     resend_moved(o, now_ns);
     return gt_wan_outer_progress(o, now_ns);

@@ -745,6 +745,40 @@ static void test_join(void)
     teardown(n);
 }
 
+/* Views change at each site at its own time (its next view read). Site 1 dies; site 0 moves to
+ * the view without it first and re-sends its contributions for site 1's chunks to their new
+ * owners, site 2 among them, which still has the old view. Site 2 takes the new view only a
+ * deadline later: the chunks that became its own must still close with its own contribution
+ * (re-sent in the same step), not at once at the deadline that ran from site 0's arrival. */
+static void test_moved_deadline(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.5, 1, 0);
+    make_deltas(n);
+    g_dead[1] = 1;
+    for (uint32_t s = 0; s < n; s += 2)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump();
+    pump();
+    const uint32_t live[] = {0, 2};
+    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[0], 2, live, 2, g_now), GT_OK);
+    pump();                /* site 0's re-sends reach site 2, whose view still has site 1 */
+    g_now += 250000000ull; /* past the 100 ms deadline */
+    CHECK_EQ_INT(gt_wan_outer_progress(g_o[2], g_now), GT_OK);
+    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[2], 2, live, 2, g_now), GT_OK);
+    for (int k = 0; k < 3; k++) {
+        pump();
+        for (uint32_t s = 0; s < n; s += 2)
+            CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    }
+    check_identical(n, 0);
+    /* every chunk the average of both: nobody's contribution left out of round 0 */
+    for (size_t i = 0; i < N_PARAMS; i++)
+        CHECK_CLOSE(g_res[0][i], (g_delta[0][i] + g_delta[2][i]) / 2.0, 1e-6, 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, late)), 0);
+    teardown(n);
+}
+
 /* A joiner whose JOIN cannot reach one peer (the link 1-2 is cut) announces its first round in
  * etcd too; the peer learns it there (gt_wan_outer_learn_join, diloco's view read). Before it
  * does, the two disagree about who owns round 3's chunks; after, every site agrees, the JOIN
@@ -1219,6 +1253,7 @@ int main(void)
     test_join();
     test_join_late();
     test_join_etcd();
+    test_moved_deadline();
     free(g_q);
     return GT_TEST_DONE();
 }
