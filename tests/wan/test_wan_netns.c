@@ -58,10 +58,10 @@ static int srv_sink(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
     if (gt_wan_ep_send(ep, &m, &ok, sizeof ok, &s) != GT_OK || gt_wan_req_wait(&s, 10000) != GT_OK)
         return 12;
     gt_wan_req_t bye;
-    recv_one(ep, buf, MSG, &bye, 10000);
+    gt_status_t st = recv_one(ep, buf, MSG, &bye, 10000);
     free(buf);
     gt_wan_ep_close(ep);
-    return 0;
+    return st == GT_OK && bye.msg.type == GT_WAN_MSG_BYE ? 0 : 13;
 }
 
 static const wt_server_t servers[] = {{"srv_sink", srv_sink}, {NULL, NULL}};
@@ -105,7 +105,11 @@ static int run_client(int argc, char **argv)
         gt_wan_msg_t m = {.type = GT_WAN_MSG_BYE};
         gt_wan_req_t bye;
         CHECK_EQ_INT(gt_wan_ep_send(ep, &m, NULL, 0, &bye), GT_OK);
-        CHECK_EQ_INT(gt_wan_req_wait(&bye, 5000), GT_OK);
+        /* The server closes as soon as the BYE is in, so the send may learn of that close
+         * before its own completion (seen with libfabric): GT_ERR_PEER_LOST is as good as
+         * GT_OK here; the server's exit code (13 without the BYE) says whether it got it. */
+        gt_status_t st = gt_wan_req_wait(&bye, 5000);
+        CHECK_MSG(st == GT_OK || st == GT_ERR_PEER_LOST, "BYE: %s", gt_status_str(st));
         free(buf);
         gt_wan_ep_close(ep);
     }
