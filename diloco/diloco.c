@@ -679,6 +679,7 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
     double wait0 = d->wait_s;
     gt_status_t st = d->cfg->outer.catch_up && !d->sync_dp ? catch_up(d) : GT_OK;
     if (st == GT_OK) st = schedule(d);
+    if (st == GT_OK) dl_live_watch(d);
     if (st == GT_OK && d->step == d->total) {
         d->state = GT_DILOCO_DONE;
         d->t_train_end = gt_time_ns();

@@ -83,6 +83,10 @@ struct dl_group {
 #define STATE_HELLO   (UINT64_MAX - 1)
 #define STATE_INITIAL (UINT64_MAX - 2)
 #define HIST_INITIAL  (-2) /* hist_round of the initial state */
+/* The id (view_epoch) of the liveness watch's probes (outer_step.c): its two high bits set,
+ * unlike a fetch id (high bit clear) or the partition rule's reach_id (bit 62 clear). Answered
+ * with a bare STATE_INFO header. */
+#define STATE_LIVE_ID (3ull << 62)
 enum { STATE_OK = 0, STATE_NOT_YET = 1, STATE_INFO = 2, STATE_GONE = 3, STATE_BUSY = 4 };
 
 struct gt_diloco {
@@ -159,6 +163,15 @@ struct gt_diloco {
      * it runs) in etcd now; withdrawn when its wait ends. */
     uint64_t accused;
     uint64_t evictions; /* sites this site evicted (their lease revoked), for the summary */
+    /* The liveness watch (outer_step.c, dl_live_tick): a liveness probe to every member of
+     * group 0's view once a heartbeat, sent by the WAN thread. heard_ns[s]: when site s last
+     * answered one; live_from_ns[s]: since when this incarnation of s (lease live_lease[s]) has
+     * been asked (0: not in the view). Under d->lock. fsubmit_ns[f]: when fragment f's pending
+     * round was submitted (the overlap before its wait is watched from then on). */
+    uint64_t live_next_ns, live_judge_ns, live_accuse_ns;
+    uint64_t heard_ns[GT_WAN_OUTER_MAX_SITES], live_from_ns[GT_WAN_OUTER_MAX_SITES];
+    int64_t live_lease[GT_WAN_OUTER_MAX_SITES];
+    uint64_t fsubmit_ns[DL_MAX_FRAGMENTS];
     uint8_t hello_got[GT_WAN_OUTER_MAX_SITES];
     uint64_t hello_params[GT_WAN_OUTER_MAX_SITES], hello_hash[GT_WAN_OUTER_MAX_SITES];
     /* The schedule (diloco.c) */
@@ -270,6 +283,11 @@ struct dl_watch {
 void dl_watch_step(gt_diloco_t *d, struct dl_watch *w, uint64_t waited, uint64_t suspects,
                    uint64_t r);
 void dl_watch_end(gt_diloco_t *d);
+/* The liveness watch: dl_live_tick (WAN thread, under d->lock) sends its probes; dl_live_watch
+ * (training thread, between a submission and its apply) accuses a missing chunk's owner the
+ * majority has not heard from for membership.evict_after_ms. */
+void dl_live_tick(gt_diloco_t *d, uint64_t now);
+void dl_live_watch(gt_diloco_t *d);
 gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final);
 gt_status_t dl_gather_anchor(gt_diloco_t *d);
 void dl_keep_state(gt_diloco_t *d, int64_t round);

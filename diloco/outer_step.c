@@ -250,6 +250,7 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
         o += cnt;
     }
     d->passes += 1.0 / d->F;
+    d->fsubmit_ns[f] = gt_time_ns(); /* its result is due from now (dl_live_watch) */
     pthread_mutex_lock(&d->lock);
     if (d->cfg->outer.optimizer == GT_OUTER_SPARSELOCO) {
         /* SparseLoCo (arXiv 2508.15706): e <- beta * e before the codec adds Delta and keeps
@@ -490,9 +491,10 @@ static void accuse(gt_diloco_t *d, uint64_t silent, uint64_t r, double waited_s)
                  * (the others wait for the chunks that move to us: 0.4 s seen) */
                 __atomic_store_n(&d->grp[g].refresh_soon, 1, __ATOMIC_RELEASE);
                 GT_WARN("site %s: the majority cannot reach site %s (accusers: %s; %.1f s into "
-                        "round %llu's wait): evicted it; its chunks move to the others, and it "
-                        "rejoins as a joiner once it reaches them",
-                        d->name, name, who, waited_s, (unsigned long long)r);
+                        "the wait for round %llu's result%s): evicted it; its chunks move to the "
+                        "others, and it rejoins as a joiner once it reaches them",
+                        d->name, name, who, waited_s, (unsigned long long)r,
+                        waited_s > 0 ? "" : ", before it was needed");
             }
         }
         if (put) d->accused |= 1ull << s;
@@ -561,6 +563,113 @@ static int judge_probe(gt_diloco_t *d, uint64_t candidates, uint64_t r, double w
     return 1;
 }
 
+/* ---- the liveness watch ----
+ *
+ * The probe above goes out once a wait has begun, and its silence is judged evict_after_ms
+ * later: a whole-site cut cost each waiting site that lease of waiting and more (bench chaos:
+ * 3 s of two sites a cut), although the cut-off site had been silent since the cut began. So
+ * the WAN thread also asks every member of the view, once a heartbeat, a bare liveness probe
+ * (dl_live_tick; its answer is a header), and notes when each last answered. The owner of a
+ * missing chunk that the sites of this side have not heard from for evict_after_ms is then
+ * accused as soon as its result is due — from the shortest straggler deadline after the
+ * submission, during the overlap before the wait as in the wait — rather than a probe's
+ * evict_after_ms after the wait began. The rule is the same (silence for evict_after_ms, this
+ * site on the majority side, a majority of accusers); only the clock starts when the silence
+ * does. Only with three sites or more (two never evict). */
+
+/* Under d->lock, from the WAN thread: a liveness probe to every member of group 0's view once a
+ * heartbeat; a member that is new, or a new incarnation (lease), is watched from now. */
+void dl_live_tick(gt_diloco_t *d, uint64_t now)
+{
+    const gt_wan_view_t *v = &d->grp[0].view;
+    if (d->sync_dp || v->n_members < 3 || now < d->live_next_ns) return;
+    d->live_next_ns = now + (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull;
+    uint64_t in_view = 0;
+    for (uint32_t k = 0; k < v->n_members; k++) {
+        uint32_t i;
+        if (gt_topo_site_index(d->cfg, v->members[k].name, &i) != GT_OK || i == d->site ||
+            i >= GT_WAN_OUTER_MAX_SITES)
+            continue;
+        if (i < 64) in_view |= 1ull << i;
+        if (!d->live_from_ns[i] || d->live_lease[i] != v->members[k].lease) {
+            d->live_from_ns[i] = now;
+            d->live_lease[i] = v->members[k].lease;
+            d->heard_ns[i] = 0;
+        }
+        gt_wan_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GT_WAN_MSG_STATE_REQ;
+        m.round = STATE_PROBE;
+        m.view_epoch = STATE_LIVE_ID;
+        if (gt_wan_mesh_send(d->grp[0].mesh, i, &m, "", 0) != GT_OK) {
+            /* unsent (no connection up): counts as silence, as a lost probe does */
+        }
+    }
+    for (uint32_t i = 0; i < 64 && i < GT_WAN_OUTER_MAX_SITES; i++)
+        if (!(in_view >> i & 1)) d->live_from_ns[i] = 0; /* out of the view: watched anew */
+}
+
+/* The sites the liveness watch has heard from within evict_after_ms (`heard`), and those it has
+ * not heard from for that long while watching them (returned). Bit s: site s. */
+static uint64_t live_silent(gt_diloco_t *d, uint64_t now, uint64_t *heard)
+{
+    uint64_t evict_ns = evict_after_ns(d->cfg), silent = 0;
+    *heard = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < 64 && i < GT_WAN_OUTER_MAX_SITES; i++) {
+        if (!d->live_from_ns[i]) continue;
+        uint64_t last = d->heard_ns[i] > d->live_from_ns[i] ? d->heard_ns[i] : d->live_from_ns[i];
+        if (now - last >= evict_ns)
+            silent |= 1ull << i;
+        else if (d->heard_ns[i])
+            *heard |= 1ull << i;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return silent;
+}
+
+/* The liveness watch's judgement of the owners in `owners` of what round r still misses:
+ * withdraws the accusations of sites heard from again, accuses those not heard from for
+ * evict_after_ms when the sites heard from put this site on the majority side, and asks again,
+ * once a heartbeat, whether the accusers are a majority yet. Rate-limited (every 50 ms). */
+static void judge_live(gt_diloco_t *d, uint64_t owners, uint64_t r, double waited_s)
+{
+    uint64_t now = gt_time_ns(), heard = 0, self = d->site < 64 ? 1ull << d->site : 0;
+    if (now < d->live_judge_ns) return;
+    d->live_judge_ns = now + 50000000ull;
+    uint64_t silent = live_silent(d, now, &heard) & owners & ~self;
+    if (d->accused & heard) withdraw(d, d->accused & heard); /* it answers again */
+    if (silent & ~d->accused) {
+        gt_wan_view_t v0;
+        pthread_mutex_lock(&d->lock);
+        v0 = d->grp[0].view;
+        pthread_mutex_unlock(&d->lock);
+        if (majority_of(d, &v0, heard | self, 1)) {
+            accuse(d, silent & ~d->accused, r, waited_s);
+            d->live_accuse_ns = now + (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull;
+        }
+    }
+    if (d->accused && now >= d->live_accuse_ns) {
+        accuse(d, d->accused, r, waited_s);
+        d->live_accuse_ns = now + (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull;
+    }
+}
+
+/* The overlap between a submission and its apply step (training thread, after each step): the
+ * owners of chunks of a pending round still missing once the shortest straggler deadline has
+ * passed since the submission are judged by the liveness watch. Its accusations stand until
+ * the wait for that result ends (dl_watch_end). */
+void dl_live_watch(gt_diloco_t *d)
+{
+    if (d->sync_dp || d->join_rebase >= 0) return;
+    uint64_t now = gt_time_ns(), due = (uint64_t)d->cfg->outer.deadline_min_ms * 1000000ull;
+    for (uint32_t f = 0; f < d->F; f++) {
+        if (d->fpending[f] < 0 || now - d->fsubmit_ns[f] < due) continue;
+        uint64_t r = (uint64_t)d->fpending[f], owners = missing_owners(d, f, r, 0);
+        if (owners) judge_live(d, owners, r, 0.0);
+    }
+}
+
 /* A joiner waiting for its peers to apply the round whose anchor it takes (dl_join_rebase)
  * waits on the run as a trainer's result wait does, so it takes part in the eviction too: it
  * probes its view, and accuses the training peers (`suspects`) that answer none of a probe for
@@ -583,6 +692,7 @@ void dl_watch_step(gt_diloco_t *d, struct dl_watch *w, uint64_t waited, uint64_t
         if (judge_probe(d, suspects & ~(d->site < 64 ? 1ull << d->site : 0), r, waited * 1e-9))
             w->next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
     }
+    judge_live(d, suspects, r, waited * 1e-9);
     if (d->accused && now >= w->next_accuse) {
         accuse(d, d->accused, r, waited * 1e-9);
         w->next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
@@ -779,6 +889,8 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                 return GT_ERR_PEER_LOST;
             }
         }
+        if (now - d->fsubmit_ns[f] > probe_from || waited > probe_from)
+            judge_live(d, missing_owners(d, f, r, got), r, waited * 1e-9);
         if (waited > probe_from && now >= next_refused) {
             next_refused = now + 50000000ull; /* every 50 ms: a redial takes 300 ms */
             evict_refused(d, missing_owners(d, f, r, got), r, waited * 1e-9, tried);

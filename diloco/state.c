@@ -62,6 +62,11 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
         d->hello_got[req->sender] = 1;
         return;
     }
+    if (req->round == STATE_PROBE && req->view_epoch == STATE_LIVE_ID) {
+        uint8_t hdr[STATE_HDR]; /* the liveness watch's: the answer is all it asks */
+        state_reply(gr, req, STATE_INFO, 0, 0, NULL, 0, 0, 1, hdr);
+        return;
+    }
     size_t total = 2 * d->n_sub, pf = d->part_floats;
     uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
     if (!buf) return;
@@ -144,6 +149,11 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
 static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
 {
     gt_diloco_t *d = gr->d;
+    if (msg->round == STATE_PROBE && msg->view_epoch == STATE_LIVE_ID) {
+        if (msg->sender < GT_WAN_OUTER_MAX_SITES && d->live_from_ns[msg->sender])
+            d->heard_ns[msg->sender] = gt_time_ns();
+        return;
+    }
     if (msg->round == STATE_PROBE && d->reach_id && msg->view_epoch == d->reach_id) {
         /* any answer, even "busy" (a joiner's), shows the peer is reachable */
         if (msg->sender < GT_WAN_OUTER_MAX_SITES && d->reach_asked[msg->sender])
