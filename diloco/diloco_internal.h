@@ -288,6 +288,7 @@ void dl_watch_end(gt_diloco_t *d);
  * majority has not heard from for membership.evict_after_ms. */
 void dl_live_tick(gt_diloco_t *d, uint64_t now);
 void dl_live_watch(gt_diloco_t *d);
+uint32_t dl_heard_first(gt_diloco_t *d, uint32_t *peers, uint32_t n);
 gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final);
 gt_status_t dl_gather_anchor(gt_diloco_t *d);
 void dl_keep_state(gt_diloco_t *d, int64_t round);

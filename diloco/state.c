@@ -736,6 +736,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                     for (uint32_t k = 0; k < gn; k++)
                         if (gp[k] < 64 && (trainers >> gp[k] & 1)) gp[tn++] = gp[k];
                     if (tn) gn = tn; /* none known (a probe lost): every peer, as before */
+                    gn = dl_heard_first(d, gp, gn); /* a peer across a cut holds it up */
                     uint64_t from = early ? R - 3 : fast ? R - 2 : R - 1;
                     st = gn ? dl_fetch_state(d, i, from, gp, gn) : GT_ERR_AGAIN;
                     if (st != GT_OK && st != GT_ERR_NOMEM && gn > 1) {
@@ -830,6 +831,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
             for (uint32_t k = 0; k < gn; k++)
                 if (gp[k] < 64 && (d->join_trainers >> gp[k] & 1)) gp[tn++] = gp[k];
             if (tn) gn = tn;
+            gn = dl_heard_first(d, gp, gn); /* not striped across a peer it cannot reach */
             st = gn ? dl_fetch_state(d, i, r, gp, gn) : GT_ERR_AGAIN;
             for (uint32_t k = 0; k < gn && st != GT_OK && st != GT_ERR_NOMEM && gn > 1; k++)
                 st = dl_fetch_state(d, i, r, &gp[k], 1);

@@ -192,8 +192,8 @@ const gt_key_t gt_topo_keys[] = {
     {"membership.evict_after_ms", GT_KEY_U32, NUM(membership.evict_after_ms), 0, 3600000, 0, 0,
      NULL, "0",
      "a site that renews its lease but that a majority of the view cannot reach is evicted once "
-     "it has answered none of their probes for this long while they wait for a result it owns "
-     "(0: the lease TTL)"},
+     "it has answered none of their liveness probes (one a heartbeat) for this long while they "
+     "miss a result it owns (0: the lease TTL)"},
     {"membership.prefix", GT_KEY_STR, TXT(membership.prefix), 0, 0, 0, 0, NULL, "/geotrain",
      "etcd key prefix of this run's keys (starts with /)"},
 
