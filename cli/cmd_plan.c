@@ -45,6 +45,7 @@
 /* diloco/state.c dl_start_check: before the first step every site sends each peer its
  * parameter count and initial hash (two 64-bit words). */
 #define START_HELLO     16.0
+#define STATE_HEADER    24.0 /* a STATE_CHUNK's header (diloco/diloco_internal.h) */
 /* The WAN emulator's token-bucket depth (wan/emu_internal.h): max(64 KiB, 10 ms at the rate). */
 #define EMU_MIN_BURST   65536.0
 #define EMU_BURST_S     0.010
@@ -407,6 +408,11 @@ static int build(const inputs_t *in, codec_t *c, uint64_t H, uint64_t tau, gt_pl
         FRAME_HEADER + (cfg->security.mode == GT_SECURITY_ENCRYPTED ? FRAME_TAG : 0);
     m->hello_bytes = MESH_HEADER + START_HELLO;
     m->ack_bytes = MESH_ACK;
+    /* the liveness watch (diloco/outer_step.c): DiLoCo with three sites or more; a probe is a
+     * bare message, its answer a state header */
+    m->live_period_s = H > 1 && in->S >= 3 ? cfg->membership.heartbeat_ms * 1e-3 : 0;
+    m->live_probe_bytes = MESH_HEADER;
+    m->live_answer_bytes = MESH_HEADER + STATE_HEADER;
     m->window = in->trace_n[0] ? 0 : in->window; /* a replay is simulated whole */
     return 0;
 }
@@ -588,6 +594,8 @@ static json_t *cand_json(const inputs_t *in, const cand_t *k, double dp_bytes)
         json_pack("{s:f,s:f}", "on_time", k->r.on_time, "late_in_window", k->r.late));
     json_object_set_new(o, "round_period_s", json_real(k->r.round_period_s));
     json_object_set_new(o, "wan_ack_bytes", json_real(k->r.ack_bytes_total));
+    json_object_set_new(o, "wan_liveness_bytes_per_heartbeat",
+                        json_real(k->r.live_bytes_per_period));
     return o;
 }
 

@@ -695,6 +695,22 @@ int gt_plan_simulate(const gt_plan_model_t *m, gt_plan_result_t *res_p)
     res->ack_bytes_total =
         s->acks + m->ack_bytes * s->S * (s->S - 1) /* the hellos' */ +
         (extra > 0 && steady_rounds > 0 ? extra * s->steady_acks / steady_rounds : 0);
+    /* The liveness watch: a probe and its answer each way between every two sites once a
+     * period, from the first period to the last of the training time (the process runs a little
+     * longer: the start check, the end). */
+    if (m->live_period_s > 0 && s->S >= 3) {
+        double beats = floor(res->wall_s / m->live_period_s) + 1.0;
+        /* a sends b a probe and b's probe's answer, and acknowledges b's two messages */
+        double pair = m->live_probe_bytes + m->live_answer_bytes + 2.0 * m->ack_bytes;
+        res->live_bytes_per_period = pair * s->S * (s->S - 1);
+        for (uint32_t a = 0; a < s->S; a++) {
+            res->sites[a].bytes_sent += beats * pair * (s->S - 1);
+            res->bytes_total += beats * pair * (s->S - 1);
+            for (uint32_t b = 0; b < s->S; b++)
+                if (b != a) res->link_bytes[a][b] += beats * pair;
+        }
+        res->ack_bytes_total += beats * 2.0 * m->ack_bytes * s->S * (s->S - 1);
+    }
     res->late = s->late;
     *res_p = *res;
     rc = 0;

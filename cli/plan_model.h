@@ -73,9 +73,13 @@ typedef struct {
     double hello_bytes;    /* payload each site sends each other site once, before training */
     double ack_bytes;      /* the receiver's acknowledgement of each message, counted as sent
                               by it (at most one per message: the mesh batches them) */
-    uint64_t window;       /* rounds simulated at most (the rest extrapolated) */
-    int catch_up;          /* outer.catch_up: a site behind ends its round once a peer's
-                              DELTA or RESULT of it arrived and more than tau/2 steps are left */
+    double live_period_s;  /* the liveness watch (docs/diloco.md, Membership): every site asks
+                              every peer once a period (membership.heartbeat_ms; 0: none — two
+                              sites, sync-dp) and is answered */
+    double live_probe_bytes, live_answer_bytes; /* a probe's and an answer's message bytes */
+    uint64_t window; /* rounds simulated at most (the rest extrapolated) */
+    int catch_up;    /* outer.catch_up: a site behind ends its round once a peer's
+                        DELTA or RESULT of it arrived and more than tau/2 steps are left */
 } gt_plan_model_t;
 
 typedef struct {
@@ -90,12 +94,14 @@ typedef struct {
     double link_bytes[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES]; /* whole run, [src][dst] */
     double utilization_mean;                                 /* over sites */
     double utilization_min;
-    double wall_s;               /* the slowest site's training time */
-    double bytes_total;          /* all sites */
-    double ack_bytes_total;      /* of which acknowledgements, one per message (an upper bound) */
-    double round_period_s;       /* steady-state time between a fast site's submits */
-    double max_link_round_bytes; /* bytes per round on the busiest link, steady state */
-    double on_time, late;        /* contributions (whole run) */
+    double wall_s;                /* the slowest site's training time */
+    double bytes_total;           /* all sites */
+    double ack_bytes_total;       /* of which acknowledgements, one per message (an upper bound) */
+    double live_bytes_per_period; /* all sites' liveness probes and answers in one period (also
+                                     in bytes_total: one period per live_period_s of wall_s) */
+    double round_period_s;        /* steady-state time between a fast site's submits */
+    double max_link_round_bytes;  /* bytes per round on the busiest link, steady state */
+    double on_time, late;         /* contributions (whole run) */
     uint64_t rounds_simulated;
 } gt_plan_result_t;
 

@@ -21,7 +21,10 @@ chunk's DELTA and RESULT: the busiest link's bytes per round / wan.lanes); and w
 finished first leaves while its last messages are still in its emulator queue, the survivors
 re-send what the round still open needs to the chunks' new owners, which send results again
 (seen in the logs as a view shrinking before the end; at most the last round's bytes, measured
-up to 15% of this 4-round run). In a run of many rounds both vanish.
+up to 15% of this 4-round run). In a run of many rounds both vanish. With three sites the
+liveness watch's probes (one a heartbeat between every two sites) are in the plan's count for
+its training time; the sites probe from their connections to their exit, up to three
+heartbeats' probes more (and one fewer, a period cut short).
 
 The plan's inputs are what docs/plan.md says a user measures: plan.apply_gbps and plan.hop_ms
 from `geotrain plan --calibrate` on a separate short run of the same sites without the emulated
@@ -166,6 +169,12 @@ def one(c, d, rows):
         if c["slow"]:  # one chunk's DELTA + RESULT (see the top)
             hi += k["max_link_bytes_per_round"] / c["lanes"]
             lo -= k["max_link_bytes_per_round"] / c["lanes"]
+        # The liveness probes (three sites or more): the plan counts one period per heartbeat
+        # of its training time; a site's WAN thread probes from its connection to its exit
+        # (the start check before training, the FINs after): up to three periods more.
+        live = k.get("wan_liveness_bytes_per_heartbeat", 0)
+        hi += 3 * live
+        lo -= live
         if early_leave(dirs[mode], len(sites)):  # the last round's re-sends (see above)
             hi += k["wan_bytes"] / k["rounds"]
             end = "; a site left early, re-sends allowed"
