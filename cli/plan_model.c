@@ -698,7 +698,7 @@ int gt_plan_simulate(const gt_plan_model_t *m, gt_plan_result_t *res_p)
     /* The liveness watch: a probe and its answer each way between every two sites once a
      * period, from the first period to the last of the training time (the process runs a little
      * longer: the start check, the end). */
-    if (m->live_period_s > 0 && s->S >= 3) {
+    if (m->live_period_s > 0) {
         double beats = floor(res->wall_s / m->live_period_s) + 1.0;
         /* a sends b a probe and b's probe's answer, and acknowledges b's two messages */
         double pair = m->live_probe_bytes + m->live_answer_bytes + 2.0 * m->ack_bytes;

@@ -635,51 +635,50 @@ static uint64_t live_silent(gt_diloco_t *d, uint64_t now, uint64_t *heard)
  * took 4.4 s, its anchor striped across a peer it was cut off from). */
 uint32_t dl_heard_first(gt_diloco_t *d, uint32_t *peers, uint32_t n)
 {
-    uint32_t tmp[GT_WAN_MAX_MEMBERS], h = 0, o = 0;
+    uint32_t heard[GT_WAN_MAX_MEMBERS], rest[GT_WAN_MAX_MEMBERS], h = 0, o = 0;
     uint64_t now = gt_time_ns(), fresh = 3ull * d->cfg->membership.heartbeat_ms * 1000000ull;
     if (n > GT_WAN_MAX_MEMBERS) return n;
     pthread_mutex_lock(&d->lock);
     for (uint32_t k = 0; k < n; k++) {
         uint32_t p = peers[k];
-        int heard = p >= GT_WAN_OUTER_MAX_SITES || !d->live_from_ns[p] ||
-                    (d->heard_ns[p] && now - d->heard_ns[p] < fresh);
-        if (heard) tmp[h++] = p;
-    }
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t p = peers[k], j = 0;
-        while (j < h && tmp[j] != p) j++;
-        if (j == h) tmp[h + o++] = p;
+        if (p >= GT_WAN_OUTER_MAX_SITES || !d->live_from_ns[p] ||
+            (d->heard_ns[p] && now - d->heard_ns[p] < fresh))
+            heard[h++] = p;
+        else
+            rest[o++] = p;
     }
     pthread_mutex_unlock(&d->lock);
-    memcpy(peers, tmp, n * sizeof *peers);
+    memcpy(peers, heard, h * sizeof *peers);
+    memcpy(peers + h, rest, o * sizeof *peers);
     return h ? h : n;
 }
 
+/* Whether the liveness watch judges now (every 50 ms; the caller's loop turns far faster): the
+ * owners' mask it needs is computed only then. */
+static int live_judge_due(gt_diloco_t *d, uint64_t now)
+{
+    if (now < d->live_judge_ns) return 0;
+    d->live_judge_ns = now + 50000000ull;
+    return 1;
+}
+
 /* The liveness watch's judgement of the owners in `owners` of what round r still misses:
- * withdraws the accusations of sites heard from again, accuses those not heard from for
- * evict_after_ms when the sites heard from put this site on the majority side, and asks again,
- * once a heartbeat, whether the accusers are a majority yet. Rate-limited (every 50 ms). */
-static void judge_live(gt_diloco_t *d, uint64_t owners, uint64_t r, double waited_s)
+ * withdraws the accusations of sites heard from again, and accuses those not heard from for
+ * evict_after_ms when the sites heard from put this site on the majority side. 1: it accused
+ * (the caller asks again, once a heartbeat, whether the accusers are a majority yet). */
+static int judge_live(gt_diloco_t *d, uint64_t owners, uint64_t r, double waited_s)
 {
     uint64_t now = gt_time_ns(), heard = 0, self = d->site < 64 ? 1ull << d->site : 0;
-    if (now < d->live_judge_ns) return;
-    d->live_judge_ns = now + 50000000ull;
-    uint64_t silent = live_silent(d, now, &heard) & owners & ~self;
+    uint64_t silent = live_silent(d, now, &heard) & owners & ~self & ~d->accused;
     if (d->accused & heard) withdraw(d, d->accused & heard); /* it answers again */
-    if (silent & ~d->accused) {
-        gt_wan_view_t v0;
-        pthread_mutex_lock(&d->lock);
-        v0 = d->grp[0].view;
-        pthread_mutex_unlock(&d->lock);
-        if (majority_of(d, &v0, heard | self, 1)) {
-            accuse(d, silent & ~d->accused, r, waited_s);
-            d->live_accuse_ns = now + (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull;
-        }
-    }
-    if (d->accused && now >= d->live_accuse_ns) {
-        accuse(d, d->accused, r, waited_s);
-        d->live_accuse_ns = now + (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull;
-    }
+    if (!silent) return 0;
+    gt_wan_view_t v0;
+    pthread_mutex_lock(&d->lock);
+    v0 = d->grp[0].view;
+    pthread_mutex_unlock(&d->lock);
+    if (!majority_of(d, &v0, heard | self, 1)) return 0;
+    accuse(d, silent, r, waited_s);
+    return 1;
 }
 
 /* The overlap between a submission and its apply step (training thread, after each step): the
@@ -690,10 +689,16 @@ void dl_live_watch(gt_diloco_t *d)
 {
     if (d->sync_dp || d->join_rebase >= 0) return;
     uint64_t now = gt_time_ns(), due = (uint64_t)d->cfg->outer.deadline_min_ms * 1000000ull;
+    uint64_t hb = (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull;
     for (uint32_t f = 0; f < d->F; f++) {
-        if (d->fpending[f] < 0 || now - d->fsubmit_ns[f] < due) continue;
+        if (d->fpending[f] < 0 || now - d->fsubmit_ns[f] < due || !live_judge_due(d, now)) continue;
         uint64_t r = (uint64_t)d->fpending[f], owners = missing_owners(d, f, r, 0);
-        if (owners) judge_live(d, owners, r, 0.0);
+        if (owners && judge_live(d, owners, r, 0.0)) {
+            d->live_accuse_ns = now + hb;
+        } else if (owners && d->accused && now >= d->live_accuse_ns) {
+            accuse(d, d->accused, r, 0.0); /* the other accusers may come later */
+            d->live_accuse_ns = now + hb;
+        }
     }
 }
 
@@ -719,7 +724,8 @@ void dl_watch_step(gt_diloco_t *d, struct dl_watch *w, uint64_t waited, uint64_t
         if (judge_probe(d, suspects & ~(d->site < 64 ? 1ull << d->site : 0), r, waited * 1e-9))
             w->next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
     }
-    judge_live(d, suspects, r, waited * 1e-9);
+    if (live_judge_due(d, now) && judge_live(d, suspects, r, waited * 1e-9))
+        w->next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
     if (d->accused && now >= w->next_accuse) {
         accuse(d, d->accused, r, waited * 1e-9);
         w->next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
@@ -916,8 +922,9 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
                 return GT_ERR_PEER_LOST;
             }
         }
-        if (now - d->fsubmit_ns[f] > probe_from || waited > probe_from)
-            judge_live(d, missing_owners(d, f, r, got), r, waited * 1e-9);
+        if ((now - d->fsubmit_ns[f] > probe_from || waited > probe_from) &&
+            live_judge_due(d, now) && judge_live(d, missing_owners(d, f, r, got), r, waited * 1e-9))
+            next_accuse = now + (uint64_t)c->membership.heartbeat_ms * 1000000ull;
         if (waited > probe_from && now >= next_refused) {
             next_refused = now + 50000000ull; /* every 50 ms: a redial takes 300 ms */
             evict_refused(d, missing_owners(d, f, r, got), r, waited * 1e-9, tried);
