@@ -111,7 +111,7 @@ static void residuals_load(gt_diloco_t *d, int of_results, const float *v)
     }
 }
 
-static gt_status_t write_all(int fd, XXH3_state_t *h, const void *p, size_t len)
+gt_status_t dl_write_all(int fd, XXH3_state_t *h, const void *p, size_t len)
 {
     const char *c = p;
     if (h) XXH3_128bits_update(h, p, len);
@@ -125,7 +125,7 @@ static gt_status_t write_all(int fd, XXH3_state_t *h, const void *p, size_t len)
     return GT_OK;
 }
 
-static gt_status_t fsync_dir(const char *dir)
+gt_status_t dl_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0) return GT_ERR_IO;
@@ -208,15 +208,15 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
         gt_le_put32(pre + 4, OS_VERSION);
         gt_le_put64(pre + 8, hl);
         XXH3_128bits_reset(h);
-        st = write_all(fd, h, pre, sizeof pre);
-        if (st == GT_OK) st = write_all(fd, h, head, hl);
-        if (st == GT_OK) st = write_all(fd, h, d->anchor, d->n * sizeof(float));
-        if (st == GT_OK) st = write_all(fd, h, d->mom, d->n_sub * sizeof(float));
-        if (st == GT_OK) st = write_all(fd, h, res, 2 * len * sizeof(float));
+        st = dl_write_all(fd, h, pre, sizeof pre);
+        if (st == GT_OK) st = dl_write_all(fd, h, head, hl);
+        if (st == GT_OK) st = dl_write_all(fd, h, d->anchor, d->n * sizeof(float));
+        if (st == GT_OK) st = dl_write_all(fd, h, d->mom, d->n_sub * sizeof(float));
+        if (st == GT_OK) st = dl_write_all(fd, h, res, 2 * len * sizeof(float));
         if (st == GT_OK) {
             XXH128_canonical_t c;
             XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
-            st = write_all(fd, NULL, &c, sizeof c);
+            st = dl_write_all(fd, NULL, &c, sizeof c);
         }
         if (st == GT_OK && fsync(fd) != 0) st = GT_ERR_IO;
         if (close(fd) != 0 && st == GT_OK) st = GT_ERR_IO;
@@ -227,7 +227,7 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
         GT_ERROR("site %s: rename %s -> %s: %s", d->name, tmp, path, strerror(errno));
         st = GT_ERR_IO;
     }
-    if (st == GT_OK && fsync_dir(dir) != GT_OK) {
+    if (st == GT_OK && dl_fsync_dir(dir) != GT_OK) {
         GT_ERROR("site %s: cannot fsync %s: %s", d->name, dir, strerror(errno));
         st = GT_ERR_IO;
     }
@@ -551,6 +551,7 @@ gt_status_t dl_resume(gt_diloco_t *d)
     d->first_step = step;
     d->resumed_step = (int64_t)step;
     d->applied_upto = (uint64_t)rounds;
+    d->anchor_round = (int64_t)rounds - 1;
     d->rounds_applied = (uint64_t)own_rounds;
     d->tokens = (uint64_t)tokens;
     d->round_tokens = (uint64_t)round_tokens;

@@ -337,6 +337,12 @@ static void leave(gt_diloco_t *d, gt_status_t result)
         drain_mesh(d, 2000000000ull);
     }
     dl_stop_thread(d);
+    /* Removed from the run: what it trained since its last submit is kept for its next life
+     * (carry.c). Not by a multi-rank site whose hook gathers the parameters (a collective,
+     * and its ranks may have failed in different places). */
+    if (result == GT_ERR_PEER_LOST && (d->ranks == 1 || !d->p.before_read) &&
+        dl_carry_save(d) != GT_OK)
+        GT_WARN("site %s: cannot keep the work of its last round for its next life", d->name);
     if (!d->t_train_end && d->t_train) d->t_train_end = gt_time_ns();
     d->state = result == GT_OK           ? GT_DILOCO_DONE
                : result == GT_ERR_CLOSED ? GT_DILOCO_STOPPED
@@ -366,6 +372,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     }
     d->resumed_step = -1;
     d->join_rebase = -1;
+    d->anchor_round = -1;
     d->state = GT_DILOCO_STARTING;
     d->t_start = gt_time_ns();
     d->start_unix = gt_unix_time();
@@ -394,6 +401,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
         if ((st = dl_agree(d, dl_start_thread(d))) != GT_OK) goto fail;
         if ((st = dl_agree(d, dl_join(d, &d->first_step))) != GT_OK) goto fail;
     } else {
+        dl_carry_discard(d);            /* kept by a removed life of an earlier start: stale now */
         dl_keep_state(d, HIST_INITIAL); /* served to a site whose initial vector differs */
         if ((st = dl_agree(d, dl_await_sites(d))) != GT_OK) goto fail;
         if (resume && (st = dl_resume(d)) != GT_OK) goto fail;

@@ -40,6 +40,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <xxhash.h>
 
 #define GT_DILOCO_MAGIC  0x444C4F43u /* "DLOC" */
 #define DL_MAX_RESULTS   16
@@ -185,6 +186,11 @@ struct gt_diloco {
     uint64_t join_quiet;    /* bit s: site s did not answer the join's probe */
     int training, started_run;
     uint64_t round_tokens, tokens;
+    /* the round of the anchor θ_a holds (-1: the initial one; set by dl_log_anchor and at a
+     * resume), and the tokens a removed life kept that this one added (carry.c) */
+    int64_t anchor_round;
+    uint64_t carried_tokens;
+    int anchor_bad; /* it leaves for an anchor that differs from the majority's: keep nothing */
     double loss, loss_acc;
     uint32_t loss_n;
     double compute_s, wait_s;
@@ -211,6 +217,9 @@ struct gt_diloco {
      * round schedule, the outer step, the status line — and the WAN thread's lock, which it
      * takes): a view change that blocked under that lock shows here. */
     double held_max_s;
+    /* the longest single wait for a round's result (dl_wait_result), and that round */
+    double wait_max_s;
+    uint64_t wait_max_round;
     uint64_t held_max_step;
     /* tokens trained by this process, and its compute time without chaos slowdowns: the
      * site's speed for goodput (tokens and compute_s are restored on resume) */
@@ -320,6 +329,19 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);
 gt_status_t dl_resume_prepare(gt_diloco_t *d);
 gt_status_t dl_resume(gt_diloco_t *d);
 gt_status_t dl_mkdirs(const char *path);
+/* Crash-safe writing: every byte of p[0, len) to fd, hashed into h when not NULL; and an
+ * fsync of a directory (after a rename into it). */
+gt_status_t dl_write_all(int fd, XXH3_state_t *h, const void *p, size_t len);
+gt_status_t dl_fsync_dir(const char *dir);
+
+/* carry.c: a removed site's work since its last submit, kept for its next life. Save: at
+ * close, when it leaves removed (GT_ERR_PEER_LOST). Take: once a joiner has the anchor after
+ * round `from` in x, adds the kept work to x (scaled by 1/(1 + rounds between)) and its tokens
+ * to the first contribution; collective over the site's ranks. Discard: a site that starts or
+ * resumes the run deletes a carry left from an earlier start. */
+gt_status_t dl_carry_save(gt_diloco_t *d);
+gt_status_t dl_carry_take(gt_diloco_t *d, int64_t from);
+void dl_carry_discard(gt_diloco_t *d);
 
 /* files.c */
 gt_status_t dl_open_files(gt_diloco_t *d, int append);

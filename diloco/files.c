@@ -55,6 +55,7 @@ void dl_close_files(gt_diloco_t *d)
 
 void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash, double tokens)
 {
+    d->anchor_round = (int64_t)r;
     if (!d->anchors) return;
     if (tokens >= 0) /* to 3 decimals: the sum's rounding depends on the chunks' arrival order */
         fprintf(d->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\",\"tokens\":%.3f}\n",
@@ -293,6 +294,9 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "paused_s", json_real(d->paused_s));
     json_object_set_new(o, "step_held_max_s", json_real(d->held_max_s));
     json_object_set_new(o, "step_held_max_at", json_integer((json_int_t)d->held_max_step));
+    json_object_set_new(o, "carried_tokens", json_integer((json_int_t)d->carried_tokens));
+    json_object_set_new(o, "wait_max_s", json_real(d->wait_max_s));
+    json_object_set_new(o, "wait_max_round", json_integer((json_int_t)d->wait_max_round));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
     json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));
     json_object_set_new(o, "train_start_unix",

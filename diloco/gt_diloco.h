@@ -42,7 +42,9 @@
  * Files (rank 0 writes them under RUN_DIR/SITE/): anchors.jsonl (the anchor's hash after
  * every round, for invariant I1), status.json (the live state `geotrain launch` shows),
  * summary.json (written by gt_diloco_close; the fields are in docs/api.md) and, unless
- * turned off, metrics.jsonl (step, loss, tokens, WAN bytes, waits every run.log_every steps).
+ * turned off, metrics.jsonl (step, loss, tokens, WAN bytes, waits every run.log_every steps),
+ * and carry.gtcw (what a site removed from the run trained since its last submit, written by
+ * gt_diloco_close, read and deleted when it joins again: outer.carry_max_rounds).
  *
  * Errors: gt_status_t; the message of a failed call is logged (stderr) and, for the calling
  * thread, available from gt_diloco_error_message().
@@ -235,7 +237,11 @@ GT_API const gt_topo_config_t *gt_diloco_config(const gt_diloco_t *d);
 /* Leaves the run and frees the context: lets this site's last messages reach the others (at
  * most 5 s), writes SITE/summary.json with `result` (GT_OK: finished; GT_ERR_CLOSED: stopped;
  * else failed), deregisters from etcd (the others see the site leave at once) and stops the
- * background thread. Collective over the site's ranks. Accepts NULL. */
+ * background thread. With GT_ERR_PEER_LOST — what gt_diloco_step returned when the site was
+ * removed from the run — it first keeps what the site trained since its last submit in
+ * SITE/carry.gtcw (outer.carry_max_rounds; single-rank sites, or sites without a before_read
+ * hook); started again, the site joins and adds it to its first contribution. Collective over
+ * the site's ranks. Accepts NULL. */
 GT_API void gt_diloco_close(gt_diloco_t *d, gt_status_t result);
 
 /* The first error message the calling thread logged during its last call into this API ("" if

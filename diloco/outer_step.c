@@ -745,8 +745,14 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
  * during the wait is withdrawn at its end: accusations are of sites that hold a wait up now. */
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
+    uint64_t t0 = gt_time_ns();
     gt_status_t st = wait_result(d, f, r);
     dl_watch_end(d);
+    double waited = (gt_time_ns() - t0) * 1e-9;
+    if (waited > d->wait_max_s) {
+        d->wait_max_s = waited;
+        d->wait_max_round = r;
+    }
     return st;
 }
 

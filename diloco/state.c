@@ -467,6 +467,7 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
             GT_ERROR("site %s: no peer could serve the anchor after round %llu (they keep their "
                      "last two); it leaves, and rejoins as a joiner when started again",
                      d->name, (unsigned long long)r);
+            d->anchor_bad = 1; /* nothing trained on it is kept (carry.c) */
             return GT_ERR_PEER_LOST;
         }
         fixed = 1;
@@ -784,6 +785,8 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     gt_status_t st = dl_gather_anchor(d);
     if (st != GT_OK) return st;
     memcpy(d->x, d->anchor, d->n * sizeof(float));
+    /* what a removed earlier life of this site trained and kept (carry.c) */
+    if ((st = dl_carry_take(d, (int64_t)from)) != GT_OK) return st;
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
     d->joined_round = R;
     d->applied_upto = R;
@@ -795,7 +798,8 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         uint64_t lo = (R - 1) * d->H + (early ? 0 : d->tau), hi = R * d->H + d->tau - 1;
         *start_p = fast_step < lo ? lo : fast_step > hi ? hi : fast_step;
         d->join_rebase = (int64_t)R - 1;
-        d->fpending[0] = (int64_t)R - 1; /* "applied" at R·H + τ: the rebase */
+        d->fpending[0] = (int64_t)R - 1;                  /* "applied" at R·H + τ: the rebase */
+        memcpy(d->snap, d->anchor, d->n * sizeof(float)); /* what it trains on, until then */
     }
     GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)%s",
             name, (unsigned long long)*start_p, (unsigned long long)from,

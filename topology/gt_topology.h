@@ -112,7 +112,8 @@ typedef struct {
     double clip_k;                     /* outer.clip_k: clip norms to k × median; 0 = off */
     uint32_t fragments;                /* outer.fragments: streaming fragments (1 = whole) */
     gt_topo_chunk_split_t chunk_split; /* outer.chunk_split: bandwidth | equal */
-    int catch_up; /* outer.catch_up: end a round once a peer has submitted it */
+    int catch_up;              /* outer.catch_up: end a round once a peer has submitted it */
+    uint32_t carry_max_rounds; /* outer.carry_max_rounds: a removed site's work kept that long */
 } gt_topo_outer_t;
 
 typedef struct {

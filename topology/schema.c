@@ -123,6 +123,12 @@ const gt_key_t gt_topo_keys[] = {
      "one) has arrived: fewer inner steps, weighted by the tokens it trained, the skipped steps "
      "skipped (so a slower site keeps pace instead of falling rounds behind); needs "
      "outer.mode: diloco and fragments 1"},
+    {"outer.carry_max_rounds", GT_KEY_U32, NUM(outer.carry_max_rounds), 0, 1000000, 0, 0, NULL,
+     "4",
+     "a site removed from the run (stopped past its lease, evicted, the minority of a partition) "
+     "keeps what it trained since its last submit and, started again, adds it to the anchor it "
+     "joins with, scaled by 1/(1+s), s the rounds between the two anchors, in its first "
+     "contribution — when s is at most this (0: the work is dropped); diloco mode, fragments 1"},
     {"outer.chunk_split", GT_KEY_ENUM, NUM(outer.chunk_split), 0, 0, 0, 0, "bandwidth|equal",
      "bandwidth", "chunk ownership: each site aggregates a share that follows its link capacity "
      "(links:, wan.emulation; a thin site owns less), or equal shares"},

@@ -75,7 +75,7 @@ echo "ok: the short partition healed and nothing was counted twice or lost"
 # eviction comes at most a lease after the cut began and at most the lease less the overlap
 # (1.2 s) into a wait — before, the silence counted from a probe sent 0.5 s into the wait, and
 # each of a and b waited 3.5 s and more. Checks: launch exits 0, a or b evicted c, nobody
-# evicted a or b, c heard it was removed, a and b waited less than 2.5 s in all, anchors agree,
+# evicted a or b, c heard it was removed, no wait of a or b for a result took 2.5 s, anchors agree,
 # no hash mismatch, no prefix of rounds with more tokens in results than submitted.
 rm -rf "$dir/run"
 timeout 600 "$geotrain" launch "$long" --run-dir "$dir/run" --set inner.emulated_step_ms=6 \
@@ -98,9 +98,13 @@ for s in ("a", "b"):
     assert j["status"] == "finished", f"site {s}: {j['status']}"
     # evicted at most 1.2 s into a wait (3 s of silence from the cut, less the overlap of
     # 1.8 s), plus the view change; 3.5 s and more when silence counted from the wait, 13 s
-    # before the eviction existed
-    assert j["wait_s"] < 2.5, f"site {s} waited {j['wait_s']:.1f} s in all"
-print("waits: " + ", ".join(f"{s} {tot['sites'][s]['wait_s']:.1f} s" for s in ("a", "b")))
+    # before the eviction existed. The longest single wait, not their sum: under the parallel
+    # suite (load 13 on 2 cores, rounds of 14 s instead of 3.6) the sum of the waits for
+    # ordinary stragglers reached 5.2 s.
+    assert j["wait_max_s"] < 2.5, \
+        f"site {s} waited {j['wait_max_s']:.1f} s for round {j['wait_max_round']}'s result"
+print("waits: " + ", ".join(f"{s} {tot['sites'][s]['wait_s']:.1f} s in all, longest "
+                            f"{tot['sites'][s]['wait_max_s']:.1f} s" for s in ("a", "b")))
 assert tot["hash_mismatches"] == 0, f"hash mismatches: {tot['hash_mismatches']}"
 hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
 for s in ("a", "b", "c"):

@@ -20,7 +20,7 @@ rounds() { python3 -c "import json,sys;print(int(json.load(open(sys.argv[1])).ge
 # in the last rounds and found the run over).
 "$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=100 \
   --set membership.lease_ttl_s=3 --set inner.emulated_step_ms=15 \
-  --set wan.peer_timeout_ms=10000 >"$dir/launch.out" 2>&1 &
+  --set wan.peer_timeout_ms=10000 --set outer.carry_max_rounds=1000 >"$dir/launch.out" 2>&1 &
 launcher=$!
 for _ in $(seq 1 1200); do
   [ "$(rounds "$dir/run/c/status.json")" -ge 3 ] && break
@@ -46,6 +46,12 @@ grep -q "removed from the run" "$dir/run/logs/c.log" || fail "c did not notice i
 grep -q "c was removed from the run (exit 3): started again" "$dir/launch.out" ||
   fail "launch did not start c again"
 grep -q "joined at step" "$dir/run/logs/c.log" || fail "c did not rejoin as a joiner"
+# What c trained after its last submit was kept (carry.c) and added to its first contribution
+# after the rejoin (outer.carry_max_rounds, default 4: c is back within a round or two).
+kept=$(grep -o "keeps the [0-9]* tokens" "$dir/run/logs/c.log" | tail -n 1 | grep -o "[0-9]*")
+[ -n "$kept" ] || fail "c did not keep the work of its round in flight"
+grep -q "adds the work its last life kept ($kept tokens" "$dir/run/logs/c.log" ||
+  fail "the rejoined c did not add the $kept tokens its last life kept"
 # The survivors closed c's connections by force when the view dropped it: flushing them (to a
 # frozen peer) blocked under the WAN thread's lock until the 2 s close deadline.
 grep -h "could not flush an endpoint" "$dir/run/logs/a.log" "$dir/run/logs/b.log" &&
@@ -54,7 +60,7 @@ for s in a b c; do
   st=$(python3 -c "import json;print(json.load(open('$dir/run/$s/summary.json'))['status'])")
   [ "$st" = finished ] || fail "site $s: status $st"
 done
-python3 - "$dir/run" <<'PY' || fail "anchors or hash votes disagree"
+python3 - "$dir/run" "$kept" <<'PY' || fail "anchors, hash votes or the kept work disagree"
 import json, sys
 run = sys.argv[1]
 def hashes(s):
@@ -70,6 +76,29 @@ assert max(a) == max(c), "c did not finish the run"
 tot = json.load(open(f"{run}/summary.json"))
 assert tot.get("hash_mismatches", 0) == 0, f"hash mismatches: {tot.get('hash_mismatches')}"
 print(f"ok: c's {len(c)} rounds agree with a's; final anchors equal")
+# The kept tokens went out once, in c's first contribution after the rejoin: c's summary (its
+# last life) counts them, its first submit after the rejoin weighs at least that much, and no
+# prefix of rounds has more tokens in results than were submitted (nothing counted twice).
+cj = json.load(open(f"{run}/c/summary.json"))
+kept = int(sys.argv[2])
+assert cj["carried_tokens"] == kept, f"c carried {cj['carried_tokens']} tokens, kept {kept}"
+first = cj["joined_round"]
+subs = {}
+res = {}
+for s in ("a", "b", "c"):
+    for line in open(f"{run}/{s}/submits.jsonl"):
+        j = json.loads(line)
+        subs[j["round"]] = subs.get(j["round"], 0) + j["tokens"]
+        if s == "c" and j["round"] == first: c_first = j["tokens"]
+    for line in open(f"{run}/{s}/anchors.jsonl"):
+        j = json.loads(line)
+        if "tokens" in j: res[j["round"]] = max(res.get(j["round"], 0), j["tokens"])
+assert c_first >= kept, f"c's first submit after the rejoin weighs {c_first} < {kept} kept"
+cs = cr = 0.0
+for r in range(max(res) + 1):
+    cs += subs.get(r, 0); cr += res.get(r, 0)
+    assert cr <= cs + 1, f"rounds 0..{r}: {cr} tokens in results > {cs} submitted"
+print(f"ok: c kept {kept} tokens and its round-{first} contribution carried them ({c_first})")
 # Removing the frozen c did not hold a's or b's training: the survivors closed its connection
 # by force. (An orderly close flushed first, under the WAN thread's lock, which the training
 # thread takes every step: both stood still until c thawed or the 2 s close deadline passed.)
