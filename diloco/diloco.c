@@ -268,6 +268,7 @@ static void destroy(gt_diloco_t *d)
     free(d->grp);
     free(d->hist[0]);
     free(d->hist[1]);
+    free(d->hold);
     free(d->fetch);
     free(d->resume_note);
     gt_topo_destroy(d->own_cfg);
@@ -373,6 +374,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->resumed_step = -1;
     d->join_rebase = -1;
     d->anchor_round = -1;
+    d->hold_round = -1;
     d->state = GT_DILOCO_STARTING;
     d->t_start = gt_time_ns();
     d->start_unix = gt_unix_time();

@@ -111,6 +111,11 @@ struct gt_diloco {
     float *x, *anchor, *snap, *mom, *delta;
     float *g[DL_MAX_ENGINES]; /* engine e's last applied result (its slice's length) */
     float *hist[2];
+    /* The anchor (and m) after round hold_round, moved out of hist[] when its slot was
+     * overwritten while a joiner whose first round is hold_round + 1 may still fetch it for
+     * its rebase (dl_hold_slot): served like hist[] for DL_HOLD_ROUNDS more rounds (-1: none). */
+    float *hold;
+    int64_t hold_round;
     int64_t hist_round[DL_MAX_FRAGMENTS][2]; /* the round each fragment's slice of hist[k] holds */
     uint64_t own_hash; /* hash of engine 0's lanes of θ_a after the last applied round */
     /* Streaming fragments, and engines (a fragment of a group) */
@@ -321,6 +326,16 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
 gt_status_t dl_start_check(gt_diloco_t *d);
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
 gt_status_t dl_join_rebase(gt_diloco_t *d);
+/* Under `lock`, before hist[k] is overwritten by the state after round r: when the round it
+ * holds is the one a joiner (a site whose first round is that plus one) rebases onto, the
+ * buffer moves to d->hold instead of being lost; a hold older than DL_HOLD_ROUNDS rounds
+ * before r is released. Streaming fragments: nothing held (their joiners do not rebase). */
+#define DL_HOLD_ROUNDS 3
+void dl_hold_slot(gt_diloco_t *d, int k, uint64_t r);
+/* The same with every site's first round given (first[n_sites], UINT64_MAX: not taking part). */
+void dl_hold_keep(gt_diloco_t *d, int k, uint64_t r, const uint64_t *first);
+/* The held state for round `want` (NULL: not held). Under `lock`. */
+const float *dl_hold_lookup(const gt_diloco_t *d, int64_t want);
 /* Re-fetches fragment f's lanes of the groups whose bit is set in `bad` (bit i: grp[i]). */
 gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);
 

@@ -182,6 +182,7 @@ void dl_keep_state(gt_diloco_t *d, int64_t round)
 {
     int k = (int)((uint64_t)round % 2);
     pthread_mutex_lock(&d->lock);
+    if (round >= 0) dl_hold_slot(d, k, (uint64_t)round);
     if (!d->hist[k]) d->hist[k] = malloc(2 * d->n_sub * sizeof(float));
     if (d->hist[k]) {
         dl_own_to_packed(d, d->anchor, d->hist[k]);
@@ -972,7 +973,8 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     int k = (int)(r % 2);
     pthread_mutex_lock(&d->lock);
-    d->hist_round[f][k] = -1; /* being rewritten: served to nobody meanwhile */
+    if (f == 0) dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
+    d->hist_round[f][k] = -1;          /* being rewritten: served to nobody meanwhile */
     if (!d->hist[k]) d->hist[k] = malloc(2 * d->n_sub * sizeof(float));
     float *hist = d->hist[k];
     pthread_mutex_unlock(&d->lock);
@@ -1040,6 +1042,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
 {
     int k = (int)(r % 2);
     pthread_mutex_lock(&d->lock);
+    dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
     d->hist_round[0][k] = -1;
     if (!d->hist[k]) d->hist[k] = malloc(2 * d->n * sizeof(float));
     float *hist = d->hist[k];

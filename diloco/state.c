@@ -49,6 +49,39 @@ static void state_reply(struct dl_group *gr, const gt_wan_msg_t *req, uint32_t s
 /* A peer asks where we are (a probe), says hello, or asks for (θ_a, m) of group gr's lanes
  * after req->round (or the initial state) — all of it, or stripe k of n: sent in parts that
  * fit every site's receive buffer; or a status when we do not hold that round. */
+void dl_hold_slot(gt_diloco_t *d, int k, uint64_t r)
+{
+    uint64_t first[GT_WAN_OUTER_MAX_SITES];
+    gt_wan_outer_first_rounds(d->outers[0], first);
+    dl_hold_keep(d, k, r, first);
+}
+
+void dl_hold_keep(gt_diloco_t *d, int k, uint64_t r, const uint64_t *first)
+{
+    if (d->hold && (d->hold_round < 0 || r > (uint64_t)d->hold_round + 1 + DL_HOLD_ROUNDS)) {
+        free(d->hold); /* no joiner needs it any more */
+        d->hold = NULL;
+        d->hold_round = -1;
+    }
+    int64_t old = d->hist_round[0][k];
+    if (d->F != 1 || old < 0 || !d->hist[k] || (uint64_t)old + 2 > r) return;
+    int joiner = 0;
+    for (uint32_t s = 0; s < d->cfg->n_sites && s < GT_WAN_OUTER_MAX_SITES; s++)
+        joiner |= s != d->site && first[s] == (uint64_t)old + 1;
+    if (!joiner) return;
+    float *spare = d->hold;
+    d->hold = d->hist[k];
+    d->hold_round = old;
+    d->hist[k] = spare; /* NULL: the caller allocates it */
+    GT_DEBUG("site %s: holds the anchor after round %lld for a joiner whose first round is %lld",
+             d->name, (long long)old, (long long)old + 1);
+}
+
+const float *dl_hold_lookup(const gt_diloco_t *d, int64_t want)
+{
+    return d->hold && d->F == 1 && want >= 0 && d->hold_round == want ? d->hold : NULL;
+}
+
 static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint8_t *in, size_t len)
 {
     gt_diloco_t *d = gr->d;
@@ -101,9 +134,12 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
             d->hist_round[f][0] > d->hist_round[f][1] ? d->hist_round[f][0] : d->hist_round[f][1];
         gone = req->round != STATE_INITIAL && want <= newest;
     }
+    /* the round's slot has moved on, but a joiner's rebase still needs it: held aside */
+    const float *kept = held ? d->hist[kw] : fq <= 1 ? dl_hold_lookup(d, want) : NULL;
+    if (kept && !held) held = 1, gone = 0;
     float *part_buf = NULL;
     if (held && fq == 0 && d->n_grp == 1) {
-        src = d->hist[kw]; /* our one group: the whole kept state */
+        src = kept; /* our one group: the whole kept state */
     } else if (held) {
         /* the group's engines of the fragments asked for: their θ_a, then their m */
         size_t fl = 0, o = 0;
@@ -116,8 +152,8 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
         for (uint32_t f = f0; f < f1 && part_buf; f++) {
             uint32_t e = f * d->n_grp + gr->i;
             size_t el = d->eng_off[e + 1] - d->eng_off[e];
-            memcpy(part_buf + o, d->hist[kw] + d->eng_off[e], el * sizeof(float));
-            memcpy(part_buf + fl + o, d->hist[kw] + d->n_sub + d->eng_off[e], el * sizeof(float));
+            memcpy(part_buf + o, kept + d->eng_off[e], el * sizeof(float));
+            memcpy(part_buf + fl + o, kept + d->n_sub + d->eng_off[e], el * sizeof(float));
             o += el;
         }
         src = part_buf;

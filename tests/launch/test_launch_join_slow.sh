@@ -9,11 +9,12 @@
 # anchors equal a's for every round both logged.
 #
 # Why one miss is allowed: c looks for its peers' submit of round R between its own steps, and
-# each of its steps lasts 20 of theirs, while they drop the anchor after R - 1 when they apply
-# R + 1, about 12 of their steps after that submit. When c's step boundary falls late, it finds
-# the anchor gone (1 run in ~4 of the whole parallel suite on 2 cores, 2026-11-27), leaves and
-# rejoins, which the launch survives. Peers keeping the anchor for a pending joiner until its
-# first contribution arrives would close that window; it is not built (docs/diloco.md).
+# each of its steps lasts 20 of theirs, while they dropped the anchor after R - 1 when they
+# applied R + 1, about 12 of their steps after that submit. When c's step boundary fell late, it
+# found the anchor gone (1 run in ~4 of the whole parallel suite on 2 cores, 2026-11-27; twice
+# in one run on 2026-11-28), left and rejoined, which the launch survives. Since 2026-11-28 the
+# peers hold that anchor for a joiner three rounds longer (dl_hold_slot; 30 of their steps
+# more), and no run here has missed since; one miss stays allowed for a machine stalled longer.
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-join-slow-XXXXXX)
