@@ -222,7 +222,8 @@ struct gt_diloco {
      * round schedule, the outer step, the status line — and the WAN thread's lock, which it
      * takes): a view change that blocked under that lock shows here. */
     double held_max_s;
-    /* the longest single wait for a round's result (dl_wait_result), and that round */
+    /* the longest single wait for a round's result (dl_wait_result; not the run's last round,
+     * whose close waits for stragglers by design), and that round */
     double wait_max_s;
     uint64_t wait_max_round;
     uint64_t held_max_step;

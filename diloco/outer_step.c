@@ -750,7 +750,9 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     gt_status_t st = wait_result(d, f, r);
     dl_watch_end(d);
     double waited = (gt_time_ns() - t0) * 1e-9;
-    if (waited > d->wait_max_s) {
+    /* the run's last round aside: its owners wait longer for stragglers by design
+     * (gt_wan_outer_set_last_round), so its wait says nothing of the rounds before */
+    if (r + 1 < d->cfg->run.rounds && waited > d->wait_max_s) {
         d->wait_max_s = waited;
         d->wait_max_round = r;
     }
