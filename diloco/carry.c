@@ -18,12 +18,11 @@
  *
  * The file: u32 magic "GTCW", u32 version, u64 length of a JSON header, the header, n floats,
  * the XXH3-128 of every byte before it; written as NAME.tmp, fsynced, renamed, the directory
- * fsynced (dl_write_all, dl_fsync_dir).
+ * fsynced (dl_write_sealed, as checkpoint.c's outer states).
  */
 #include "diloco_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,12 +74,10 @@ gt_status_t dl_carry_save(gt_diloco_t *d)
         gt_status_t hs = d->p.before_read(d->p.hook_ctx);
         if (hs != GT_OK) return hs;
     }
-    char path[2300], tmp[2400];
+    char path[2300];
     carry_path(d, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     float *v = malloc(d->n * sizeof(float));
-    XXH3_state_t *h = XXH3_createState();
-    gt_status_t st = v && h ? GT_OK : GT_ERR_NOMEM;
+    gt_status_t st = v ? GT_OK : GT_ERR_NOMEM;
     char *head = NULL;
     if (st == GT_OK) {
         for (size_t i = 0; i < d->n; i++) v[i] = d->x[i] - base[i];
@@ -93,35 +90,10 @@ gt_status_t dl_carry_save(gt_diloco_t *d)
         json_decref(j);
         if (!head) st = GT_ERR_NOMEM;
     }
-    int fd = -1;
-    if (st == GT_OK && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        GT_ERROR("site %s: cannot create %s: %s", d->name, tmp, strerror(errno));
-        st = GT_ERR_IO;
-    }
     if (st == GT_OK) {
-        uint8_t pre[16];
-        uint64_t hl = strlen(head);
-        gt_le_put32(pre, CW_MAGIC);
-        gt_le_put32(pre + 4, CW_VERSION);
-        gt_le_put64(pre + 8, hl);
-        XXH3_128bits_reset(h);
-        st = dl_write_all(fd, h, pre, sizeof pre);
-        if (st == GT_OK) st = dl_write_all(fd, h, head, hl);
-        if (st == GT_OK) st = dl_write_all(fd, h, v, d->n * sizeof(float));
-        if (st == GT_OK) {
-            XXH128_canonical_t c;
-            XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
-            st = dl_write_all(fd, NULL, &c, sizeof c);
-        }
-        if (st == GT_OK && fsync(fd) != 0) st = GT_ERR_IO;
-        if (close(fd) != 0 && st == GT_OK) st = GT_ERR_IO;
-        if (st != GT_OK) GT_ERROR("site %s: cannot write %s: %s", d->name, tmp, strerror(errno));
-        if (st == GT_OK && rename(tmp, path) != 0) {
-            GT_ERROR("site %s: rename %s -> %s: %s", d->name, tmp, path, strerror(errno));
-            st = GT_ERR_IO;
-        }
-        if (st == GT_OK && dl_fsync_dir(d->site_dir) != GT_OK) st = GT_ERR_IO;
-        if (st != GT_OK) unlink(tmp);
+        const void *parts[1] = {v};
+        const size_t lens[1] = {d->n * sizeof(float)};
+        st = dl_write_sealed(d, d->site_dir, path, CW_MAGIC, CW_VERSION, head, parts, lens, 1);
     }
     if (st == GT_OK)
         GT_INFO("site %s: keeps the %llu tokens it trained since its last submit (on the anchor "
@@ -129,7 +101,6 @@ gt_status_t dl_carry_save(gt_diloco_t *d)
                 d->name, (unsigned long long)tok, (long long)d->anchor_round, path);
     free(v);
     free(head);
-    XXH3_freeState(h);
     return st;
 }
 

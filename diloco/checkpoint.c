@@ -111,7 +111,7 @@ static void residuals_load(gt_diloco_t *d, int of_results, const float *v)
     }
 }
 
-gt_status_t dl_write_all(int fd, XXH3_state_t *h, const void *p, size_t len)
+static gt_status_t write_all(int fd, XXH3_state_t *h, const void *p, size_t len)
 {
     const char *c = p;
     if (h) XXH3_128bits_update(h, p, len);
@@ -134,6 +134,53 @@ gt_status_t dl_fsync_dir(const char *dir)
     return rc == 0 ? GT_OK : GT_ERR_IO;
 }
 
+gt_status_t dl_write_sealed(gt_diloco_t *d, const char *dir, const char *path, uint32_t magic,
+                            uint32_t version, const char *head, const void *const *parts,
+                            const size_t *lens, size_t n_parts)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return GT_ERR_NOMEM;
+    gt_status_t st = GT_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        GT_ERROR("site %s: cannot create %s: %s", d->name, tmp, strerror(errno));
+        st = GT_ERR_IO;
+    }
+    if (st == GT_OK) {
+        uint8_t pre[16];
+        uint64_t hl = strlen(head);
+        gt_le_put32(pre, magic);
+        gt_le_put32(pre + 4, version);
+        gt_le_put64(pre + 8, hl);
+        XXH3_128bits_reset(h);
+        st = write_all(fd, h, pre, sizeof pre);
+        if (st == GT_OK) st = write_all(fd, h, head, hl);
+        for (size_t i = 0; i < n_parts && st == GT_OK; i++)
+            st = write_all(fd, h, parts[i], lens[i]);
+        if (st == GT_OK) {
+            XXH128_canonical_t c;
+            XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+            st = write_all(fd, NULL, &c, sizeof c);
+        }
+        if (st == GT_OK && fsync(fd) != 0) st = GT_ERR_IO;
+        if (close(fd) != 0 && st == GT_OK) st = GT_ERR_IO;
+        if (st != GT_OK) GT_ERROR("site %s: cannot write %s: %s", d->name, tmp, strerror(errno));
+    }
+    if (st == GT_OK && rename(tmp, path) != 0) {
+        GT_ERROR("site %s: rename %s -> %s: %s", d->name, tmp, path, strerror(errno));
+        st = GT_ERR_IO;
+    }
+    if (st == GT_OK && dl_fsync_dir(dir) != GT_OK) {
+        GT_ERROR("site %s: cannot fsync %s: %s", d->name, dir, strerror(errno));
+        st = GT_ERR_IO;
+    }
+    if (st != GT_OK) unlink(tmp);
+    XXH3_freeState(h);
+    return st;
+}
+
 gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
 {
     gt_log_errors_reset();
@@ -154,15 +201,12 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
                  (unsigned long long)d->H);
         st = GT_ERR_INVALID;
     }
-    char path[4200], tmp[4300];
+    char path[4200];
     file_name(d, dir, d->step, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     size_t len = engine_len(d);
     float *res = st == GT_OK ? malloc(2 * len * sizeof(float)) : NULL;
     char *head = NULL;
-    int fd = -1;
-    XXH3_state_t *h = XXH3_createState();
-    if (st == GT_OK && (!res || !h)) st = GT_ERR_NOMEM;
+    if (st == GT_OK && !res) st = GT_ERR_NOMEM;
     if (st == GT_OK) st = dl_mkdirs(dir);
     if (st == GT_OK) {
         /* The residuals and counters belong to the WAN thread too: a copy under the lock, the
@@ -197,39 +241,11 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
         json_decref(j);
         if (!head) st = GT_ERR_NOMEM;
     }
-    if (st == GT_OK && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        GT_ERROR("site %s: cannot create %s: %s", d->name, tmp, strerror(errno));
-        st = GT_ERR_IO;
-    }
     if (st == GT_OK) {
-        uint8_t pre[16];
-        uint64_t hl = strlen(head);
-        gt_le_put32(pre, OS_MAGIC);
-        gt_le_put32(pre + 4, OS_VERSION);
-        gt_le_put64(pre + 8, hl);
-        XXH3_128bits_reset(h);
-        st = dl_write_all(fd, h, pre, sizeof pre);
-        if (st == GT_OK) st = dl_write_all(fd, h, head, hl);
-        if (st == GT_OK) st = dl_write_all(fd, h, d->anchor, d->n * sizeof(float));
-        if (st == GT_OK) st = dl_write_all(fd, h, d->mom, d->n_sub * sizeof(float));
-        if (st == GT_OK) st = dl_write_all(fd, h, res, 2 * len * sizeof(float));
-        if (st == GT_OK) {
-            XXH128_canonical_t c;
-            XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
-            st = dl_write_all(fd, NULL, &c, sizeof c);
-        }
-        if (st == GT_OK && fsync(fd) != 0) st = GT_ERR_IO;
-        if (close(fd) != 0 && st == GT_OK) st = GT_ERR_IO;
-        fd = -1;
-        if (st != GT_OK) GT_ERROR("site %s: cannot write %s: %s", d->name, tmp, strerror(errno));
-    }
-    if (st == GT_OK && rename(tmp, path) != 0) {
-        GT_ERROR("site %s: rename %s -> %s: %s", d->name, tmp, path, strerror(errno));
-        st = GT_ERR_IO;
-    }
-    if (st == GT_OK && dl_fsync_dir(dir) != GT_OK) {
-        GT_ERROR("site %s: cannot fsync %s: %s", d->name, dir, strerror(errno));
-        st = GT_ERR_IO;
+        const void *parts[3] = {d->anchor, d->mom, res};
+        const size_t lens[3] = {d->n * sizeof(float), d->n_sub * sizeof(float),
+                                2 * len * sizeof(float)};
+        st = dl_write_sealed(d, dir, path, OS_MAGIC, OS_VERSION, head, parts, lens, 3);
     }
     if (st == GT_OK) { /* keep the newest `keep` */
         uint64_t steps[OS_MAX];
@@ -239,12 +255,9 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
             file_name(d, dir, steps[i], old, sizeof old);
             if (unlink(old) != 0) GT_WARN("site %s: cannot remove %s", d->name, old);
         }
-    } else {
-        unlink(tmp);
     }
     free(res);
     free(head);
-    XXH3_freeState(h);
     return dl_agree(d, st);
 }
 

@@ -345,9 +345,13 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);
 gt_status_t dl_resume_prepare(gt_diloco_t *d);
 gt_status_t dl_resume(gt_diloco_t *d);
 gt_status_t dl_mkdirs(const char *path);
-/* Crash-safe writing: every byte of p[0, len) to fd, hashed into h when not NULL; and an
- * fsync of a directory (after a rename into it). */
-gt_status_t dl_write_all(int fd, XXH3_state_t *h, const void *p, size_t len);
+/* A file written crash-safe into dir: u32 magic, u32 version, u64 length of `head`, head,
+ * parts[0, n_parts) of lens[] bytes, then the XXH3-128 of every byte before it — as PATH.tmp,
+ * fsynced, renamed to path, dir fsynced (the temporary removed on failure; errors logged).
+ * And an fsync of a directory (after a rename or unlink in it). */
+gt_status_t dl_write_sealed(gt_diloco_t *d, const char *dir, const char *path, uint32_t magic,
+                            uint32_t version, const char *head, const void *const *parts,
+                            const size_t *lens, size_t n_parts);
 gt_status_t dl_fsync_dir(const char *dir);
 
 /* carry.c: a removed site's work since its last submit, kept for its next life. Save: at
