@@ -610,8 +610,11 @@ class Launch:
         self.run_dir = os.path.join(tmp, name)
         self.rounds = rounds
         cfg = write_config(tmp, transport, rounds)
+        # A 10-s lease (the yaml's 3 s is for the launch tests that stop sites): no scenario
+        # here is about leases, and with 6 tests on 2 cores a heartbeat can miss 3 s.
         cmd = [os.environ["GT_CLI"], "launch", cfg, "--run-dir", self.run_dir,
-               "--set", f"wan.transport={transport}", "--set", f"run.rounds={rounds}"]
+               "--set", f"wan.transport={transport}", "--set", f"run.rounds={rounds}",
+               "--set", "membership.lease_ttl_s=10"]
         for s in sets:
             cmd += ["--set", s]
         # One etcd member: the suite attacks the WAN, not the control plane, and three members
@@ -1067,9 +1070,16 @@ def scenario_replay(tmp, tp):
     s = L.verify()
     for site in ("a", "b"):
         want = n.get(ctl_port(L.run_dir, site), 0)
+        # Every replay fails authentication at msg3 (a fresh ephemeral key answers it), is
+        # logged so and counted. The count may hold more: on a loaded machine the sites' own
+        # first connection can time out in set-up and be refused too ("closed before
+        # authenticating"); an authentication failure, never.
         got = wan(s, site, "handshakes_refused") + wan(s, site, "handshakes_timed_out")
-        check(got == want, f"site {site}: {got} refused handshakes, {want} replays of a recorded "
-              "one")
+        logged = open(os.path.join(L.run_dir, "logs", site + ".log")).read().count(
+            "secure handshake (responder, msg3): authentication failed")
+        check(logged == want, f"site {site}: {logged} handshakes failed authentication, {want} "
+              "replays of a recorded one")
+        check(got >= want, f"site {site}: {got} refused handshakes counted, {want} replays")
     return rc
 
 
