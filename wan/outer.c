@@ -975,6 +975,12 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
         agg_t *a = &o->aggs[i];
         if (!a->used || a->closed || a->n == 0) continue;
         uint32_t quorum = quorum_count(o, a->round);
+        /* A quorum reached by a view change (a site left: fewer must contribute) starts the
+         * deadline as one reached by an arrival does. Without it, an engine with no deadline
+         * history yet (a joiner's) had no deadline for the chunk at all and waited for every
+         * site: in a chaos run a joiner that owned two chunks of its first round, stuck itself
+         * before its first submit, held the round — and every site behind it — for good. */
+        if (!a->quorum_ns && agg_on_time(a) >= quorum) a->quorum_ns = now_ns;
         /* A round closes only after the previous round of the chunk has closed. */
         if (a->round > 0 && o->closed_upto[a->chunk] < (int64_t)a->round - 1 &&
             find_agg(o, a->round - 1, a->chunk, 0))

@@ -779,6 +779,39 @@ static void test_moved_deadline(void)
     teardown(n);
 }
 
+/* A quorum that a view change brings (a site left, so fewer must contribute) starts the
+ * deadline as an arrival's does. Fresh engines (no deadline history, as a joiner's): with a
+ * quorum of half of 3 sites, site 0's contribution alone is not one; site 1 (stuck before its
+ * submit) and site 2 (gone) send nothing. Once the view drops site 2, one of 2 is a quorum, and
+ * every chunk closes at its deadline with site 0's contribution — site 1's own chunks too,
+ * whose close had no deadline at all before (seen in a chaos run: the whole run waited for a
+ * joiner's first contribution that could not come). */
+static void test_quorum_by_view(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.5, 1, 0);
+    make_deltas(n);
+    g_dead[2] = 1;
+    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 0, g_delta[0], 1.0, 0, g_now), GT_OK);
+    pump();
+    g_now += 250000000ull; /* past the 100 ms deadline: without a quorum nothing closes */
+    for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    CHECK(gt_wan_outer_result(g_o[0], 0, g_res[0]) != GT_OK);
+    const uint32_t live[] = {0, 1};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+    for (int k = 0; k < 4; k++) {
+        pump();
+        g_now += 60000000ull;
+        for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    }
+    pump();
+    check_identical(2, 0);
+    for (size_t i = 0; i < N_PARAMS; i++) CHECK_CLOSE(g_res[0][i], g_delta[0][i], 1e-6, 0);
+    teardown(n);
+}
+
 /* A joiner whose JOIN cannot reach one peer (the link 1-2 is cut) announces its first round in
  * etcd too; the peer learns it there (gt_wan_outer_learn_join, diloco's view read). Before it
  * does, the two disagree about who owns round 3's chunks; after, every site agrees, the JOIN
@@ -1254,6 +1287,7 @@ int main(void)
     test_join_late();
     test_join_etcd();
     test_moved_deadline();
+    test_quorum_by_view();
     free(g_q);
     return GT_TEST_DONE();
 }
