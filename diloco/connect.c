@@ -470,7 +470,13 @@ void dl_leave(gt_diloco_t *d)
     pthread_mutex_unlock(&d->lock);
 }
 
-static void *wan_main(void *arg)
+/* The membership view, re-read every heartbeat (sooner when asked), in a thread of its own:
+ * an etcd request can take its whole timeout (2 s, per endpoint) while a member is down or the
+ * cluster elects a leader, and in the WAN thread that held up the meshes and the engines —
+ * probes went unanswered (peers were accused of being unreachable), state fetches timed out
+ * and deadlines were not kept, all for as long as etcd was slow (seen in chaos runs with etcd
+ * members killed). */
+static void *view_main(void *arg)
 {
     gt_diloco_t *d = arg;
     while (!d->thread_stop) {
@@ -479,6 +485,16 @@ static void *wan_main(void *arg)
             if (st == GT_ERR_PEER_LOST) dl_leave(d);
             if (st != GT_OK) d->wan_error = (int)st;
         }
+        struct timespec ts = {0, 2000000}; /* refresh_group itself keeps to its period */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void *wan_main(void *arg)
+{
+    gt_diloco_t *d = arg;
+    while (!d->thread_stop) {
         pthread_mutex_lock(&d->lock);
         for (uint32_t i = 0; i < d->n_grp; i++) (void)gt_wan_mesh_progress(d->grp[i].mesh);
         for (uint32_t e = 0; e < d->n_eng; e++)
@@ -497,8 +513,15 @@ static void *wan_main(void *arg)
 
 gt_status_t dl_start_thread(gt_diloco_t *d)
 {
+    d->thread_stop = 0;
     if (pthread_create(&d->thread, NULL, wan_main, d) != 0) {
         GT_ERROR("site %s: cannot start the WAN thread", d->name);
+        return GT_ERR_INTERNAL;
+    }
+    if (pthread_create(&d->view_thread, NULL, view_main, d) != 0) {
+        GT_ERROR("site %s: cannot start the membership thread", d->name);
+        d->thread_stop = 1;
+        pthread_join(d->thread, NULL);
         return GT_ERR_INTERNAL;
     }
     d->thread_running = 1;
@@ -509,6 +532,7 @@ void dl_stop_thread(gt_diloco_t *d)
 {
     if (!d->thread_running) return;
     d->thread_stop = 1;
+    pthread_join(d->view_thread, NULL);
     pthread_join(d->thread, NULL);
     d->thread_running = 0;
 }

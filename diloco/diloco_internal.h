@@ -137,7 +137,8 @@ struct gt_diloco {
     gt_wan_outer_t *outer;
     size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */
     pthread_mutex_t lock;
-    pthread_t thread;
+    pthread_t thread;      /* the WAN thread: meshes, outer engines, liveness watch */
+    pthread_t view_thread; /* the membership view's reads (etcd requests: up to seconds) */
     int thread_running;
     volatile int thread_stop;
     volatile int wan_error; /* gt_status_t: the lease was lost */
