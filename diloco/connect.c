@@ -494,8 +494,12 @@ static void *view_main(void *arg)
 static void *wan_main(void *arg)
 {
     gt_diloco_t *d = arg;
+    uint64_t last = gt_time_ns();
     while (!d->thread_stop) {
         pthread_mutex_lock(&d->lock);
+        uint64_t now = gt_time_ns();
+        if ((now - last) * 1e-9 > d->wan_gap_max_s) d->wan_gap_max_s = (now - last) * 1e-9;
+        last = now;
         for (uint32_t i = 0; i < d->n_grp; i++) (void)gt_wan_mesh_progress(d->grp[i].mesh);
         for (uint32_t e = 0; e < d->n_eng; e++)
             (void)gt_wan_outer_progress(d->outers[e], gt_time_ns());

@@ -227,6 +227,11 @@ struct gt_diloco {
      * whose close waits for stragglers by design), and that round */
     double wait_max_s;
     uint64_t wait_max_round;
+    /* the longest between two turns of the WAN thread (it answers probes and state requests,
+     * moves messages, keeps the deadlines): what held it up — its lock, the machine, a pause
+     * of the process (SIGSTOP) — showed as peers that answer nothing. Written by that thread,
+     * under `lock`. */
+    double wan_gap_max_s;
     uint64_t held_max_step;
     /* tokens trained by this process, and its compute time without chaos slowdowns: the
      * site's speed for goodput (tokens and compute_s are restored on resume) */

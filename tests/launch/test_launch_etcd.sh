@@ -31,10 +31,18 @@ c = s["contributions"]
 # Late ones are aggregated too (a busy machine makes a few); none may be lost or refused.
 for k in ("dropped", "rejected", "open_at_end"):
     if c[k] != 0: bad.append(f"{c[k]} contributions {k}")
+# The WAN thread (probes, state requests, deadlines) never waits on etcd: the view is read in a
+# thread of its own. Read in the WAN thread, a request to a member without a leader held it
+# for the request timeout (2 s) and peers looked unreachable.
+for name, site in s["sites"].items():
+    gap = site.get("wan_thread_gap_max_s")
+    if gap is None or gap >= 1.5:
+        bad.append(f"{name}: its WAN thread was held up {gap} s")
 sent = sum(site["deltas_sent"] for site in s["sites"].values())
 if c["on_time"] + c["late"] != sent or sent <= 0:
     bad.append(f"{sent} deltas sent, {c['on_time']} on time + {c['late']} late aggregated")
-print("summary:", c, "hash checks", s["hash_checks"], "mismatches", s["hash_mismatches"])
+print("summary:", c, "hash checks", s["hash_checks"], "mismatches", s["hash_mismatches"],
+      "WAN thread held up at most", {n: site.get("wan_thread_gap_max_s") for n, site in s["sites"].items()})
 if bad: print("FAIL:", "; ".join(bad)); sys.exit(1)
 PY
 }
