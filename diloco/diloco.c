@@ -382,6 +382,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     gt_status_t st = resolve(d);
     if (st == GT_OK) st = dl_layout(d);
     if (st == GT_OK) st = alloc_vectors(d);
+    if (st == GT_OK) st = dl_dump_check(d);
     if (st == GT_OK) st = dl_resume_prepare(d);
     if ((st = dl_agree(d, st)) != GT_OK) goto fail;
     if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;

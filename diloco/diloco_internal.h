@@ -131,8 +131,9 @@ struct gt_diloco {
     uint64_t fnext[DL_MAX_FRAGMENTS];   /* the next round fragment f submits */
     uint64_t ehash[DL_MAX_ENGINES];     /* hash of engine e's lanes of θ_a (its vote) */
     uint64_t ftokens[DL_MAX_FRAGMENTS]; /* tokens since fragment f's last submit */
-    double tok_acc; /* tokens of the round being applied, fragment by fragment */
-    double passes;  /* full sweeps over the vector by the outer step (fractions for parts) */
+    double tok_acc;  /* tokens of the round being applied, fragment by fragment */
+    double passes;   /* full sweeps over the vector by the outer step (fractions for parts) */
+    int dump_failed; /* run.dump: a write failed, dumping stopped (dump.c) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
     gt_wan_outer_t *outer;
     size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */
@@ -382,5 +383,15 @@ void dl_metrics_line(gt_diloco_t *d);
 gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char **text_p);
 gt_status_t dl_write_summary(gt_diloco_t *d, gt_status_t result);
 const char *dl_state_name(gt_diloco_state_t s);
+
+/* dump.c (run.dump: rounds): the check at create (one rank, one fragment; makes SITE/dump),
+ * one full vector as SITE/dump/WHAT.rRRRRR.f32, one line of SITE/dump/rounds.jsonl. No-ops
+ * unless the dump is on; a failed write is logged and turns it off. */
+gt_status_t dl_dump_check(gt_diloco_t *d);
+void dl_dump_vec(gt_diloco_t *d, const char *what, uint64_t r, const float *v);
+void dl_dump_event(gt_diloco_t *d, const char *event, uint64_t r, double tokens);
+/* Around dl_apply's outer step: x_pre, a_pre, g before it; a, m, x and the event after. */
+void dl_dump_apply_pre(gt_diloco_t *d, uint64_t r);
+void dl_dump_apply_post(gt_diloco_t *d, uint64_t r, double tokens);
 
 #endif /* GT_DILOCO_INTERNAL_H */

@@ -251,6 +251,8 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
         o += cnt;
     }
     d->passes += 1.0 / d->F;
+    dl_dump_vec(d, "delta", r, d->delta); /* run.dump: rounds (dump.c; fragments 1) */
+    dl_dump_event(d, "submit", r, (double)d->round_tokens);
     d->fsubmit_ns[f] = gt_time_ns(); /* its result is due from now (dl_live_watch) */
     pthread_mutex_lock(&d->lock);
     if (d->cfg->outer.optimizer == GT_OUTER_SPARSELOCO) {
@@ -1163,6 +1165,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         }
         pthread_mutex_unlock(&d->lock);
     }
+    if (st == GT_OK) dl_dump_apply_pre(d, r); /* run.dump: rounds (dump.c) */
     int chaos = d->p.corrupt_anchor_round >= 0 && r == (uint64_t)d->p.corrupt_anchor_round &&
                 d->rank == 0 && f == 0;
     uint64_t hash = 0;
@@ -1214,6 +1217,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     d->tok_acc = 0;
     d->rounds_applied++;
     d->applied_upto = r + 1;
+    dl_dump_apply_post(d, r, tokens);
     dl_log_anchor(d, r, hash, tokens);
     return GT_OK;
 }

@@ -7,6 +7,7 @@
 #define GT_LOCAL_INTERNAL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 static inline uint64_t gt_local_splitmix64(uint64_t *x)
 {
@@ -94,5 +95,15 @@ gt_status_t gt_local_trainer_scatter(gt_local_trainer_t *tr, gt_gpt_arena_t whic
                                      const float *full);
 /* The full-size I/O model (created on first use): TP checkpoints go through it. */
 gt_status_t gt_local_trainer_io_model(gt_local_trainer_t *tr, gt_gpt_t **io_p);
+
+/* run.dump (dump.c): SITE/dump/meta.json, init.f32 (params, n floats) and the batch files
+ * opened (both NULL when the dump is off); each trained or evaluated batch appended; closed. */
+typedef struct {
+    FILE *train, *eval;
+} gt_local_dump_t;
+gt_status_t gt_local_dump_start(gt_local_trainer_t *tr, const char *site_dir, const float *params,
+                                size_t n, gt_local_dump_t *dump_p);
+gt_status_t gt_local_dump_batch(const gt_local_trainer_t *tr, FILE *f);
+gt_status_t gt_local_dump_stop(gt_local_dump_t *dump);
 
 #endif /* GT_LOCAL_INTERNAL_H */

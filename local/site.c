@@ -39,6 +39,7 @@ typedef struct {
     gt_local_comm_t *comm;
     char site_dir[2048];
     FILE *metrics;
+    gt_local_dump_t dump; /* run.dump: SITE/dump/ (dump.c) */
     uint64_t t_train, t_last, tok_last;
 } site_t;
 
@@ -121,6 +122,7 @@ static gt_status_t eval_anchor(site_t *s, double *loss_p)
         float loss = 0;
         gt_status_t st = gt_local_data_next(tr->data, tr->inputs, tr->targets);
         if (st == GT_OK) st = gt_gpt_forward(s->gpt, tr->inputs, tr->targets, &loss);
+        if (st == GT_OK) st = gt_local_dump_batch(tr, s->dump.eval);
         if (st != GT_OK) return st;
         acc += loss;
     }
@@ -262,12 +264,19 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         }
     }
     if ((st = gt_local_comm_agree(s.comm, st)) != GT_OK) goto out;
+    /* run.dump: from the start of a fresh run only (a joiner's or resumed run's start state is
+     * not the initialisation a reference could train from) */
+    if (cfg->run.dump != GT_DUMP_NONE && (step > 0 || ds.resumed_step >= 0))
+        GT_WARN("site %s: run.dump writes nothing: this site joins or resumes the run", s.name);
+    else if ((st = gt_local_dump_start(s.tr, s.site_dir, params, s.n, &s.dump)) != GT_OK)
+        goto out;
     s.t_train = s.t_last = gt_time_ns();
     while (step < total) {
         uint64_t t0 = gt_time_ns();
         double wait0 = ds.wait_s;
         gt_local_step_stats_t ss;
         if ((st = gt_local_trainer_step(s.tr, &ss)) != GT_OK) goto out;
+        if ((st = gt_local_dump_batch(s.tr, s.dump.train)) != GT_OK) goto out;
         gt_diloco_status(s.dl, &ds);
         /* Compute time only: sync-dp waits for the exchange inside the step. */
         double dt = (gt_time_ns() - t0) * 1e-9 - (ds.wait_s - wait0);
@@ -303,6 +312,7 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
         if (st == GT_OK) st = gt_local_trainer_save(s.tr, root, 3);
     }
 out:
+    if (gt_local_dump_stop(&s.dump) != GT_OK && st == GT_OK) st = GT_ERR_IO;
     if (s.dl) gt_diloco_close(s.dl, st); /* summary.json, deregistration */
     if (s.metrics) fclose(s.metrics);
     gt_local_trainer_destroy(s.tr);

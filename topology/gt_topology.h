@@ -46,6 +46,8 @@ typedef enum {
     GT_OUTER_SPARSELOCO = 2 /* theta_a -= lr * g, no momentum: a decaying error feedback instead */
 } gt_topo_outer_opt_t;
 typedef enum { GT_LATE_FOLD = 0, GT_LATE_DROP = 1 } gt_topo_late_t;
+/* run.dump: what a site writes to SITE/dump/ for reference checks (docs/training.md). */
+typedef enum { GT_DUMP_NONE = 0, GT_DUMP_DATA = 1, GT_DUMP_ROUNDS = 2 } gt_topo_dump_t;
 typedef enum { GT_SPLIT_BANDWIDTH = 0, GT_SPLIT_EQUAL = 1 } gt_topo_chunk_split_t;
 typedef enum { GT_TRANSPORT_UCX = 0, GT_TRANSPORT_LIBFABRIC = 1 } gt_topo_transport_t;
 typedef enum { GT_SECURITY_ENCRYPTED = 0, GT_SECURITY_NONE = 1 } gt_topo_security_t;
@@ -65,6 +67,7 @@ typedef struct {
     char run_dir[GT_TOPO_PATH_MAX]; /* run.run_dir: parent folder of run directories */
     uint32_t checkpoint_every;      /* run.checkpoint_every: rounds; 0 = only at the end */
     uint32_t log_every;             /* run.log_every: inner steps between metrics lines */
+    int dump;                       /* run.dump: gt_topo_dump_t */
 } gt_topo_run_t;
 
 /* Model dimensions; 0 in a field means "take it from the preset". */

@@ -38,6 +38,11 @@ const gt_key_t gt_topo_keys[] = {
      "write a checkpoint every this many rounds; 0 = only at the end"},
     {"run.log_every", GT_KEY_U32, NUM(run.log_every), 1, 1000000, 0, 0, NULL, "10",
      "inner steps between metrics lines"},
+    {"run.dump", GT_KEY_ENUM, NUM(run.dump), 0, 0, 0, 0, "none|data|rounds", "none",
+     "debugging and reference checks (one rank a site, fragments 1): data writes SITE/dump/ "
+     "with meta.json, the initial parameters and every batch trained and evaluated; rounds adds "
+     "every round's pseudo-gradient, result, anchor, momentum and parameters around the apply "
+     "(float32 files, docs/training.md#dumps)"},
 
     SEC("model", "the GPT-2 model; 0 in a dimension means: take it from the preset"),
     {"model.preset", GT_KEY_WORD, TXT(model.preset), 0, 0, 0, 0, "tiny|small|gpt2-124m", "small",
