@@ -499,6 +499,10 @@ static void *wan_main(void *arg)
         pthread_mutex_lock(&d->lock);
         uint64_t now = gt_time_ns();
         if ((now - last) * 1e-9 > d->wan_gap_max_s) d->wan_gap_max_s = (now - last) * 1e-9;
+        if (now - last > dl_fence_ns(d) &&
+            now - last > __atomic_load_n(&d->away_ns, __ATOMIC_SEQ_CST))
+            __atomic_store_n(&d->away_ns, now - last, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&d->alive_ns, now, __ATOMIC_SEQ_CST);
         last = now;
         for (uint32_t i = 0; i < d->n_grp; i++) (void)gt_wan_mesh_progress(d->grp[i].mesh);
         for (uint32_t e = 0; e < d->n_eng; e++)
@@ -593,15 +597,22 @@ gt_status_t dl_await_sites(gt_diloco_t *d)
 gt_status_t dl_confirm_member(gt_diloco_t *d)
 {
     const gt_topo_config_t *c = d->cfg;
-    uint64_t limit = (2ull * c->membership.heartbeat_ms + 3000ull) * 1000000ull;
-    uint64_t h0[GT_TOPO_MAX_GROUPS], t0 = gt_time_ns();
-    for (uint32_t i = 0; i < d->n_grp; i++) h0[i] = gt_wan_member_heartbeats(d->grp[i].member);
-    for (uint32_t i = 0; i < d->n_grp; i++)
-        while (gt_wan_member_heartbeats(d->grp[i].member) < h0[i] + 2 &&
-               gt_time_ns() - t0 < limit) {
+    /* Two keepalives answered after now: the second was sent after the pause, so the health it
+     * leaves says what etcd holds now. etcd may be electing a leader or have a member down (a
+     * keepalive then times out and the next endpoint is asked): a lease and two heartbeats. */
+    uint64_t limit =
+        (3ull * c->membership.heartbeat_ms + c->membership.lease_ttl_s * 1000ull) * 1000000ull;
+    uint64_t a0[GT_TOPO_MAX_GROUPS], t0 = gt_time_ns();
+    for (uint32_t i = 0; i < d->n_grp; i++) a0[i] = gt_wan_member_answers(d->grp[i].member);
+    int answered = 1;
+    for (uint32_t i = 0; i < d->n_grp; i++) {
+        while (gt_wan_member_answers(d->grp[i].member) < a0[i] + 2 &&
+               gt_wan_member_health(d->grp[i].member) == GT_OK && gt_time_ns() - t0 < limit) {
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
         }
+        answered &= gt_wan_member_answers(d->grp[i].member) >= a0[i] + 2;
+    }
     if (d->wan_error) return (gt_status_t)d->wan_error;
     for (uint32_t i = 0; i < d->n_grp; i++)
         if (gt_wan_member_health(d->grp[i].member) != GT_OK) {
@@ -611,7 +622,71 @@ gt_status_t dl_confirm_member(gt_diloco_t *d)
                      d->name);
             return GT_ERR_PEER_LOST;
         }
+    if (!answered) {
+        /* Whether the others removed it while it was away only etcd can say, and etcd did not
+         * answer: going on could apply a round the others redid without it. Leaving costs a
+         * rejoin; guessing wrong would cost a silent divergence. */
+        GT_ERROR("site %s: was away and etcd has not answered for %.1f s since: it cannot tell "
+                 "whether the others removed it, so it leaves without sending or applying "
+                 "anything more, and rejoins as a joiner when started again",
+                 d->name, (gt_time_ns() - t0) * 1e-9);
+        return GT_ERR_PEER_LOST;
+    }
+    /* A member now; the view thread reads the view at once, so a removal that etcd already
+     * holds but the lease does not show (a view without us) is seen before the next round. */
+    for (uint32_t i = 0; i < d->n_grp; i++)
+        __atomic_store_n(&d->grp[i].refresh_soon, 1, __ATOMIC_RELEASE);
     return GT_OK;
+}
+
+/* Half the time after which the others may remove a silent site (its lease, or the majority's
+ * eviction): a gap of the WAN thread this long, or a pause of the trainer, is worth a question
+ * to etcd before anything more goes out or is applied. */
+uint64_t dl_fence_ns(const gt_diloco_t *d)
+{
+    const gt_topo_config_t *c = d->cfg;
+    uint64_t lease = (uint64_t)c->membership.lease_ttl_s * 1000000000ull;
+    uint64_t evict =
+        c->membership.evict_after_ms ? (uint64_t)c->membership.evict_after_ms * 1000000ull : lease;
+    return (evict < lease ? evict : lease) / 2;
+}
+
+/* The membership fence, before a submit or an apply of round r (`what`), collective over the
+ * site's ranks: a process that was stopped (SIGSTOP, a frozen host) anywhere — between steps,
+ * inside one, inside the library's own sleeps or waits — may have been removed by the others,
+ * who then redo the chunks it owned without it. Its WAN thread stops with it, so the gap
+ * between two of its turns, or a WAN thread that has not turned for that long (it has not run
+ * since the pause either), is the sign, wherever the pause fell; `away` adds the caller's own
+ * sign (a wait longer than a lease). Then a keepalive answered after the pause says whether it
+ * is still a member, before anything more leaves or is applied. */
+gt_status_t dl_fence(gt_diloco_t *d, const char *what, uint64_t r, int away)
+{
+    if (d->sync_dp || !d->grp || !d->n_grp || !d->grp[0].member) return GT_OK;
+    uint64_t now = gt_time_ns(), bound = dl_fence_ns(d);
+    uint64_t gap = __atomic_exchange_n(&d->away_ns, 0, __ATOMIC_SEQ_CST);
+    uint64_t alive = __atomic_load_n(&d->alive_ns, __ATOMIC_SEQ_CST);
+    if (alive && now > alive && now - alive > bound && now - alive > gap) gap = now - alive;
+    uint64_t v = gap || away ? 1 : 0;
+    gt_status_t st = dl_allreduce(d, &v, 1, GT_DILOCO_OP_MAX);
+    if (st != GT_OK || !v) return st;
+    uint64_t t0 = gt_time_ns();
+    gt_status_t live = dl_confirm_member(d);
+    d->fence_confirms++;
+    d->wait_s += (gt_time_ns() - t0) * 1e-9; /* a wait, on the membership service */
+    char why[96];
+    if (gap)
+        snprintf(why, sizeof why, "this process was stopped for %.1f s", gap * 1e-9);
+    else
+        snprintf(why, sizeof why, "it waited longer than its lease");
+    GT_INFO("site %s: before the %s of round %llu (%s): membership %s in %.2f s", d->name, what,
+            (unsigned long long)r, why, live == GT_OK ? "confirmed" : gt_status_str(live),
+            (gt_time_ns() - t0) * 1e-9);
+    if ((live = dl_agree(d, live)) != GT_OK) {
+        if (live == GT_ERR_PEER_LOST) dl_leave(d);
+        d->wan_error = (int)live;
+        d->state = GT_DILOCO_FAILED;
+    }
+    return live;
 }
 
 /* The live peers of group i's current view (site indices), not us. */

@@ -233,6 +233,12 @@ struct gt_diloco {
      * of the process (SIGSTOP) — showed as peers that answer nothing. Written by that thread,
      * under `lock`. */
     double wan_gap_max_s;
+    /* The membership fence (connect.c, dl_fence): alive_ns, the WAN thread's last turn; away_ns,
+     * the longest gap between two turns seen since the fence last looked (0: none past the
+     * fence's bound). A gap that long means this process was stopped, so the others may have
+     * removed it; atomics, written by the WAN thread, read and cleared by the training thread. */
+    uint64_t alive_ns, away_ns;
+    uint64_t fence_confirms; /* membership confirmations the fence asked for, for the summary */
     uint64_t held_max_step;
     /* tokens trained by this process, and its compute time without chaos slowdowns: the
      * site's speed for goodput (tokens and compute_s are restored on resume) */
@@ -278,6 +284,8 @@ size_t dl_mesh_pending(const gt_diloco_t *d);
 /* After a pause longer than the lease: waits for a fresh heartbeat; GT_ERR_PEER_LOST when the
  * lease is gone (the site was removed). */
 gt_status_t dl_confirm_member(gt_diloco_t *d);
+uint64_t dl_fence_ns(const gt_diloco_t *d);
+gt_status_t dl_fence(gt_diloco_t *d, const char *what, uint64_t r, int away);
 gt_status_t dl_await_sites(gt_diloco_t *d);
 /* The live peers (site indices) of group i's view, not us. */
 uint32_t dl_view_peers(gt_diloco_t *d, uint32_t i, uint32_t *peers, int *self_in_p);

@@ -298,6 +298,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "wait_max_s", json_real(d->wait_max_s));
     json_object_set_new(o, "wait_max_round", json_integer((json_int_t)d->wait_max_round));
     json_object_set_new(o, "wan_thread_gap_max_s", json_real(d->wan_gap_max_s));
+    json_object_set_new(o, "fence_confirms", json_integer((json_int_t)d->fence_confirms));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
     json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));
     json_object_set_new(o, "train_start_unix",

@@ -229,7 +229,8 @@ gt_status_t dl_gather_anchor(gt_diloco_t *d)
  * lanes kept for the rebase. One sweep (over the fragment). */
 gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
-    gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
+    gt_status_t st = dl_fence(d, "submit", r, 0); /* nothing leaves a removed site */
+    if (st == GT_OK && d->p.before_read) st = d->p.before_read(d->p.hook_ctx);
     if (st != GT_OK) return st;
     const float *x = d->x, *a = d->anchor;
     uint32_t R = d->ranks;
@@ -1101,25 +1102,17 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
      * may have removed this site and redone its chunks of round r without it, so the result it
      * holds may not be theirs. A heartbeat made now says whether it is still a member before it
      * applies anything (as gt_diloco_step does after a pause); the ranks decide together. */
-    uint64_t away =
-        st == GT_OK && !d->sync_dp &&
-        gt_time_ns() - d->t_last > (uint64_t)d->cfg->membership.lease_ttl_s * 1000000000ull;
-    gt_status_t ast = dl_allreduce(d, &away, 1, GT_DILOCO_OP_MAX);
-    if (ast != GT_OK) return ast;
-    if (away) {
-        uint64_t t0 = gt_time_ns();
-        gt_status_t live = dl_confirm_member(d);
-        double confirm_s = (gt_time_ns() - t0) * 1e-9;
-        d->wait_s += confirm_s; /* a wait, on the membership service: not a step's work */
-        GT_DEBUG("site %s: membership confirmed (%s) in %.2f s", d->name, gt_status_str(live),
-                 confirm_s);
-        if ((live = dl_agree(d, live)) != GT_OK) {
-            if (live == GT_ERR_PEER_LOST) dl_leave(d);
-            d->wan_error = (int)live;
-            d->state = GT_DILOCO_FAILED;
-            return live;
-        }
-    }
+    int away = st == GT_OK && !d->sync_dp &&
+               gt_time_ns() - d->t_last > (uint64_t)d->cfg->membership.lease_ttl_s * 1000000000ull;
+    gt_status_t fst = dl_fence(d, "apply", r, away);
+    if (fst != GT_OK) return fst;
+    /* The caller's vector behind hooks (another device, another dtype, a shard) was last read
+     * at the submit: pull it again, with the τ steps trained since, or the rebase would throw
+     * them away. At the submit's own step (τ = 0, the run's last) it was just read. Every rank
+     * calls it (a hook may be collective); its error counts after the agreement below. */
+    gt_status_t hst = GT_OK;
+    if (d->p.before_read && d->tau > 0 && !final) hst = d->p.before_read(d->p.hook_ctx);
+    if (st == GT_OK) st = hst;
     double tokens = 0;
     int verdict = 0;
     if (st == GT_OK) {   /* the exchange time, for exchange_s_median in the summary */

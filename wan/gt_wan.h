@@ -353,6 +353,10 @@ GT_API gt_status_t gt_wan_member_health(const gt_wan_member_t *m);
  * stopped (SIGSTOP, a long pause) waits for this to move before it trusts
  * gt_wan_member_health again. */
 GT_API uint64_t gt_wan_member_heartbeats(const gt_wan_member_t *m);
+/* Keepalives etcd answered (saying the lease is alive or gone; counted before
+ * gt_wan_member_heartbeats moves): two more than before a pause mean one was sent after it, so
+ * gt_wan_member_health then tells what etcd holds now, not what it held before the pause. */
+GT_API uint64_t gt_wan_member_answers(const gt_wan_member_t *m);
 /* 1 while etcd has not answered this site's heartbeats for a TTL: the view cannot change, so
  * the last agreed one holds; joins and removals wait. Accepts NULL (0). */
 GT_API int gt_wan_member_frozen(const gt_wan_member_t *m);

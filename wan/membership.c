@@ -49,6 +49,7 @@ struct gt_wan_member {
     volatile int lost;          /* etcd said the lease is gone: the others have removed this site */
     volatile int frozen;        /* etcd has not answered for a TTL: no view can change meanwhile */
     volatile uint64_t hb_count; /* keepalive attempts finished (answered or not) */
+    volatile uint64_t hb_answer; /* keepalives etcd answered (lease alive or gone) */
     /* After a request no etcd member answered in time, API calls fail at once until then (or
      * until a heartbeat gets through): the caller's thread (the site's WAN thread) must not
      * block for a request timeout on every call while etcd is away. */
@@ -240,6 +241,7 @@ static void *heartbeat_main(void *arg)
         int alive = 0;
         gt_status_t st = keepalive(m, h, &alive);
         uint64_t now = gt_time_ns();
+        if (st == GT_OK) __atomic_add_fetch(&m->hb_answer, 1, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&m->hb_count, 1, __ATOMIC_SEQ_CST);
         if (st == GT_OK && alive) {
             if (m->frozen)
@@ -552,6 +554,11 @@ gt_status_t gt_wan_member_health(const gt_wan_member_t *m)
 uint64_t gt_wan_member_heartbeats(const gt_wan_member_t *m)
 {
     return m ? __atomic_load_n(&m->hb_count, __ATOMIC_SEQ_CST) : 0;
+}
+
+uint64_t gt_wan_member_answers(const gt_wan_member_t *m)
+{
+    return m ? __atomic_load_n(&m->hb_answer, __ATOMIC_SEQ_CST) : 0;
 }
 
 int gt_wan_member_frozen(const gt_wan_member_t *m)
