@@ -271,12 +271,13 @@ def check_i1(run_dir, sites, summary):
 def check_i3(run_dir, sites, summary, plan, finished, rounds):
     """The token ledger and the contribution counters; returns (violations, facts)."""
     v, facts = [], {}
-    res, sub = {}, collections.defaultdict(float)
+    res, res_min, sub = {}, {}, collections.defaultdict(float)
     max_sub = collections.defaultdict(float)
     for s in sites:
         for j in read_jsonl(f"{run_dir}/{s}/anchors.jsonl"):
             if "tokens" in j:
                 res[j["round"]] = max(res.get(j["round"], 0), j["tokens"])
+                res_min[j["round"]] = min(res_min.get(j["round"], j["tokens"]), j["tokens"])
         for j in read_jsonl(f"{run_dir}/{s}/submits.jsonl"):
             if "_bad" in j:
                 v.append(f"I3: {s}/submits.jsonl: unreadable line {j['_bad'][:60]!r}")
@@ -284,11 +285,18 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds):
             sub[j["round"]] += j["tokens"]
             max_sub[s] = max(max_sub[s], j["tokens"])
     R = rounds if rounds else (max(list(res) + list(sub)) + 1 if res or sub else 0)
-    cs = cr = 0.0
+    # Sites holding the same anchor may put a result's tokens in different rounds (a share of
+    # one round's tokens in the next): listed, and the prefix check allows the spread so far.
+    spread = {r: res[r] - res_min[r] for r in res if res[r] - res_min[r] > 1e-3}
+    if spread:
+        facts["result_tokens_differ"] = {str(r): [round(res_min[r], 3), round(res[r], 3)]
+                                         for r in sorted(spread)[:8]}
+    cs = cr = slack = 0.0
     for r in range(R):
         cs += sub.get(r, 0)
         cr += res.get(r, 0)
-        if cr > cs + 1e-6 * cs + 1:
+        slack += spread.get(r, 0)
+        if cr > cs + 1e-6 * cs + 1 + slack:
             v.append(f"I3: rounds 0..{r}: {cr:.3f} tokens in results > {cs:.3f} submitted "
                      "(counted twice?)")
             break
@@ -317,7 +325,8 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds):
         if lost > bound:
             v.append(f"I3: {lost:.3f} submitted tokens are in no result (bound {bound:.3f}: "
                      "what the sites that died or were removed had in flight)")
-    if lost < -(1e-6 * cs + 1):
+    slack = sum(spread.values())
+    if lost < -(1e-6 * cs + 1 + slack):
         v.append(f"I3: {-lost:.3f} more tokens in results than submitted (counted twice?)")
     c = (summary or {}).get("contributions")
     if c is not None:
@@ -328,8 +337,14 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds):
             v.append(f"I3: negative contribution counters {neg}")
         if c.get("ledger_unclosed"):
             v.append(f"I3: contribution ledgers left unclosed: {c['ledger_unclosed']}")
-        # per pair, the final lives' counts (a contributor's JOIN starts both ends' counts)
+        # per pair, the final lives' counts (a contributor's JOIN starts both ends' counts;
+        # a taker keeps counting a sender's earlier lives until its next life joins, and a
+        # contribution sent around a cut reaches its owner from a third site: "took <= sent"
+        # holds only for a sender of one life in a run without detours)
+        detours = sum((ssum.get(s, {}).get("contribution_detours") or 0) +
+                      (ssum.get(s, {}).get("contribution_detours_passed") or 0) for s in sites)
         for a in sites:
+            one_life = len(ssum.get(a, {}).get("lives", [])) == 1
             la = ssum.get(a, {}).get("ledger") or {}
             if not isinstance(la, dict):
                 continue
@@ -337,7 +352,7 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds):
             for b, e in la.items():
                 back = (ssum.get(b, {}).get("ledger") or {}).get(a)
                 sent = e.get("sent", 0)
-                if back is not None and back.get("took", 0) > sent:
+                if one_life and not detours and back is not None and back.get("took", 0) > sent:
                     v.append(f"I3: {b} took {back['took']} contribution frames from {a}, "
                              f"which sent it {sent}")
                 if not (e.get("engines", 0) > 0 and e.get("fins", 0) >= e.get("engines", 0)
@@ -661,6 +676,7 @@ def main():
                           "repro": r.get("repro")} for r in unnamed if not r["violations"]],
         "named_failures": [{"run": r["run"], "chaos_seed": r["chaos_seed"],
                             "cause": (r["cause"] or "")[:300]} for r in named],
+        "result_tokens_differ_runs": [r["run"] for r in results if r.get("result_tokens_differ")],
         "goodput": dist([r.get("goodput") for r in finished]),
         "goodput_bound": dist([r.get("goodput_bound") for r in finished]),
         "goodput_over_bound": dist(ratios),
