@@ -18,6 +18,7 @@
 #include "diloco_internal.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -250,6 +251,57 @@ static gt_status_t alloc_vectors(gt_diloco_t *d)
     return GT_OK;
 }
 
+/* params.layout goes into the site's member note in etcd (beside the steps it can resume at),
+ * where every site compares it with the others' (check_layouts). */
+static gt_status_t note_layout(gt_diloco_t *d)
+{
+    if (!d->p.layout || !*d->p.layout) return GT_OK;
+    json_t *note = d->resume_note ? json_loads(d->resume_note, 0, NULL) : json_object();
+    if (!json_is_object(note) || json_object_set_new(note, "layout", json_string(d->p.layout))) {
+        json_decref(note);
+        return GT_ERR_NOMEM;
+    }
+    char *text = json_dumps(note, JSON_COMPACT);
+    json_decref(note);
+    if (!text) return GT_ERR_NOMEM;
+    free(d->resume_note);
+    d->resume_note = text;
+    return GT_OK;
+}
+
+/* Every registered site holds its parameters as this one does (params.layout), or an error
+ * naming both layouts. */
+static gt_status_t check_layouts(gt_diloco_t *d)
+{
+    char *text = NULL;
+    gt_status_t st = gt_wan_member_values(d->grp[0].member, &text);
+    if (st != GT_OK) return st;
+    json_t *all = json_loads(text, 0, NULL);
+    free(text);
+    const char *mine = d->p.layout ? d->p.layout : "";
+    size_t i;
+    json_t *m;
+    json_array_foreach(all, i, m)
+    {
+        const char *name = json_string_value(json_object_get(m, "name"));
+        const char *theirs = json_string_value(json_object_get(m, "layout"));
+        if (!theirs) theirs = "";
+        if (!name || strcmp(name, d->name) == 0 || strcmp(theirs, mine) == 0) continue;
+        GT_ERROR("site %s holds its parameters as %s, but site %s as %s: every site must shard "
+                 "its parameters alike (the same ranks, the same shard boundaries)",
+                 d->name, *mine ? mine : "unsharded (every rank all of them)", name,
+                 *theirs ? theirs : "unsharded (every rank all of them)");
+        st = GT_ERR_CONFIG;
+        break;
+    }
+    json_decref(all);
+    if (st == GT_ERR_CONFIG) { /* registered a while longer, so the other site reads ours too */
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+    return st;
+}
+
 static void destroy(gt_diloco_t *d)
 {
     dl_stop_thread(d);
@@ -384,6 +436,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     if (st == GT_OK) st = alloc_vectors(d);
     if (st == GT_OK) st = dl_dump_check(d);
     if (st == GT_OK) st = dl_resume_prepare(d);
+    if (st == GT_OK) st = note_layout(d);
     if ((st = dl_agree(d, st)) != GT_OK) goto fail;
     if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;
     /* A run already marked as started is joined, not started: this site comes late, or back. */
@@ -399,6 +452,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     int resume = !started && d->p.resume_dir;
     if ((st = dl_agree(d, dl_open_files(d, started || resume))) != GT_OK) goto fail;
     if (started) {
+        if ((st = dl_agree(d, check_layouts(d))) != GT_OK) goto fail;
         d->state = GT_DILOCO_JOINING;
         dl_write_status(d, 1);
         if ((st = dl_agree(d, dl_start_thread(d))) != GT_OK) goto fail;
@@ -407,6 +461,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
         dl_carry_discard(d);            /* kept by a removed life of an earlier start: stale now */
         dl_keep_state(d, HIST_INITIAL); /* served to a site whose initial vector differs */
         if ((st = dl_agree(d, dl_await_sites(d))) != GT_OK) goto fail;
+        if ((st = dl_agree(d, check_layouts(d))) != GT_OK) goto fail;
         if (resume && (st = dl_resume(d)) != GT_OK) goto fail;
         if ((st = dl_agree(d, dl_start_thread(d))) != GT_OK) goto fail;
         /* Resumed sites hold the anchor of the same round: the first round's hash vote checks
@@ -627,7 +682,10 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
         d->state = GT_DILOCO_FAILED;
         return dl_agree(d, GT_ERR_PEER_LOST);
     }
-    if (compute_s < 0) compute_s = (now - d->t_last) * 1e-9;
+    /* A step's compute time is at most the wall time since the previous call (a caller that
+     * reports more would make the site look slower than it is, and goodput exceed 1). */
+    double since = (now - d->t_last) * 1e-9;
+    if (!(compute_s >= 0 && compute_s <= since)) compute_s = since; /* < 0, NaN: measured */
     /* A step far longer than the ones before it was paused (SIGSTOP, a frozen host), not
      * computing: the pause is neither compute nor something to multiply below (a site stopped
      * for 3 s inside a step, then slowed 20x, slept a minute and held a chaos run to its end). */

@@ -30,8 +30,10 @@
  * Ownership. The caller owns params[] and must keep it alive and at the same address until
  * gt_diloco_close; the library reads it in gt_diloco_step at a submit, writes it at an apply
  * (and at create, for a joining site or a differing initial vector), and never touches it
- * otherwise. When the training memory is elsewhere (a GPU, tensor-parallel shards), params[]
- * is a host copy and the before_read / after_write hooks move it.
+ * otherwise. When the training memory is elsewhere (a GPU, another dtype, shards), params[]
+ * is a host copy and the before_read / after_write hooks move it: before_read is called at
+ * each submit and, with outer.overlap_steps > 0, again at the apply before the rebase (so the
+ * steps trained during the overlap are kept); after_write after each apply.
  *
  * Threads. A context is driven by one thread at a time (the training loop). The library runs
  * one background thread of its own per context, which drives the WAN (answers peers, closes
@@ -125,12 +127,17 @@ typedef struct {
      * any step the library has an intact outer state for. */
     const uint64_t *resume_steps;
     size_t n_resume_steps;
+    /* How this site's ranks hold the vector, as text (e.g. "2 shards [0:288, 288:577] of 577"
+     * for ranks that each hand in a shard through the hooks); NULL or "": every rank holds all
+     * of it. Every site of a run must pass the same: a site whose layout differs from a
+     * registered site's fails at create (a joiner at its join), naming both. */
+    const char *layout;
 } gt_diloco_params_t;
 
 #define GT_DILOCO_PARAMS_INIT                                                                 \
     {                                                                                         \
         NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, {NULL, 0, 1, NULL, NULL}, NULL, NULL, \
-            NULL, NULL, 1, 1, 1.0, -1, -1, 0, NULL, NULL, 0                                   \
+            NULL, NULL, 1, 1, 1.0, -1, -1, 0, NULL, NULL, 0, NULL                             \
     }
 
 /* The same defaults for callers that cannot use the macro (language bindings), and the
@@ -197,7 +204,9 @@ GT_API gt_status_t gt_diloco_create(const gt_diloco_params_t *params,
  * without it). */
 GT_API gt_status_t gt_diloco_step(gt_diloco_t *d, uint64_t tokens, double loss) GT_MUST_USE;
 /* The same with the step's compute time given (seconds; < 0: measured as above), for a caller
- * that does other work (evaluation, checkpoints) between steps. */
+ * that does other work (evaluation, checkpoints) between steps. A given time is capped at the
+ * wall time since the previous call, so the speeds and the goodput computed from it stay
+ * within what the clock allows (goodput in [0, 1]). */
 GT_API gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss,
                                         double compute_s) GT_MUST_USE;
 

@@ -311,10 +311,12 @@ typedef struct {
 
 typedef struct {
     size_t n_elems;   /* N: parameters in the flat vector (> 0) */
-    uint32_t n_lanes; /* L (> 0); lanes beyond what the alignment allows are rejected */
+    uint32_t n_lanes; /* L (> 0): any L for any N (lanes may be short, or empty if N < L) */
     uint32_t n_sites; /* S: live sites (> 0) */
     uint32_t ranks;   /* R: ranks per site (> 0) */
-    size_t align;     /* lane and chunk boundaries are multiples of this (>= 1) */
+    size_t align;     /* lane and chunk boundaries are multiples of this (>= 1); when N has
+                         fewer such units than L, of the largest unit N / L that fills every
+                         lane (1 if N < L) */
     /* Each site's share of the aggregation (n_sites entries, >= 0, not all 0; e.g. from
      * gt_topo_chunk_shares), or NULL: equal shares. Read by create only. */
     const double *shares;

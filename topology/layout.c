@@ -1,8 +1,10 @@
 /* layout.c — lanes and owner chunks over the flat parameter vector (DESIGN.md §3).
  *
  * The vector [0, N) is cut into L lanes whose sizes differ by at most one alignment unit;
- * rank k of every site carries lanes {l : l mod R = k}. Each lane is cut into one chunk per
- * live site (sizes again within one unit) and chunk j of lane l is owned by live site
+ * rank k of every site carries lanes {l : l mod R = k}. Any N works with any L: a vector with
+ * fewer units than lanes is cut in smaller units, and one with fewer elements than lanes leaves
+ * some lanes empty (a toy model under the default wan.lanes needs no tuning). Each lane is cut into
+ * one chunk per live site (sizes again within one unit) and chunk j of lane l is owned by live site
  * (l + j) mod S: the rotation gives every site exactly L chunks over all lanes when every
  * lane has S chunks, so aggregation work is balanced to within one chunk.
  *
@@ -54,11 +56,13 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
         GT_ERROR("layout: N, lanes, sites, ranks and alignment must all be positive");
         return GT_ERR_INVALID;
     }
-    size_t units = (p->n_elems + p->align - 1) / p->align;
+    /* The alignment is a preference: a vector too short to give every lane one unit is cut in
+     * smaller units (the largest that do), and one shorter than the lanes in single elements,
+     * some lanes then empty (no elements, no chunks). */
+    size_t align = p->align, units = (p->n_elems + align - 1) / align;
     if (units < p->n_lanes) {
-        GT_ERROR("layout: %zu elements in units of %zu cannot fill %u lanes", p->n_elems, p->align,
-                 p->n_lanes);
-        return GT_ERR_INVALID;
+        align = p->n_elems / p->n_lanes ? p->n_elems / p->n_lanes : 1;
+        units = (p->n_elems + align - 1) / align;
     }
     gt_topo_layout_t *lay = calloc(1, sizeof *lay);
     if (!lay) return GT_ERR_NOMEM;
@@ -81,8 +85,8 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
     for (uint32_t l = 0; l < p->n_lanes; l++) {
         size_t u0 = split_at(units, p->n_lanes, l), u1 = split_at(units, p->n_lanes, l + 1);
         gt_topo_lane_t *lane = &lay->lanes[l];
-        lane->offset = u0 * p->align;
-        size_t end = u1 * p->align < p->n_elems ? u1 * p->align : p->n_elems;
+        lane->offset = u0 * align < p->n_elems ? u0 * align : p->n_elems;
+        size_t end = u1 * align < p->n_elems ? u1 * align : p->n_elems;
         lane->count = end - lane->offset;
         lane->rank = l % p->ranks;
         lane->first_chunk = nc;
@@ -107,8 +111,8 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
                 c1 = u0 + split_at(lane_units, n_chunks, j + 1);
             }
             gt_topo_chunk_t *ch = &lay->chunks[nc++];
-            ch->offset = c0 * p->align;
-            size_t cend = c1 * p->align < p->n_elems ? c1 * p->align : p->n_elems;
+            ch->offset = c0 * align;
+            size_t cend = c1 * align < p->n_elems ? c1 * align : p->n_elems;
             ch->count = cend - ch->offset;
             ch->owner = (uint32_t)((l + j) % p->n_sites);
         }

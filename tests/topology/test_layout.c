@@ -1,5 +1,6 @@
 /* test_layout.c — properties of the lane/chunk layout over many shapes: lanes cover the
- * vector exactly once and in order, chunks tile their lane, boundaries are aligned, sizes are
+ * vector exactly once and in order, chunks tile their lane, boundaries are aligned (in a
+ * smaller unit, or with empty lanes, for a vector too short for the lanes), sizes are
  * balanced, ownership is balanced within one chunk per site, ranks get lanes round-robin,
  * and the same parameters give the same layout. Bandwidth-aware shares (outer.chunk_split):
  * weighted chunks keep every one of those properties but balance, follow the shares within
@@ -22,10 +23,11 @@ static void check_layout(size_t n, uint32_t lanes, uint32_t sites, uint32_t rank
     p.ranks = ranks;
     p.align = align;
     gt_topo_layout_t *a = NULL, *b = NULL;
-    if (gt_topo_layout_create(&p, &a) != GT_OK) {
-        CHECK_MSG((n + align - 1) / align < lanes, "layout failed for n=%zu L=%u", n, lanes);
-        return;
-    }
+    /* Every shape is cut: a vector with fewer units than lanes in the largest unit that gives
+     * every lane one (n / L), one with fewer elements than lanes in single elements. */
+    if ((n + align - 1) / align < lanes) align = n / lanes ? n / lanes : 1;
+    CHECK_EQ_INT(gt_topo_layout_create(&p, &a), GT_OK);
+    if (!a) return;
     CHECK_EQ_INT(gt_topo_layout_create(&p, &b), GT_OK);
 
     /* Lanes: contiguous, in order, covering [0, n) exactly once. */
@@ -34,8 +36,9 @@ static void check_layout(size_t n, uint32_t lanes, uint32_t sites, uint32_t rank
     for (uint32_t l = 0; l < a->n_lanes; l++) {
         const gt_topo_lane_t *lane = &a->lanes[l];
         CHECK_MSG(lane->offset == pos, "lane %u starts at %zu, expected %zu", l, lane->offset, pos);
-        CHECK(lane->count > 0);
-        CHECK(lane->offset % align == 0);
+        CHECK(lane->count > 0 || n < lanes); /* empty only when there are too few elements */
+        CHECK(lane->n_chunks > 0 || lane->count == 0);
+        CHECK(lane->offset % align == 0 || lane->offset == n);
         CHECK_EQ_INT(lane->rank, l % ranks);
         pos += lane->count;
         if (l + 1 < a->n_lanes) { /* the last lane may be cut short by n */
@@ -253,7 +256,21 @@ int main(void)
     CHECK_EQ_INT(gt_topo_layout_create(&p, &lay), GT_ERR_INVALID); /* n = 0 */
     p.n_elems = 10;
     p.n_lanes = 20;
-    CHECK_EQ_INT(gt_topo_layout_create(&p, &lay), GT_ERR_INVALID); /* more lanes than elements */
+    p.align = 128; /* more lanes than elements: 10 lanes of one element, 10 empty */
+    CHECK_EQ_INT(gt_topo_layout_create(&p, &lay), GT_OK);
+    size_t empty = 0;
+    for (uint32_t l = 0; lay && l < lay->n_lanes; l++) empty += lay->lanes[l].count == 0;
+    CHECK(lay && empty == 10 && lay->n_chunks == 10);
+    gt_topo_layout_destroy(lay);
+    lay = NULL;
+    p.n_elems = 17; /* 17 elements in units of 128 over 4 lanes: units of 4 */
+    p.n_lanes = 4;
+    CHECK_EQ_INT(gt_topo_layout_create(&p, &lay), GT_OK);
+    for (uint32_t l = 0; lay && l < 4; l++) CHECK(lay->lanes[l].count == (l < 3 ? 4u : 5u));
+    gt_topo_layout_destroy(lay);
+    lay = NULL;
+    p.n_elems = 0;
+    CHECK_EQ_INT(gt_topo_layout_create(&p, &lay), GT_ERR_INVALID); /* n = 0 */
     CHECK(lay == NULL);
     gt_topo_layout_destroy(NULL);
     return GT_TEST_DONE();
