@@ -25,6 +25,7 @@
  */
 #include "cli.h"
 #include "launch_chaos.h"
+#include "launch_ranks.h"
 #include "gt_local.h"
 #include "gt_topology.h"
 #include "gt_wan.h"
@@ -124,9 +125,13 @@ static void usage(FILE *out)
             "and GT_RUN_ID, and for the events below GT_SLOW, GT_KILL_AT_ROUND,\n"
             "GT_CORRUPT_ANCHOR and GT_EXPECT_SITES; the library reads them all (and\n"
             "GT_LIBRARY, the libgeotrain.so beside this binary, for python/). A site of\n"
-            "several ranks runs `mpirun -np RANKS CMD` (GT_RANKS set; the ranks' in-site\n"
-            "collectives are CMD's to provide). Live lines, events and summary.json are the\n"
-            "same: the library writes what they are made of.\n"
+            "R ranks runs CMD R times with torchrun's variables (RANK, LOCAL_RANK,\n"
+            "WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT: one rendezvous per\n"
+            "site, on a free loopback port) and GT_RANKS, so a script written for torchrun\n"
+            "runs unchanged (torch.distributed.init_process_group, then geotrain.DiLoCo);\n"
+            "a rank killed takes its site's other ranks with it. With GT_MPIRUN set, such a\n"
+            "site runs `$GT_MPIRUN -np R CMD` instead (an MPI program). Live lines, events and\n"
+            "summary.json are the same: the library writes what they are made of.\n"
             "\n"
             "Shows one line per site: round, step, loss, tokens/s, WAN MB/s, time waiting.\n"
             "Ctrl-C stops every site cleanly (each finishes its step and leaves), then etcd;\n"
@@ -390,7 +395,12 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     char **argv = calloc(32 + 2 * n_sets, sizeof *argv);
     if (!argv) return -1;
     const char *exe = self;
-    if (ranks > 1 && !g_mpi_tmp[0] && !getenv("OMPI_MCA_orte_tmpdir_base")) {
+    /* A user's CMD for a site of several ranks: started once per rank with torchrun's
+     * variables (launch_ranks.c), unless GT_MPIRUN names an MPI launcher to run it. */
+    const char *mpirun_env = getenv("GT_MPIRUN");
+    int torch_ranks = g_cmd && ranks > 1 && !(mpirun_env && *mpirun_env);
+    int use_mpi = ranks > 1 && !torch_ranks;
+    if (use_mpi && !g_mpi_tmp[0] && !getenv("OMPI_MCA_orte_tmpdir_base")) {
         snprintf(g_mpi_tmp, sizeof g_mpi_tmp, "/tmp/gt-ompi-XXXXXX");
         if (!mkdtemp(g_mpi_tmp)) {
             fprintf(stderr, "geotrain launch: cannot create %s for Open MPI: %s\n", g_mpi_tmp,
@@ -398,10 +408,9 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
             g_mpi_tmp[0] = '\0';
         }
     }
-    if (ranks > 1) {
+    if (use_mpi) {
         /* A multi-rank site is one MPI job: mpirun (GT_MPIRUN overrides) starts its ranks. */
-        const char *mpirun = getenv("GT_MPIRUN");
-        exe = mpirun && *mpirun ? mpirun : "mpirun";
+        exe = mpirun_env && *mpirun_env ? mpirun_env : "mpirun";
         snprintf(np_s, sizeof np_s, "%u", ranks);
         argv[argc++] = (char *)exe;
         if (geteuid() == 0) argv[argc++] = "--allow-run-as-root";
@@ -410,7 +419,7 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
         argv[argc++] = np_s;
     }
     if (g_cmd) { /* the user's trainer: told everything through the environment */
-        if (!(ranks > 1)) exe = g_cmd[0];
+        if (!use_mpi) exe = g_cmd[0];
         size_t n_cmd = 0;
         while (g_cmd[n_cmd]) n_cmd++;
         char **full = realloc(argv, (argc + n_cmd + 1) * sizeof *argv);
@@ -476,7 +485,7 @@ start:
                 gt_chaos_slow_windows(g_chaos, g_n_chaos, i, win, sizeof win);
         if ((win[0] ? setenv("GT_SLOW_WINDOWS", win, 1) : unsetenv("GT_SLOW_WINDOWS")) != 0)
             _exit(126);
-        if (ranks > 1 && g_mpi_tmp[0]) {
+        if (use_mpi && g_mpi_tmp[0]) {
             char mpi_dir[sizeof g_mpi_tmp + 64];
             snprintf(mpi_dir, sizeof mpi_dir, "%s/%s", g_mpi_tmp, site);
             if ((mkdir(mpi_dir, 0700) != 0 && errno != EEXIST) ||
@@ -489,6 +498,8 @@ start:
                               sets, n_sets, ranks) != 0 ||
                       (append_log == 2 ? setenv("GT_RESUME", "1", 1) : unsetenv("GT_RESUME")) != 0))
             _exit(126);
+        if (torch_ranks) gt_launch_ranks(argv, ranks, site); /* does not return */
+        if (g_cmd && ranks <= 1 && gt_launch_rank_env(1, site) != 0) _exit(126);
         execvp(exe, argv);
         fprintf(stderr, "cannot execute %s: %s\n", exe, strerror(errno));
         _exit(127);
