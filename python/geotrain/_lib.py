@@ -63,6 +63,7 @@ class Params(ctypes.Structure):
         ("resume_dir", ctypes.c_char_p),
         ("resume_steps", ctypes.POINTER(ctypes.c_uint64)),
         ("n_resume_steps", ctypes.c_size_t),
+        ("layout", ctypes.c_char_p),
     ]
 
 

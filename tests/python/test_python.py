@@ -252,7 +252,7 @@ def test_errors(tmp):
         p = subprocess.run(TRAINER + args, capture_output=True, text=True, timeout=60, env=env)
         print("%s: exit %d in %.1f s: %s" % (what, p.returncode, time.time() - t0,
                                              p.stderr.strip().splitlines()[-1:]))
-        check(p.returncode == 3 and "GeotrainError:" in p.stderr and msg in p.stderr,
+        check(p.returncode == 5 and "GeotrainError:" in p.stderr and msg in p.stderr,
               "%s: exit %d, stderr:\n%s" % (what, p.returncode, p.stderr))
     # One site's model has a parameter more: both sites refuse at start, saying so.
     run, took = launch(tmp, "mismatch", config, trainer_args=["--extra-param-site", "b"],
