@@ -164,16 +164,35 @@ def launch_argv(args, run, config, run_dir):
 
 # ---- running one -----------------------------------------------------------------------------
 
+def leftovers(pgid, grace_s):
+    """True when processes of launch's process group outlive it by grace_s (then killed)."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        if time.monotonic() - t0 > grace_s:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return True
+        time.sleep(0.5)
+
+
 def run_launch(argv, out_path, timeout, env):
     """Runs launch in a session of its own; past the timeout: SIGTERM to the session (launch
-    stops its sites and etcd), then SIGKILL 40 s later. Returns (rc, hung, wall_s)."""
+    stops its sites and etcd), then SIGKILL 40 s later. Returns (rc, hung, wall_s, left):
+    left, processes of its group still running 5 s after it exited."""
     t0 = time.monotonic()
     with open(out_path, "w") as out:
         p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                              start_new_session=True)
         try:
             rc = p.wait(timeout=timeout)
-            return rc, False, time.monotonic() - t0
+            wall = time.monotonic() - t0
+            return rc, False, wall, leftovers(p.pid, 5)
         except subprocess.TimeoutExpired:
             pass
         except KeyboardInterrupt:
@@ -189,7 +208,7 @@ def run_launch(argv, out_path, timeout, env):
             p.wait()
         except ProcessLookupError:
             p.wait()
-        return p.returncode, True, wall
+        return p.returncode, True, wall, leftovers(p.pid, 5)
 
 
 def read_jsonl(path):
@@ -268,7 +287,15 @@ def check_i1(run_dir, sites, summary):
     return disagree, bad_lines, held
 
 
-def check_i3(run_dir, sites, summary, plan, finished, rounds):
+def stopped_late_sites(text, sites):
+    """The sites launch stopped behind at the end, or that ended without rejoining (its
+    messages, as test_launch_chaos.sh reads them)."""
+    return {s for s in sites if any(x in text for x in (
+        f"-- chaos: {s} (restarted) had not finished", f"-- {s} (restarted) ended without "
+        "rejoining", f"-- chaos: {s} stopped at step"))}
+
+
+def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
     """The token ledger and the contribution counters; returns (violations, facts)."""
     v, facts = [], {}
     res, res_min, sub = {}, {}, collections.defaultdict(float)
@@ -335,8 +362,15 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds):
         neg = {k: x for k, x in c.items() if isinstance(x, (int, float)) and x < 0}
         if neg:
             v.append(f"I3: negative contribution counters {neg}")
-        if c.get("ledger_unclosed"):
-            v.append(f"I3: contribution ledgers left unclosed: {c['ledger_unclosed']}")
+        # a site launch stopped behind, or that ended without rejoining, sends no FIN and
+        # leaves its peers' ledgers with it open (docs/diloco.md: not a failure)
+        unclosed = [x for x in c.get("ledger_unclosed") or []
+                    if x.split("->")[-1] not in stopped_late]
+        if unclosed:
+            v.append(f"I3: contribution ledgers left unclosed: {unclosed}")
+        if len(unclosed) != len(c.get("ledger_unclosed") or []):
+            facts["ledger_unclosed_to_stopped_sites"] = sorted(
+                set(c["ledger_unclosed"]) - set(unclosed))
         # per pair, the final lives' counts (a contributor's JOIN starts both ends' counts;
         # a taker keeps counting a sender's earlier lives until its next life joins, and a
         # contribution sent around a cut reaches its owner from a third site: "took <= sent"
@@ -367,18 +401,15 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds):
     return v, facts
 
 
-FAIL_PATTERNS = re.compile(r"(geotrain launch: .*|\berror\b.*|\bfatal\b.*|FAIL.*|"
-                           r"Assertion .*|AddressSanitizer.*|Segmentation fault.*|core dumped.*)",
-                           re.IGNORECASE)
-
-
 def failure_cause(run_dir, launch_out, sites, summary):
     """The named cause of a failed launch: launch's own messages, the failing sites' summary
-    `error` and the error lines of their logs; '' when there is none."""
+    `error` and the error lines of their logs; '' when there is none (launch's "did not
+    finish" alone names nothing)."""
     causes = []
     text = open(launch_out, errors="replace").read() if os.path.exists(launch_out) else ""
     for line in text.splitlines():
-        if line.startswith("geotrain launch:"):
+        if line.startswith("geotrain launch:") and not re.search(
+                r"^geotrain launch: \d+ sites of |Open MPI session folder", line):
             causes.append(line.strip())
     for s in sites:
         st = (summary or {}).get("sites", {}).get(s, {})
@@ -392,6 +423,8 @@ def failure_cause(run_dir, launch_out, sites, summary):
             errs = [l for l in lines if re.search(r"\berror\b|\bfatal\b|abort", l, re.I)]
             if errs:
                 causes.append(f"{s}.log: {errs[-1].strip()[:300]}")
+    if all("did not finish" in c for c in causes):
+        return ""
     return "; ".join(dict.fromkeys(causes))
 
 
@@ -411,11 +444,20 @@ def check_run(run_dir, launch_out, rc, hung, names):
         cause = failure_cause(run_dir, launch_out, names, summary)
         out["status"] = "failed_named" if cause else "failed_unnamed"
         out["cause"] = cause or f"launch exited {rc} ({'signal ' + str(-rc) if rc < 0 else 'no message'})"
+    text = open(launch_out, errors="replace").read() if os.path.exists(launch_out) else ""
+    stopped_late = stopped_late_sites(text, names)
     if finished and summary:
         for s in names:
             st = summary.get("sites", {}).get(s, {}).get("status")
-            if st != "finished" and f"-- chaos: {s}" not in open(launch_out, errors="replace").read():
+            if st != "finished" and s not in stopped_late:
                 out["violations"].append(f"end: site {s} ended {st!r} and launch exited 0")
+    # the chaos kills with SIGKILL and launch stops with SIGTERM: any other signal is a crash
+    for s in names:
+        for life in (summary or {}).get("sites", {}).get(s, {}).get("lives", []):
+            m = re.match(r"signal (\d+)", str(life.get("end")))
+            if m and int(m.group(1)) not in (signal.SIGKILL, signal.SIGTERM):
+                out["violations"].append(f"end: a life of site {s} ended by {life['end']} "
+                                         "(a crash)")
     rounds = (plan or {}).get("rounds")
     disagree, bad_lines, _ = check_i1(run_dir, names, summary)
     if bad_lines:
@@ -429,7 +471,9 @@ def check_run(run_dir, launch_out, rc, hung, names):
         out["violations"].append(f"I1: summary.json counts {mism} hash mismatches")
     if disagree and summary is not None:
         out["hash_vote_saw_it"] = bool(mism)
-    v3, facts = check_i3(run_dir, names, summary, plan, finished, rounds)
+    v3, facts = check_i3(run_dir, names, summary, plan, finished, rounds, stopped_late)
+    if stopped_late:
+        out["stopped_late"] = sorted(stopped_late)
     out["violations"] += v3
     out.update(facts)
     if summary:
@@ -511,9 +555,15 @@ def check_only(dirs):
         summary = load_json(f"{d}/summary.json") or {}
         names = sorted(summary.get("sites", {})) or sorted(
             n for n in os.listdir(d) if os.path.exists(f"{d}/{n}/anchors.jsonl"))
-        done = all(s.get("status") == "finished" for s in summary.get("sites", {}).values())
-        launch_out = f"{d}/launch.out" if os.path.exists(f"{d}/launch.out") else os.devnull
-        res = check_run(d, launch_out, 0 if done else 1, False, names)
+        # launch's output beside the run directory (the soak's layout) or in it
+        launch_out = next((p for p in (f"{d}/launch.out", f"{os.path.dirname(d)}/launch.out")
+                           if os.path.exists(p)), os.devnull)
+        text = open(launch_out, errors="replace").read()
+        failed = re.search(r"^geotrain launch: site \S+ (did not finish|was never started)", text,
+                           re.M) or (launch_out == os.devnull and not all(
+                               s.get("status") == "finished"
+                               for s in summary.get("sites", {}).values()))
+        res = check_run(d, launch_out, 1 if failed or not summary else 0, False, names)
         bad += bool(res["violations"])
         print(json.dumps({"soak": "check", "run_dir": d, **res}, separators=(",", ":")))
     return 1 if bad else 0
@@ -621,10 +671,14 @@ def main():
                 print(json.dumps({"soak": "list", "run": i, **mix,
                                   "command": " ".join(shlex.quote(a) for a in argv)}))
                 continue
-            rc, hung, wall = run_launch(argv, os.path.join(folder, "launch.out"), args.timeout, env)
+            rc, hung, wall, left = run_launch(argv, os.path.join(folder, "launch.out"),
+                                              args.timeout, env)
             if hung:
                 log(f"run {i}: still running after {args.timeout:g} s: a hang, stopped")
             res = check_run(run_dir, os.path.join(folder, "launch.out"), rc, hung, names)
+            if left:
+                res["violations"].append("end: processes of launch's group still ran 5 s after "
+                                         "it exited (killed)")
             # launch starts restarted sites from the same path: a rebuild during the run can
             # put two builds in one run, or none (mid-link) in a restart
             rebuilt = binary_id(args.geotrain) != bin_id
