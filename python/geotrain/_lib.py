@@ -6,13 +6,15 @@ gt_diloco_status_size), so a package and a library from different versions fail 
 message instead of passing garbage.
 
 The library is found, in order: $GT_LIBRARY (`geotrain launch -- CMD` sets it to the library
-next to the geotrain binary it runs); the install tree (the package installed by `cmake
---install` sits at LIBDIR/python3/dist-packages/geotrain); the source tree's build/ (after
-./quickstart.sh); the system's library path.
+next to the geotrain binary it runs); the install tree (`cmake --install` writes _paths.py
+beside the package with the library's place relative to it); the source tree's build/ (after
+./quickstart.sh); pkg-config's libdir of geotrain (a copy installed by `pip install ./python`
+against an installed libgeotrain); the system's library path.
 """
 import ctypes
 import ctypes.util
 import os
+import subprocess
 
 GT_OK = 0
 GT_ERR_CLOSED = -14
@@ -114,6 +116,13 @@ def _candidates():
     except ImportError:
         pass
     yield os.path.normpath(os.path.join(here, "..", "..", "build", "libgeotrain.so"))
+    try:
+        libdir = subprocess.run(["pkg-config", "--variable=libdir", "geotrain"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        if libdir:
+            yield os.path.join(libdir, "libgeotrain.so")
+    except (OSError, subprocess.SubprocessError):
+        pass
     found = ctypes.util.find_library("geotrain")
     if found:
         yield found

@@ -42,7 +42,7 @@ import re
 import signal
 import threading
 
-from . import _lib, _params
+from . import _lib
 
 _LIB = None
 
@@ -132,6 +132,7 @@ class DiLoCo:
         if resume and self._ckpt_dir is None:
             raise GeotrainError("geotrain.DiLoCo", -1, "resume needs checkpoint_dir (or "
                                 "run_dir and site) to find the checkpoints in")
+        from . import _params  # torch is imported only once a DiLoCo is made
         self._comm = self._site_comm(group)
         try:
             self._flat = _params.Flat(_named(model), shard, self._comm)
@@ -257,7 +258,7 @@ class DiLoCo:
         if code in ok:
             return code
         if err is not None:
-            if isinstance(err, _params.MisuseError):
+            if type(err).__name__ == "MisuseError":  # _params.MisuseError
                 raise GeotrainError(what, -1, str(err)) from None
             raise GeotrainError(what, code, "%s: %s" % (type(err).__name__, err)) from err
         _check(what, code)

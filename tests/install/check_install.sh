@@ -47,10 +47,27 @@ assert s["hash_checks"] >= 2 * 5 and s["hash_mismatches"] == 0, s
 print("launch -- linreg: both sites finished, %d contributions on time, %d hash checks"
       % (c["on_time"], s["hash_checks"]))
 PY
-# The Python package installed beside the library finds it by itself (no GT_LIBRARY).
-pyd=$(dirname "$(find "$tmp/prefix" -path '*dist-packages/geotrain/__init__.py' | head -1)")
-[ -f "$pyd/_paths.py" ] || { echo "no Python package installed"; exit 1; }
-env -u GT_LIBRARY PYTHONPATH="$(dirname "$pyd")" python3 -c \
-  'import geotrain.diloco as d; print("python: geotrain", __import__("geotrain").__version__, "loads", d._library()._name)'
+# The Python package: cmake --install asks the Python for its site directory under the prefix.
+# Debian's /usr/bin/python3 imports what a /usr/local (the default) or /usr install puts there.
+for p in /usr/local /usr; do
+  d=$(/usr/bin/python3 "$src/python/install_dir.py" "$p")
+  /usr/bin/python3 -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$d" ||
+    { echo "install_dir.py $p gives $d, not on /usr/bin/python3's path"; exit 1; }
+done
+# Installed into a virtual environment (GT_PYTHON: its Python), it imports with no PYTHONPATH
+# and finds the library installed beside it by itself (no GT_LIBRARY).
+/usr/bin/python3 -m venv --system-site-packages --without-pip "$tmp/venv"
+GT_PYTHON="$tmp/venv/bin/python" cmake --install "$bin" --prefix "$tmp/venv" > "$tmp/venv.log"
+grep "Python package is in $tmp/venv/lib/python3" "$tmp/venv.log" ||
+  { echo "cmake --install did not say where the package went:"; cat "$tmp/venv.log"; exit 1; }
+(cd "$tmp" && env -u GT_LIBRARY -u PYTHONPATH "$tmp/venv/bin/python" -c \
+  'import geotrain.diloco as d, sys; lib = d._library()._name; print("python: geotrain", __import__("geotrain").__version__, "from", d.__file__, "loads", lib); sys.exit(not lib.startswith(sys.argv[1]))' "$tmp/venv/")
+# pip install ./python (a copy: pip builds in the tree) into a second one, against the library
+# of the first prefix, found through its pkg-config file.
+cp -r "$src/python" "$tmp/pysrc"
+/usr/bin/python3 -m venv --system-site-packages --without-pip "$tmp/venv2"
+"$tmp/venv2/bin/python" -m pip install -q --no-build-isolation --no-deps "$tmp/pysrc"
+(cd "$tmp" && env -u GT_LIBRARY -u PYTHONPATH PKG_CONFIG_PATH="$pc" "$tmp/venv2/bin/python" -c \
+  'import geotrain.diloco as d, os, sys; lib = os.path.realpath(d._library()._name); print("pip: loads", lib); sys.exit(not lib.startswith(sys.argv[1]))' "$tmp/prefix/")
 "$tmp/prefix/bin/geotrain" --version
 echo "install check passed"
