@@ -1157,6 +1157,16 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             if (v < verdict) verdict = v;
         }
         pthread_mutex_unlock(&d->lock);
+        if (verdict == -2) {
+            /* No majority to repair from (wan/outer.c judge_hash): applying more rounds on
+             * either anchor would carry the divergence on. The run stops here, with the
+             * checkpoints before it intact; nothing of round r is applied. */
+            GT_ERROR("site %s: the anchors after round %llu differ between the live sites and "
+                     "none has a majority: it stops before applying round %llu (resume the run "
+                     "from its last checkpoint)",
+                     d->name, (unsigned long long)r - 1, (unsigned long long)r);
+            st = GT_ERR_CORRUPT;
+        }
     }
     if (st == GT_OK) dl_dump_apply_pre(d, r); /* run.dump: rounds (dump.c) */
     int chaos = d->p.corrupt_anchor_round >= 0 && r == (uint64_t)d->p.corrupt_anchor_round &&

@@ -678,7 +678,9 @@ GT_API double gt_wan_outer_exchange_s(const gt_wan_outer_t *o, uint64_t round);
 GT_API uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o);
 
 /* The hash verdict for this site's anchor after `round`: 1 agreed with the majority of the
- * contributions seen by owners, -1 disagreed (re-fetch the anchor), 0 not known yet. */
+ * contributions seen by owners, -1 disagreed (re-fetch the anchor), -2 the anchors differ and
+ * none has a strict majority of the on-time votes (two live sites, one each: stop applying),
+ * 0 not known yet. */
 GT_API int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round);
 
 GT_API void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p);

@@ -1183,8 +1183,20 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
 static void judge_hash(gt_wan_outer_t *o, result_slot_t *r, const uint8_t *b)
 {
     uint32_t votes = gt_le_get32(b + 32);
+    uint32_t voters = (uint32_t)__builtin_popcountll(gt_le_get64(b + 16)); /* on time */
     if (!r->own_hash_known || votes == 0 || r->verdict != 0) return;
     o->st.hash_checks++;
+    if (votes < voters && 2 * votes <= voters) {
+        /* The anchors differ and no hash has a majority (two live sites, one each): nobody can
+         * tell which is right, and re-fetching the lower hash's would spread a corruption half
+         * the time. Every site stops applying instead (diloco/ fails the round). */
+        r->verdict = -2;
+        o->st.hash_mismatches++;
+        GT_ERROR("outer: the sites' anchors after round %llu differ and no anchor has a "
+                 "majority (%u of %u votes at most): site %u stops applying rather than diverge",
+                 (unsigned long long)r->round - 1, votes, voters, o->p.site_id);
+        return;
+    }
     if (gt_le_get64(b + 24) == r->own_hash) {
         r->verdict = 1;
         return;

@@ -105,7 +105,20 @@ static int anchors_any(const char *run, const char *site, char hashes[][24], int
     return n;
 }
 
+static int run_launch_rc(const char *tmp, const char *name, const char *extra, char *run, size_t n,
+                         char **out_p);
+
 static void run_launch(const char *tmp, const char *name, const char *extra, char *run, size_t n)
+{
+    char *out = NULL;
+    int rc = run_launch_rc(tmp, name, extra, run, n, &out);
+    CHECK_MSG(rc == 0, "launch exited %d:\n%s", rc, out ? out : "");
+    free(out);
+}
+
+/* `geotrain launch` of three_sites.yaml with `extra`; its exit status, its output in *out_p. */
+static int run_launch_rc(const char *tmp, const char *name, const char *extra, char *run, size_t n,
+                         char **out_p)
 {
     const char *src = getenv("GT_SOURCE_DIR"), *cli = getenv("GT_CLI");
     char cmd[8192], *out = NULL;
@@ -117,9 +130,9 @@ static void run_launch(const char *tmp, const char *name, const char *extra, cha
              "--set inner.emulated_step_ms=6 %s",
              cli, src, run, g_transport, extra);
     int rc = gt_test_run(cmd, &out);
-    CHECK_MSG(rc == 0, "launch exited %d:\n%s", rc, out ? out : "");
     fprintf(stderr, "---- %s\n%s\n", cmd, out ? out : "");
-    free(out);
+    *out_p = out;
+    return rc;
 }
 
 static double g_bytes_one_rank; /* WAN bytes of the one-rank run, for the multi-rank one */
@@ -235,6 +248,44 @@ static void test_corrupt(const char *tmp)
     json_t *b = json_object_get(json_object_get(sum, "sites"), "b");
     CHECK_EQ_INT(json_integer_value(json_object_get(b, "anchor_refetches")), 1);
     CHECK_EQ_INT(json_integer_value(json_object_get(sum, "hash_mismatches")), 1);
+    json_decref(sum);
+}
+
+/* Silent corruption where only two sites are live (c killed after round 1, b's anchor flipped
+ * after round 3): the two anchors differ and neither has a majority, so neither is repaired
+ * from the other (that would spread the corruption half the time); both stop before applying
+ * round 4, named in their logs, and the hash vote counts what anchors.jsonl shows. */
+static void test_corrupt_two(const char *tmp)
+{
+    char run[1024], *out = NULL;
+    int rc =
+        run_launch_rc(tmp, "corrupt_two", "--kill c@1 --corrupt-anchor b@3", run, sizeof run, &out);
+    CHECK_MSG(rc != 0, "launch finished a run whose two live sites' anchors differ:\n%s",
+              out ? out : "");
+    free(out);
+    json_t *sum = load(run, "summary.json");
+    if (!sum) return;
+    char h[2][16][24];
+    int n[2] = {anchors(run, "a", h[0], 16), anchors(run, "b", h[1], 16)};
+    CHECK_MSG(n[0] == 4 && n[1] == 4, "a applied %d rounds, b %d: both should stop after round 3",
+              n[0], n[1]);
+    int differ = 0;
+    for (int r = 0; r < n[0] && r < n[1]; r++) differ += strcmp(h[0][r], h[1][r]) != 0;
+    CHECK_MSG(differ == 1 && n[0] >= 4 && strcmp(h[0][3], h[1][3]) != 0,
+              "%d rounds differ (the corruption after round 3 only, expected)", differ);
+    CHECK_MSG(json_integer_value(json_object_get(sum, "hash_mismatches")) >= 1,
+              "anchors.jsonl differ at round 3 but summary.json counts no hash mismatch");
+    const char *sites[] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        char path[1200], line[1024];
+        int named = 0;
+        snprintf(path, sizeof path, "%s/logs/%s.log", run, sites[i]);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f))
+            named |= strstr(line, "none has a majority") != NULL;
+        if (f) fclose(f);
+        CHECK_MSG(named, "site %s's log does not say why it stopped", sites[i]);
+    }
     json_decref(sum);
 }
 
@@ -706,6 +757,7 @@ int main(int argc, char **argv)
     RUN(three_sites);
     RUN(kill);
     RUN(corrupt);
+    RUN(corrupt_two);
     RUN(join);
     RUN(restart);
     RUN(ranks);
