@@ -582,6 +582,32 @@ static void test_hash_vote(void)
     teardown(n);
 }
 
+/* Two sites whose anchors differ: neither hash has a majority (1 of 2 votes each), so neither
+ * site is told to re-fetch the other's (the lower hash won before: a corruption spread half
+ * the time); both get -2, stop applying, and each counts the mismatch. With three sites, 2 of
+ * 3 is a majority: test_hash_vote. */
+static void test_hash_vote_no_majority(void)
+{
+    const uint32_t n = 2;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    for (uint64_t r = 0; r < 2; r++) {
+        make_deltas(n);
+        for (uint32_t s = 0; s < n; s++)
+            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, s == 1 ? 7 : 42, g_now),
+                         GT_OK);
+        pump();
+        pump();
+    }
+    for (uint32_t s = 0; s < n; s++) {
+        CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[s], 0), -2);
+        gt_wan_outer_stats_t st;
+        gt_wan_outer_stats(g_o[s], &st);
+        CHECK_EQ_INT(st.hash_mismatches, 1);
+        CHECK_EQ_INT(st.hash_checks, 1);
+    }
+    teardown(n);
+}
+
 /* A straggler's anchor is judged too: round 1 closes at the deadline without site 2, whose
  * anchor hash (666) differs from the others' (42), so site 2 holds round 1's whole result
  * before it submits. Judged only when a result arrives, its anchor went unchecked (a rejoiner
@@ -1281,6 +1307,7 @@ int main(void)
     test_owner_loss_resend();
     test_result_forwarding();
     test_hash_vote();
+    test_hash_vote_no_majority();
     test_hash_vote_straggler();
     test_hostile();
     test_join();
