@@ -11,9 +11,16 @@ diloco.step() per step. Each site trains on its own share of the text; at the en
 evaluates the final (common) model on the same held-out text and reports it in its
 summary.json (eval_loss).
 
-Options: --data FILES (default: the fortunes files sites.yaml uses), --batch, --seq, --lr.
-The run's length is the config's: run.rounds x inner.steps (shorten it with --set on the
-launch command, e.g. --set run.rounds=4 --set inner.steps=50).
+Options: --data FILES (default: the fortunes files sites.yaml uses), --batch, --seq, --lr,
+--dtype float32|bfloat16 (the model's parameters), --device cpu|cuda (default: cuda when there
+is one). The run's length is the config's: run.rounds x inner.steps (shorten it with --set on
+the launch command, e.g. --set run.rounds=4 --set inner.steps=50); the loop is
+`while not diloco.done` (a round may end early with outer.catch_up).
+
+A site of several ranks (sites.NAME.ranks, or one torchrun/srun job per site on a cluster) is
+data parallel: with WORLD_SIZE > 1 the script joins the job's process group (NCCL on CUDA,
+else gloo), wraps the model in DistributedDataParallel, and each rank reads its own part of
+the site's share.
 """
 import argparse
 import glob
@@ -92,6 +99,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
     torch.set_num_threads(1)  # several sites share this machine's cores
     torch.manual_seed(0)
@@ -99,33 +108,51 @@ def main():
     text = load_text(paths)
     held_out = int(len(text) * 0.95)  # the last 5%: every site evaluates the final model on it
 
-    model = TinyGPT(ctx=args.seq)
+    rank, world = 0, int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:  # a site of several ranks: torchrun's variables (launch sets them too)
+        import torch.distributed as dist
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+        rank = dist.get_rank()
+        if args.device == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dtype = getattr(torch, args.dtype)
+    # gloo (torch 1.13) cannot broadcast or all-reduce bf16 tensors, so a CPU site of several
+    # ranks keeps fp32 parameters and computes in bf16 under autocast instead
+    autocast = dtype == torch.bfloat16 and world > 1 and args.device == "cpu"
+    model = TinyGPT(ctx=args.seq).to(device=args.device, dtype=torch.float32 if autocast else dtype)
+    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
-    with geotrain.DiLoCo(model, opt) as diloco:
-        # This site's share of the training text; batches drawn from the run's step number, so
-        # a site that joins late does not repeat what it would have seen.
-        share = held_out // diloco.n_sites
-        lo, hi = diloco.site_index * share, (diloco.site_index + 1) * share
-        t0 = time.time()
-        for k in range(diloco.total_steps):
-            step = diloco.first_step + k
-            gen = torch.Generator().manual_seed(1000003 * diloco.site_index + step)
-            x, y = batch(text, lo, hi, args.batch, args.seq, gen)
-            loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+    with geotrain.DiLoCo(net, opt) as diloco:
+        # This site's share of the training text, cut again among its ranks; batches drawn from
+        # the run's step number, so a site that joins late does not repeat what it would have
+        # seen.
+        share = held_out // diloco.n_sites // world
+        lo = (diloco.site_index * world + rank) * share
+        hi = lo + share
+        t0, k = time.time(), 0
+        while not diloco.done:
+            step = diloco.step_count
+            gen = torch.Generator().manual_seed(1000003 * diloco.site_index + 7919 * rank + step)
+            x, y = (t.to(args.device) for t in batch(text, lo, hi, args.batch, args.seq, gen))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                logits = net(x)
+            loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             diloco.step(tokens=x.numel(), loss=loss.item())
-            if (k + 1) % 100 == 0:
+            k += 1
+            if k % 100 == 0 and rank == 0:
                 print("step %d/%d round %d loss %.4f (%.1f steps/s)"
-                      % (step + 1, diloco.first_step + diloco.total_steps, diloco.round,
-                         loss.item(), (k + 1) / (time.time() - t0)), flush=True)
+                      % (step + 1, diloco.run_steps, diloco.round, loss.item(),
+                         k / (time.time() - t0)), flush=True)
         # The parameters now hold the final anchor, the same at every site.
         model.eval()
         gen = torch.Generator().manual_seed(7)
         with torch.no_grad():
-            losses = [F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1)).item()
+            losses = [F.cross_entropy(model(x.to(args.device)).float().reshape(-1, 256),
+                                      y.to(args.device).reshape(-1)).item()
                       for x, y in (batch(text, held_out, len(text), 16, args.seq, gen)
                                    for _ in range(8))]
         eval_loss = sum(losses) / len(losses)
