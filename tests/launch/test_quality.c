@@ -1,12 +1,17 @@
 /* test_quality.c — what DiLoCo buys, measured with `geotrain launch` and real etcd (transport
  * argv[1]), three sites on the synthetic corpus, no emulated delay:
- *  - DiLoCo's final loss is within 3% of synchronous data parallelism's on the same tokens
- *    (both run by geotrain: outer.mode diloco vs sync-dp);
- *  - the outer Nesterov step beats plain averaging of the sites' parameters;
+ *  - DiLoCo's final loss (outer Nesterov, tau 2, int8) is below synchronous data parallelism's
+ *    on the same tokens by 0.3% to 3% (both run by geotrain: outer.mode diloco vs sync-dp);
+ *  - the outer Nesterov step beats plain averaging of the sites' parameters by 0.08 nats or
+ *    more;
  *  - streaming DiLoCo with 4 fragments ends within 1% of one fragment's loss;
  *  - a site slowed 3x slows the others by less than 10%.
  * The losses are the final anchor's mean cross-entropy on held-out batches (summary.json
- * eval_loss), printed so a reader sees the numbers behind each verdict. */
+ * eval_loss), printed so a reader sees the numbers behind each verdict. The bounds follow the
+ * spread over seeds 7-13 of the same setup, where geotrain equals an independent PyTorch
+ * implementation seed by seed (test_ref_quality; docs/diloco.md, "The outer step against a
+ * reference"): DiLoCo below sync-dp by 0.5-1.8% on every seed, averaging above Nesterov by
+ * 0.12-0.14 nats; a Nesterov step worth 0.01 nats less than the textbook one fails the first. */
 #include "gt_test.h"
 
 #include <jansson.h>
@@ -72,9 +77,11 @@ int main(int argc, char **argv)
             l_diloco, l_sync, l_avg);
     fprintf(stderr, "WAN bytes sent: DiLoCo %.3g, sync-dp %.3g\n", num(diloco, "wan_bytes_sent"),
             num(syncdp, "wan_bytes_sent"));
-    CHECK_MSG(fabs(l_diloco - l_sync) <= 0.03 * l_sync, "DiLoCo %.4f vs sync-dp %.4f: gap %.1f%%",
-              l_diloco, l_sync, 100 * fabs(l_diloco - l_sync) / l_sync);
-    CHECK_MSG(l_diloco < l_avg, "Nesterov %.4f does not beat averaging %.4f", l_diloco, l_avg);
+    CHECK_MSG(l_diloco <= (1 - 0.003) * l_sync && l_diloco >= (1 - 0.03) * l_sync,
+              "DiLoCo %.4f vs sync-dp %.4f: gap %+.2f%% (allowed -3%% to -0.3%%)", l_diloco, l_sync,
+              100 * (l_diloco - l_sync) / l_sync);
+    CHECK_MSG(l_diloco <= l_avg - 0.08, "Nesterov %.4f does not beat averaging %.4f by 0.08",
+              l_diloco, l_avg);
     double l_frag = num(frag, "eval_loss");
     fprintf(stderr, "held-out loss with 4 streaming fragments %.4f (1 fragment %.4f: %+.2f%%)\n",
             l_frag, l_diloco, 100 * (l_frag - l_diloco) / l_diloco);

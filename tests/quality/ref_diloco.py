@@ -20,6 +20,14 @@ held-out batches). Then trains one worker per site, in lockstep:
   eval    the final parameters' mean cross-entropy over each site's held-out batches, averaged
           over sites (what geotrain reports as eval_loss)
 
+--own-init SEED and --own-data SEED replace geotrain's initial parameters (by GPT-2's: normal
+0.02, the residual projections 0.02 / sqrt(2 L), LayerNorm gains 1 and biases 0, drawn by
+torch) and batches (a Markov corpus of the same statistics drawn by numpy: synthetic_tokens
+tokens, every token followed by one of synthetic_branching successors fixed per token, uniformly;
+cut into one contiguous share per site, each batch B windows of T + 1 tokens at random offsets
+in the site's share, the held-out batches drawn the same way after training), for an
+experiment that shares nothing with geotrain but the settings.
+
 Prints one JSON line: {"eval_loss": ..., "geotrain_eval_loss": ... (summary.json), ...}.
 Usage: ref_diloco.py RUN_DIR [--dtype float64|float32] [--threads N]
 Exit: 0 (the caller compares), 1 a bad dump, 77 PyTorch not installed.
@@ -106,38 +114,76 @@ def lr_at(inner, total, step):
     return low + 0.5 * (1 + math.cos(math.pi * (step - wu) / (total - wu))) * (top - low)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("run_dir")
-    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
-    ap.add_argument("--threads", type=int, default=1)
-    a = ap.parse_args()
+def gpt2_init(layout, n, L, seed):
+    gen = torch.Generator().manual_seed(seed)
+    theta = np.zeros(n)
+    for name, off, shape in layout:
+        k = int(np.prod(shape))
+        if len(shape) == 1:
+            theta[off:off + k] = 1.0 if name.endswith(".weight") else 0.0
+        else:
+            std = 0.02 / math.sqrt(2 * L) if name.endswith("c_proj.weight") else 0.02
+            theta[off:off + k] = (torch.randn(k, generator=gen, dtype=torch.float64) * std).numpy()
+    return theta
+
+
+def own_batches(cfg, S, total, B, T, seed):
+    V, k, n = cfg["model"]["V"], cfg["data"]["synthetic_branching"], cfg["data"]["synthetic_tokens"]
+    rng = np.random.default_rng(seed)
+    succ = np.stack([rng.choice(V, size=k, replace=False) for _ in range(V)])
+    picks = rng.integers(0, k, size=n)
+    tok = np.empty(n, dtype=np.int64)
+    tok[0] = rng.integers(0, V)
+    for t in range(1, n):
+        tok[t] = succ[tok[t - 1], picks[t]]
+    share = n // S
+    train, evals = [], []
+    for s in range(S):
+        part = tok[s * share:(s + 1) * share]
+        offs = rng.integers(0, share - T - 1, size=(total + 8, B))
+        win = np.stack([np.stack([part[o:o + T + 1] for o in row]) for row in offs])
+        b = torch.tensor(np.stack([win[:, :, :-1], win[:, :, 1:]], axis=1), dtype=torch.long)
+        train.append(b[:total])
+        evals.append(b[total:])
+    return train, evals
+
+
+class DumpError(Exception):
+    pass
+
+
+def run(run_dir, dtype="float64", threads=1, own_init=None, own_data=None):
+    """The experiment of run_dir's dump redone here; returns the result as a dict."""
+    a = argparse.Namespace(run_dir=run_dir, dtype=dtype, threads=threads, own_init=own_init,
+                           own_data=own_data)
     torch.set_num_threads(a.threads)
     dtype = getattr(torch, a.dtype)
     meta = json.load(open(os.path.join(a.run_dir, "a", "dump", "meta.json")))
     cfg, total = meta["config"], meta["total_steps"]
     m, inner, outer = cfg["model"], cfg["inner"], cfg["outer"]
     if m["Vp"] not in (0, m["V"]):
-        print("ref_diloco: a padded vocabulary (Vp > V) is not handled here")
-        return 1
+        raise DumpError("a padded vocabulary (Vp > V) is not handled here")
     B, T, L, C, NH = m["B"], m["T"], m["L"], m["C"], m["NH"]
     layout = [(t["name"], t["offset"], tuple(t["shape"])) for t in meta["tensors"]]
     sites = [s["name"] for s in cfg["sites"]]
     dump = [os.path.join(a.run_dir, s, "dump") for s in sites]
     theta0 = np.fromfile(os.path.join(dump[0], "init.f32"), dtype=np.float32).astype(np.float64)
     if theta0.size != meta["n"]:
-        print(f"ref_diloco: init.f32 holds {theta0.size} floats, meta.json says {meta['n']}")
-        return 1
+        raise DumpError(f"init.f32 holds {theta0.size} floats, meta.json says {meta['n']}")
 
     def batches(path):
         v = np.fromfile(path, dtype=np.int32).reshape(-1, 2, B, T)
         return torch.tensor(v, dtype=torch.long)
 
-    train = [batches(os.path.join(d, "train.i32")) for d in dump]
-    evals = [batches(os.path.join(d, "eval.i32")) for d in dump]
+    if a.own_init is not None:
+        theta0 = gpt2_init(layout, meta["n"], L, a.own_init)
+    if a.own_data is not None:
+        train, evals = own_batches(cfg, len(sites), total, B, T, a.own_data)
+    else:
+        train = [batches(os.path.join(d, "train.i32")) for d in dump]
+        evals = [batches(os.path.join(d, "eval.i32")) for d in dump]
     if any(t.shape[0] != total for t in train):
-        print(f"ref_diloco: a site's train.i32 does not hold {total} batches")
-        return 1
+        raise DumpError(f"a site's train.i32 does not hold {total} batches")
     W = [Worker(theta0, layout, inner, dtype) for _ in sites]
     S, H, tau = len(W), inner["steps"], outer["overlap_steps"]
     sync_dp = outer["mode"] == MODE_SYNC_DP
@@ -145,8 +191,7 @@ def main():
     anchor = torch.nn.Parameter(torch.tensor(theta0, dtype=dtype))
     nesterov = outer["optimizer"] == OPT_NESTEROV
     if outer["optimizer"] not in (OPT_NESTEROV, OPT_AVERAGE):
-        print(f"ref_diloco: outer.optimizer {outer['optimizer']} has no reference here")
-        return 1
+        raise DumpError(f"outer.optimizer {outer['optimizer']} has no reference here")
     outer_opt = torch.optim.SGD([anchor], lr=outer["lr"] if nesterov else 1.0,
                                 momentum=outer["momentum"] if nesterov else 0.0,
                                 nesterov=nesterov)
@@ -199,10 +244,25 @@ def main():
             losses.append(sum(bl) / len(bl))
     summary = os.path.join(a.run_dir, "summary.json")
     gt = json.load(open(summary)).get("eval_loss") if os.path.exists(summary) else None
-    print(json.dumps({"eval_loss": sum(losses) / len(losses), "geotrain_eval_loss": gt,
-                      "site_eval_loss": losses, "mode": "sync-dp" if sync_dp else "diloco",
-                      "optimizer": outer["optimizer"], "overlap_steps": tau,
-                      "dtype": a.dtype}))
+    return {"eval_loss": sum(losses) / len(losses), "geotrain_eval_loss": gt,
+            "site_eval_loss": losses, "mode": "sync-dp" if sync_dp else "diloco",
+            "optimizer": outer["optimizer"], "overlap_steps": tau, "dtype": a.dtype,
+            "own_init": a.own_init, "own_data": a.own_data}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run_dir")
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--own-init", type=int, default=None, metavar="SEED")
+    ap.add_argument("--own-data", type=int, default=None, metavar="SEED")
+    a = ap.parse_args()
+    try:
+        print(json.dumps(run(a.run_dir, a.dtype, a.threads, a.own_init, a.own_data)))
+    except (DumpError, OSError, KeyError, ValueError) as e:
+        print(f"ref_diloco: {a.run_dir}: {e}")
+        return 1
     return 0
 
 
