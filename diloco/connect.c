@@ -172,6 +172,9 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.deadline_mad_k = cfg->outer.deadline_mad_k;
     op.clip_k = cfg->outer.clip_k;
     op.late_fold = cfg->outer.late == GT_LATE_FOLD;
+    /* a peer's view follows ours within about a heartbeat (it reads etcd that often, sooner
+     * when our messages carry a later epoch): its forward of a leaver's result comes by then */
+    op.handover_ms = cfg->membership.heartbeat_ms;
     op.io.send = io_send;
     op.io.reachable = io_reachable;
     double shares[GT_WAN_OUTER_MAX_SITES];

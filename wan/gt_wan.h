@@ -529,6 +529,12 @@ typedef struct {
     double deadline_mad_k;    /* outer.deadline_mad_k */
     double clip_k;            /* outer.clip_k; 0 = no clipping */
     int late_fold;            /* outer.late: 1 fold, 0 drop */
+    /* After a view change hands this site the chunks of a site that left, how long it holds
+     * their rounds in flight open before closing them without it (ms; 0: no hold). A peer that
+     * received the leaver's own RESULT for such a chunk forwards it when its view changes, at
+     * most about a membership heartbeat later; closed at once, the new owner's result could
+     * differ from the one that peer applies (I1). */
+    uint32_t handover_ms;
     gt_wan_outer_io_t io;
     /* A site of several ranks (DESIGN §3): n_params and n_lanes describe the whole vector, cut
      * by topology/layout.c, and this engine carries rank `rank`'s lanes of `ranks`, packed one

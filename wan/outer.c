@@ -153,6 +153,10 @@ struct gt_wan_outer {
     agg_t *aggs;
     size_t n_aggs;
     int64_t *closed_upto; /* per chunk: highest round this site closed (-1 none) */
+    /* Per chunk: a chunk handed to this site by a view change from a site that left holds its
+     * rounds before handover_upto open until handover_ns, for a forward of the leaver's own
+     * result (params.handover_ms). */
+    uint64_t *handover_ns, *handover_upto;
     uint64_t *closed_due; /* per chunk: when that round would have closed at its deadline, had
                              it not closed early (a contribution to it that comes before was
                              not late by the deadline's measure: see late_share) */
@@ -310,6 +314,8 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     o->residual = calloc(o->n, sizeof(float));
     o->result_residual = calloc(o->n, sizeof(float));
     o->closed_upto = malloc(nc * sizeof *o->closed_upto);
+    o->handover_ns = calloc(nc ? nc : 1, sizeof *o->handover_ns);
+    o->handover_upto = calloc(nc ? nc : 1, sizeof *o->handover_upto);
     o->closed_due = calloc(nc, sizeof *o->closed_due);
     o->final_from = calloc(nc, sizeof *o->final_from);
     o->final_closed = calloc(nc, sizeof *o->final_closed);
@@ -317,8 +323,9 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
     o->xbuf = malloc(o->max_chunk * sizeof(float));
-    GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->closed_due &&
-                        o->final_from && o->final_closed && o->took && o->scratch && o->xbuf,
+    GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->handover_ns &&
+                        o->handover_upto && o->closed_due && o->final_from && o->final_closed &&
+                        o->took && o->scratch && o->xbuf,
                     st, GT_ERR_NOMEM, fail, "outer: out of memory");
     for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
     for (size_t i = 0; i < nc * RESULT_SLOTS; i++) o->took[i].round = UINT64_MAX;
@@ -383,6 +390,8 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
     free(o->residual);
     free(o->result_residual);
     free(o->closed_upto);
+    free(o->handover_ns);
+    free(o->handover_upto);
     free(o->closed_due);
     free(o->final_from);
     free(o->final_closed);
@@ -999,6 +1008,8 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
         else if (a->round >= o->last_round && due != UINT64_MAX &&
                  awaits_punctual(o, a, o->last_round > 0))
             due = a->first_ns + 4ull * o->p.deadline_max_ms * 1000000ull;
+        if (now_ns < o->handover_ns[a->chunk] && a->round < o->handover_upto[a->chunk])
+            continue; /* handed over from a site that left: a forward of its result may come */
         if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= due)) {
             if (!agg_complete(o, a) && punctual)
                 GT_WARN("outer: closing round %llu chunk %u at the deadline with %u of %u sites",
@@ -1634,6 +1645,11 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
     for (size_t i = 0; was_mine && i < o->n_aggs; i++)
         was_mine[i] = o->aggs[i].used && !o->aggs[i].closed &&
                       owner_of(o, o->aggs[i].chunk, o->aggs[i].round) == o->p.site_id;
+    /* Each chunk's owner for the newest round in flight, before the change (see the end). */
+    size_t nchunks = o->layout->n_chunks;
+    uint64_t flight = o->peer_next ? o->peer_next - 1 : 0;
+    uint32_t *owner_was = o->p.handover_ms ? malloc(nchunks * sizeof *owner_was) : NULL;
+    for (size_t c = 0; owner_was && c < nchunks; c++) owner_was[c] = owner_of(o, c, flight);
     uint8_t old_live[GT_WAN_OUTER_MAX_SITES];
     memcpy(old_live, o->live, sizeof old_live);
     memset(o->live, 0, sizeof o->live);
@@ -1650,6 +1666,7 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
     if (!self) {
         memcpy(o->live, old_live, sizeof old_live);
         free(was_mine);
+        free(owner_was);
         GT_ERROR("outer: view %llu does not include this site (%u)", (unsigned long long)epoch,
                  o->p.site_id);
         return GT_ERR_INVALID;
@@ -1729,6 +1746,20 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
         }
     }
     free(was_mine);
+    /* Chunks that came to us from a site that left: a peer may hold the leaver's own result of
+     * a round in flight (it closed and sent it to some sites before it went) and forwards it
+     * when its view changes (above, at that peer). Closed at once here, our result could differ
+     * from the one that peer applies; held for params.handover_ms, the forward arrives first and
+     * is the result everyone applies (on_result takes it over our open aggregation). */
+    for (size_t c = 0; owner_was && c < nchunks; c++) {
+        uint32_t was = owner_was[c];
+        if (was != o->p.site_id && was < o->p.n_sites && !o->live[was] &&
+            owner_of(o, c, flight) == o->p.site_id) {
+            o->handover_ns[c] = now_ns + (uint64_t)o->p.handover_ms * 1000000ull;
+            o->handover_upto[c] = flight + 1;
+        }
+    }
+    free(owner_was);
     /* Our contributions whose owner changed: re-send the kept frames. */
     resend_moved(o, now_ns);
     return gt_wan_outer_progress(o, now_ns);

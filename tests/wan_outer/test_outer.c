@@ -80,6 +80,7 @@ static void pump(void)
 }
 
 static gt_wan_outer_params_t g_params[MAXS];
+static uint32_t g_handover_ms; /* params.handover_ms of the engines setup creates */
 
 static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int late_fold,
                   double clip_k)
@@ -105,6 +106,7 @@ static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int l
         p.deadline_mad_k = 4;
         p.clip_k = clip_k;
         p.late_fold = late_fold;
+        p.handover_ms = g_handover_ms;
         g_io[s].self = s;
         p.io.ctx = &g_io[s];
         p.io.send = q_send;
@@ -558,6 +560,58 @@ static void test_result_forwarding(void)
     for (size_t i = 0; i < N_PARAMS; i += 101)
         CHECK_CLOSE(g_res[1][i], (g_delta[0][i] + g_delta[1][i] + g_delta[2][i]) / 3.0, 1e-9, 1e-6);
     teardown(n);
+}
+
+/* A chunk handed over from a site that left while a peer still holds the leaver's own result
+ * (the chaos runs' eviction of a frozen owner): site 2 dies after its results of round 0
+ * reached site 1 only; site 0 moves to the view without it first and owns site 2's chunks; its
+ * own contribution is a quorum (0.5 of 2) and the deadline passes before site 1's view changes
+ * too. Closed then, site 0's result would lack site 2's contribution while site 1 applies site
+ * 2's: two anchors. With the hold (params.handover_ms), site 1's forward comes first, site 0
+ * takes it, and both apply site 2's bytes. `hold` 0: the same without it, which must differ. */
+static void handover(uint32_t hold_ms, int *identical_p)
+{
+    g_handover_ms = hold_ms;
+    setup(3, GT_CMP_FP32, 0, 0.5, 1, 0);
+    g_handover_ms = 0;
+    make_deltas(3);
+    for (uint32_t s = 0; s < 3; s++)
+        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+    pump(); /* deltas at their owners, results queued */
+    for (size_t i = 0; i < g_qn; i++)
+        if (g_q[i].src == 2 && g_q[i].dst == 0) g_q[i].dst = 2; /* lost with site 2 */
+    g_block_to[2] = 1;
+    pump();
+    g_dead[2] = 1;
+    const uint32_t live[] = {0, 1};
+    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[0], 2, live, 2, g_now), GT_OK);
+    for (int k = 0; k < 5; k++) { /* 500 ms: past the 100 ms deadline */
+        g_now += 100000000ull;
+        CHECK_EQ_INT(gt_wan_outer_progress(g_o[0], g_now), GT_OK);
+        pump();
+    }
+    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[1], 2, live, 2, g_now), GT_OK); /* forwards */
+    for (int k = 0; k < 12; k++) {                                         /* past the hold */
+        pump();
+        g_now += 100000000ull;
+        for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    }
+    pump();
+    int ok = 1;
+    for (uint32_t s = 0; s < 2; s++) ok &= gt_wan_outer_result(g_o[s], 0, g_res[s]) == GT_OK;
+    CHECK_MSG(ok, "round 0's result is not complete at both sites");
+    *identical_p = ok && memcmp(g_res[0], g_res[1], sizeof g_res[0]) == 0;
+    teardown(3);
+}
+
+static void test_handover_hold(void)
+{
+    int same = 0;
+    handover(0, &same);
+    CHECK_MSG(!same, "without the hold the results should differ: the case tests nothing");
+    handover(1000, &same);
+    CHECK_MSG(same, "with the hold site 1 closed site 2's chunk itself instead of taking the "
+                    "forward of site 2's result: two anchors for round 0");
 }
 
 static void test_hash_vote(void)
@@ -1306,6 +1360,7 @@ int main(void)
     test_last_round_unseen();
     test_owner_loss_resend();
     test_result_forwarding();
+    test_handover_hold();
     test_hash_vote();
     test_hash_vote_no_majority();
     test_hash_vote_straggler();
