@@ -29,6 +29,7 @@ stdlib only; docs/diloco.md, "Chaos runs and goodput", describes the soak.
 """
 import argparse
 import collections
+import glob
 import hashlib
 import json
 import os
@@ -365,10 +366,10 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
         # a site launch stopped behind, or that ended without rejoining, sends no FIN and
         # leaves its peers' ledgers with it open (docs/diloco.md: not a failure)
         unclosed = [x for x in c.get("ledger_unclosed") or []
-                    if x.split("->")[-1] not in stopped_late]
+                    if x.split("->")[-1] not in stopped_late] if finished else []
         if unclosed:
             v.append(f"I3: contribution ledgers left unclosed: {unclosed}")
-        if len(unclosed) != len(c.get("ledger_unclosed") or []):
+        if finished and len(unclosed) != len(c.get("ledger_unclosed") or []):
             facts["ledger_unclosed_to_stopped_sites"] = sorted(
                 set(c["ledger_unclosed"]) - set(unclosed))
         # per pair, the final lives' counts (a contributor's JOIN starts both ends' counts;
@@ -403,9 +404,9 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
 
 def failure_cause(run_dir, launch_out, sites, summary):
     """The named cause of a failed launch: launch's own messages, the failing sites' summary
-    `error` and the error lines of their logs; '' when there is none (launch's "did not
-    finish" alone names nothing)."""
-    causes = []
+    `error` and the error lines of their logs, then how their lives ended: (named, text);
+    launch's "did not finish" alone names nothing."""
+    causes, lives = [], []
     text = open(launch_out, errors="replace").read() if os.path.exists(launch_out) else ""
     for line in text.splitlines():
         if line.startswith("geotrain launch:") and not re.search(
@@ -423,9 +424,11 @@ def failure_cause(run_dir, launch_out, sites, summary):
             errs = [l for l in lines if re.search(r"\berror\b|\bfatal\b|abort", l, re.I)]
             if errs:
                 causes.append(f"{s}.log: {errs[-1].strip()[:300]}")
-    if all("did not finish" in c for c in causes):
-        return ""
-    return "; ".join(dict.fromkeys(causes))
+            ends = [l.get("end") for l in st.get("lives", [])]
+            if ends:  # exit 127: the binary could not be started (being rebuilt?)
+                lives.append(f"{s}'s lives ended: {', '.join(map(str, ends))}")
+    named = not all("did not finish" in c for c in causes)
+    return named, "; ".join(dict.fromkeys(causes + lives))
 
 
 def check_run(run_dir, launch_out, rc, hung, names):
@@ -441,9 +444,10 @@ def check_run(run_dir, launch_out, rc, hung, names):
     elif rc == 0:
         out["status"] = "finished"
     else:
-        cause = failure_cause(run_dir, launch_out, names, summary)
-        out["status"] = "failed_named" if cause else "failed_unnamed"
-        out["cause"] = cause or f"launch exited {rc} ({'signal ' + str(-rc) if rc < 0 else 'no message'})"
+        named, cause = failure_cause(run_dir, launch_out, names, summary)
+        out["status"] = "failed_named" if named else "failed_unnamed"
+        out["cause"] = (cause + "; " if cause else "") + f"launch exited " + (
+            f"by signal {-rc}" if rc < 0 else str(rc))
     text = open(launch_out, errors="replace").read() if os.path.exists(launch_out) else ""
     stopped_late = stopped_late_sites(text, names)
     if finished and summary:
@@ -569,6 +573,73 @@ def check_only(dirs):
     return 1 if bad else 0
 
 
+def one_run(args, run, soak_dir, base, env, env_extra, suffix=""):
+    """Runs and checks one run of the soak; its JSON line (printed), None when the binary
+    did not come back."""
+    i = run["index"]
+    folder = os.path.join(soak_dir, f"run{i:03d}-seed{run['chaos_seed']}{suffix}")
+    if not wait_for_binary(args.geotrain, 600):
+        log(f"{args.geotrain} has not come back for 10 minutes; stopping the soak")
+        return None
+    bin_id = binary_id(args.geotrain)
+    if os.path.exists(folder):
+        shutil.rmtree(folder)
+    os.makedirs(folder)
+    if args.config:
+        config = args.config
+    else:
+        config = os.path.join(folder, "sites.yaml")
+        write_config(base, config, run["ranks"])
+    run_dir = os.path.join(folder, "run")
+    argv, names = launch_argv(args, run, config, run_dir)
+    mix = {k: v for k, v in run.items() if k != "index"}
+    log(f"run {i}: {json.dumps(mix)} ...")
+    with open(os.path.join(folder, "command"), "w") as f:
+        f.write(" ".join(shlex.quote(a) for a in argv) + "\n")
+    if args.list:
+        print(json.dumps({"soak": "list", "run": i, **mix,
+                          "command": " ".join(shlex.quote(a) for a in argv)}))
+        return {"list": True}
+    rc, hung, wall, left = run_launch(argv, os.path.join(folder, "launch.out"),
+                                      args.timeout, env)
+    if hung:
+        log(f"run {i}: still running after {args.timeout:g} s: a hang, stopped")
+    res = check_run(run_dir, os.path.join(folder, "launch.out"), rc, hung, names)
+    if left:
+        res["violations"].append("end: processes of launch's group still ran 5 s after "
+                                 "it exited (killed)")
+    # launch starts restarted sites from the same path: a rebuild during the run can
+    # put two builds in one run, or none (mid-link) in a restart
+    rebuilt = binary_id(args.geotrain) != bin_id
+    bad = bool(res["violations"]) or res["status"] in ("hang", "failed_unnamed")
+    failed = bad or res["status"] != "finished"
+    line = {"soak": "run", "run": i, **mix, "status": res["status"],
+            "ok": not failed, "violations": res["violations"], "cause": res["cause"],
+            "launch_rc": rc, "wall_s": round(wall, 1), "geotrain": bin_id}
+    if rebuilt:
+        line["geotrain_rebuilt_during_run"] = True
+    line.update({k: v for k, v in res.items() if k not in line})
+    if failed:
+        # etcd's data folders (62 MB a member, preallocated WAL) tell nothing the logs do not
+        if not args.keep_etcd_data:
+            for m in glob.glob(os.path.join(run_dir, "etcd", "*", "data")):
+                shutil.rmtree(m, ignore_errors=True)
+        line["repro"] = write_repro(os.path.join(folder, "repro.sh"), argv, env_extra,
+                                    run, res, bin_id)
+        line["kept"] = folder
+        with open(os.path.join(folder, "result.json"), "w") as f:
+            json.dump(line, f, indent=1)
+    elif not args.keep_passing:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps(line, separators=(",", ":")), flush=True)
+    g, gb = line.get("goodput"), line.get("goodput_bound")
+    log(f"run {i}: {res['status']}{' VIOLATION ' + '; '.join(res['violations']) if res['violations'] else ''}"
+        f"{', cause: ' + res['cause'][:200] if res['cause'] else ''}"
+        + (f", goodput {g:.3f} / bound {gb:.3f}" if isinstance(g, float) and isinstance(gb, float) else "")
+        + f", {wall:.0f} s" + (f", kept {folder}" if failed else ""))
+    return line
+
+
 def main():
     ap = argparse.ArgumentParser(
         description="Chaos runs with seeds drawn from --seed, each checked for I1 (equal anchors), "
@@ -605,6 +676,8 @@ def main():
                     help="most site processes (ranks) in one run (default 6)")
     ap.add_argument("--debug-logs", action="store_true",
                     help="GT_LOG_LEVEL=debug GT_LOG_TIME=1 for every site")
+    ap.add_argument("--keep-etcd-data", action="store_true",
+                    help="keep the etcd members' data folders of a kept run (62 MB each)")
     ap.add_argument("--keep-passing", action="store_true", help="keep every run's folder")
     ap.add_argument("--list", action="store_true",
                     help="print each run's launch command and start nothing")
@@ -647,81 +720,42 @@ def main():
         runs = [r for r in runs if r["index"] in args.only]
     try:
         for run in runs:
-            i = run["index"]
-            folder = os.path.join(soak_dir, f"run{i:03d}-seed{run['chaos_seed']}")
-            if not wait_for_binary(args.geotrain, 600):
-                log(f"{args.geotrain} has not come back for 10 minutes; stopping the soak")
+            line = one_run(args, run, soak_dir, base, env, env_extra)
+            if line is None:
                 break
-            bin_id = binary_id(args.geotrain)
-            if os.path.exists(folder):
-                shutil.rmtree(folder)
-            os.makedirs(folder)
-            if args.config:
-                config = args.config
-            else:
-                config = os.path.join(folder, "sites.yaml")
-                write_config(base, config, run["ranks"])
-            run_dir = os.path.join(folder, "run")
-            argv, names = launch_argv(args, run, config, run_dir)
-            mix = {k: v for k, v in run.items() if k != "index"}
-            log(f"run {i}: {json.dumps(mix)} ...")
-            with open(os.path.join(folder, "command"), "w") as f:
-                f.write(" ".join(shlex.quote(a) for a in argv) + "\n")
-            if args.list:
-                print(json.dumps({"soak": "list", "run": i, **mix,
-                                  "command": " ".join(shlex.quote(a) for a in argv)}))
+            if line.get("list"):
                 continue
-            rc, hung, wall, left = run_launch(argv, os.path.join(folder, "launch.out"),
-                                              args.timeout, env)
-            if hung:
-                log(f"run {i}: still running after {args.timeout:g} s: a hang, stopped")
-            res = check_run(run_dir, os.path.join(folder, "launch.out"), rc, hung, names)
-            if left:
-                res["violations"].append("end: processes of launch's group still ran 5 s after "
-                                         "it exited (killed)")
-            # launch starts restarted sites from the same path: a rebuild during the run can
-            # put two builds in one run, or none (mid-link) in a restart
-            rebuilt = binary_id(args.geotrain) != bin_id
-            bad = bool(res["violations"]) or res["status"] in ("hang", "failed_unnamed")
-            failed = bad or res["status"] != "finished"
-            line = {"soak": "run", "run": i, **mix, "status": res["status"],
-                    "ok": not failed, "violations": res["violations"], "cause": res["cause"],
-                    "launch_rc": rc, "wall_s": round(wall, 1), "geotrain": bin_id}
-            if rebuilt:
-                line["geotrain_rebuilt_during_run"] = True
-            line.update({k: v for k, v in res.items() if k not in line})
-            if failed:
-                line["repro"] = write_repro(os.path.join(folder, "repro.sh"), argv, env_extra,
-                                            run, res, bin_id)
-                line["kept"] = folder
-                with open(os.path.join(folder, "result.json"), "w") as f:
-                    json.dump(line, f, indent=1)
-            elif not args.keep_passing:
-                shutil.rmtree(folder, ignore_errors=True)
             results.append(line)
-            print(json.dumps(line, separators=(",", ":")), flush=True)
-            g, gb = line.get("goodput"), line.get("goodput_bound")
-            log(f"run {i}: {res['status']}{' VIOLATION ' + '; '.join(res['violations']) if res['violations'] else ''}"
-                f"{', cause: ' + res['cause'][:200] if res['cause'] else ''}"
-                + (f", goodput {g:.3f} / bound {gb:.3f}" if isinstance(g, float) and isinstance(gb, float) else "")
-                + f", {wall:.0f} s" + (f", kept {folder}" if failed else ""))
+            if line.get("geotrain_rebuilt_during_run") and not line["ok"]:
+                # two builds in one run (or none, mid-link, for a restart): the run is
+                # inconclusive, and run again on the new build
+                line["inconclusive"] = True
+                log(f"run {run['index']}: the binary was rebuilt during it: inconclusive, again")
+                again = one_run(args, run, soak_dir, base, env, env_extra, "-again")
+                if again is None:
+                    break
+                results.append(again)
     except KeyboardInterrupt:
         log("interrupted; the summary covers the runs that ended")
 
     if args.list:
         shutil.rmtree(soak_dir, ignore_errors=True) if not args.dir else None
         return 0
-    finished = [r for r in results if r["status"] == "finished"]
-    viol = [r for r in results if r["violations"]]
-    unnamed = [r for r in results if r["status"] in ("hang", "failed_unnamed")]
-    named = [r for r in results if r["status"] == "failed_named"]
+    inconclusive = [r for r in results if r.get("inconclusive")]
+    counted = [r for r in results if not r.get("inconclusive")]
+    finished = [r for r in counted if r["status"] == "finished"]
+    viol = [r for r in counted if r["violations"]]
+    unnamed = [r for r in counted if r["status"] in ("hang", "failed_unnamed")]
+    named = [r for r in counted if r["status"] == "failed_named"]
     ratios = [r.get("goodput_ratio") for r in finished]
     worst = min((r for r in finished if isinstance(r.get("goodput_ratio"), float)),
                 key=lambda r: r["goodput_ratio"], default=None)
     summary = {
         "soak": "summary", "runs": len(results), "base_seed": args.seed,
         "config": os.path.relpath(args.config, ROOT) if args.config else "mix",
-        "passed": sum(1 for r in results if r["ok"]), "finished": len(finished),
+        "passed": sum(1 for r in counted if r["ok"]), "finished": len(finished),
+        "inconclusive": [{"run": r["run"], "chaos_seed": r["chaos_seed"], "kept": r.get("kept")}
+                         for r in inconclusive],
         "violations": len(viol), "failed_named": len(named), "failed_unnamed": len(unnamed),
         "violating_runs": [{"run": r["run"], "chaos_seed": r["chaos_seed"],
                             "violations": r["violations"][:3], "repro": r.get("repro")}
