@@ -58,7 +58,7 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
     }
     /* The alignment is a preference: a vector too short to give every lane one unit is cut in
      * smaller units (the largest that do), and one shorter than the lanes in single elements,
-     * some lanes then empty (no elements, no chunks). */
+     * the last lanes then empty (no elements, no chunks). */
     size_t align = p->align, units = (p->n_elems + align - 1) / align;
     if (units < p->n_lanes) {
         align = p->n_elems / p->n_lanes ? p->n_elems / p->n_lanes : 1;
@@ -83,7 +83,11 @@ gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *p, gt_topo_layo
     int weighted = quantize_shares(p->shares, p->n_sites, q);
     size_t nc = 0;
     for (uint32_t l = 0; l < p->n_lanes; l++) {
-        size_t u0 = split_at(units, p->n_lanes, l), u1 = split_at(units, p->n_lanes, l + 1);
+        /* Fewer units than lanes: one each to the first lanes (lane 0, which rank 0 of every
+         * site carries, is never empty), the rest empty. */
+        int few = units < p->n_lanes;
+        size_t u0 = few ? (l < units ? l : units) : split_at(units, p->n_lanes, l);
+        size_t u1 = few ? (l + 1 < units ? l + 1 : units) : split_at(units, p->n_lanes, l + 1);
         gt_topo_lane_t *lane = &lay->lanes[l];
         lane->offset = u0 * align < p->n_elems ? u0 * align : p->n_elems;
         size_t end = u1 * align < p->n_elems ? u1 * align : p->n_elems;
