@@ -13,19 +13,24 @@ and is checked after it ends:
           prefix of the rounds has more tokens in results than were submitted for it (nothing
           counted twice); what was submitted and is in no result is at most what the sites that
           died or were removed had in flight; every round has a result; and the contribution
-          counters: no ledger left unclosed, no peer took more frames than the sender sent it,
-          and a sender whose peers all sent their FINs counts as unreceived exactly what it sent
+          counters: no ledger left unclosed (but to a site launch stopped behind), a peer took
+          no more frames from a sender of one life than it sent (runs without detours), and a
+          sender whose peers all sent their FINs counts as unreceived exactly what it sent
           beyond their counts;
-  end     launch finished (exit 0), or failed with a named cause (a site's error, launch's own
-          message); a run still going after --timeout is a hang, stopped and kept.
-A run that fails any check keeps its folder with repro.sh, the exact command that reruns it;
-a passing run's folder is deleted (--keep-passing keeps them). One JSON line per run on stdout,
-then a summary line with goodput / goodput_bound as median and worst over the soak. Exit status
-1 when a run violated an invariant or failed without a named cause, 0 otherwise (a run that
-failed with a named cause is kept and counted, and does not by itself fail the soak), 2 on bad
-arguments.
+  end     launch finished (exit 0) with every site finished or stopped behind by launch, or
+          failed with a named cause (a site's error, launch's own message); no life ended by a
+          signal other than the chaos's SIGKILL or launch's SIGTERM (a crash); nothing of
+          launch's process group outlives it by 5 s; a run still going after --timeout is a
+          hang, stopped and kept.
+A run that fails any check keeps its folder with repro.sh, the exact command that reruns it
+(etcd's data folders dropped); a passing run's folder is deleted (--keep-passing keeps them).
+A failing run during which the binary was rebuilt is inconclusive and run again. One JSON line
+per run on stdout, then a summary line with goodput / goodput_bound as median and worst over
+the soak. Exit status 1 when a run violated an invariant or failed without a named cause, 0
+otherwise (a run that failed with a named cause is kept and counted, and does not by itself
+fail the soak), 2 on bad arguments.
 
-stdlib only; docs/diloco.md, "Chaos runs and goodput", describes the soak.
+stdlib only; docs/diloco.md, "The soak: bench/soak.py", describes it.
 """
 import argparse
 import collections
