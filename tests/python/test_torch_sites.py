@@ -128,7 +128,7 @@ def test_ddp_kill(tmp):
 def test_ddp_join(tmp):
     rounds = 10
     run, _ = tp.launch(tmp, "ddpjoin", config(tmp, "ddpjoin", [2, 1, 2], rounds=rounds),
-                       ["--join", "c@2", "--slow", "a=10", "--slow", "b=10", "--slow", "c=10"],
+                       ["--join", "c@1", "--slow", "a=30", "--slow", "b=30", "--slow", "c=30"],
                        trainer_args=["--ddp", "--log-params"])
     s = load(os.path.join(run, "summary.json"))
     h = {x: anchors(run, x) for x in "abc"}
