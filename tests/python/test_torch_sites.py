@@ -9,13 +9,14 @@ loopback, torch.distributed (gloo) inside the sites.
              (which are that vector: the rebase reached the model)
   ddp_kill   the same with site b SIGKILLed after round 2 (one rank killed, the other taken
              down with it): a finishes alone
-  ddp_join   sites a (2 ranks) and b (1 rank) start; c (2 ranks) joins after round 2: everyone
+  ddp_join   sites a (2 ranks) and b (1 rank) start; c (2 ranks) joins after round 1: everyone
              finishes, c's anchors equal a's for every round it logged, c's ranks equal
   shard      2 sites x 2 ranks, each rank holding half of the flat vector by hand (ZeRO-3
              style): the ddp checks; then a site cutting its shards elsewhere: both sites fail
              at create, quickly, with a message naming both layouts
   bf16       2 sites, a bf16 model, each step reporting compute_s = 5 s (more than the wall
-             time): loss falls, anchors equal, goodput within [0, 1]
+             time): loss falls, anchors equal, goodput within [0, 1]; the hooks copy the
+             parameters in at each submit and again before each apply's rebase, out after it
   mixed      2 sites, fp32 and bf16 layers in one model: loss falls, anchors equal
   tiny       a model of 17 parameters under wan.lanes 4, with outer.catch_up and a 4x slower
              site, in the README's loop (`while not diloco.done`): both finish every round
@@ -178,6 +179,16 @@ def test_bf16(tmp):
     print("bf16: goodput %s, breakdown %s" % (g, bd))
     check(isinstance(g, float) and 0.0 <= g <= 1.0, "bf16: goodput %s" % g)
     check(all(v >= -1e-6 for v in bd.values()), "bf16: goodput breakdown %s" % bd)
+    # The hooks: read at create, at each of the 5 submits and again at each apply but the last
+    # (overlap_steps 3: the overlap's steps must reach the rebase), written after each apply.
+    for x in "ab":
+        with open(os.path.join(run, "logs", x + ".log")) as f:
+            line = [ln for ln in f if ln.startswith("trainer:")][-1]
+        reads, writes = (int(line.split(k + " ")[1].split()[0]) for k in ("hook_reads",
+                                                                         "hook_writes"))
+        print("bf16: site %s hook reads %d, writes %d" % (x, reads, writes))
+        check(reads == 1 + 5 + 4 and writes == 5, "bf16: site %s: %d reads, %d writes of the "
+              "hooks, want 10 and 5" % (x, reads, writes))
 
 
 def test_mixed(tmp):

@@ -210,9 +210,11 @@ def main():
             s = diloco.summary()
             st = diloco.status()
             print("trainer: site %s rank %d steps %d round %d rounds_applied %d first_loss %s "
-                  "state %s hash_checks %d layout %s resumed_step %d" %
+                  "state %s hash_checks %d layout %s hook_reads %d hook_writes %d "
+                  "resumed_step %d" %
                   (site, diloco.rank, st["step"], diloco.round, s["rounds_applied"], first,
-                   st["state"], s["hash_checks"], diloco.layout, diloco.resumed_step), flush=True)
+                   st["state"], s["hash_checks"], diloco.layout, diloco._flat.reads,
+                   diloco._flat.writes, diloco.resumed_step), flush=True)
     except geotrain.Stopped as e:
         print("Stopped: %s" % e, file=sys.stderr, flush=True)
         return 4
