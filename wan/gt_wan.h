@@ -533,7 +533,9 @@ typedef struct {
      * their rounds in flight open before closing them without it (ms; 0: no hold). A peer that
      * received the leaver's own RESULT for such a chunk forwards it when its view changes, at
      * most about a membership heartbeat later; closed at once, the new owner's result could
-     * differ from the one that peer applies (I1). */
+     * differ from the one that peer applies (I1). A joiner holds the chunks of its first round
+     * as long from their first contribution, for a result of a peer that aggregated them before
+     * it heard of the join. */
     uint32_t handover_ms;
     gt_wan_outer_io_t io;
     /* A site of several ranks (DESIGN §3): n_params and n_lanes describe the whole vector, cut

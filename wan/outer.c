@@ -1010,6 +1010,13 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
             due = a->first_ns + 4ull * o->p.deadline_max_ms * 1000000ull;
         if (now_ns < o->handover_ns[a->chunk] && a->round < o->handover_upto[a->chunk])
             continue; /* handed over from a site that left: a forward of its result may come */
+        /* A joiner's first round: a peer that had not heard of the join yet aggregated this
+         * chunk itself (it was its owner then) and forwards its result when it hears (take_join);
+         * that result is the one the others apply, so the joiner waits for it a while rather than
+         * close a second one. */
+        if (o->first[o->p.site_id] > 0 && a->round == o->first[o->p.site_id] && a->first_ns &&
+            now_ns < a->first_ns + (uint64_t)o->p.handover_ms * 1000000ull)
+            continue;
         if (agg_complete(o, a) || (agg_on_time(a) >= quorum && now_ns >= due)) {
             if (!agg_complete(o, a) && punctual)
                 GT_WARN("outer: closing round %llu chunk %u at the deadline with %u of %u sites",
