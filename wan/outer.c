@@ -1753,14 +1753,15 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
         }
     }
     free(was_mine);
-    /* Chunks that came to us from a site that left: a peer may hold the leaver's own result of
+    /* Chunks that came to us from a site that left (or restarted: its old life's chunks are a
+     * leaver's): a peer may hold the leaver's own result of
      * a round in flight (it closed and sent it to some sites before it went) and forwards it
      * when its view changes (above, at that peer). Closed at once here, our result could differ
      * from the one that peer applies; held for params.handover_ms, the forward arrives first and
      * is the result everyone applies (on_result takes it over our open aggregation). */
     for (size_t c = 0; owner_was && c < nchunks; c++) {
         uint32_t was = owner_was[c];
-        if (was != o->p.site_id && was < o->p.n_sites && !o->live[was] &&
+        if (was != o->p.site_id && was < o->p.n_sites && (!o->live[was] || old_live[was] == 2) &&
             owner_of(o, c, flight) == o->p.site_id) {
             o->handover_ns[c] = now_ns + (uint64_t)o->p.handover_ms * 1000000ull;
             o->handover_upto[c] = flight + 1;
