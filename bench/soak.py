@@ -187,7 +187,26 @@ def leftovers(pgid, grace_s):
         time.sleep(0.5)
 
 
-def run_launch(argv, out_path, timeout, env):
+def site_states(run_dir, names, sub="."):
+    """Where each site stood: its status.json (under run_dir/SITE/sub), as launch shows it."""
+    states = []
+    for s in names:
+        st = load_json(os.path.join(run_dir, s, sub, "status.json")) or {}
+        states.append(f"{s}: {st.get('state', '?')} at round {st.get('round', '?')}, "
+                      f"step {st.get('step', '?')}")
+    return states
+
+
+def snapshot_states(run_dir, names):
+    """Copies each site's status.json to SITE/hang-status/ before the run is stopped."""
+    for s in names:
+        src = os.path.join(run_dir, s, "status.json")
+        if os.path.exists(src):
+            os.makedirs(os.path.join(run_dir, s, "hang-status"), exist_ok=True)
+            shutil.copy(src, os.path.join(run_dir, s, "hang-status", "status.json"))
+
+
+def run_launch(argv, out_path, timeout, env, on_hang=None):
     """Runs launch in a session of its own; past the timeout: SIGTERM to the session (launch
     stops its sites and etcd), then SIGKILL 40 s later. Returns (rc, hung, wall_s, left):
     left, processes of its group still running 5 s after it exited."""
@@ -206,6 +225,8 @@ def run_launch(argv, out_path, timeout, env):
             p.wait()
             raise
         wall = time.monotonic() - t0
+        if on_hang:
+            on_hang()
         try:
             os.killpg(p.pid, signal.SIGTERM)
             p.wait(timeout=40)
@@ -443,6 +464,8 @@ def check_run(run_dir, launch_out, rc, hung, names):
     out = {"violations": [], "cause": None}
     if hung:
         out["status"] = "hang"
+        out["cause"] = "still running at the timeout (stopped); " + "; ".join(
+            site_states(run_dir, names, "hang-status"))
     elif rc == 0 and summary is None:
         out["status"] = "failed_unnamed"
         out["cause"] = "launch exited 0 without a summary.json"
@@ -605,8 +628,8 @@ def one_run(args, run, soak_dir, base, env, env_extra, suffix=""):
         print(json.dumps({"soak": "list", "run": i, **mix,
                           "command": " ".join(shlex.quote(a) for a in argv)}))
         return {"list": True}
-    rc, hung, wall, left = run_launch(argv, os.path.join(folder, "launch.out"),
-                                      args.timeout, env)
+    rc, hung, wall, left = run_launch(argv, os.path.join(folder, "launch.out"), args.timeout,
+                                      env, lambda: snapshot_states(run_dir, names))
     if hung:
         log(f"run {i}: still running after {args.timeout:g} s: a hang, stopped")
     res = check_run(run_dir, os.path.join(folder, "launch.out"), rc, hung, names)
