@@ -447,7 +447,9 @@ def failure_cause(run_dir, launch_out, sites, summary):
         if bad or named:
             logf = f"{run_dir}/logs/{s}.log"
             lines = open(logf, errors="replace").read().splitlines() if os.path.exists(logf) else []
-            errs = [l for l in lines if re.search(r"\berror\b|\bfatal\b|abort", l, re.I)]
+            # geotrain's own error lines first (an MPI job's help text comes after them)
+            errs = [l for l in lines if "[geotrain error" in l] or [
+                l for l in lines if re.search(r"\berror\b|\bfatal\b|abort", l, re.I)]
             if errs:
                 causes.append(f"{s}.log: {errs[-1].strip()[:300]}")
             ends = [l.get("end") for l in st.get("lives", [])]
