@@ -261,6 +261,20 @@ def load_json(path):
 
 # ---- the checks -------------------------------------------------------------------------------
 
+def site_anchors(run_dir, s):
+    """SITE/anchors.jsonl without what a life that ended removed declared void in
+    SITE/void.jsonl: {"void_after": R, "lines": [L0, L1]} drops the lines L0..L1-1 whose round
+    is after R (diloco/files.c, dl_log_void: the others may have redone those rounds without
+    it after removing it, and nobody used its anchors of them)."""
+    rows = read_jsonl(f"{run_dir}/{s}/anchors.jsonl")
+    voids = [v for v in read_jsonl(f"{run_dir}/{s}/void.jsonl") if "void_after" in v]
+
+    def void(k, j):
+        return any(v["lines"][0] <= k < v["lines"][1] and j.get("round", -1) > v["void_after"]
+                   for v in voids)
+    return [j for k, j in enumerate(rows) if not void(k, j)]
+
+
 def anchor_lives(rows):
     """anchors.jsonl cut into the lives that wrote it: a new life starts at a line without
     "tokens" (an anchor a joiner fetched) or at a round not after the one before."""
@@ -286,7 +300,7 @@ def check_i1(run_dir, sites, summary):
     ends = {s: [l.get("end") for l in (summary or {}).get("sites", {}).get(s, {}).get("lives", [])]
             for s in sites}
     for s in sites:
-        rows = read_jsonl(f"{run_dir}/{s}/anchors.jsonl")
+        rows = site_anchors(run_dir, s)
         bad_lines += [f"{s}: {j['_bad'][:80]}" for j in rows if "_bad" in j]
         lives = anchor_lives([j for j in rows if "_bad" not in j])
         for k, life in enumerate(lives):
@@ -328,7 +342,7 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
     res, res_min, sub = {}, {}, collections.defaultdict(float)
     max_sub = collections.defaultdict(float)
     for s in sites:
-        for j in read_jsonl(f"{run_dir}/{s}/anchors.jsonl"):
+        for j in site_anchors(run_dir, s):
             if "tokens" in j:
                 res[j["round"]] = max(res.get(j["round"], 0), j["tokens"])
                 res_min[j["round"]] = min(res_min.get(j["round"], j["tokens"]), j["tokens"])

@@ -393,6 +393,7 @@ static void leave(gt_diloco_t *d, gt_status_t result)
     /* Removed from the run: what it trained since its last submit is kept for its next life
      * (carry.c). Not by a multi-rank site whose hook gathers the parameters (a collective,
      * and its ranks may have failed in different places). */
+    if (result == GT_ERR_PEER_LOST && d->rank == 0) dl_log_void(d);
     if (result == GT_ERR_PEER_LOST && (d->ranks == 1 || !d->p.before_read) &&
         dl_carry_save(d) != GT_OK)
         GT_WARN("site %s: cannot keep the work of its last round for its next life", d->name);
@@ -426,6 +427,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->resumed_step = -1;
     d->join_rebase = -1;
     d->anchor_round = -1;
+    d->confirmed_round = -1;
     d->hold_round = -1;
     d->state = GT_DILOCO_STARTING;
     d->t_start = gt_time_ns();

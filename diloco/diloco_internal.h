@@ -196,6 +196,12 @@ struct gt_diloco {
     /* the round of the anchor θ_a holds (-1: the initial one; set by dl_log_anchor and at a
      * resume), and the tokens a removed life kept that this one added (carry.c) */
     int64_t anchor_round;
+    /* The newest round whose anchor this life knows the others hold too: the hash vote agreed
+     * with it, or it was taken from a peer (a join, a re-fetch); -1 none. A life that ends
+     * removed says so in void.jsonl (dl_log_void): the rounds it applied after this one the
+     * others may have redone without it. */
+    int64_t confirmed_round;
+    uint64_t anchor_line0, anchor_lines; /* anchors.jsonl lines before this life, and now */
     uint64_t carried_tokens;
     int anchor_bad; /* it leaves for an anchor that differs from the majority's: keep nothing */
     double loss, loss_acc;
@@ -384,6 +390,7 @@ void dl_close_files(gt_diloco_t *d);
 /* One line of anchors.jsonl; tokens >= 0: the tokens whose gradients round r's result carried
  * (goodput), < 0: not known here (a joiner's fetched anchor). */
 void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash, double tokens);
+void dl_log_void(gt_diloco_t *d);
 /* One line of submits.jsonl: this site submitted round r's delta, weighted by `tokens`. */
 void dl_log_submit(gt_diloco_t *d, uint64_t r, uint64_t tokens);
 void dl_write_status(gt_diloco_t *d, int force);

@@ -42,6 +42,15 @@ gt_status_t dl_open_files(gt_diloco_t *d, int append)
         }
         *fps[f] = fp;
     }
+    /* the lines earlier lives wrote: this life's anchors are the lines after them (dl_log_void) */
+    d->anchor_line0 = d->anchor_lines = 0;
+    if (append && d->anchors) {
+        snprintf(path, sizeof path, "%s/anchors.jsonl", d->site_dir);
+        FILE *fp = fopen(path, "r");
+        for (int ch; fp && (ch = fgetc(fp)) != EOF;) d->anchor_line0 += ch == '\n';
+        if (fp) fclose(fp);
+        d->anchor_lines = d->anchor_line0;
+    }
     return GT_OK;
 }
 
@@ -57,6 +66,7 @@ void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash, double tokens)
 {
     d->anchor_round = (int64_t)r;
     if (!d->anchors) return;
+    d->anchor_lines++;
     if (tokens >= 0) /* to 3 decimals: the sum's rounding depends on the chunks' arrival order */
         fprintf(d->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\",\"tokens\":%.3f}\n",
                 (unsigned long long)r, (unsigned long long)hash, tokens);
@@ -64,6 +74,34 @@ void dl_log_anchor(gt_diloco_t *d, uint64_t r, uint64_t hash, double tokens)
         fprintf(d->anchors, "{\"round\":%llu,\"anchor_hash\":\"%016llx\"}\n", (unsigned long long)r,
                 (unsigned long long)hash);
     fflush(d->anchors);
+}
+
+/* A life that ends removed from the run (a zombie, evicted, the minority of a partition): the
+ * rounds it applied after the last one the others confirmed (confirmed_round) may have been
+ * redone without it once they removed it — its own chunks of a round in flight closed here with
+ * what had arrived, and there by their new owners without it. Those anchors were never used
+ * by anyone (its contributions from them go to no view) and its next life takes the run's
+ * anchor from the others, so they are void. SITE/void.jsonl says which: {"void_after": R,
+ * "lines": [L0, L1]} — the anchors.jsonl lines L0 .. L1-1 (this life's, counted from 0) whose
+ * round is after R. Readers that compare anchors across sites (the chaos test, bench/soak.py)
+ * leave them out; anchors.jsonl itself keeps every line as it was written. */
+void dl_log_void(gt_diloco_t *d)
+{
+    if (!d->anchors || d->anchor_round <= d->confirmed_round) return;
+    char path[2300];
+    snprintf(path, sizeof path, "%s/void.jsonl", d->site_dir);
+    FILE *fp = fopen(path, "a");
+    if (!fp) {
+        GT_WARN("site %s: cannot write %s: %s", d->name, path, strerror(errno));
+        return;
+    }
+    fprintf(fp, "{\"void_after\":%lld,\"lines\":[%llu,%llu],\"reason\":\"removed\"}\n",
+            (long long)d->confirmed_round, (unsigned long long)d->anchor_line0,
+            (unsigned long long)d->anchor_lines);
+    fclose(fp);
+    GT_INFO("site %s: the anchors it applied after round %lld were not confirmed by the others "
+            "before its removal: void (%s)",
+            d->name, (long long)d->confirmed_round, path);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -1157,6 +1157,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             if (v < verdict) verdict = v;
         }
         pthread_mutex_unlock(&d->lock);
+        if (verdict == 1) d->confirmed_round = (int64_t)r - 1;
         if (verdict == -2) {
             /* No majority to repair from (wan/outer.c judge_hash): applying more rounds on
              * either anchor would carry the divergence on. The run stops here, with the

@@ -493,6 +493,7 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
                 take_fetched(d, i);
             }
             done = 1;
+            if ((int64_t)r > d->confirmed_round) d->confirmed_round = (int64_t)r;
             GT_WARN("site %s: re-fetched the anchor after round %llu from site %s", d->name,
                     (unsigned long long)r, c->sites[peer].name);
         }
@@ -829,6 +830,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     d->join_trainers = trainers;
     d->join_quiet = quiet;
     dl_log_anchor(d, from, gt_wan_outer_hash(d->anchor, d->n), -1.0);
+    d->confirmed_round = (int64_t)from; /* the peers' own state */
     *start_p = R * d->H + d->tau;
     if (fast) {
         uint64_t lo = (R - 1) * d->H + (early ? 0 : d->tau), hi = R * d->H + d->tau - 1;
@@ -916,6 +918,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
     d->passes += 1.0;
     dl_keep_state(d, (int64_t)r);
     dl_log_anchor(d, r, gt_wan_outer_hash(d->anchor, d->n), -1.0);
+    d->confirmed_round = (int64_t)r; /* the peers' own state */
     d->join_rebase = -1;
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
     GT_INFO("site %s: took the anchor after round %llu (%.2f s waiting); its first round is %llu",

@@ -56,7 +56,7 @@ timeout 600 "$geotrain" launch "$config" --run-dir "$dir/run" "${sets[@]}" --cha
   --mtbf-rounds 8 >"$dir/launch.out" 2>&1 || fail "launch --chaos failed"
 
 python3 - "$dir" <<'PY' || fail "chaos run checks"
-import json, sys, collections
+import json, os, sys, collections
 d = sys.argv[1]; run = f"{d}/run"
 plan = json.load(open(f"{d}/s1.json"))
 ran = json.load(open(f"{run}/chaos.json"))
@@ -131,8 +131,16 @@ for s, ls in lives.items():
 hashes = collections.defaultdict(set); res = {}; sub = collections.defaultdict(float)
 last_two = collections.defaultdict(list)
 for s in sites:
-    for line in open(f"{run}/{s}/anchors.jsonl"):
-        j = json.loads(line)
+    # a life that ended removed voids the rounds it applied after the last one the others
+    # confirmed (SITE/void.jsonl, diloco/files.c dl_log_void): they are no site's anchor
+    voids = []
+    if os.path.exists(f"{run}/{s}/void.jsonl"):
+        voids = [json.loads(l) for l in open(f"{run}/{s}/void.jsonl") if l.strip()]
+    rows = [json.loads(l) for l in open(f"{run}/{s}/anchors.jsonl")]
+    rows = [j for k, j in enumerate(rows)
+            if not any(v["lines"][0] <= k < v["lines"][1] and j["round"] > v["void_after"]
+                       for v in voids)]
+    for j in rows:
         hashes[j["round"]].add(j["anchor_hash"])
         if "tokens" in j: res[j["round"]] = max(res.get(j["round"], 0), j["tokens"])
     for line in open(f"{run}/{s}/submits.jsonl"):
