@@ -341,6 +341,7 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
     v, facts = [], {}
     res, res_min, sub = {}, {}, collections.defaultdict(float)
     max_sub = collections.defaultdict(float)
+    sub_by_site = {}
     for s in sites:
         for j in site_anchors(run_dir, s):
             if "tokens" in j:
@@ -351,6 +352,7 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
                 v.append(f"I3: {s}/submits.jsonl: unreadable line {j['_bad'][:60]!r}")
                 continue
             sub[j["round"]] += j["tokens"]
+            sub_by_site.setdefault(s, collections.defaultdict(float))[j["round"]] += j["tokens"]
             max_sub[s] = max(max_sub[s], j["tokens"])
     R = rounds if rounds else (max(list(res) + list(sub)) + 1 if res or sub else 0)
     # Sites holding the same anchor may put a result's tokens in different rounds (a share of
@@ -389,6 +391,13 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
             ends = [l.get("end") for l in ssum.get(s, {}).get("lives", [])]
             k = max(events.get(s, 0), sum(1 for e in ends if e != "exit 0"))
             bound += k * 2 * max_sub.get(s, 0)
+        # a site launch stopped behind (another finished the run) may be several rounds behind:
+        # what it submitted from its last applied round on (late, folded into rounds nobody
+        # closes any more: open at the end, or unreceived) is in flight, however many rounds
+        for s in stopped_late:
+            applied = [j["round"] for j in site_anchors(run_dir, s) if "tokens" in j]
+            last = max(applied) if applied else -1
+            bound += sum(t for r, t in sub_by_site.get(s, {}).items() if r >= last)
         facts["tokens_lost_bound"] = round(bound, 3)
         if lost > bound:
             v.append(f"I3: {lost:.3f} submitted tokens are in no result (bound {bound:.3f}: "
