@@ -413,9 +413,15 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
         if neg:
             v.append(f"I3: negative contribution counters {neg}")
         # a site launch stopped behind, or that ended without rejoining, sends no FIN and
-        # leaves its peers' ledgers with it open (docs/diloco.md: not a failure)
+        # leaves its peers' ledgers with it open (docs/diloco.md: not a failure); so does a
+        # last life that joined as the run ended and took part in nothing: its FINs race its
+        # peers' exits (what its earlier lives were sent is in the token ledger's bound)
+        idle = {s for s in sites
+                if ssum.get(s, {}).get("status") == "finished"
+                and not ssum.get(s, {}).get("steps_trained")
+                and not ssum.get(s, {}).get("rounds_applied")}
         unclosed = [x for x in c.get("ledger_unclosed") or []
-                    if x.split("->")[-1] not in stopped_late] if finished else []
+                    if x.split("->")[-1] not in stopped_late | idle] if finished else []
         if unclosed:
             v.append(f"I3: contribution ledgers left unclosed: {unclosed}")
         if finished and len(unclosed) != len(c.get("ledger_unclosed") or []):

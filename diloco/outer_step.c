@@ -1089,6 +1089,40 @@ static size_t full_index(const gt_diloco_t *d, size_t p)
     return 0;
 }
 
+/* The tokens of fragment f's round-r result: each group's (every site's tokens that its
+ * average weighed) by the group's share of the fragment's lanes — exactly the common count
+ * when every group closed with the same contributions (integers, products exact). The groups
+ * may differ (one closed a chunk with a contribution another's owner never had), so a site of
+ * several ranks, each holding its own groups, sums over all of them (a rank's part in fixed
+ * point, 2^-16 of a token: exact for the integer counts), and reports what a site of one rank
+ * holding every group reports. Collective over the ranks. */
+static gt_status_t result_tokens(gt_diloco_t *d, uint32_t f, uint64_t r, double *out)
+{
+    uint32_t e0 = f * d->n_grp, e1 = e0 + d->n_grp;
+    double tl = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t e = e0; e < e1; e++)
+        tl += gt_wan_outer_result_tokens(d->outers[e], r) *
+              (double)(d->eng_off[e + 1] - d->eng_off[e]);
+    pthread_mutex_unlock(&d->lock);
+    double cnt = (double)(d->frag_off[f + 1] - d->frag_off[f]), all = (double)d->n_sub;
+    if (d->ranks > 1) {
+        uint64_t v[3] = {(uint64_t)llround(tl * 65536.0), (uint64_t)cnt, (uint64_t)d->n_sub};
+        gt_status_t st = dl_allreduce(d, v, 3, GT_DILOCO_OP_SUM);
+        if (st != GT_OK) return st;
+        tl = (double)v[0] / 65536.0;
+        cnt = (double)v[1];
+        all = (double)v[2];
+    }
+    double tokens = cnt > 0 ? tl / cnt : 0.0;
+    if (d->F > 1) { /* the fragment's tokens count by its share of the vector */
+        d->tok_acc += tokens * cnt / all;
+        tokens = d->tok_acc;
+    }
+    *out = tokens;
+    return GT_OK;
+}
+
 /* Waits for fragment f's round r's g on our lanes, applies the outer step to our part of the
  * anchor, repairs it if the hash vote says so, rebuilds the full anchor from every rank's
  * lanes and rebases θ_s onto it. Collective over the site's ranks. With fragments, only
@@ -1132,20 +1166,6 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             }
         }
         if (isfinite(ex) && d->exch_n < d->exch_cap) d->exch[d->exch_n++] = ex;
-        /* The tokens of the fragment's result: each group's (every site's tokens that its
-         * average weighed) by the group's share of our lanes — exactly the common count when
-         * every group closed with the same contributions (integers, products exact). */
-        double tl = 0;
-        pthread_mutex_lock(&d->lock);
-        for (uint32_t e = e0; e < e1; e++)
-            tl += gt_wan_outer_result_tokens(d->outers[e], r) *
-                  (double)(d->eng_off[e + 1] - d->eng_off[e]);
-        pthread_mutex_unlock(&d->lock);
-        tokens = tl / (double)(d->frag_off[f + 1] - d->frag_off[f]);
-        if (d->F > 1) { /* the fragment's tokens count by its share of the vector */
-            d->tok_acc += tokens * (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n_sub;
-            tokens = d->tok_acc;
-        }
     }
     uint64_t bad = 0; /* bit i: group i's lanes disagreed with its majority */
     if (st == GT_OK && r > 0) {
@@ -1216,6 +1236,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     }
     if (fused && (st = dl_agree(d, st)) != GT_OK) return st;
     if (st != GT_OK) return st;
+    if ((st = result_tokens(d, f, r, &tokens)) != GT_OK) return st;
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
     if (f != d->F - 1) return GT_OK; /* the round is applied with its last fragment */
     d->tok_acc = 0;
