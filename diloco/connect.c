@@ -29,7 +29,11 @@ gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st)
     if (d->ranks <= 1) return st;
     uint64_t v = (uint64_t)(-(int64_t)st); /* 0 for GT_OK, else the error's magnitude */
     gt_status_t e = dl_allreduce(d, &v, 1, GT_DILOCO_OP_MAX);
-    return e != GT_OK ? e : (gt_status_t)(-(int64_t)v);
+    if (e != GT_OK) { /* no agreement: a rank is gone or the communicator broke */
+        d->agreed = GT_OK;
+        return e;
+    }
+    return d->agreed = (gt_status_t)(-(int64_t)v);
 }
 
 /* A group's fragments share its mesh: an engine's message carries lane·F + f in the header's

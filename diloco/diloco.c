@@ -402,9 +402,11 @@ static void leave(gt_diloco_t *d, gt_status_t result)
                : result == GT_ERR_CLOSED ? GT_DILOCO_STOPPED
                                          : GT_DILOCO_FAILED;
     /* The summary sums the ranks' WAN counters, a collective: a multi-rank site that failed
-     * skips it, since its ranks may have failed in different places. */
+     * skips it, since its ranks may have failed in different places — unless they failed
+     * together, out of one agreement (the hash vote's no-majority stop, a removal they
+     * decided on together), whose error is the one this finish reports, so all come here. */
     if (d->grp && d->grp[0].mesh && d->outer &&
-        (d->ranks == 1 || result == GT_OK || result == GT_ERR_CLOSED)) {
+        (d->ranks == 1 || result == GT_OK || result == GT_ERR_CLOSED || result == d->agreed)) {
         dl_write_status(d, 1);
         if (dl_write_summary(d, result) != GT_OK)
             GT_WARN("site %s: cannot write its summary", d->name);

@@ -254,12 +254,15 @@ static void test_corrupt(const char *tmp)
 /* Silent corruption where only two sites are live (c killed after round 1, b's anchor flipped
  * after round 3): the two anchors differ and neither has a majority, so neither is repaired
  * from the other (that would spread the corruption half the time); both stop before applying
- * round 4, named in their logs, and the hash vote counts what anchors.jsonl shows. */
+ * round 4, named in their logs, and the hash vote counts what anchors.jsonl shows. b has two
+ * ranks, which stop together and still write the site's summary (a site of one rank, a, is
+ * the other). */
 static void test_corrupt_two(const char *tmp)
 {
     char run[1024], *out = NULL;
     int rc =
-        run_launch_rc(tmp, "corrupt_two", "--kill c@1 --corrupt-anchor b@3", run, sizeof run, &out);
+        run_launch_rc(tmp, "corrupt_two", "--kill c@1 --corrupt-anchor b@3 --set sites.b.ranks=2",
+                      run, sizeof run, &out);
     CHECK_MSG(rc != 0, "launch finished a run whose two live sites' anchors differ:\n%s",
               out ? out : "");
     free(out);
@@ -285,6 +288,16 @@ static void test_corrupt_two(const char *tmp)
             named |= strstr(line, "none has a majority") != NULL;
         if (f) fclose(f);
         CHECK_MSG(named, "site %s's log does not say why it stopped", sites[i]);
+        snprintf(path, sizeof path, "%s/%s/summary.json", run, sites[i]);
+        json_t *own = json_load_file(path, 0, NULL);
+        CHECK_MSG(own != NULL, "site %s (%d rank%s) wrote no summary.json", sites[i], i + 1,
+                  i ? "s" : "");
+        if (own) {
+            CHECK_STR_CONTAINS(json_string_value(json_object_get(own, "status")), "failed");
+            CHECK_MSG(json_integer_value(json_object_get(own, "hash_mismatches")) >= 1,
+                      "site %s's summary counts no hash mismatch", sites[i]);
+        }
+        json_decref(own);
     }
     json_decref(sum);
 }
