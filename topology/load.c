@@ -224,9 +224,11 @@ static void word_suggest(const char *words, const char *v, char *buf, size_t len
         buf[0] = '\0';
 }
 
+/* A name is a path component of the run directory (SITE/, RUN/): '.', '..' and hidden names
+ * would put a site's files beside or above the run's. */
 static int valid_name(const char *v)
 {
-    if (!*v) return 0;
+    if (!*v || *v == '.') return 0;
     for (const char *p = v; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.') return 0;
     return 1;

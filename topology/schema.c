@@ -268,7 +268,7 @@ const gt_key_t gt_topo_keys[] = {
 #define SITE(field) offsetof(gt_topo_site_t, field)
 const gt_key_t gt_topo_site_keys[] = {
     {"name", GT_KEY_NAME, SITE(name), sizeof(((gt_topo_site_t *)0)->name), 0, 0, 0, 0, NULL, NULL,
-     "unique site name (letters, digits, '_', '-', '.')"},
+     "unique site name (letters, digits, '_', '-', '.'; not starting with '.')"},
     {"address", GT_KEY_ADDR, SITE(address), sizeof(((gt_topo_site_t *)0)->address), 0, 0, 0, 0,
      NULL, NULL, "host:port where the site listens for WAN peers (port 0: any free port)"},
     {"ranks", GT_KEY_U32, SITE(ranks), 0, 1, 65536, 0, 0, NULL, "1",
@@ -330,7 +330,9 @@ void gt_topo_key_allowed(const gt_key_t *k, char *buf, size_t len)
     case GT_KEY_SECTION: snprintf(buf, len, "a mapping of keys"); break;
     case GT_KEY_STR: snprintf(buf, len, "a string"); break;
     case GT_KEY_NAME:
-        snprintf(buf, len, "a name of letters, digits, '_', '-' and '.' (1-%zu characters)",
+        snprintf(buf, len,
+                 "a name of letters, digits, '_', '-' and '.', not starting with '.' (1-%zu "
+                 "characters)",
                  k->size ? k->size - 1 : (size_t)63);
         break;
     case GT_KEY_PATH: snprintf(buf, len, "a path"); break;
