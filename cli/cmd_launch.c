@@ -31,6 +31,7 @@
 #include "gt_wan.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -39,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -140,6 +142,8 @@ static void usage(FILE *out)
             "Run directory (--run-dir, default run.run_dir/run.name-YYYYmmdd-HHMMSS):\n"
             "  sites.yaml         the config, and (as comments) what launch added with --set\n"
             "  config.yaml        the resolved config\n"
+            "  launch.lock        held for the whole launch: a second launch on the same\n"
+            "                     directory is refused (exit 2) while this one runs\n"
             "  keys/              generated site keys (secret keys mode 0600)\n"
             "  logs/SITE.log      each site's output\n"
             "  SITE/              metrics.jsonl, status.json, summary.json, checkpoints/\n"
@@ -216,6 +220,38 @@ static void usage(FILE *out)
             "  --dry-run            print the --chaos schedule as JSON and start nothing\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
             "  -h, --help           this text\n");
+}
+
+/* RUN_DIR/launch.lock, held (flock) for the whole launch: a second launch on the same run
+ * directory would overwrite launch.json and reuse the etcd data folders of the first. The
+ * lock goes with the process however it ends (SIGKILL included); the file keeps the holder's
+ * pid for the message. Returns 0, or -1 having said why. */
+static int lock_run_dir(const char *run_dir)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/launch.lock", run_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "geotrain launch: cannot open %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        fprintf(stderr,
+                "geotrain launch: %s is in use by another geotrain launch%s%s%s (%s is locked); "
+                "wait for it to end, stop it, or give another --run-dir\n",
+                run_dir, *pid ? " (pid " : "", pid, *pid ? ")" : "", path);
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        fprintf(stderr, "geotrain launch: warning: cannot write the pid to %s\n", path);
+    return 0; /* fd stays open (and locked) until the process ends */
 }
 
 /* RUN_DIR/launch.json: the config (absolute path) and the --set list of the launch, which
@@ -1096,6 +1132,10 @@ int gt_cmd_launch(int argc, char **argv)
     }
     snprintf(sub, sizeof sub, "%s/logs", run_dir);
     if (gt_local_mkdirs(sub) != GT_OK) goto out;
+    if (lock_run_dir(run_dir) != 0) {
+        rc = 2;
+        goto out;
+    }
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0) goto out;
     self[sl] = '\0';
