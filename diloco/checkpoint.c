@@ -264,8 +264,8 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
 /* Reads and checks one checkpoint file: the whole of it into *buf_p, its header parsed into
  * *head_p, *floats_p where the floats start. GT_ERR_CORRUPT (the reason logged) when it is
  * truncated, fails its checksum, or was written by another layout of the run. */
-static gt_status_t read_checked(gt_diloco_t *d, const char *path, uint8_t **buf_p, json_t **head_p,
-                                const float **floats_p)
+static gt_status_t read_checked(gt_diloco_t *d, const char *path, uint64_t step, uint8_t **buf_p,
+                                json_t **head_p, const float **floats_p)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -322,6 +322,29 @@ static gt_status_t read_checked(gt_diloco_t *d, const char *path, uint8_t **buf_
         why = "written under other settings (parameters, H, overlap, ranks or outer.mode)";
         goto out;
     }
+    /* A file copied from another site or run, or renamed over another step, passes the
+     * checksum (it is whole) but is not this site's state at this step. */
+    const char *site = json_string_value(json_object_get(head, "site"));
+    const char *run_id = json_string_value(json_object_get(head, "run_id"));
+    json_t *js = json_object_get(head, "step");
+    if (!site || strcmp(site, d->name) != 0) {
+        why = "written by another site";
+        GT_WARN("site %s: %s holds site %s's outer state", d->name, path, site ? site : "?");
+        goto out;
+    }
+    if (run_id && strcmp(run_id, d->run_id) != 0) {
+        why = "written by another run";
+        GT_WARN("site %s: %s belongs to run '%s', not '%s'", d->name, path, run_id, d->run_id);
+        goto out;
+    }
+    if (!json_is_integer(js) || (uint64_t)json_integer_value(js) != step) {
+        why = "its header's step is not the step in its name (renamed?)";
+        goto out;
+    }
+    if (step > d->total) {
+        why = "its step is beyond the run's last step";
+        goto out;
+    }
     *buf_p = buf;
     *head_p = head;
     *floats_p = (const float *)(buf + 16 + hl);
@@ -363,7 +386,7 @@ gt_status_t dl_resume_prepare(gt_diloco_t *d)
         uint8_t *buf = NULL;
         json_t *head = NULL;
         const float *fl = NULL;
-        gt_status_t st = read_checked(d, path, &buf, &head, &fl);
+        gt_status_t st = read_checked(d, path, steps[i], &buf, &head, &fl);
         free(buf);
         json_decref(head);
         if (st == GT_ERR_NOMEM) {
@@ -511,7 +534,7 @@ gt_status_t dl_resume(gt_diloco_t *d)
     uint8_t *buf = NULL;
     json_t *head = NULL;
     const float *fl = NULL;
-    st = read_checked(d, path, &buf, &head, &fl);
+    st = read_checked(d, path, step, &buf, &head, &fl);
     json_int_t rounds = 0, tokens = 0, trained = 0, own_rounds = 0, epoch = 0, round_tokens = 0;
     json_int_t skipped = 0, cut = 0;
     double compute_s = 0, wait_s = 0;

@@ -7,9 +7,12 @@
 # the newest step that every site has intact. RANKS (optional, default 1): every site runs that
 # many ranks (mpirun), each rank saving and resuming its own lanes' outer state; or A,B,C: site
 # a runs A ranks, b B and c C (sites with different ranks: a rank of a site with fewer ranks
-# than the run's WAN groups saves and resumes several groups' engines).
+# than the run's WAN groups saves and resumes several groups' engines). DAMAGE (optional,
+# default byte): how a's newest outer state is spoiled — byte (one byte flipped: the checksum),
+# site (site b's file of the same step copied over it: whole, but another site's), rename (a's
+# older file copied over the newest's name: whole, but of another step).
 set -u
-geotrain=$1 config=$2 ranks=${3:-1}
+geotrain=$1 config=$2 ranks=${3:-1} damage=${4:-byte}
 IFS=, read -r ranks_a ranks_b ranks_c <<<"$ranks"
 ranks_b=${ranks_b:-$ranks_a} ranks_c=${ranks_c:-$ranks_a}
 declare -A R=([a]=$ranks_a [b]=$ranks_b [c]=$ranks_c)
@@ -41,13 +44,25 @@ done
 # Damage site a's newest outer state: one byte in the middle of the anchor.
 newest=$(ls "$dir/cut/a/checkpoints/outer/"*.gtos | sort | tail -n 1)
 older=$(ls "$dir/cut/a/checkpoints/outer/"*.gtos | sort | head -n 1)
-size=$(stat -c %s "$newest")
-printf '\x5a' | dd of="$newest" bs=1 seek=$((size / 2)) conv=notrunc status=none
+case $damage in
+  byte)
+    size=$(stat -c %s "$newest")
+    printf '\x5a' | dd of="$newest" bs=1 seek=$((size / 2)) conv=notrunc status=none
+    why="unusable: checksum mismatch" ;;
+  site)
+    cp "$dir/cut/b/checkpoints/outer/$(basename "$newest")" "$newest" ||
+      fail "site b has no outer state of a's newest step"
+    why="unusable: written by another site" ;;
+  rename)
+    cp "$older" "$newest"
+    why="unusable: its header's step is not the step in its name" ;;
+  *) fail "unknown DAMAGE $damage" ;;
+esac
 want_step=$(basename "$older" .gtos | sed 's/outer-0*\([0-9]*\).*/\1/')
 
 "$geotrain" launch --resume "$dir/cut" >"$dir/resume.out" 2>&1 ||
   { cat "$dir/resume.out"; fail "launch --resume failed"; }
-grep -q "unusable: checksum mismatch" "$dir/cut/logs/a.log" ||
+grep -q "$why" "$dir/cut/logs/a.log" ||
   fail "site a did not report its damaged checkpoint"
 for s in a b c; do
   grep -q "resumed the run at step $want_step " "$dir/cut/logs/$s.log" ||
