@@ -25,8 +25,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define STATE_FORMAT  "geotrain-checkpoint"
-#define STATE_VERSION 2 /* 2: "files" holds each tensor file's size and XXH3-128 checksum */
+#define STATE_FORMAT "geotrain-checkpoint"
+#define STATE_VERSION                                                    \
+    3 /* 2: "files" holds each tensor file's size and XXH3-128 checksum; \
+        3: "state_xxh3" checks state.json itself (state_digest) */
 
 static const char *const TENSOR_FILES[2] = {"model.safetensors", "optimizer.safetensors"};
 
@@ -113,6 +115,23 @@ static gt_status_t verify_files(const char *dir, json_t *recorded)
         }
     }
     return GT_OK;
+}
+
+/* The XXH3-128 of state.json's content without its own "state_xxh3" field, as hex: the JSON
+ * dumped compact with sorted keys (a loaded state dumps to the same text), so an edited
+ * counter, data position or generator state is caught as a changed tensor file is. */
+static int state_digest(json_t *state, char out[33])
+{
+    json_t *c = json_deep_copy(state);
+    if (!c) return -1;
+    json_object_del(c, "state_xxh3");
+    char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(c);
+    if (!text) return -1;
+    XXH128_hash_t h = XXH3_128bits(text, strlen(text));
+    free(text);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+    return 0;
 }
 
 /* Parses "step-NNNNNNNN" (complete folders only). */
@@ -314,6 +333,10 @@ static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned
     GT_CHECK_GOTO(files_json(tmp, &files), s, out);
     GT_REQUIRE_GOTO(json_object_set_new(state, "files", files) == 0, s, GT_ERR_NOMEM, out,
                     "out of memory");
+    char digest[33];
+    GT_REQUIRE_GOTO(state_digest(state, digest) == 0 &&
+                        json_object_set_new(state, "state_xxh3", json_string(digest)) == 0,
+                    s, GT_ERR_NOMEM, out, "out of memory");
     text = json_dumps(state, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     GT_REQUIRE_GOTO(text, s, GT_ERR_NOMEM, out, "out of memory");
     snprintf(file, plen + 32, "%s/state.json", tmp);
@@ -401,11 +424,30 @@ static gt_status_t resume_from(gt_local_trainer_t *tr, const char *dir, int load
         "format", &fmt, "version", &version, "step", &step, "tokens", &tokens, "elapsed_s",
         &elapsed, "loss", &loss, "data", "epoch", &epoch, "index", &index, "rng", &r[0], &r[1],
         &r[2], &r[3], "config_hash", &hash, "config", &cfg);
-    GT_REQUIRE_GOTO(!bad && strcmp(fmt, STATE_FORMAT) == 0 &&
-                        (version == 1 || version == STATE_VERSION) && step >= 0 && tokens >= 0 &&
-                        epoch >= 0 && index >= 0,
+    GT_REQUIRE_GOTO(!bad && strcmp(fmt, STATE_FORMAT) == 0 && version >= 1 &&
+                        version <= STATE_VERSION && step >= 0 && tokens >= 0 && epoch >= 0 &&
+                        index >= 0,
                     s, GT_ERR_CORRUPT, out, "%s: not a geotrain checkpoint state (%s)", file,
                     bad ? jerr.text : "wrong format, version or a negative counter");
+    if (version >= 3) {
+        char digest[33];
+        const char *want = json_string_value(json_object_get(state, "state_xxh3"));
+        GT_REQUIRE_GOTO(state_digest(state, digest) == 0, s, GT_ERR_NOMEM, out, "out of memory");
+        GT_REQUIRE_GOTO(want && strcmp(want, digest) == 0, s, GT_ERR_CORRUPT, out,
+                        "%s: checksum mismatch (the file changed after it was written: its "
+                        "state_xxh3 %s, its content %s)",
+                        file, want ? want : "missing", digest);
+    }
+    /* The folder's name is the step it holds, and the step is within the run: a folder
+     * copied or renamed to a larger step would otherwise be taken as the newest. */
+    const char *base = strrchr(dir, '/');
+    uint64_t named = 0;
+    GT_REQUIRE_GOTO(parse_step(base ? base + 1 : dir, &named) && named == (uint64_t)step, s,
+                    GT_ERR_CORRUPT, out, "%s: holds step %lld, not the step its folder names", file,
+                    (long long)step);
+    GT_REQUIRE_GOTO(!tr->total_steps || (uint64_t)step <= tr->total_steps, s, GT_ERR_CORRUPT, out,
+                    "%s: step %lld is beyond the run's last step (%llu)", file, (long long)step,
+                    (unsigned long long)tr->total_steps);
     if (strcmp(hash, tr->hash) != 0) {
         GT_ERROR("%s: the checkpoint was made under different settings (config hash %s, now %s):",
                  dir, hash, tr->hash);

@@ -87,11 +87,38 @@ static void damage(const char *path, long off, long keep)
 static void test_corrupt_checkpoints(const gt_topo_config_t *cfg, const char *root,
                                      gt_local_trainer_t *at10)
 {
-    char p[800];
+    char p[800], cmd[2048];
+    /* state.json edited by hand (one digit of its token count): its own checksum catches it,
+     * and resume falls back to step 10; then put back. */
+    snprintf(cmd, sizeof cmd, "cp %s/step-00000020/state.json %s/state.keep", root, root);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd,
+             "sed -i 's/\\(\"tokens\": *\\)\\([0-9]\\)/\\19\\2/' %s/step-00000020/state.json",
+             root);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "! cmp -s %s/step-00000020/state.json %s/state.keep", root, root);
+    CHECK_MSG(system(cmd) == 0, "the edit of state.json did not change it");
+    gt_local_trainer_t *e = make(cfg);
+    CHECK_EQ_INT(gt_local_trainer_resume(e, root), GT_OK);
+    CHECK_EQ_INT(gt_local_trainer_steps_done(e), 10);
+    gt_local_trainer_destroy(e);
+    snprintf(cmd, sizeof cmd, "mv %s/state.keep %s/step-00000020/state.json", root, root);
+    CHECK(system(cmd) == 0);
+    /* A folder copied to a larger step's name: it would be the newest; its state says step 10,
+     * so it is refused and step 20 is taken. */
+    snprintf(cmd, sizeof cmd, "cp -r %s/step-00000010 %s/step-99999999", root, root);
+    CHECK(system(cmd) == 0);
+    e = make(cfg);
+    CHECK_EQ_INT(gt_local_trainer_resume(e, root), GT_OK);
+    CHECK_EQ_INT(gt_local_trainer_steps_done(e), 20);
+    gt_local_trainer_destroy(e);
+    snprintf(cmd, sizeof cmd, "rm -r %s/step-99999999", root);
+    CHECK(system(cmd) == 0);
+
     /* A byte flipped well inside the newest model.safetensors' data (its last byte). */
     snprintf(p, sizeof p, "%s/step-00000020/model.safetensors", root);
     damage(p, -1, -1);
-    gt_local_trainer_t *e = make(cfg);
+    e = make(cfg);
     CHECK_EQ_INT(gt_local_trainer_resume(e, root), GT_OK);
     CHECK_EQ_INT(gt_local_trainer_steps_done(e), 10);
     CHECK(same_arena(at10, e, GT_GPT_PARAMS));
@@ -100,7 +127,6 @@ static void test_corrupt_checkpoints(const gt_topo_config_t *cfg, const char *ro
 
     /* A NaN in a tensor file whose checksum was recomputed (a diverged or tampered state that
      * passes the checksum) is still refused by name: copy step 10 as step 30 and write NaN. */
-    char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp -r %s/step-00000010 %s/step-00000030", root, root);
     CHECK(system(cmd) == 0);
     snprintf(p, sizeof p, "%s/step-00000030/model.safetensors", root);
