@@ -18,13 +18,16 @@
 #include "diloco_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *gt_diloco_error_message(void)
 {
@@ -161,6 +164,39 @@ static double env_double(const char *name, double dflt)
 }
 
 /* Fills what params left to the environment. */
+
+/* SITE/site.lock, held (flock) by rank 0 for the process's life: a second process of the same
+ * site in the same run directory (an operator's mistake, a stale supervisor) stops here, before
+ * it truncates or overwrites any of the live site's files (metrics, anchors, status, summary).
+ * The lock goes with the process however it ends. */
+static gt_status_t lock_site_dir(gt_diloco_t *d)
+{
+    char path[2400];
+    snprintf(path, sizeof path, "%s/site.lock", d->site_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        GT_ERROR("site %s: cannot open %s: %s", d->name, path, strerror(errno));
+        return GT_ERR_IO;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        GT_ERROR("site %s: another process of site %s (pid %s) is running in %s (%s is "
+                 "locked): this one stops without touching its files",
+                 d->name, d->name, *pid ? pid : "?", d->site_dir, path);
+        close(fd);
+        return GT_ERR_EXISTS;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        GT_WARN("site %s: cannot write the pid to %s", d->name, path);
+    d->site_lock = fd;
+    return GT_OK;
+}
+
 static gt_status_t resolve(gt_diloco_t *d)
 {
     gt_diloco_params_t *p = &d->p;
@@ -230,7 +266,8 @@ static gt_status_t resolve(gt_diloco_t *d)
      * membership keys and secure channel (the same at every site, whatever its ranks). */
     const char *id = p->run_id && *p->run_id ? p->run_id : c->run.name;
     snprintf(d->run_id, sizeof d->run_id, "%s", id);
-    return dl_mkdirs(d->site_dir);
+    st = dl_mkdirs(d->site_dir);
+    return st == GT_OK && d->rank == 0 ? lock_site_dir(d) : st;
 }
 
 static gt_status_t alloc_vectors(gt_diloco_t *d)
@@ -306,6 +343,7 @@ static void destroy(gt_diloco_t *d)
 {
     dl_stop_thread(d);
     dl_close_files(d);
+    if (d->site_lock >= 0) close(d->site_lock); /* the site's files are closed: let go */
     dl_disconnect(d);
     gt_topo_layout_destroy(d->layout);
     free(d->gcounts);
@@ -421,6 +459,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     gt_diloco_t *d = calloc(1, sizeof *d);
     if (!d) return GT_ERR_NOMEM;
     d->magic = GT_DILOCO_MAGIC;
+    d->site_lock = -1;
     d->p = *params;
     for (uint32_t f = 0; f < DL_MAX_FRAGMENTS; f++) {
         d->fpending[f] = -1;
