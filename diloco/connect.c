@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 gt_status_t dl_allreduce(gt_diloco_t *d, uint64_t *v, size_t n, gt_diloco_op_t op)
@@ -483,10 +484,42 @@ void dl_leave(gt_diloco_t *d)
  * probes went unanswered (peers were accused of being unreachable), state fetches timed out
  * and deadlines were not kept, all for as long as etcd was slow (seen in chaos runs with etcd
  * members killed). */
+/* The stuck-site watch (membership.stuck_after_s), in the membership thread, which does not
+ * depend on the training thread: a training thread that has not come back into the library
+ * for that long since its last step (a trainer blocked for good, a library spinning on a failed
+ * allocation) would keep this site in the view as a straggler for ever, since the heartbeat
+ * thread keeps its lease alive. The site leaves (its lease revoked, if the lock is free) and the
+ * process ends at once with status 3, as a removed site's does: no exit handler runs (one may
+ * wait on the stuck thread). Before the first step and after the last, nothing is watched. */
+static void watch_stuck(gt_diloco_t *d)
+{
+    uint64_t limit = (uint64_t)d->cfg->membership.stuck_after_s * 1000000000ull;
+    uint64_t last = __atomic_load_n(&d->t_out, __ATOMIC_SEQ_CST);
+    if (!limit || !last || __atomic_load_n(&d->in_step, __ATOMIC_SEQ_CST) ||
+        d->state == GT_DILOCO_DONE || d->step >= d->total)
+        return;
+    uint64_t now = gt_time_ns();
+    if (now < last || now - last <= limit) return;
+    GT_ERROR("site %s: its training thread has not come back into geotrain for %.0f s since "
+             "step %llu (membership.stuck_after_s = %u): the site leaves the run and this process "
+             "exits (status 3)",
+             d->name, (double)(now - last) * 1e-9, (unsigned long long)d->step,
+             d->cfg->membership.stuck_after_s);
+    if (pthread_mutex_trylock(&d->lock) == 0) { /* held until the exit: the WAN thread waits */
+        for (uint32_t i = 0; i < d->n_grp; i++) {
+            gt_wan_mesh_leave(d->grp[i].mesh);
+            gt_wan_member_destroy(d->grp[i].member); /* the lease revoked: gone at once */
+        }
+    }
+    fflush(NULL);
+    _exit(3);
+}
+
 static void *view_main(void *arg)
 {
     gt_diloco_t *d = arg;
     while (!d->thread_stop) {
+        watch_stuck(d);
         if (d->wan_error != (int)GT_ERR_PEER_LOST) {
             gt_status_t st = dl_refresh_view(d, 0);
             if (st == GT_ERR_PEER_LOST) dl_leave(d);

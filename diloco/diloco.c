@@ -697,11 +697,22 @@ static double emu_sleep(gt_diloco_t *d, double s)
     return s;
 }
 
+static gt_status_t step_timed(gt_diloco_t *d, uint64_t tokens, double loss, double compute_s);
+
 gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, double compute_s)
 {
     gt_log_errors_reset();
     if (!d || d->magic != GT_DILOCO_MAGIC) return GT_ERR_INVALID;
     if (d->state == GT_DILOCO_FAILED || d->state == GT_DILOCO_STOPPED) return GT_ERR_CLOSED;
+    __atomic_store_n(&d->in_step, 1, __ATOMIC_SEQ_CST); /* for the stuck-site watch */
+    gt_status_t st = step_timed(d, tokens, loss, compute_s);
+    __atomic_store_n(&d->t_out, gt_time_ns(), __ATOMIC_SEQ_CST); /* arms the watch */
+    __atomic_store_n(&d->in_step, 0, __ATOMIC_SEQ_CST);
+    return st;
+}
+
+static gt_status_t step_timed(gt_diloco_t *d, uint64_t tokens, double loss, double compute_s)
+{
     if (d->step >= d->total) {
         GT_ERROR("site %s: a step after the run's last (%llu): nothing left to train", d->name,
                  (unsigned long long)d->total);
@@ -839,7 +850,11 @@ gt_status_t gt_diloco_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, ui
         return GT_ERR_INVALID;
     }
     uint64_t t0 = gt_time_ns();
+    __atomic_store_n(&d->in_step, 1, __ATOMIC_SEQ_CST); /* a wait of the library's, not stuck */
     gt_status_t st = dl_sync_grads(d, step, grads, tokens ? tokens : 1);
+    if (__atomic_load_n(&d->t_out, __ATOMIC_SEQ_CST))
+        __atomic_store_n(&d->t_out, gt_time_ns(), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&d->in_step, 0, __ATOMIC_SEQ_CST);
     /* sync-dp waits for the exchange inside the step: not compute time */
     d->t_last += gt_time_ns() - t0;
     return st;

@@ -102,6 +102,8 @@ struct gt_diloco {
     int sync_dp;
     gt_status_t agreed; /* what the last dl_agree gave every rank (GT_OK: none) */
     int site_lock;      /* rank 0: SITE/site.lock's descriptor, held (flock) for the life; -1 */
+    int in_step;        /* the training thread is inside gt_diloco_step or sync_grads (atomic) */
+    uint64_t t_out;     /* when it last came out of gt_diloco_step (0: not yet; atomic) */
     /* Ranks and lanes (DESIGN §3): rank k carries the lanes l mod R = k, in G / R WAN groups. */
     uint32_t rank, ranks;
     uint32_t G;     /* the run's WAN groups (gt_topo_wan_groups) */

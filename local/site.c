@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const gt_local_site_params_t *p;
@@ -271,7 +272,15 @@ gt_status_t gt_local_site_run(const gt_local_site_params_t *p)
     else if ((st = gt_local_dump_start(s.tr, s.site_dir, params, s.n, &s.dump)) != GT_OK)
         goto out;
     s.t_train = s.t_last = gt_time_ns();
+    /* A test hook: GT_TEST_HANG=SITE@STEP blocks this site's training thread for good before
+     * that step (the stuck-site watch's test, test_launch_stuck; nothing else reads it). */
+    const char *hang = getenv("GT_TEST_HANG"), *hang_at = hang ? strchr(hang, '@') : NULL;
+    uint64_t hang_step = UINT64_MAX;
+    if (hang_at && (size_t)(hang_at - hang) == strlen(s.name) &&
+        strncmp(hang, s.name, strlen(s.name)) == 0)
+        hang_step = strtoull(hang_at + 1, NULL, 10);
     while (step < total) {
+        while (step == hang_step) pause();
         uint64_t t0 = gt_time_ns();
         double wait0 = ds.wait_s;
         gt_local_step_stats_t ss;

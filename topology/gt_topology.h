@@ -169,6 +169,7 @@ typedef struct {
     uint32_t lease_ttl_s;                                    /* membership.lease_ttl_s */
     uint32_t heartbeat_ms;                                   /* membership.heartbeat_ms */
     uint32_t evict_after_ms;       /* membership.evict_after_ms (0: the lease TTL) */
+    uint32_t stuck_after_s;        /* membership.stuck_after_s (0: never) */
     char prefix[GT_TOPO_NAME_MAX]; /* membership.prefix */
 } gt_topo_membership_t;
 

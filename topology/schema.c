@@ -205,6 +205,11 @@ const gt_key_t gt_topo_keys[] = {
      "a site that renews its lease but that a majority of the view cannot reach is evicted once "
      "it has answered none of their liveness probes (one a heartbeat) for this long while they "
      "miss a result it owns (0: the lease TTL)"},
+    {"membership.stuck_after_s", GT_KEY_U32, NUM(membership.stuck_after_s), 0, 86400, 0, 0, NULL,
+     "300",
+     "a site whose training thread has not come back into geotrain for this long since its last "
+     "step (stuck in the trainer, a library, or out of memory) gives up its lease and its "
+     "process exits with status 3, so the others see an ordinary site loss (0: never)"},
     {"membership.prefix", GT_KEY_STR, TXT(membership.prefix), 0, 0, 0, 0, NULL, "/geotrain",
      "etcd key prefix of this run's keys (starts with /)"},
 
