@@ -120,6 +120,19 @@ GT_API uint64_t gt_time_ns(void);
  * compare (status files, summaries). */
 GT_API double gt_unix_time(void);
 
+/* The library's count of the host memory a context holds in its large buffers (base/mem.c):
+ * bytes held now and the most held at once. Zero-initialise it; the functions below are
+ * thread-safe and count nothing with a NULL counter. A block from gt_mem_alloc or
+ * gt_mem_realloc must be freed with gt_mem_free on the same counter. */
+typedef struct {
+    uint64_t now, peak;
+} gt_mem_count_t;
+GT_API void *gt_mem_alloc(gt_mem_count_t *m, size_t bytes, int zero);
+GT_API void *gt_mem_realloc(gt_mem_count_t *m, void *p, size_t bytes);
+GT_API void gt_mem_free(gt_mem_count_t *m, void *p);
+GT_API uint64_t gt_mem_count_now(const gt_mem_count_t *m);
+GT_API uint64_t gt_mem_count_peak(const gt_mem_count_t *m);
+
 /* Removes `path` and everything under it (symbolic links are removed, not followed). 0 on
  * success, -1 with errno set by the first failure; a path that does not exist is -1, ENOENT. */
 GT_API int gt_rmtree(const char *path);

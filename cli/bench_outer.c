@@ -62,7 +62,10 @@ static void usage(FILE *out)
         "(streaming DiLoCo: F interleaved fragments synced H/F steps apart), TAU defaulting to\n"
         "inner.steps / (2F) for both, and prints both peak WAN rates and their ratio. Every\n"
         "mode reports peak_wan_mbps: the highest payload send rate over any 1 s window of any\n"
-        "site (each site samples its bytes sent every 10 ms).\n");
+        "site (each site samples its bytes sent every 10 ms).\n\n"
+        "--params N[,N...] instead measures the outer step at a model's size with a synthetic\n"
+        "trainer on the C API (host bytes and training-thread seconds per parameter): see\n"
+        "`geotrain bench outer --params 1 --help`.\n");
 }
 
 static double jnum(json_t *o, const char *k)
@@ -105,6 +108,10 @@ static double site_mean(json_t *sum, const char *k)
 
 int gt_bench_outer(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* the outer step at a model's size: another benchmark */
+        if (strcmp(argv[i], "--params") == 0 || strncmp(argv[i], "--params=", 9) == 0 ||
+            strcmp(argv[i], "--scale-site") == 0)
+            return gt_bench_outer_scale(argc, argv);
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"run-dir", required_argument, NULL, 'd'},
                                          {"overlap", required_argument, NULL, 'o'},

@@ -37,6 +37,7 @@ int gt_cmd_plan(int argc, char **argv);
 
 /* Benchmarks, `geotrain bench <target>` (one file each: bench_<target>.c). */
 int gt_bench_outer(int argc, char **argv);
+int gt_bench_outer_scale(int argc, char **argv); /* bench_scale.c: `bench outer --params N` */
 int gt_bench_chaos(int argc, char **argv);
 int gt_bench_wan(int argc, char **argv);
 int gt_bench_kernels(int argc, char **argv);

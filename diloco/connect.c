@@ -168,6 +168,7 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.site_id = d->site;
     op.n_sites = cfg->n_sites;
     op.n_params = d->n;
+    op.mem = &d->mem; /* the engines' buffers count with the site's */
     op.n_lanes = cfg->wan.lanes;
     op.ranks = d->G * d->F; /* engine (fragment f, group g): the lanes of "rank" g + G·f */
     op.codec = cp;

@@ -272,11 +272,10 @@ static gt_status_t resolve(gt_diloco_t *d)
 
 static gt_status_t alloc_vectors(gt_diloco_t *d)
 {
-    d->anchor = malloc(d->n * sizeof(float));
-    d->snap = malloc(d->n * sizeof(float));
-    d->mom = calloc(d->n_sub, sizeof(float));
-    d->delta = malloc(d->n_sub * sizeof(float));
-    if (!d->anchor || !d->snap || !d->mom || !d->delta) {
+    d->anchor = gt_mem_alloc(&d->mem, d->n * sizeof(float), 0);
+    d->snap = gt_mem_alloc(&d->mem, d->n * sizeof(float), 0);
+    d->mom = gt_mem_alloc(&d->mem, d->n_sub * sizeof(float), 1);
+    if (!d->anchor || !d->snap || !d->mom) {
         GT_ERROR("site %s: out of memory for %zu parameters", d->name, d->n);
         return GT_ERR_NOMEM;
     }
@@ -348,18 +347,18 @@ static void destroy(gt_diloco_t *d)
     gt_topo_layout_destroy(d->layout);
     free(d->gcounts);
     free(d->gdispls);
-    free(d->anchor);
-    free(d->snap);
+    gt_mem_free(&d->mem, d->anchor);
+    gt_mem_free(&d->mem, d->snap);
     free(d->exch);
-    free(d->mom);
-    free(d->delta);
-    for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) free(d->g[e]);
+    gt_mem_free(&d->mem, d->mom);
+    gt_mem_free(&d->mem, d->delta);
+    for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) gt_mem_free(&d->mem, d->g[e]);
     free(d->own_lanes);
     free(d->grp);
-    free(d->hist[0]);
-    free(d->hist[1]);
-    free(d->hold);
-    free(d->fetch);
+    gt_mem_free(&d->mem, d->hist[0]);
+    gt_mem_free(&d->mem, d->hist[1]);
+    gt_mem_free(&d->mem, d->hold);
+    gt_mem_free(&d->mem, d->fetch);
     free(d->resume_note);
     gt_topo_destroy(d->own_cfg);
     pthread_mutex_destroy(&d->lock);
@@ -635,6 +634,32 @@ static gt_status_t catch_up(gt_diloco_t *d)
     return GT_OK;
 }
 
+/* dl_submit and dl_apply, timed on the training thread less their waits for results (the
+ * submit and apply seconds of summary.json). */
+static gt_status_t timed_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
+{
+    uint64_t t0 = gt_time_ns();
+    gt_status_t st = dl_submit(d, f, r);
+    double s = (gt_time_ns() - t0) * 1e-9;
+    d->submit_s += s;
+    d->submits_timed++;
+    if (s > d->submit_max_s) d->submit_max_s = s;
+    return st;
+}
+
+static gt_status_t timed_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
+{
+    uint64_t t0 = gt_time_ns();
+    double w0 = d->wait_s;
+    gt_status_t st = dl_apply(d, f, r, final);
+    double s = (gt_time_ns() - t0) * 1e-9 - (d->wait_s - w0);
+    if (s < 0) s = 0;
+    d->apply_s += s;
+    d->applies_timed++;
+    if (s > d->apply_max_s) d->apply_max_s = s;
+    return st;
+}
+
 /* The round schedule of one step (the step counter already moved). */
 static gt_status_t schedule(gt_diloco_t *d)
 {
@@ -662,17 +687,17 @@ static gt_status_t schedule(gt_diloco_t *d)
                 if (d->tau == 0 && (st = dl_join_rebase(d)) == GT_OK) *pend = -1;
             } else if (step >= off && (step - off) % d->H == 0) {
                 uint64_t r = (step - off) / d->H;
-                if (*pend >= 0 && (st = dl_apply(d, f, (uint64_t)*pend, 0)) != GT_OK) return st;
+                if (*pend >= 0 && (st = timed_apply(d, f, (uint64_t)*pend, 0)) != GT_OK) return st;
                 *pend = -1;
-                if ((st = dl_submit(d, f, r)) != GT_OK) return st;
+                if ((st = timed_submit(d, f, r)) != GT_OK) return st;
                 *pend = (int64_t)r;
                 if (d->tau == 0 || step == d->total) {
-                    if ((st = dl_apply(d, f, r, step == d->total)) != GT_OK) return st;
+                    if ((st = timed_apply(d, f, r, step == d->total)) != GT_OK) return st;
                     *pend = -1;
                 }
             } else if (*pend >= 0 && step == (uint64_t)*pend * d->H + off + d->tau) {
                 st = d->join_rebase == *pend ? dl_join_rebase(d)
-                                             : dl_apply(d, f, (uint64_t)*pend, 0);
+                                             : timed_apply(d, f, (uint64_t)*pend, 0);
                 if (st != GT_OK) return st;
                 *pend = -1;
             }

@@ -15,7 +15,8 @@
  *   anchor  (n)      θ_a, full; this rank updates its own lanes, the all-gather the others'
  *   snap    (n)      θ_s at the last submit, for the rebase
  *   mom     (n_sub)  outer momentum, this rank's lanes
- *   delta   (n_sub)  Δ of the round being submitted (the engine encodes it)
+ *   delta   (n_sub)  sync-dp only: the step's gradient, packed (DiLoCo's Δ = θ_a − snap is
+ *                    computed chunk by chunk as the engine encodes it: no vector)
  *   g       (n_sub)  the last applied result (swapped with the engine: decoded once)
  *   hist[2] (2n_sub) (θ_a, m) of this rank's lanes after the last two rounds, served to peers
  * WAN groups (docs/diloco.md#lanes-across-ranks): the run has G = lcm(sites' ranks) groups;
@@ -135,8 +136,15 @@ struct gt_diloco {
     uint64_t fnext[DL_MAX_FRAGMENTS];   /* the next round fragment f submits */
     uint64_t ehash[DL_MAX_ENGINES];     /* hash of engine e's lanes of θ_a (its vote) */
     uint64_t ftokens[DL_MAX_FRAGMENTS]; /* tokens since fragment f's last submit */
-    double tok_acc;  /* tokens of the round being applied, fragment by fragment */
-    double passes;   /* full sweeps over the vector by the outer step (fractions for parts) */
+    double tok_acc; /* tokens of the round being applied, fragment by fragment */
+    double passes;  /* full sweeps over the vector by the outer step (fractions for parts) */
+    /* The bytes this rank's buffers that grow with n hold, its engines' included (base/mem.c):
+     * outer_state_bytes_per_param in summary.json. */
+    gt_mem_count_t mem;
+    /* The training thread's time in the submits and the applies (dl_submit, dl_apply less
+     * their waits for results), summed and the longest, and how many (summary.json). */
+    double submit_s, submit_max_s, apply_s, apply_max_s;
+    uint64_t submits_timed, applies_timed;
     int dump_failed; /* run.dump: a write failed, dumping stopped (dump.c) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
     gt_wan_outer_t *outer;
@@ -408,6 +416,8 @@ const char *dl_state_name(gt_diloco_state_t s);
  * unless the dump is on; a failed write is logged and turns it off. */
 gt_status_t dl_dump_check(gt_diloco_t *d);
 void dl_dump_vec(gt_diloco_t *d, const char *what, uint64_t r, const float *v);
+/* Δ = θ_a − snap of the submit of round r, as delta.rRRRRR.f32 (computed as it is written). */
+void dl_dump_delta(gt_diloco_t *d, uint64_t r);
 void dl_dump_event(gt_diloco_t *d, const char *event, uint64_t r, double tokens);
 /* Around dl_apply's outer step: x_pre, a_pre, g before it; a, m, x and the event after. */
 void dl_dump_apply_pre(gt_diloco_t *d, uint64_t r);

@@ -63,6 +63,26 @@ void dl_dump_vec(gt_diloco_t *d, const char *what, uint64_t r, const float *v)
     if (fclose(f) != 0 || w != d->n) dump_failed(d, path);
 }
 
+void dl_dump_delta(gt_diloco_t *d, uint64_t r)
+{
+    if (!dump_on(d)) return;
+    char path[2400];
+    snprintf(path, sizeof path, "%s/dump/delta.r%06llu.f32", d->site_dir, (unsigned long long)r);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        dump_failed(d, path);
+        return;
+    }
+    float buf[4096];
+    size_t w = 0;
+    for (size_t o = 0; o < d->n; o += 4096) { /* one rank, one fragment: packed is full */
+        size_t k = d->n - o < 4096 ? d->n - o : 4096;
+        for (size_t i = 0; i < k; i++) buf[i] = d->anchor[o + i] - d->snap[o + i];
+        w += fwrite(buf, sizeof(float), k, f);
+    }
+    if (fclose(f) != 0 || w != d->n) dump_failed(d, path);
+}
+
 void dl_dump_event(gt_diloco_t *d, const char *event, uint64_t r, double tokens)
 {
     if (!dump_on(d)) return;

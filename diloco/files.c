@@ -275,6 +275,20 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         if (st != GT_OK) return st;
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = v[i];
     }
+    /* The outer state's host memory (every rank's, summed) and the training thread's time in
+     * the submits and applies (the slowest rank's): what the outer step costs a trainer. */
+    uint64_t mem_peak = gt_mem_count_peak(&d->mem), mem_now = gt_mem_count_now(&d->mem);
+    uint64_t tt[4] = {(uint64_t)llround(d->submit_s * 1e9), (uint64_t)llround(d->apply_s * 1e9),
+                      (uint64_t)llround(d->submit_max_s * 1e9),
+                      (uint64_t)llround(d->apply_max_s * 1e9)};
+    if (d->ranks > 1) {
+        uint64_t mv[2] = {mem_peak, mem_now};
+        gt_status_t st = dl_allreduce(d, mv, 2, GT_DILOCO_OP_SUM);
+        if (st == GT_OK) st = dl_allreduce(d, tt, 4, GT_DILOCO_OP_MAX);
+        if (st != GT_OK) return st;
+        mem_peak = mv[0];
+        mem_now = mv[1];
+    }
     uint64_t now = gt_time_ns();
     double wall = (now - d->t_start) * 1e-9;
     uint64_t t_end = d->t_train_end ? d->t_train_end : now;
@@ -310,6 +324,19 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     double now_unix = gt_unix_time();
     double end_unix = now_unix - (d->t_train_end ? (now - d->t_train_end) * 1e-9 : 0.0);
     json_object_set_new(o, "steps_skipped", json_integer((json_int_t)d->steps_skipped));
+    json_object_set_new(o, "outer_state_bytes_peak", json_integer((json_int_t)mem_peak));
+    json_object_set_new(o, "outer_state_bytes_now", json_integer((json_int_t)mem_now));
+    json_object_set_new(o, "outer_state_bytes_per_param",
+                        json_real(d->n ? (double)mem_peak / (double)d->n : 0.0));
+    /* per round: a round is F submits and F applies (streaming fragments) */
+    double rounds_s = d->submits_timed ? (double)d->submits_timed / d->F : 0.0;
+    double rounds_a = d->applies_timed ? (double)d->applies_timed / d->F : 0.0;
+    json_object_set_new(o, "submit_s_per_round",
+                        json_real(rounds_s > 0 ? tt[0] * 1e-9 / rounds_s : 0.0));
+    json_object_set_new(o, "apply_s_per_round",
+                        json_real(rounds_a > 0 ? tt[1] * 1e-9 / rounds_a : 0.0));
+    json_object_set_new(o, "submit_s_max", json_real(tt[2] * 1e-9));
+    json_object_set_new(o, "apply_s_max", json_real(tt[3] * 1e-9));
     /* this life's contribution ledger with each peer (launch closes it where no FIN came) */
     json_t *ledger = NULL;
     gt_status_t lst = dl_ledger_json(d, &ledger);

@@ -183,7 +183,7 @@ void dl_keep_state(gt_diloco_t *d, int64_t round)
     int k = (int)((uint64_t)round % 2);
     pthread_mutex_lock(&d->lock);
     if (round >= 0) dl_hold_slot(d, k, (uint64_t)round);
-    if (!d->hist[k]) d->hist[k] = malloc(2 * d->n_sub * sizeof(float));
+    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n_sub * sizeof(float), 0);
     if (d->hist[k]) {
         dl_own_to_packed(d, d->anchor, d->hist[k]);
         memcpy(d->hist[k] + d->n_sub, d->mom, d->n_sub * sizeof(float));
@@ -225,34 +225,62 @@ gt_status_t dl_gather_anchor(gt_diloco_t *d)
     return gather_full(d, d->anchor);
 }
 
-/* Δ = θ_a − θ_s on our lanes of fragment f, submitted for its round r; θ_s of the fragment's
- * lanes kept for the rebase. One sweep (over the fragment). */
+/* Engine e's Δ = θ_a − snap, chunk by chunk as the engine encodes it (gt_wan_outer_submit_fill):
+ * packed position `off` of the engine's lanes (own_lanes[eng_lane[e] ..), in order) is found
+ * from a cursor, as the engine asks for its chunks in order. θ_a does not change between a
+ * submit and its apply, and snap holds θ_s at the submit, so this is the Δ of the submit
+ * without a vector of it. */
+struct delta_fill {
+    const gt_diloco_t *d;
+    uint32_t e;
+    uint32_t i; /* the lane own_lanes[i] the cursor is at */
+    size_t at;  /* its packed position in the engine's slice */
+};
+
+static void delta_fill(void *ctx, size_t off, size_t count, float *dst)
+{
+    struct delta_fill *fc = ctx;
+    const gt_diloco_t *d = fc->d;
+    if (off < fc->at) { /* back to the engine's first lane */
+        fc->i = d->eng_lane[fc->e];
+        fc->at = 0;
+    }
+    while (count > 0 && fc->i < d->eng_lane[fc->e + 1]) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[fc->i]];
+        if (off >= fc->at + ln->count) {
+            fc->at += ln->count;
+            fc->i++;
+            continue;
+        }
+        size_t in = off - fc->at, k = ln->count - in < count ? ln->count - in : count;
+        const float *restrict a = d->anchor + ln->offset + in, *restrict s =
+                                                                   d->snap + ln->offset + in;
+        for (size_t j = 0; j < k; j++) dst[j] = a[j] - s[j];
+        dst += k;
+        off += k;
+        count -= k;
+    }
+}
+
+/* θ_s of fragment f's lanes kept for the rebase (one sweep over the fragment), and Δ = θ_a − θ_s
+ * on our lanes of it submitted for its round r: computed from θ_a and that snapshot chunk by
+ * chunk while the engine encodes (delta_fill), so no vector holds it. */
 gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     gt_status_t st = dl_fence(d, "submit", r, 0); /* nothing leaves a removed site */
     if (st == GT_OK && d->p.before_read) st = d->p.before_read(d->p.hook_ctx);
     if (st != GT_OK) return st;
-    const float *x = d->x, *a = d->anchor;
-    uint32_t R = d->ranks;
-    size_t o = d->frag_off[f];
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        size_t off = ln->offset, cnt = ln->count;
-        if (gt_topo_lane_fragment(l, d->G, d->F) != f) continue; /* another fragment's lane */
-        if (ln->rank % R != d->rank) {
-            memcpy(d->snap + off, x + off, cnt * sizeof(float));
-            continue;
+    if (d->F == 1) {
+        memcpy(d->snap, d->x, d->n * sizeof(float));
+    } else {
+        for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
+            const gt_topo_lane_t *ln = &d->layout->lanes[l];
+            if (gt_topo_lane_fragment(l, d->G, d->F) != f) continue; /* another fragment's */
+            memcpy(d->snap + ln->offset, d->x + ln->offset, ln->count * sizeof(float));
         }
-        float *restrict snap = d->snap + off, *restrict dl = d->delta + o;
-        for (size_t i = 0; i < cnt; i++) {
-            float xi = x[off + i];
-            snap[i] = xi;
-            dl[i] = a[off + i] - xi;
-        }
-        o += cnt;
     }
     d->passes += 1.0 / d->F;
-    dl_dump_vec(d, "delta", r, d->delta); /* run.dump: rounds (dump.c; fragments 1) */
+    dl_dump_delta(d, r); /* run.dump: rounds (dump.c; one rank, fragments 1) */
     dl_dump_event(d, "submit", r, (double)d->round_tokens);
     d->fsubmit_ns[f] = gt_time_ns(); /* its result is due from now (dl_live_watch) */
     pthread_mutex_lock(&d->lock);
@@ -284,8 +312,9 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
      * share of the site's ranks carries the group. */
     for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
         uint32_t e = f * d->n_grp + i;
-        st = gt_wan_outer_submit(d->outers[e], r, d->delta + d->eng_off[e], (double)tok,
-                                 d->ehash[e], gt_time_ns());
+        struct delta_fill fc = {d, e, d->eng_lane[e], 0};
+        st = gt_wan_outer_submit_fill(d->outers[e], r, delta_fill, &fc, (double)tok, d->ehash[e],
+                                      gt_time_ns());
     }
     d->fnext[f] = r + 1;
     uint64_t next = d->fnext[0];
@@ -980,7 +1009,7 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
     pthread_mutex_lock(&d->lock);
     if (f == 0) dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
     d->hist_round[f][k] = -1;          /* being rewritten: served to nobody meanwhile */
-    if (!d->hist[k]) d->hist[k] = malloc(2 * d->n_sub * sizeof(float));
+    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n_sub * sizeof(float), 0);
     float *hist = d->hist[k];
     pthread_mutex_unlock(&d->lock);
     if (!hist) return GT_ERR_NOMEM;
@@ -1049,7 +1078,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
     pthread_mutex_lock(&d->lock);
     dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
     d->hist_round[0][k] = -1;
-    if (!d->hist[k]) d->hist[k] = malloc(2 * d->n * sizeof(float));
+    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n * sizeof(float), 0);
     float *hist = d->hist[k];
     pthread_mutex_unlock(&d->lock);
     if (!hist) return GT_ERR_NOMEM;
@@ -1234,6 +1263,13 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         if ((st = dl_gather_anchor(d)) != GT_OK) return st;
         hash = rebase(d, final);
     }
+    /* The results are in θ_a and m now: their buffers go (the next round's result is decoded
+     * into a fresh one as it arrives), rather than stay as the engine's spares, so a round holds
+     * one decoded result at a time, not three. */
+    for (uint32_t e = e0; e < e1; e++) {
+        gt_mem_free(&d->mem, d->g[e]);
+        d->g[e] = NULL;
+    }
     if (fused && (st = dl_agree(d, st)) != GT_OK) return st;
     if (st != GT_OK) return st;
     if ((st = result_tokens(d, f, r, &tokens)) != GT_OK) return st;
@@ -1253,6 +1289,8 @@ gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t 
 {
     gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
     if (st != GT_OK) return st;
+    if (!d->delta) d->delta = gt_mem_alloc(&d->mem, d->n_sub * sizeof(float), 0); /* sync-dp's */
+    if (!d->delta) return GT_ERR_NOMEM;
     dl_own_to_packed(d, grads, d->delta);
     uint64_t hash[DL_MAX_ENGINES]; /* each engine's (group's) lanes of the parameters */
     for (uint32_t e = 0; e < d->n_eng; e++) {

@@ -59,7 +59,7 @@ void dl_hold_slot(gt_diloco_t *d, int k, uint64_t r)
 void dl_hold_keep(gt_diloco_t *d, int k, uint64_t r, const uint64_t *first)
 {
     if (d->hold && (d->hold_round < 0 || r > (uint64_t)d->hold_round + 1 + DL_HOLD_ROUNDS)) {
-        free(d->hold); /* no joiner needs it any more */
+        gt_mem_free(&d->mem, d->hold); /* no joiner needs it any more */
         d->hold = NULL;
         d->hold_round = -1;
     }
@@ -148,7 +148,7 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
             fl += d->eng_off[e + 1] - d->eng_off[e];
         }
         total = 2 * fl;
-        part_buf = malloc(total * sizeof(float));
+        part_buf = gt_mem_alloc(&d->mem, total * sizeof(float), 0);
         for (uint32_t f = f0; f < f1 && part_buf; f++) {
             uint32_t e = f * d->n_grp + gr->i;
             size_t el = d->eng_off[e + 1] - d->eng_off[e];
@@ -165,7 +165,7 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
                     "hold",
                     d->name, req->sender, (unsigned long long)req->round);
         free(buf);
-        free(part_buf);
+        gt_mem_free(&d->mem, part_buf);
         return;
     }
     uint64_t hash = gt_wan_outer_hash(src, total);
@@ -178,7 +178,7 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
                     (uint32_t)parts, buf);
     }
     free(buf);
-    free(part_buf);
+    gt_mem_free(&d->mem, part_buf);
 }
 
 /* A reply to our probe or fetch. Hostile input is checked before anything is written. */
@@ -270,7 +270,7 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
         uint32_t e = f * d->n_grp + i;
         if (frag < 0 || (uint32_t)frag == f) want += d->eng_off[e + 1] - d->eng_off[e];
     }
-    if (!d->fetch) d->fetch = malloc(2 * d->n_sub * sizeof(float));
+    if (!d->fetch) d->fetch = gt_mem_alloc(&d->mem, 2 * d->n_sub * sizeof(float), 0);
     if (!d->fetch || n == 0 || n > GT_WAN_MAX_MEMBERS)
         return d->fetch ? GT_ERR_INVALID : GT_ERR_NOMEM;
     pthread_mutex_lock(&d->lock);

@@ -546,6 +546,11 @@ typedef struct {
      * gt_topo_chunk_shares: outer.chunk_split), or NULL for equal shares. Every site must pass
      * the same. Read by create only. */
     const double *shares;
+    /* Where the engine counts the bytes its buffers that grow with the vector hold (residuals,
+     * the frames kept for re-sends and relays, decoded results, open contributions): a counter
+     * the caller shares with its own buffers (diloco/: the site's outer_state_bytes), or NULL
+     * for the engine's own (gt_wan_outer_mem). */
+    gt_mem_count_t *mem;
 } gt_wan_outer_params_t;
 
 typedef struct {
@@ -625,6 +630,15 @@ GT_API void gt_wan_outer_first_rounds(const gt_wan_outer_t *o, uint64_t *first);
 GT_API gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
                                        double weight, uint64_t anchor_hash,
                                        uint64_t now_ns) GT_MUST_USE;
+/* The same with the pseudo-gradient produced chunk by chunk instead of held whole: fill(ctx, off,
+ * count, dst) writes delta[off, off + count) into dst (a chunk-sized buffer of the engine's),
+ * just before that chunk is encoded. A caller that can compute Δ from what it keeps anyway (θ_a
+ * and the snapshot) so needs no vector for it; the frames and the residual are the same. */
+typedef void (*gt_wan_outer_fill_fn)(void *ctx, size_t off, size_t count, float *dst);
+GT_API gt_status_t gt_wan_outer_submit_fill(gt_wan_outer_t *o, uint64_t round,
+                                            gt_wan_outer_fill_fn fill, void *fill_ctx,
+                                            double weight, uint64_t anchor_hash,
+                                            uint64_t now_ns) GT_MUST_USE;
 
 /* Feeds one received message (DELTA or RESULT). Hostile input is rejected, counted in
  * bad_messages and logged; it never changes state. */
@@ -722,6 +736,9 @@ GT_API double gt_wan_outer_result_tokens(const gt_wan_outer_t *o, uint64_t round
 /* The error-feedback residual (gt_wan_outer_len floats) of this site's deltas (of_results 0) or
  * of the results it aggregated (1): read to checkpoint it, written to resume it. */
 GT_API float *gt_wan_outer_residual(gt_wan_outer_t *o, int of_results);
+
+/* The counter of the bytes the engine's buffers hold (params.mem, or the engine's own). */
+GT_API const gt_mem_count_t *gt_wan_outer_mem(const gt_wan_outer_t *o);
 
 /* Resumes a run from a checkpoint taken after `rounds` rounds, before the first submit: the
  * rounds before are closed (anything still arriving for them is late), and the contribution

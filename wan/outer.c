@@ -202,6 +202,9 @@ struct gt_wan_outer {
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
+    /* what the buffers that grow with n hold (residuals, frames, decoded results,
+     * contributions): params.mem, or the engine's own count */
+    gt_mem_count_t *mem, own_mem;
     gt_wan_outer_stats_t st;
 };
 
@@ -311,8 +314,9 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     size_t nc = o->layout->n_chunks;
     for (size_t c = 0; c < nc; c++)
         if (o->layout->chunks[c].count > o->max_chunk) o->max_chunk = o->layout->chunks[c].count;
-    o->residual = calloc(o->n, sizeof(float));
-    o->result_residual = calloc(o->n, sizeof(float));
+    o->mem = p->mem ? p->mem : &o->own_mem;
+    o->residual = gt_mem_alloc(o->mem, o->n * sizeof(float), 1);
+    o->result_residual = gt_mem_alloc(o->mem, o->n * sizeof(float), 1);
     o->closed_upto = malloc(nc * sizeof *o->closed_upto);
     o->handover_ns = calloc(nc ? nc : 1, sizeof *o->handover_ns);
     o->handover_upto = calloc(nc ? nc : 1, sizeof *o->handover_upto);
@@ -322,7 +326,7 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     o->took = calloc(nc * RESULT_SLOTS, sizeof *o->took);
     o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
-    o->xbuf = malloc(o->max_chunk * sizeof(float));
+    o->xbuf = gt_mem_alloc(o->mem, o->max_chunk * sizeof(float), 0);
     GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->handover_ns &&
                         o->handover_upto && o->closed_due && o->final_from && o->final_closed &&
                         o->took && o->scratch && o->xbuf,
@@ -359,9 +363,9 @@ fail:
     return st;
 }
 
-static void free_agg(agg_t *a)
+static void free_agg(gt_wan_outer_t *o, agg_t *a)
 {
-    for (uint32_t i = 0; i < a->n; i++) free(a->c[i].x);
+    for (uint32_t i = 0; i < a->n; i++) gt_mem_free(o->mem, a->c[i].x);
     memset(a, 0, sizeof *a);
 }
 
@@ -370,25 +374,26 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
     if (!o) return;
     size_t nc = o->layout ? o->layout->n_chunks : 0;
     for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
-        for (size_t c = 0; c < nc && o->send[i].frame; c++) free(o->send[i].frame[c]);
+        for (size_t c = 0; c < nc && o->send[i].frame; c++)
+            gt_mem_free(o->mem, o->send[i].frame[c]);
         free(o->send[i].frame);
         free(o->send[i].len);
         free(o->send[i].sent_to);
     }
     for (int i = 0; i < RESULT_SLOTS; i++) {
-        for (size_t c = 0; c < nc && o->res[i].frame; c++) free(o->res[i].frame[c]);
+        for (size_t c = 0; c < nc && o->res[i].frame; c++) gt_mem_free(o->mem, o->res[i].frame[c]);
         free(o->res[i].have);
         free(o->res[i].frame);
         free(o->res[i].len);
         free(o->res[i].dec);
         free(o->res[i].served);
-        free(o->res[i].g);
+        gt_mem_free(o->mem, o->res[i].g);
     }
-    for (int i = 0; i < DECODED_MAX; i++) free(o->spare[i]);
-    for (size_t i = 0; i < o->n_aggs; i++) free_agg(&o->aggs[i]);
+    for (int i = 0; i < DECODED_MAX; i++) gt_mem_free(o->mem, o->spare[i]);
+    for (size_t i = 0; i < o->n_aggs; i++) free_agg(o, &o->aggs[i]);
     free(o->aggs);
-    free(o->residual);
-    free(o->result_residual);
+    gt_mem_free(o->mem, o->residual);
+    gt_mem_free(o->mem, o->result_residual);
     free(o->closed_upto);
     free(o->handover_ns);
     free(o->handover_upto);
@@ -397,7 +402,7 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
     free(o->final_closed);
     free(o->took);
     free(o->scratch);
-    free(o->xbuf);
+    gt_mem_free(o->mem, o->xbuf);
     gt_cmp_destroy(o->codec);
     gt_topo_layout_destroy(o->layout);
     free(o);
@@ -485,7 +490,7 @@ static void release_decoded(gt_wan_outer_t *o, result_slot_t *r)
             r->g = NULL;
             break;
         }
-    free(r->g); /* NULL if it went to the spares */
+    gt_mem_free(o->mem, r->g); /* NULL if it went to the spares */
     r->g = NULL;
     o->n_decoded--;
     memset(r->dec, 0, o->layout->n_chunks);
@@ -501,7 +506,7 @@ static float *take_decoded(gt_wan_outer_t *o, result_slot_t *r)
             r->g = o->spare[i];
             o->spare[i] = NULL;
         }
-    if (!r->g) r->g = malloc(o->n * sizeof(float));
+    if (!r->g) r->g = gt_mem_alloc(o->mem, o->n * sizeof(float), 0);
     if (r->g) o->n_decoded++;
     return r->g;
 }
@@ -518,7 +523,7 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
                 "now holds round %llu",
                 (unsigned long long)r->round, r->n_have, nc, (unsigned long long)round);
     for (size_t c = 0; c < nc; c++) {
-        free(r->frame[c]);
+        gt_mem_free(o->mem, r->frame[c]);
         r->frame[c] = NULL;
         r->len[c] = 0;
     }
@@ -540,8 +545,10 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
 
 static void judge_hash(gt_wan_outer_t *o, result_slot_t *r, const uint8_t *b);
 
-gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
-                                double weight, uint64_t anchor_hash, uint64_t now_ns)
+/* delta: the whole vector, or NULL and fill(fill_ctx, ...) gives each chunk into xbuf. */
+static gt_status_t submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
+                          gt_wan_outer_fill_fn fill, void *fill_ctx, double weight,
+                          uint64_t anchor_hash, uint64_t now_ns)
 {
     send_slot_t *s = &o->send[round % GT_WAN_OUTER_SLOTS];
     if (round < o->first[o->p.site_id]) {
@@ -583,7 +590,8 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
      * then send: a bad vector sends nothing. */
     for (size_t c = 0; c < nc; c++) {
         const gt_topo_chunk_t *ch = &o->layout->chunks[c];
-        const float *x = delta + ch->offset;
+        const float *x = delta ? delta + ch->offset : o->xbuf;
+        if (!delta) fill(fill_ctx, ch->offset, ch->count, o->xbuf);
         for (size_t i = 0; i < ch->count; i++) {
             if (!isfinite(x[i])) {
                 s->used = 0;
@@ -594,7 +602,7 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
             }
         }
         size_t cap = DELTA_PRE + gt_cmp_bound(o->codec, ch->count), flen = 0;
-        uint8_t *buf = realloc(s->frame[c], cap);
+        uint8_t *buf = gt_mem_realloc(o->mem, s->frame[c], cap);
         if (!buf) return GT_ERR_NOMEM;
         s->frame[c] = buf;
         gt_status_t st = gt_cmp_encode(o->codec, x, ch->count, ef ? o->residual + ch->offset : NULL,
@@ -624,6 +632,20 @@ gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *
                      c, to);
         }
     return GT_OK;
+}
+
+gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
+                                double weight, uint64_t anchor_hash, uint64_t now_ns)
+{
+    return submit(o, round, delta, NULL, NULL, weight, anchor_hash, now_ns);
+}
+
+gt_status_t gt_wan_outer_submit_fill(gt_wan_outer_t *o, uint64_t round, gt_wan_outer_fill_fn fill,
+                                     void *fill_ctx, double weight, uint64_t anchor_hash,
+                                     uint64_t now_ns)
+{
+    if (!fill) return GT_ERR_INVALID;
+    return submit(o, round, NULL, fill, fill_ctx, weight, anchor_hash, now_ns);
 }
 
 /* ---- owner side ---- */
@@ -795,7 +817,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
     a->closed = 1;
     if ((int64_t)a->round > o->closed_upto[a->chunk]) o->closed_upto[a->chunk] = (int64_t)a->round;
     for (uint32_t i = 0; i < a->n; i++) {
-        free(a->c[i].x);
+        gt_mem_free(o->mem, a->c[i].x);
         a->c[i].x = NULL;
     }
     a->n = 0;
@@ -1073,11 +1095,11 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     if (!(w > 0) || !isfinite(w) || gt_le_get32(b + 24) != o->p.n_sites)
         return bad(o, m, "bad weight or layout");
     const gt_topo_chunk_t *ch = &o->layout->chunks[c];
-    float *x = malloc(ch->count * sizeof *x);
+    float *x = gt_mem_alloc(o->mem, ch->count * sizeof *x, 0);
     if (!x) return GT_ERR_NOMEM;
     gt_status_t st = gt_cmp_decode(o->codec, b + DELTA_PRE, len - DELTA_PRE, x, ch->count);
     if (st != GT_OK) {
-        free(x);
+        gt_mem_free(o->mem, x);
         return bad(o, m, "the codec frame does not decode to this chunk");
     }
     uint64_t round = m->round;
@@ -1088,11 +1110,11 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         uint32_t to = (flags >> 16) & 0xFFu, passed = (flags & FLAG_PASSED) != 0;
         if (forwarded || to >= o->p.n_sites || (passed && to != o->p.site_id) ||
             (!passed && to == o->p.site_id)) {
-            free(x);
+            gt_mem_free(o->mem, x);
             return bad(o, m, "a detour to an unknown site, or passed on twice");
         }
         if (!passed) { /* pass it on as it came, naming its contributor */
-            free(x);
+            gt_mem_free(o->mem, x);
             uint8_t *fw = malloc(len);
             if (!fw) return GT_ERR_NOMEM;
             memcpy(fw, b, len);
@@ -1106,7 +1128,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         sender = (flags >> 8) & 0xFFu; /* taken as if it had come straight from its contributor */
     }
     if (sender >= o->p.n_sites) {
-        free(x);
+        gt_mem_free(o->mem, x);
         return bad(o, m, "forwarded from an unknown site");
     }
     if (!forwarded) { /* a DELTA already taken: a re-send whose acknowledgement was lost */
@@ -1116,7 +1138,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
             GT_INFO("outer: site %u's contribution to round %llu chunk %zu arrived again (a "
                     "re-send); taken once",
                     sender, (unsigned long long)m->round, c);
-            free(x);
+            gt_mem_free(o->mem, x);
             return GT_OK;
         }
         if (t->round != m->round) *t = (took_t){m->round, 0};
@@ -1131,7 +1153,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
             o->st.dropped++;
             GT_INFO("outer: dropped site %u's late contribution to round %llu chunk %zu", sender,
                     (unsigned long long)round, c);
-            free(x);
+            gt_mem_free(o->mem, x);
             return GT_OK;
         }
         uint64_t target =
@@ -1144,7 +1166,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         if (!forwarded && to != o->p.site_id && o->live[to]) {
             uint8_t *fw = malloc(len);
             if (!fw) {
-                free(x);
+                gt_mem_free(o->mem, x);
                 return GT_ERR_NOMEM;
             }
             memcpy(fw, b, len);
@@ -1154,21 +1176,21 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
             o->st.forwards++;
             send_to(o, to, &fm, fw, len, now_ns);
             free(fw);
-            free(x);
+            gt_mem_free(o->mem, x);
             return GT_OK;
         }
     }
     agg_t *a = find_agg(o, round, c, 1);
     if (!a) {
-        free(x);
+        gt_mem_free(o->mem, x);
         return GT_ERR_NOMEM;
     }
     if (!late && agg_has(a, sender)) { /* a re-send of what we have: keep the first */
-        free(x);
+        gt_mem_free(o->mem, x);
         return GT_OK;
     }
     if (a->n == GT_WAN_OUTER_MAX_SITES) {
-        free(x);
+        gt_mem_free(o->mem, x);
         o->st.dropped++;
         return bad(o, m, "too many contributions to one chunk");
     }
@@ -1250,7 +1272,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
     if (m->round + 1 > o->peer_next && m->round <= o->last_round)
         o->peer_next = m->round + 1; /* the round closed */
     r->dec[c] = g != NULL;
-    uint8_t *keep = malloc(len);
+    uint8_t *keep = gt_mem_alloc(o->mem, len, 0);
     if (!keep) return GT_ERR_NOMEM;
     memcpy(keep, b, len);
     r->frame[c] = keep;
@@ -1272,7 +1294,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
         for (uint32_t i = 0; i < copy.n; i++) {
             if (!copy.c[i].late && copy.c[i].sender < 64 && (mask >> copy.c[i].sender) & 1) {
                 o->st.on_time++;
-                free(copy.c[i].x);
+                gt_mem_free(o->mem, copy.c[i].x);
             } else if (o->p.late_fold && owner_of(o, c, m->round + 1) == o->p.site_id) {
                 agg_t *next = find_agg(o, m->round + 1, c, 1);
                 if (next && next->n < GT_WAN_OUTER_MAX_SITES) {
@@ -1282,11 +1304,11 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
                     next->c[next->n++] = k;
                 } else {
                     o->st.dropped++;
-                    free(copy.c[i].x);
+                    gt_mem_free(o->mem, copy.c[i].x);
                 }
             } else {
                 o->st.dropped++;
-                free(copy.c[i].x);
+                gt_mem_free(o->mem, copy.c[i].x);
             }
         }
     }
@@ -1414,7 +1436,7 @@ static gt_status_t take_join(gt_wan_outer_t *o, uint32_t s, uint64_t r, uint64_t
             o->st.forwards++;
             send_to(o, s, &fm, fb, DELTA_PRE + flen, now_ns);
         }
-        free_agg(a);
+        free_agg(o, a);
     }
     resend_moved(o, now_ns);
     size_t nc = o->layout->n_chunks;
@@ -1516,7 +1538,7 @@ static gt_status_t finish_decoded(gt_wan_outer_t *o, result_slot_t *r)
 {
     if (!take_decoded(o, r)) {
         /* every buffer is held by rounds not applied yet: make one more */
-        r->g = malloc(o->n * sizeof(float));
+        r->g = gt_mem_alloc(o->mem, o->n * sizeof(float), 0);
         if (!r->g) return GT_ERR_NOMEM;
         o->n_decoded++;
     }
@@ -1535,7 +1557,16 @@ static void mark_applied(gt_wan_outer_t *o, result_slot_t *r, uint64_t round)
 {
     r->applied = 1;
     send_slot_t *s = send_slot(o, round);
-    if (s) s->applied = 1;
+    if (!s) return;
+    s->applied = 1;
+    /* Its frames were kept for re-sends to a chunk's new owner (resend_moved), which end with
+     * the round: an applied round's are never sent again, so they go now rather than when the
+     * slot is reused GT_WAN_OUTER_SLOTS rounds later. */
+    for (size_t c = 0; c < o->layout->n_chunks; c++) {
+        gt_mem_free(o->mem, s->frame[c]);
+        s->frame[c] = NULL;
+        s->len[c] = 0;
+    }
 }
 
 gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g)
@@ -1818,6 +1849,11 @@ double gt_wan_outer_result_tokens(const gt_wan_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
     return r->used && r->round == round ? r->tokens : 0.0;
+}
+
+const gt_mem_count_t *gt_wan_outer_mem(const gt_wan_outer_t *o)
+{
+    return o ? o->mem : NULL;
 }
 
 float *gt_wan_outer_residual(gt_wan_outer_t *o, int of_results)
