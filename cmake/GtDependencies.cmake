@@ -12,6 +12,7 @@ pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)              # libucx-dev
 pkg_check_modules(FABRIC REQUIRED IMPORTED_TARGET libfabric)     # libfabric-dev
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)    # libopenblas-dev
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)         # libcurl4-openssl-dev (etcd)
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)    # libmicrohttpd-dev (metrics)
 
 # UCP lives in libucp, which ucx.pc lists only as a private library on some releases.
 find_library(GT_UCP_LIBRARY NAMES ucp HINTS ${UCX_LIBRARY_DIRS} REQUIRED)
@@ -22,4 +23,4 @@ target_link_libraries(gt_dep_ucx INTERFACE PkgConfig::UCX ${GT_UCP_LIBRARY} ${GT
 # OpenMPI: optional for the build (a one-rank site needs no MPI), used by local/.
 find_package(MPI COMPONENTS C QUIET)
 
-set(GT_PKGCONFIG_REQUIRES "yaml-0.1 jansson libzstd libxxhash libsodium ucx libfabric openblas libcurl")
+set(GT_PKGCONFIG_REQUIRES "yaml-0.1 jansson libzstd libxxhash libsodium ucx libfabric openblas libcurl libmicrohttpd")

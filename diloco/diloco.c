@@ -340,6 +340,7 @@ static gt_status_t check_layouts(gt_diloco_t *d)
 
 static void destroy(gt_diloco_t *d)
 {
+    dl_prom_stop(d);
     dl_stop_thread(d);
     dl_close_files(d);
     if (d->site_lock >= 0) close(d->site_lock); /* the site's files are closed: let go */
@@ -481,6 +482,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     if (st == GT_OK) st = note_layout(d);
     if ((st = dl_agree(d, st)) != GT_OK) goto fail;
     if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;
+    if ((st = dl_agree(d, dl_prom_start(d))) != GT_OK) goto fail;
     /* A run already marked as started is joined, not started: this site comes late, or back. */
     int started = 0;
     if (d->rank == 0 && gt_wan_member_started(d->grp[0].member, &started) != GT_OK) started = 0;

@@ -8,6 +8,7 @@
  *              fetching (θ_a, m), joining a run in progress
  *   connect.c  outer engine, mesh and membership; the background WAN thread; views
  *   files.c    anchors.jsonl, status.json, metrics.jsonl, summary.json
+ *   prom.c     GET /metrics for Prometheus (sites[].metrics, metrics.listen)
  *   checkpoint.c  the outer state saved at a round boundary, and a whole run resumed from it
  *
  * Vectors (n = the full parameter vector, n_sub = this rank's lanes; n_sub = n with one rank):
@@ -282,6 +283,7 @@ struct gt_diloco {
     char result_key[16][48];
     double result_val[16];
     int n_results;
+    struct dl_prom *prom; /* the /metrics server (prom.c); NULL: none */
     /* Resume (checkpoint.c) */
     char *resume_note;    /* {"resume_steps": [...]}: this site's offer, in its member value */
     int64_t resumed_step; /* the step the run resumed at (-1: none) */
@@ -395,6 +397,13 @@ gt_status_t dl_fsync_dir(const char *dir);
 gt_status_t dl_carry_save(gt_diloco_t *d);
 gt_status_t dl_carry_take(gt_diloco_t *d, int64_t from);
 void dl_carry_discard(gt_diloco_t *d);
+
+/* prom.c: GET /metrics on this rank's metrics address (none: nothing starts); the training
+ * thread's values are copied for it by dl_prom_update (rate-limited unless forced), called by
+ * dl_write_status on every rank. Start after dl_connect, stop before dl_disconnect. */
+gt_status_t dl_prom_start(gt_diloco_t *d);
+void dl_prom_update(gt_diloco_t *d, int force);
+void dl_prom_stop(gt_diloco_t *d);
 
 /* files.c */
 gt_status_t dl_open_files(gt_diloco_t *d, int append);

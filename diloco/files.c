@@ -145,6 +145,7 @@ static void wan_bytes(gt_diloco_t *d, uint64_t *sent_p, uint64_t *recv_p)
 void dl_write_status(gt_diloco_t *d, int force)
 {
     uint64_t now = gt_time_ns();
+    dl_prom_update(d, force); /* every rank's /metrics */
     if (d->rank != 0) return; /* the site's live line: rank 0's view of it */
     if (!force && now - d->status_ns < 500000000ull) return;
     uint64_t sent, recv;

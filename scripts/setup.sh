@@ -9,12 +9,13 @@ packages=(
   clang clang-format libclang-rt-14-dev      # libFuzzer, sanitizers, format check
   libyaml-dev libjansson-dev libxxhash-dev   # sites.yaml, JSON, checksums
   libcurl4-openssl-dev                       # etcd v3 JSON gateway client
+  libmicrohttpd-dev                          # the /metrics endpoint (Prometheus)
   libzstd-dev libsodium-dev libopenblas-dev  # codecs, crypto, matmuls
   libucx-dev ucx-utils                       # UCX transport (+ ucx_perftest)
   libfabric-dev libfabric-bin                # libfabric transport (+ fi_pingpong)
   libopenmpi-dev openmpi-bin                 # multi-rank sites
   etcd-server etcd-client                    # membership
-  iperf3 iproute2                            # WAN benchmark baseline, netns tests
+  iperf3 iproute2 nftables                   # WAN benchmark baseline, netns tests (NAT)
   gnuplot-nox                                # geotrain report (PNG plots)
   fortunes                                   # the demo's English text corpus
   python3 python3-numpy python3-torch        # golden gradient checks, PyTorch benchmark

@@ -186,6 +186,10 @@ typedef struct {
     int overlap_grad_reduce;      /* local.overlap_grad_reduce */
 } gt_topo_local_t;
 
+typedef struct {
+    char listen[GT_TOPO_ADDR_MAX]; /* metrics.listen: host:port ("" or port 0: none) */
+} gt_topo_metrics_t;
+
 /* `geotrain plan` (docs/plan.md): what a run needs; every field 0 = derive it as documented. */
 typedef struct {
     uint64_t params;     /* plan.params: N; 0 = the model of model.* */
@@ -215,6 +219,8 @@ typedef struct {
     uint32_t line;                     /* where the site entry starts in the file */
     double tokens_per_s;               /* sites[].tokens_per_s: plan input; 0 = plan.* */
     uint32_t accelerators;             /* sites[].accelerators: plan input; 0 = plan.* */
+    char advertise[GT_TOPO_ADDR_MAX];  /* sites[].advertise: host:port peers dial ("": address) */
+    char metrics[GT_TOPO_ADDR_MAX];    /* sites[].metrics: its /metrics ("": metrics.listen) */
 } gt_topo_site_t;
 
 typedef struct {
@@ -234,6 +240,7 @@ typedef struct gt_topo_config {
     gt_topo_membership_t membership;
     gt_topo_security_cfg_t security;
     gt_topo_local_t local;
+    gt_topo_metrics_t metrics;
     gt_topo_plan_t plan;
     uint32_t n_sites;
     gt_topo_site_t *sites; /* n_sites entries */
@@ -279,6 +286,16 @@ GT_API void gt_topo_print_reference(FILE *out);
 /* Index of the site named `name`; GT_ERR_NOT_FOUND when there is none. */
 GT_API gt_status_t gt_topo_site_index(const gt_topo_config_t *cfg, const char *name,
                                       uint32_t *index_p);
+
+/* The host:port a site's peers dial: sites[].advertise, else sites[].address (rank 0's; rank k
+ * adds k to the port, port 0 the port it listens on). */
+GT_API const char *gt_topo_site_advertised(const gt_topo_site_t *site);
+
+/* Where rank `rank` of site `site` serves GET /metrics, as host:port into buf: sites[].metrics
+ * with the rank added to its port, else metrics.listen with site x R + rank added (R: the most
+ * ranks of any site); "" when neither is set or the port is 0. GT_ERR_CONFIG past port 65535. */
+GT_API gt_status_t gt_topo_metrics_address(const gt_topo_config_t *cfg, uint32_t site,
+                                           uint32_t rank, char *buf, size_t len) GT_MUST_USE;
 
 /* The emulated parameters of the link between sites a and b: the per-link override where
  * `links:` has one, else wan.emulation. */

@@ -338,6 +338,10 @@ static int set_value(loader_t *L, const char *where, const char *keyname, const 
         snprintf(p, k->size, "%s", v);
         return 0;
     case GT_KEY_ADDR:
+        if (!*v && k->def && strcmp(k->def, "\"\"") == 0) { /* optional: "" = not set */
+            *p = '\0';
+            return 0;
+        }
         if (!valid_addr(v) || strlen(v) >= k->size) goto bad;
         snprintf(p, k->size, "%s", v);
         return 0;
@@ -1084,6 +1088,33 @@ static void blame(loader_t *L, const char *a, const char *b, char *buf, size_t l
     where_src(L, &L->full->src[kb - gt_topo_keys], kb, buf, len);
 }
 
+/* 1 when host:port's host is a wildcard: it binds every interface, and no peer can dial it. */
+static int wildcard_host(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+    return (n == 7 && strncmp(addr, "0.0.0.0", 7) == 0) ||
+           (n == 4 && strncmp(addr, "[::]", 4) == 0) || (n == 2 && strncmp(addr, "::", 2) == 0) ||
+           (n == 1 && addr[0] == '*');
+}
+
+/* A site's listener, what its peers dial, and where it serves metrics. */
+static void check_site_addresses(loader_t *L, uint32_t i, char *where, size_t len)
+{
+    const gt_topo_site_t *s = &L->full->cfg.sites[i];
+    snprintf(where, len, "%s:%u:%u", L->name, s->line, 1u);
+    if (s->address[0] && wildcard_host(s->address) && !s->advertise[0])
+        report(L, where,
+               "key 'sites[%u].advertise': missing: site '%s' binds '%s' (every interface), "
+               "which its peers cannot dial; allowed: the host:port its peers reach it at",
+               i, s->name, s->address);
+    if (s->advertise[0] && wildcard_host(s->advertise))
+        report(L, where,
+               "key 'sites[%u].advertise': '%s' is a wildcard, which its peers cannot dial; "
+               "allowed: the host:port its peers reach site '%s' at",
+               i, s->advertise, s->name);
+}
+
 static void check_cross(loader_t *L)
 {
     gt_topo_config_t *c = &L->full->cfg;
@@ -1104,16 +1135,19 @@ static void check_cross(loader_t *L)
                        "%u); allowed: a unique name",
                        i, c->sites[i].name, L->site_name_line[j]);
             }
-            const char *port = strrchr(c->sites[i].address, ':');
-            if (c->sites[i].address[0] && port && strcmp(port, ":0") != 0 &&
-                strcmp(c->sites[i].address, c->sites[j].address) == 0) {
+            /* What peers dial must differ (two sites may bind 0.0.0.0:7000 on two hosts). */
+            const char *ai = gt_topo_site_advertised(&c->sites[i]);
+            const char *aj = gt_topo_site_advertised(&c->sites[j]);
+            const char *port = strrchr(ai, ':');
+            if (ai[0] && port && strcmp(port, ":0") != 0 && strcmp(ai, aj) == 0) {
                 snprintf(where, sizeof where, "%s:%u:%u", L->name, c->sites[i].line, 1u);
                 report(L, where,
-                       "key 'sites[%u].address': '%s' is also site '%s''s address; "
+                       "key 'sites[%u].%s': '%s' is also site '%s''s address; "
                        "allowed: a distinct host:port per site (or port 0)",
-                       i, c->sites[i].address, c->sites[j].name);
+                       i, c->sites[i].advertise[0] ? "advertise" : "address", ai, c->sites[j].name);
             }
         }
+        check_site_addresses(L, i, where, sizeof where);
         /* Sites may have different ranks: the run has G = lcm of them WAN groups (group g:
          * lanes l mod G = g), and rank k of a site of R ranks runs the groups g mod R = k. */
         uint64_t a = lcm, b = c->sites[i].ranks ? c->sites[i].ranks : 1;
@@ -1569,6 +1603,37 @@ gt_status_t gt_topo_site_index(const gt_topo_config_t *cfg, const char *name, ui
         }
     }
     return GT_ERR_NOT_FOUND;
+}
+
+const char *gt_topo_site_advertised(const gt_topo_site_t *site)
+{
+    return site->advertise[0] ? site->advertise : site->address;
+}
+
+gt_status_t gt_topo_metrics_address(const gt_topo_config_t *cfg, uint32_t site, uint32_t rank,
+                                    char *buf, size_t len)
+{
+    if (!cfg || site >= cfg->n_sites || !buf || len == 0) return GT_ERR_INVALID;
+    const char *own = cfg->sites[site].metrics;
+    const char *addr = own[0] ? own : cfg->metrics.listen;
+    buf[0] = '\0';
+    const char *colon = strrchr(addr, ':');
+    if (!addr[0] || !colon) return GT_OK;
+    unsigned long port = strtoul(colon + 1, NULL, 10);
+    if (port == 0) return GT_OK;
+    uint32_t rmax = 1;
+    for (uint32_t i = 0; i < cfg->n_sites; i++)
+        if (cfg->sites[i].ranks > rmax) rmax = cfg->sites[i].ranks;
+    unsigned long p = port + rank + (own[0] ? 0ul : (unsigned long)site * rmax);
+    if (p > 65535) {
+        GT_ERROR("site %s: its metrics port %lu (%s%s, rank %u) is past 65535",
+                 cfg->sites[site].name, p, own[0] ? "sites[].metrics " : "metrics.listen ", addr,
+                 rank);
+        return GT_ERR_CONFIG;
+    }
+    int n = snprintf(buf, len, "%.*s:%lu", (int)(colon - addr), addr, p);
+    if (n < 0 || (size_t)n >= len) return GT_ERR_OVERFLOW;
+    return GT_OK;
 }
 
 void gt_topo_link_params(const gt_topo_config_t *cfg, uint32_t a, uint32_t b,

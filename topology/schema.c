@@ -232,6 +232,12 @@ const gt_key_t gt_topo_keys[] = {
     {"local.overlap_grad_reduce", GT_KEY_BOOL, NUM(local.overlap_grad_reduce), 0, 0, 0, 0, NULL,
      "true", "CPU sites: all-reduce each block's gradients while backward goes on"},
 
+    SEC("metrics", "what an operator scrapes: Prometheus' text format over HTTP (docs/deploy.md)"),
+    {"metrics.listen", GT_KEY_ADDR, TXT(metrics.listen), 0, 0, 0, 0, NULL, "\"\"",
+     "host:port of every site's GET /metrics where sites[].metrics is not set: site i (its "
+     "place in sites) listens on port + i x R + k for its rank k, R the most ranks of any site, "
+     "so the sites of one host never collide; port 0 or empty: no metrics"},
+
     SEC("plan", "inputs of `geotrain plan` only (docs/plan.md); 0 = derived as documented"),
     {"plan.params", GT_KEY_U64, NUM(plan.params), 0, 1e15, 0, 0, NULL, "0",
      "parameters N; 0 = the model of model.*"},
@@ -276,6 +282,15 @@ const gt_key_t gt_topo_site_keys[] = {
      "unique site name (letters, digits, '_', '-', '.'; not starting with '.')"},
     {"address", GT_KEY_ADDR, SITE(address), sizeof(((gt_topo_site_t *)0)->address), 0, 0, 0, 0,
      NULL, NULL, "host:port where the site listens for WAN peers (port 0: any free port)"},
+    {"advertise", GT_KEY_ADDR, SITE(advertise), sizeof(((gt_topo_site_t *)0)->advertise), 0, 0, 0,
+     0, NULL, "\"\"",
+     "host:port its peers dial, when that is not `address` (a 1:1 NAT, a container's published "
+     "port); port 0: the port it listens on; rank k of the site adds k, as to the listener's; "
+     "required when address binds a wildcard (0.0.0.0, [::]); empty: address"},
+    {"metrics", GT_KEY_ADDR, SITE(metrics), sizeof(((gt_topo_site_t *)0)->metrics), 0, 0, 0, 0,
+     NULL, "\"\"",
+     "host:port where the site serves Prometheus metrics (GET /metrics); rank k adds k to the "
+     "port; empty: metrics.listen"},
     {"ranks", GT_KEY_U32, SITE(ranks), 0, 1, 65536, 0, 0, NULL, "1",
      "processes (ranks) in the site; more than 1 runs under mpirun; sites may differ (rank k "
      "runs the WAN groups g mod ranks = k; lcm of all sites' ranks <= 64)"},

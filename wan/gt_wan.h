@@ -818,7 +818,8 @@ GT_API gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *params,
                                       gt_wan_mesh_t **mesh_p) GT_MUST_USE;
 GT_API void gt_wan_mesh_destroy(gt_wan_mesh_t *mesh);
 
-/* host:port peers should dial (the actual port when sites.yaml says port 0). */
+/* host:port peers should dial: sites[].advertise where set, else the bound address; the
+ * actual port where the port is 0. */
 const char *gt_wan_mesh_address(const gt_wan_mesh_t *mesh);
 
 /* Dials the view's members that this site should dial and forgets endpoints of sites that
@@ -846,6 +847,10 @@ GT_API int gt_wan_mesh_peer_refused(const gt_wan_mesh_t *mesh, uint32_t site);
 GT_API size_t gt_wan_mesh_pending(const gt_wan_mesh_t *mesh);
 
 GT_API void gt_wan_mesh_stats(const gt_wan_mesh_t *mesh, gt_wan_mesh_stats_t *stats_p);
+/* Payload bytes sent to and received from `site` over all of its connections so far (the
+ * closed ones included); 0 for ourselves. */
+GT_API void gt_wan_mesh_peer_bytes(const gt_wan_mesh_t *mesh, uint32_t site, uint64_t *sent_p,
+                                   uint64_t *received_p);
 
 /* GT_OK, or GT_ERR_AUTH when no peer of the view will authenticate this site: every peer has
  * refused its handshakes (closed after our first message, or sent us one sealed to a key we

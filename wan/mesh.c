@@ -63,6 +63,7 @@ typedef struct {
     uint32_t n_fails, fail_pos;
     uint64_t cut_until_ns;
     int refused; /* our last dial was refused (ECONNREFUSED), no connection since */
+    uint64_t gone_sent, gone_received; /* payload bytes of its endpoints closed so far */
 } peer_t;
 
 struct gt_wan_mesh {
@@ -95,6 +96,34 @@ int gt_wan_split_addr(const char *addr, char *host, size_t hn, uint16_t *port)
     if (p < 0 || p > 65535) return -1;
     *port = (uint16_t)p;
     return 0;
+}
+
+/* What peers dial (published in etcd): sites[].advertise where set — a 1:1 NAT's public
+ * address, a container's published port — with the rank's offset added to a port given there
+ * (port 0: the one we listen on), else the address we bound; an IPv6 host in brackets. */
+static gt_status_t advertised(const gt_topo_config_t *cfg, const gt_wan_mesh_params_t *p,
+                              const char *bound_host, uint16_t actual, char *out, size_t len)
+{
+    const gt_topo_site_t *me = &cfg->sites[p->site];
+    char host[GT_TOPO_ADDR_MAX];
+    uint16_t port = actual;
+    snprintf(host, sizeof host, "%s", bound_host);
+    if (me->advertise[0]) {
+        uint16_t aport = 0;
+        if (gt_wan_split_addr(me->advertise, host, sizeof host, &aport) != 0) {
+            GT_ERROR("mesh: site %s: bad advertised address '%s'", me->name, me->advertise);
+            return GT_ERR_CONFIG;
+        }
+        if (aport && aport + p->port_offset > 65535u) {
+            GT_ERROR("mesh: site %s: advertised port %u + rank %u is past 65535", me->name,
+                     (unsigned)aport, (unsigned)p->port_offset);
+            return GT_ERR_CONFIG;
+        }
+        if (aport) port = (uint16_t)(aport + p->port_offset);
+    }
+    int v6 = strchr(host, ':') != NULL;
+    snprintf(out, len, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", (unsigned)port);
+    return GT_OK;
 }
 
 /* A site whose secret key is not the one sites.yaml pins for it would start, listen, and be
@@ -196,7 +225,7 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
         port = (uint16_t)(port + p->port_offset);
     }
     GT_CHECK_GOTO(gt_wan_net_listen(m->net, host, port, &actual), st, fail);
-    snprintf(m->address, sizeof m->address, "%s:%u", host, (unsigned)actual);
+    GT_CHECK_GOTO(advertised(cfg, p, host, actual, m->address, sizeof m->address), st, fail);
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         if (i == p->site) continue;
         m->peers[i].next_id = 1;
@@ -207,9 +236,10 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
             GT_REQUIRE_GOTO(m->peers[i].recv_buf[k], st, GT_ERR_NOMEM, fail, "mesh: out of memory");
         }
     }
-    GT_INFO("mesh: site %s listening on %s (%s, %s%s)", cfg->sites[p->site].name, m->address,
-            gt_wan_transport_name(np.transport), secure ? "encrypted" : "NOT encrypted",
-            m->emu ? ", emulated WAN" : "");
+    GT_INFO("mesh: site %s listening on %s:%u%s%s (%s, %s%s)", cfg->sites[p->site].name, host,
+            (unsigned)actual, cfg->sites[p->site].advertise[0] ? ", advertised as " : "",
+            cfg->sites[p->site].advertise[0] ? m->address : "", gt_wan_transport_name(np.transport),
+            secure ? "encrypted" : "NOT encrypted", m->emu ? ", emulated WAN" : "");
     *mesh_p = m;
     return GT_OK;
 fail:
@@ -254,10 +284,21 @@ static void note_failure(gt_wan_mesh_t *m, uint32_t i)
     }
 }
 
+/* The bytes of a peer's endpoint about to close, kept for gt_wan_mesh_peer_bytes. */
+static void keep_bytes(peer_t *pe)
+{
+    if (!pe->ep) return;
+    gt_wan_ep_stats_t es;
+    gt_wan_ep_stats(pe->ep, &es);
+    pe->gone_sent += es.bytes_sent;
+    pe->gone_received += es.bytes_received;
+}
+
 /* Closes peer i's endpoint. Messages stay queued (not acknowledged) for the next one. */
 static void close_peer(gt_wan_mesh_t *m, uint32_t i, int failed)
 {
     peer_t *pe = &m->peers[i];
+    keep_bytes(pe);
     if (pe->ep) {
         gt_wan_ep_close(pe->ep); /* completes our requests with GT_ERR_CLOSED */
         pe->ep = NULL;
@@ -281,6 +322,7 @@ static void close_peer(gt_wan_mesh_t *m, uint32_t i, int failed)
 static void drop_peer(gt_wan_mesh_t *m, uint32_t i)
 {
     peer_t *pe = &m->peers[i];
+    keep_bytes(pe);
     if (pe->ep) {
         gt_wan_ep_abort(pe->ep);
         pe->ep = NULL;
@@ -617,6 +659,25 @@ void gt_wan_mesh_stats(const gt_wan_mesh_t *m, gt_wan_mesh_stats_t *stats_p)
         s.emu_refused_by_cut += ls.failed;
     }
     *stats_p = s;
+}
+
+void gt_wan_mesh_peer_bytes(const gt_wan_mesh_t *m, uint32_t site, uint64_t *sent_p,
+                            uint64_t *received_p)
+{
+    uint64_t s = 0, r = 0;
+    if (m && site < m->p.cfg->n_sites && site != m->p.site) {
+        const peer_t *pe = &m->peers[site];
+        s = pe->gone_sent;
+        r = pe->gone_received;
+        if (pe->ep) {
+            gt_wan_ep_stats_t es;
+            gt_wan_ep_stats(pe->ep, &es);
+            s += es.bytes_sent;
+            r += es.bytes_received;
+        }
+    }
+    *sent_p = s;
+    *received_p = r;
 }
 
 gt_status_t gt_wan_mesh_health(gt_wan_mesh_t *m)

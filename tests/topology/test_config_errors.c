@@ -150,6 +150,19 @@ static const bad_case_t cases[] = {
      "local:\n  tensor_parallel: 2\nsites:\n  - name: a\n    address: h:1\n    ranks: 3\n", "4:1",
      "'sites[0].ranks'", "multiple of"},
     {"value missing", "run:\n  rounds:\n" SITES, "2:10", "'run.rounds'", "no value"},
+    {"wildcard bind without advertise", "sites:\n  - name: a\n    address: 0.0.0.0:7000\n", "2:1",
+     "'sites[0].advertise'", "cannot dial"},
+    {"IPv6 wildcard bind without advertise", "sites:\n  - name: a\n    address: \"[::]:7000\"\n",
+     "2:1", "'sites[0].advertise'", "every interface"},
+    {"wildcard advertised",
+     "sites:\n  - name: a\n    address: 10.0.0.1:7000\n    advertise: 0.0.0.0:7000\n", "2:1",
+     "'sites[0].advertise'", "wildcard"},
+    {"advertised address taken",
+     "sites:\n  - name: a\n    address: 0.0.0.0:7000\n    advertise: 192.0.2.1:7000\n"
+     "  - name: b\n    address: 0.0.0.0:7000\n    advertise: 192.0.2.1:7000\n",
+     "5:1", "'sites[1].advertise'", "also site 'a'"},
+    {"metrics without port", "sites:\n  - name: a\n    address: h:1\n    metrics: h\n", "4:14",
+     "'sites[0].metrics'", "host:port"},
 };
 
 /* Loads `yaml` named "t.yaml", capturing the error text. */
@@ -397,6 +410,52 @@ static void test_print_round_trip(void)
     gt_topo_destroy(cfg);
 }
 
+/* Sites that bind every interface on their own hosts and advertise where they are reached;
+ * where each serves its metrics. */
+static void test_addresses(void)
+{
+    char *errs = NULL;
+    gt_topo_config_t *cfg = NULL;
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.use_env = 0;
+    CHECK_EQ_INT(load("metrics:\n  listen: 127.0.0.1:9400\nsites:\n"
+                      "  - name: a\n    address: 0.0.0.0:7000\n    advertise: 192.0.2.1:7000\n"
+                      "    ranks: 2\n"
+                      "  - name: b\n    address: 0.0.0.0:7000\n    advertise: \"[2001:db8::2]:0\"\n"
+                      "  - name: c\n    address: 10.0.0.3:7000\n    metrics: \"[::1]:9500\"\n",
+                      &lp, &errs, &cfg),
+                 GT_OK);
+    CHECK_MSG(cfg != NULL, "two wildcard binds advertised apart refused:\n%s", errs ? errs : "");
+    if (cfg) {
+        CHECK_MSG(strcmp(gt_topo_site_advertised(&cfg->sites[0]), "192.0.2.1:7000") == 0, "%s",
+                  gt_topo_site_advertised(&cfg->sites[0]));
+        CHECK_MSG(strcmp(gt_topo_site_advertised(&cfg->sites[1]), "[2001:db8::2]:0") == 0, "%s",
+                  gt_topo_site_advertised(&cfg->sites[1]));
+        CHECK_MSG(strcmp(gt_topo_site_advertised(&cfg->sites[2]), "10.0.0.3:7000") == 0, "%s",
+                  gt_topo_site_advertised(&cfg->sites[2]));
+        char m[64];
+        /* metrics.listen: port + site x R + rank, R = 2 (site a's ranks) */
+        CHECK_EQ_INT(gt_topo_metrics_address(cfg, 0, 1, m, sizeof m), GT_OK);
+        CHECK_MSG(strcmp(m, "127.0.0.1:9401") == 0, "%s", m);
+        CHECK_EQ_INT(gt_topo_metrics_address(cfg, 1, 0, m, sizeof m), GT_OK);
+        CHECK_MSG(strcmp(m, "127.0.0.1:9402") == 0, "%s", m);
+        /* the site's own: port + rank */
+        CHECK_EQ_INT(gt_topo_metrics_address(cfg, 2, 0, m, sizeof m), GT_OK);
+        CHECK_MSG(strcmp(m, "[::1]:9500") == 0, "%s", m);
+        gt_topo_destroy(cfg);
+    }
+    free(errs);
+    errs = NULL;
+    CHECK_EQ_INT(load(SITES, &lp, &errs, &cfg), GT_OK);
+    if (cfg) { /* neither key: no metrics */
+        char m[64] = "x";
+        CHECK_EQ_INT(gt_topo_metrics_address(cfg, 0, 0, m, sizeof m), GT_OK);
+        CHECK_MSG(strcmp(m, "") == 0, "%s", m);
+        gt_topo_destroy(cfg);
+    }
+    free(errs);
+}
+
 static void test_repo_sites_yaml(void)
 {
     const char *src = getenv("GT_SOURCE_DIR");
@@ -421,6 +480,7 @@ int main(void)
     test_defaults_and_precedence();
     test_set_link_cuts();
     test_print_round_trip();
+    test_addresses();
     test_repo_sites_yaml();
     return GT_TEST_DONE();
 }
