@@ -50,6 +50,12 @@
 #define FLAG_PASSED  4u
 #define RESULT_SLOTS 16 /* rounds of results kept (compressed): how far a slow site may lag */
 #define DECODED_MAX  4  /* rounds whose results are held decoded at once (normally 1-2) */
+/* An applied round's RESULT frames are kept this many rounds (the round itself included) for
+ * relays to a peer whose link to the owner is cut and forwards of a leaver's results; older
+ * ones are freed (the slot's record of which chunks it had stays, for result_gone and the
+ * duplicate check). Kept for all RESULT_SLOTS rounds they cost a compressed copy of the vector
+ * a round: 16 B/param at int8 once a run is 16 rounds in. */
+#define RELAY_ROUNDS 3
 
 /* ---- little-endian fields ---- */
 static void putf64(uint8_t *p, double d)
@@ -1569,6 +1575,20 @@ static void mark_applied(gt_wan_outer_t *o, result_slot_t *r, uint64_t round)
     }
 }
 
+/* The RESULT frames of applied rounds RELAY_ROUNDS or more before `round` (just applied). */
+static void drop_old_frames(gt_wan_outer_t *o, uint64_t round)
+{
+    for (int i = 0; i < RESULT_SLOTS; i++) {
+        result_slot_t *r = &o->res[i];
+        if (!r->used || !r->applied || r->round + RELAY_ROUNDS > round) continue;
+        for (size_t c = 0; c < o->layout->n_chunks; c++) {
+            gt_mem_free(o->mem, r->frame[c]);
+            r->frame[c] = NULL;
+            r->len[c] = 0;
+        }
+    }
+}
+
 gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g)
 {
     result_slot_t *r = result_slot(o, round, 0);
@@ -1578,6 +1598,7 @@ gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g)
     memcpy(g, r->g, o->n * sizeof *g);
     release_decoded(o, r);
     mark_applied(o, r, round);
+    drop_old_frames(o, round);
     return GT_OK;
 }
 
@@ -1596,6 +1617,7 @@ gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round, float **
         o->n_decoded--;
     memset(r->dec, 0, o->layout->n_chunks);
     mark_applied(o, r, round);
+    drop_old_frames(o, round);
     return GT_OK;
 }
 
