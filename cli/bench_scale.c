@@ -55,7 +55,7 @@ static void usage(FILE *out)
         "of R ranks (threads; default 1; a list runs each) with a synthetic trainer on a flat\n"
         "vector of N floats (K/M/G suffixes, powers of 1000 here: 10M = 10,000,000; a list\n"
         "runs each), every step touching 1/4096 of it and sleeping MS (default 50) as its\n"
-        "compute; K rounds (default 4) of H steps (default 20), TAU (default 5) overlapped,\n"
+        "compute; K rounds (default 6) of H steps (default 20), TAU (default 5) overlapped,\n"
         "codec NAME (default int8), encrypted UCX through an emulated link of MBPS (default\n"
         "10000) per site pair and direction, wan.lanes L (default 16). Per N and R it prints,\n"
         "per site (the mean over the sites, and the largest):\n"
@@ -64,14 +64,17 @@ static void usage(FILE *out)
         "  lib_bytes_per_param   the library's own count of its buffers at their peak\n"
         "                        (summary.json outer_state_bytes_per_param)\n"
         "  submit_s, apply_s     the training thread's seconds per round in the submit and the\n"
-        "                        apply, waits for results excluded (the library's timing;\n"
+        "                        apply, waits for results excluded: the median over the rounds\n"
+        "                        as the library times them (*_mean: the mean, which the first\n"
+        "                        rounds' first touch of the outer state's pages raises;\n"
         "                        *_outside: around the gt_diloco_step calls, less wait_s)\n"
         "  submit_memcpy, apply_memcpy  the same over one memcpy of the vector timed here\n"
         "  exchange_s, link_s    median submit-to-result time, and the bytes this site sent\n"
         "                        per round at the link's rate; link_fraction = link_s/exchange_s\n"
         "  passes                the outer step's sweeps over the vector per round\n"
-        "Before each N it checks that S sites fit in MemAvailable (from the bytes per parameter\n"
-        "measured at the N before) and stops there, printing where and why. --set KEY=VALUE\n"
+        "Before each N it checks that S sites fit in 80%% of MemAvailable (from the bytes per\n"
+        "parameter measured at the N before) and stops there, printing where and why. --set "
+        "KEY=VALUE\n"
         "overrides the generated sites.yaml. Run directories under DIR (default\n"
         "runs/bench-scale-TIME) are kept.\n");
 }
@@ -135,8 +138,8 @@ typedef struct {
     tcomm_rank_t cr;
     float *x;
     gt_status_t st;
-    char *summary;                    /* rank 0: gt_diloco_summary's JSON */
-    double submit_out_s, apply_out_s; /* around gt_diloco_step, less the waits */
+    char *summary;        /* rank 0: gt_diloco_summary's JSON */
+    double out_s[2][256]; /* each submit's and apply's time around gt_diloco_step, less waits */
     uint64_t submits, applies;
     double step_ms;
 } rank_t;
@@ -198,11 +201,9 @@ static void *rank_main(void *arg)
         gt_diloco_status(d, &s);
         held -= s.wait_s - w0;
         if (next % H == 0 && next < s.total_steps) { /* a submit (the last: and its apply) */
-            rk->submit_out_s += held;
-            rk->submits++;
+            if (rk->submits < 256) rk->out_s[0][rk->submits++] = held;
         } else if (next % H == tau && next > H) {
-            rk->apply_out_s += held;
-            rk->applies++;
+            if (rk->applies < 256) rk->out_s[1][rk->applies++] = held;
         }
     }
     if (st != GT_OK)
@@ -307,11 +308,11 @@ static int site_main(int argc, char **argv)
     for (uint32_t k = 0; k < R; k++) ok &= rk[k].st == GT_OK;
     json_t *sum = rk[0].summary ? json_loads(rk[0].summary, 0, NULL) : NULL;
     double rounds = sum ? jnum(sum, "rounds_applied") : NAN;
-    double so = 0, ao = 0;
+    double so = 0, ao = 0; /* the medians, of the slowest rank, as the library reports */
     uint64_t sn = 0, an = 0;
-    for (uint32_t k = 0; k < R; k++) { /* the slowest rank's, as the library reports */
-        double s1 = rk[k].submits ? rk[k].submit_out_s / rk[k].submits : 0;
-        double a1 = rk[k].applies ? rk[k].apply_out_s / rk[k].applies : 0;
+    for (uint32_t k = 0; k < R; k++) {
+        double s1 = gt_cli_median(rk[k].out_s[0], rk[k].submits);
+        double a1 = gt_cli_median(rk[k].out_s[1], rk[k].applies);
         if (s1 > so) so = s1;
         if (a1 > ao) ao = a1;
         sn = rk[k].submits;
@@ -439,6 +440,8 @@ static void print_row(int json, size_t n, uint32_t R, json_t **site, uint32_t S,
                                        "lib_bytes_per_param",
                                        "submit_s",
                                        "apply_s",
+                                       "submit_s_mean",
+                                       "apply_s_mean",
                                        "submit_s_outside",
                                        "apply_s_outside",
                                        "memcpy_s",
@@ -464,13 +467,15 @@ static void print_row(int json, size_t n, uint32_t R, json_t **site, uint32_t S,
         double ex = jnum(sum, "exchange_s_median");
         double v[NK] = {jnum(o, "rss_bytes_per_param"),
                         jnum(sum, "outer_state_bytes_per_param"),
+                        jnum(sum, "submit_s_median"),
+                        jnum(sum, "apply_s_median"),
                         jnum(sum, "submit_s_per_round"),
                         jnum(sum, "apply_s_per_round"),
                         jnum(o, "submit_s_outside"),
                         jnum(o, "apply_s_outside"),
                         mc,
-                        jnum(sum, "submit_s_per_round") / mc,
-                        jnum(sum, "apply_s_per_round") / mc,
+                        jnum(sum, "submit_s_median") / mc,
+                        jnum(sum, "apply_s_median") / mc,
                         jnum(sum, "submit_s_max"),
                         jnum(sum, "apply_s_max"),
                         ex,
@@ -507,8 +512,8 @@ static void print_row(int json, size_t n, uint32_t R, json_t **site, uint32_t S,
         printf("N %zu ranks %u (%u of %u sites ok): host %.1f B/param (library %.1f), submit "
                "%.3f s (%.1fx memcpy), apply %.3f s (%.1fx memcpy), outside %.3f / %.3f s, "
                "memcpy %.4f s, exchange %.3f s vs link %.3f s (%.2f), passes %.2f\n",
-               n, R, ok, S, mean[0], mean[1], mean[2], mean[7], mean[3], mean[8], mean[4], mean[5],
-               mean[6], mean[11], mean[12], mean[13], mean[14]);
+               n, R, ok, S, mean[0], mean[1], mean[2], mean[9], mean[3], mean[10], mean[6], mean[7],
+               mean[8], mean[13], mean[14], mean[15], mean[16]);
     }
     fflush(stdout);
 }
@@ -535,7 +540,7 @@ int gt_bench_outer_scale(int argc, char **argv)
     size_t ns[SCALE_MAX_N], rs[SCALE_MAX_N];
     int n_n = 0, n_r = 1, c, json = 0, encrypted = 1;
     rs[0] = 1;
-    unsigned S = 2, rounds = 4, H = 20, tau = 5, lanes = 16;
+    unsigned S = 2, rounds = 6, H = 20, tau = 5, lanes = 16;
     double step_ms = 50, mbps = 10000;
     const char *codec = "int8", *dir_opt = NULL;
     optind = 1;
@@ -636,24 +641,23 @@ int gt_bench_outer_scale(int argc, char **argv)
             "%u lanes, %g ms a step; run directories in %s\n",
             S, rounds, H, tau, codec, encrypted ? "encrypted" : "plain", mbps, lanes, step_ms, dir);
     double per_param = 70; /* host bytes a site needs per parameter, beside its vectors */
-    int rc = 0, stopped = 0;
-    for (int ri = 0; ri < n_r && !stopped; ri++) {
+    int rc = 0;
+    for (int ri = 0; ri < n_r && rc == 0; ri++) {
         uint32_t R = (uint32_t)rs[ri];
-        for (int ni = 0; ni < n_n && !stopped; ni++) {
+        for (int ni = 0; ni < n_n; ni++) {
             size_t n = ns[ni];
             double need = (double)S * (double)n * (per_param + 4.0 * R) * 1.1;
             uint64_t avail = mem_available();
-            if (need > (double)avail) {
+            if (need > 0.8 * (double)avail) { /* the rest for whatever else runs here */
                 fprintf(stderr,
                         "bench outer: stops before N = %zu with %u ranks: %u sites need about "
-                        "%.1f GiB (%.0f B/param each, the vectors included), %.1f GiB "
-                        "available\n",
+                        "%.1f GiB (%.0f B/param each, the vectors included), more than 80%% of "
+                        "the %.1f GiB available\n",
                         n, R, S, need / 1073741824.0, per_param + 4.0 * R, avail / 1073741824.0);
                 if (json)
                     printf("{\"mode\":\"scale-stop\",\"params\":%zu,\"ranks\":%u,"
                            "\"need_bytes\":%.0f,\"available_bytes\":%llu}\n",
                            n, R, need, (unsigned long long)avail);
-                stopped = 1;
                 break;
             }
             char run[PATH_MAX + 64], config[PATH_MAX + 96];

@@ -351,6 +351,8 @@ static void destroy(gt_diloco_t *d)
     gt_mem_free(&d->mem, d->anchor);
     gt_mem_free(&d->mem, d->snap);
     free(d->exch);
+    free(d->t_calls[0]);
+    free(d->t_calls[1]);
     gt_mem_free(&d->mem, d->mom);
     gt_mem_free(&d->mem, d->delta);
     for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) gt_mem_free(&d->mem, d->g[e]);
@@ -637,7 +639,20 @@ static gt_status_t catch_up(gt_diloco_t *d)
 }
 
 /* dl_submit and dl_apply, timed on the training thread less their waits for results (the
- * submit and apply seconds of summary.json). */
+ * submit and apply seconds of summary.json). Every call's time is kept for the medians (the
+ * first rounds also pay for the first touch of the outer state's pages). */
+static void keep_time(gt_diloco_t *d, int which, uint64_t n, double s)
+{
+    if (n > d->t_cap[which]) {
+        size_t cap = d->t_cap[which] ? 2 * d->t_cap[which] : 64;
+        double *q = realloc(d->t_calls[which], cap * sizeof *q);
+        if (!q) return;
+        d->t_calls[which] = q;
+        d->t_cap[which] = cap;
+    }
+    d->t_calls[which][n - 1] = s;
+}
+
 static gt_status_t timed_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
     uint64_t t0 = gt_time_ns();
@@ -645,6 +660,7 @@ static gt_status_t timed_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
     double s = (gt_time_ns() - t0) * 1e-9;
     d->submit_s += s;
     d->submits_timed++;
+    keep_time(d, 0, d->submits_timed, s);
     if (s > d->submit_max_s) d->submit_max_s = s;
     return st;
 }
@@ -658,6 +674,7 @@ static gt_status_t timed_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final
     if (s < 0) s = 0;
     d->apply_s += s;
     d->applies_timed++;
+    keep_time(d, 1, d->applies_timed, s);
     if (s > d->apply_max_s) d->apply_max_s = s;
     return st;
 }

@@ -146,6 +146,8 @@ struct gt_diloco {
      * their waits for results), summed and the longest, and how many (summary.json). */
     double submit_s, submit_max_s, apply_s, apply_max_s;
     uint64_t submits_timed, applies_timed;
+    double *t_calls[2]; /* each submit's [0] and apply's [1] time, for the medians */
+    size_t t_cap[2];
     int dump_failed; /* run.dump: a write failed, dumping stopped (dump.c) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
     gt_wan_outer_t *outer;

@@ -279,13 +279,24 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     /* The outer state's host memory (every rank's, summed) and the training thread's time in
      * the submits and applies (the slowest rank's): what the outer step costs a trainer. */
     uint64_t mem_peak = gt_mem_count_peak(&d->mem), mem_now = gt_mem_count_now(&d->mem);
-    uint64_t tt[4] = {(uint64_t)llround(d->submit_s * 1e9), (uint64_t)llround(d->apply_s * 1e9),
-                      (uint64_t)llround(d->submit_max_s * 1e9),
-                      (uint64_t)llround(d->apply_max_s * 1e9)};
+    double tmed[2] = {0, 0}; /* a call's median, times F: a round's */
+    for (int w = 0; w < 2; w++) {
+        size_t n = w ? d->applies_timed : d->submits_timed;
+        double *v = n && n <= d->t_cap[w] ? malloc(n * sizeof *v) : NULL;
+        if (!v) continue;
+        memcpy(v, d->t_calls[w], n * sizeof *v);
+        qsort(v, n, sizeof *v, cmp_double);
+        tmed[w] = (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) * d->F;
+        free(v);
+    }
+    uint64_t tt[6] = {
+        (uint64_t)llround(d->submit_s * 1e9),     (uint64_t)llround(d->apply_s * 1e9),
+        (uint64_t)llround(d->submit_max_s * 1e9), (uint64_t)llround(d->apply_max_s * 1e9),
+        (uint64_t)llround(tmed[0] * 1e9),         (uint64_t)llround(tmed[1] * 1e9)};
     if (d->ranks > 1) {
         uint64_t mv[2] = {mem_peak, mem_now};
         gt_status_t st = dl_allreduce(d, mv, 2, GT_DILOCO_OP_SUM);
-        if (st == GT_OK) st = dl_allreduce(d, tt, 4, GT_DILOCO_OP_MAX);
+        if (st == GT_OK) st = dl_allreduce(d, tt, 6, GT_DILOCO_OP_MAX);
         if (st != GT_OK) return st;
         mem_peak = mv[0];
         mem_now = mv[1];
@@ -338,6 +349,8 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
                         json_real(rounds_a > 0 ? tt[1] * 1e-9 / rounds_a : 0.0));
     json_object_set_new(o, "submit_s_max", json_real(tt[2] * 1e-9));
     json_object_set_new(o, "apply_s_max", json_real(tt[3] * 1e-9));
+    json_object_set_new(o, "submit_s_median", json_real(tt[4] * 1e-9));
+    json_object_set_new(o, "apply_s_median", json_real(tt[5] * 1e-9));
     /* this life's contribution ledger with each peer (launch closes it where no FIN came) */
     json_t *ledger = NULL;
     gt_status_t lst = dl_ledger_json(d, &ledger);

@@ -164,7 +164,20 @@ sites:
     metrics: 10.77.0.13:9400
     $(pub c)
 EOF
-"$geotrain" config check "$dir/sites.yaml" >"$dir/check.log" 2>&1 || fail "config check: $(cat "$dir/check.log")"
+# What an operator runs on each host first: the file and that host's key hold up across hosts.
+for s in a b c; do
+  "$geotrain" config check "$dir/sites.yaml" --deploy --site $s -q >"$dir/check.log" 2>&1 ||
+    fail "config check --deploy --site $s: $(cat "$dir/check.log")"
+done
+grep -q "one etcd member" "$dir/check.log" || fail "config check --deploy: no warning of one etcd member"
+# ... and refuses what cannot work: a key not pinned, a key that is not the pinned one's pair
+awk -v key="$(cut -d' ' -f2 "$dir/a.pub")" '/^    public_key/ { next }
+  { print } /^  - name: c$/ { print "    public_key: " key }' "$dir/sites.yaml" >"$dir/bad.yaml"
+"$geotrain" config check "$dir/bad.yaml" --deploy --site c -q >"$dir/check-bad.log" 2>&1 &&
+  fail "config check --deploy accepted unpinned keys"
+grep -q "sites\[1\] (b): no public_key" "$dir/check-bad.log" || fail "no error for b's missing key: $(cat "$dir/check-bad.log")"
+grep -q "site c: its secret key .* is not the key pair" "$dir/check-bad.log" ||
+  fail "no error for c's wrong key: $(cat "$dir/check-bad.log")"
 
 # ---- the sites: each `geotrain run` in its own namespace, restarted as an operator's unit
 # would be when it exits 3 (removed from the run: it rejoins) ----
