@@ -74,6 +74,28 @@ static double jnum(json_t *o, const char *k)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* A number rounded to `digits` decimals, or null when it is not finite (JSON has no NaN: a run
+ * that failed, or a figure with nothing to compare against, such as other_sites_utilization
+ * without --slow). */
+static void put_num(json_t *o, const char *k, double v, int digits)
+{
+    if (!isfinite(v)) {
+        json_object_set_new(o, k, json_null());
+        return;
+    }
+    double p = pow(10.0, digits);
+    json_object_set_new(
+        o, k, digits == 0 ? json_integer((json_int_t)llround(v)) : json_real(round(v * p) / p));
+}
+
+static void print_json(json_t *o)
+{
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    if (text) printf("%s\n", text);
+    free(text);
+    json_decref(o);
+}
+
 /* Largest per-site number. */
 static double site_max(json_t *sum, const char *k)
 {
@@ -275,16 +297,23 @@ int gt_bench_outer(int argc, char **argv)
             others = n ? acc / n : NAN;
         }
         if (json) {
-            printf("{\"mode\":\"%s\",\"compute_utilization\":%.4f,\"wan_bytes_sent\":%.0f,"
-                   "\"sync_dp_bytes_measured\":%.0f,\"sync_dp_bytes_estimated\":%.0f,"
-                   "\"bandwidth_saving\":%.1f,\"eval_loss\":%.4f,\"loss_gap_vs_sync_dp\":%.4f,"
-                   "\"wall_s\":%.1f,\"codec\":\"%s\",\"param_passes_per_round\":%.2f,"
-                   "\"exchange_s\":%.4f,\"other_sites_utilization\":%.4f,"
-                   "\"peak_wan_mbps\":%.3f}\n",
-                   runs[i].mode, util, sent, dp_bytes, est, dp_bytes / sent, loss,
-                   (loss - dp_loss) / dp_loss, jnum(runs[i].sum, "wall_s"),
-                   json_string_value(json_object_get(runs[i].sum, "codec")), passes, exch[i],
-                   others, peak[i]);
+            const char *codec = json_string_value(json_object_get(runs[i].sum, "codec"));
+            json_t *o = json_object();
+            json_object_set_new(o, "mode", json_string(runs[i].mode));
+            put_num(o, "compute_utilization", util, 4);
+            put_num(o, "wan_bytes_sent", sent, 0);
+            put_num(o, "sync_dp_bytes_measured", dp_bytes, 0);
+            put_num(o, "sync_dp_bytes_estimated", est, 0);
+            put_num(o, "bandwidth_saving", dp_bytes / sent, 1);
+            put_num(o, "eval_loss", loss, 4);
+            put_num(o, "loss_gap_vs_sync_dp", (loss - dp_loss) / dp_loss, 4);
+            put_num(o, "wall_s", jnum(runs[i].sum, "wall_s"), 1);
+            json_object_set_new(o, "codec", codec ? json_string(codec) : json_null());
+            put_num(o, "param_passes_per_round", passes, 2);
+            put_num(o, "exchange_s", exch[i], 4);
+            put_num(o, "other_sites_utilization", others, 4);
+            put_num(o, "peak_wan_mbps", peak[i], 3);
+            print_json(o);
         } else {
             printf("%-20s utilization %5.1f%%  WAN sent %10.3g B  saving %8.1fx  loss %.4f "
                    "(%+.2f%% vs sync-dp)  param_passes_per_round %.2f  exchange_s %.3f  "
@@ -297,18 +326,24 @@ int gt_bench_outer(int argc, char **argv)
         json_decref(runs[i].sum);
     }
     if (frags) {
-        if (json)
-            printf("{\"mode\":\"fragments-ratio\",\"peak_wan_mbps_1_over_%u\":%.3f}\n", frags,
-                   peak[0] / peak[1]);
-        else
+        if (json) {
+            char k[64];
+            json_t *o = json_object();
+            json_object_set_new(o, "mode", json_string("fragments-ratio"));
+            snprintf(k, sizeof k, "peak_wan_mbps_1_over_%u", frags);
+            put_num(o, k, peak[0] / peak[1], 3);
+            print_json(o);
+        } else
             printf("peak WAN send rate (any site, any 1 s): 1 fragment %.3f Mbit/s, %u fragments "
                    "%.3f Mbit/s: %.2fx lower\n",
                    peak[0], frags, peak[1], peak[0] / peak[1]);
     } else if (split) {
-        if (json)
-            printf("{\"mode\":\"split-ratio\",\"exchange_s_equal_over_bandwidth\":%.3f}\n",
-                   exch[1] / exch[0]);
-        else
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "mode", json_string("split-ratio"));
+            put_num(o, "exchange_s_equal_over_bandwidth", exch[1] / exch[0], 3);
+            print_json(o);
+        } else
             printf("exchange time per round (median): bandwidth-aware %.3f s, equal split %.3f s: "
                    "%.2fx shorter\n",
                    exch[0], exch[1], exch[1] / exch[0]);
