@@ -58,7 +58,15 @@ static int deploy_check(const gt_topo_config_t *cfg, const char *site)
         if (strncmp(u, "http://", 7) == 0) {
             finding(&errors, 0, src,
                     "membership.endpoints: %s is plain HTTP: whoever reaches it can read and "
-                    "change the run's membership (docs/deploy.md#3-etcd)",
+                    "change the run's membership; use https:// with membership.tls "
+                    "(docs/deploy.md#3-etcd)",
+                    u);
+            break;
+        }
+        if (!cfg->membership.tls_cert[0]) {
+            finding(&errors, 0, src,
+                    "membership.endpoints: %s without a client certificate (membership.tls.cert): "
+                    "members that let this site in without one let anyone in",
                     u);
             break;
         }

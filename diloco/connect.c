@@ -273,6 +273,9 @@ gt_status_t dl_connect(gt_diloco_t *d)
         mbp.address = gt_wan_mesh_address(gr->mesh);
         mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
         mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
+        mbp.tls_ca = cfg->membership.tls_ca;
+        mbp.tls_cert = cfg->membership.tls_cert;
+        mbp.tls_key = cfg->membership.tls_key;
         mbp.note = d->resume_note; /* the checkpoints it can resume from (checkpoint.c) */
         /* A site that comes back after a crash may find its old member key still held by the
          * lease of the process that died: revoked at once when that process is provably gone

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #define MAX_REPORTED_ERRORS 50
@@ -1115,6 +1116,40 @@ static void check_site_addresses(loader_t *L, uint32_t i, char *where, size_t le
                i, s->advertise, s->name);
 }
 
+/* membership.tls: the files are there and readable, a certificate comes with its key, and the
+ * endpoints they are for speak TLS. */
+static void check_tls(loader_t *L, char *where, size_t len)
+{
+    const gt_topo_membership_t *m = &L->full->cfg.membership;
+    const char *paths[3] = {m->tls_ca, m->tls_cert, m->tls_key};
+    const char *keys[3] = {"membership.tls.ca", "membership.tls.cert", "membership.tls.key"};
+    int any = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!paths[i][0]) continue;
+        any = 1;
+        if (access(paths[i], R_OK) != 0) {
+            blame(L, keys[i], NULL, where, len);
+            report(L, where, "key '%s': cannot read '%s': %s; allowed: a readable PEM file",
+                   keys[i], paths[i], strerror(errno));
+        }
+    }
+    if (!m->tls_cert[0] != !m->tls_key[0]) {
+        const char *given = m->tls_cert[0] ? keys[1] : keys[2];
+        blame(L, given, NULL, where, len);
+        report(L, where, "key '%s': given without %s; allowed: a client certificate with its key",
+               given, m->tls_cert[0] ? keys[2] : keys[1]);
+    }
+    for (uint32_t i = 0; any && i < m->n_endpoints; i++) {
+        if (strncmp(m->endpoints[i], "https://", 8) == 0) continue;
+        blame(L, "membership.endpoints", NULL, where, len);
+        report(L, where,
+               "key 'membership.endpoints': '%s' is plain HTTP, and membership.tls is set; "
+               "allowed: https:// endpoints",
+               m->endpoints[i]);
+        break;
+    }
+}
+
 static void check_cross(loader_t *L)
 {
     gt_topo_config_t *c = &L->full->cfg;
@@ -1174,6 +1209,7 @@ static void check_cross(loader_t *L)
                    i, c->sites[i].ranks, c->local.tensor_parallel);
         }
     }
+    check_tls(L, where, sizeof where);
     uint32_t G = gt_topo_wan_groups(c);
     if (c->n_sites > 1 && G && c->wan.lanes < G) {
         blame(L, "wan.lanes", NULL, where, sizeof where);

@@ -212,6 +212,14 @@ const gt_key_t gt_topo_keys[] = {
      "process exits with status 3, so the others see an ordinary site loss (0: never)"},
     {"membership.prefix", GT_KEY_STR, TXT(membership.prefix), 0, 0, 0, 0, NULL, "/geotrain",
      "etcd key prefix of this run's keys (starts with /)"},
+    SEC("membership.tls", "TLS to the etcd members (https:// endpoints; docs/deploy.md)"),
+    {"membership.tls.ca", GT_KEY_PATH, TXT(membership.tls_ca), 0, 0, 0, 0, NULL, "\"\"",
+     "CA certificate (PEM) that signed the members' certificates; empty: the system's CAs"},
+    {"membership.tls.cert", GT_KEY_PATH, TXT(membership.tls_cert), 0, 0, 0, 0, NULL, "\"\"",
+     "this site's client certificate (PEM), for members started with --client-cert-auth; "
+     "with membership.tls.key"},
+    {"membership.tls.key", GT_KEY_PATH, TXT(membership.tls_key), 0, 0, 0, 0, NULL, "\"\"",
+     "the client certificate's private key (PEM; keep it mode 0600)"},
 
     SEC("security", "the authenticated, encrypted WAN channel"),
     {"security.mode", GT_KEY_ENUM, NUM(security.mode), 0, 0, 0, 0, "encrypted|none", "encrypted",

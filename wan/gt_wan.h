@@ -284,7 +284,7 @@ GT_API void gt_wan_net_gate_stats(const gt_wan_net_t *net, gt_wan_gate_stats_t *
 #define GT_WAN_MAX_MEMBERS     64
 
 typedef struct {
-    const char *const *endpoints; /* etcd client URLs, http://host:port */
+    const char *const *endpoints; /* etcd client URLs, http(s)://host:port */
     size_t n_endpoints;
     const char *prefix;  /* key prefix, starts with '/' */
     const char *run_id;  /* scopes all keys of one run */
@@ -303,11 +303,15 @@ typedef struct {
      * GT_ERR_EXISTS until it runs out. A frozen or unreachable holder is never taken for gone.
      * 0 (the default): GT_ERR_EXISTS. */
     int replace_gone;
+    /* https:// endpoints (membership.tls): the CA file (PEM) that signed the members'
+     * certificates (NULL: the system's), and this site's client certificate and its key (PEM;
+     * both or neither), for members that require one (etcd --client-cert-auth). */
+    const char *tls_ca, *tls_cert, *tls_key;
 } gt_wan_member_params_t;
 
-#define GT_WAN_MEMBER_PARAMS_INIT                                     \
-    {                                                                 \
-        NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000, NULL, 0 \
+#define GT_WAN_MEMBER_PARAMS_INIT                                                       \
+    {                                                                                   \
+        NULL, 0, "/geotrain", "run", NULL, "", 5, 1000, 2000, NULL, 0, NULL, NULL, NULL \
     }
 
 typedef struct {

@@ -26,7 +26,9 @@
 struct gt_wan_member {
     char **endpoints;
     size_t n_endpoints;
-    size_t good_endpoint; /* last endpoint that answered */
+    char *tls_ca, *tls_cert, *tls_key;      /* NULL: not given */
+    char api_error[CURL_ERROR_SIZE + 1100]; /* the last failed request on `api` */
+    size_t good_endpoint;                   /* last endpoint that answered */
     char member_key[512];
     char members_prefix[512];
     char view_key[512];
@@ -100,11 +102,21 @@ static gt_status_t post(gt_wan_member_t *m, CURL *h, const char *path, json_t *b
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)m->timeout_ms);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        char errbuf[CURL_ERROR_SIZE] = "";
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+        if (m->tls_ca) curl_easy_setopt(h, CURLOPT_CAINFO, m->tls_ca);
+        if (m->tls_cert) { /* etcd's --client-cert-auth: this site's certificate */
+            curl_easy_setopt(h, CURLOPT_SSLCERT, m->tls_cert);
+            curl_easy_setopt(h, CURLOPT_SSLKEY, m->tls_key);
+        }
         CURLcode rc = curl_easy_perform(h);
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         if (rc != CURLE_OK) {
-            GT_DEBUG("etcd %s: %s", url, curl_easy_strerror(rc));
+            if (h == m->api) /* for the error at create: a refused certificate says so here */
+                snprintf(m->api_error, sizeof m->api_error, "%s: %s", url,
+                         errbuf[0] ? errbuf : curl_easy_strerror(rc));
+            GT_DEBUG("etcd %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
             st = rc == CURLE_OPERATION_TIMEDOUT ? GT_ERR_TIMEOUT : GT_ERR_IO;
             free(b.data);
             continue;
@@ -416,6 +428,16 @@ gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_
         if (n && m->endpoints[i][n - 1] == '/') m->endpoints[i][n - 1] = '\0';
         m->n_endpoints++;
     }
+    GT_REQUIRE_GOTO(
+        (p->tls_cert && *p->tls_cert) == (p->tls_key && *p->tls_key), st, GT_ERR_INVALID, fail,
+        "membership: a TLS client certificate needs its key, and a key its certificate");
+    if (p->tls_ca && *p->tls_ca) m->tls_ca = strdup(p->tls_ca);
+    if (p->tls_cert && *p->tls_cert) m->tls_cert = strdup(p->tls_cert);
+    if (p->tls_key && *p->tls_key) m->tls_key = strdup(p->tls_key);
+    GT_REQUIRE_GOTO((!p->tls_ca || !*p->tls_ca || m->tls_ca) &&
+                        (!p->tls_cert || !*p->tls_cert || m->tls_cert) &&
+                        (!p->tls_key || !*p->tls_key || m->tls_key),
+                    st, GT_ERR_NOMEM, fail, "membership: out of memory");
     snprintf(m->site, sizeof m->site, "%s", p->site);
     snprintf(m->address, sizeof m->address, "%s", p->address ? p->address : "");
     snprintf(m->members_prefix, sizeof m->members_prefix, "%s/%s/members/", p->prefix, p->run_id);
@@ -440,8 +462,12 @@ again:
     json_decref(req);
     req = NULL;
     if (st != GT_OK) {
-        GT_ERROR("membership: no etcd endpoint answered (first: %s): %s", m->endpoints[0],
-                 gt_status_str(st));
+        GT_ERROR("membership: no etcd endpoint answered (first: %s): %s%s%s%s", m->endpoints[0],
+                 gt_status_str(st), m->api_error[0] ? " (" : "", m->api_error,
+                 m->api_error[0] ? (strncmp(m->api_error, "https", 5) == 0
+                                        ? "; with TLS, check membership.tls: ca, cert, key)"
+                                        : ")")
+                                 : "");
         goto fail;
     }
     m->lease = get_i64(reply, "ID");
@@ -540,6 +566,9 @@ void gt_wan_member_destroy(gt_wan_member_t *m)
     if (m->api) curl_easy_cleanup(m->api);
     for (size_t i = 0; i < m->n_endpoints; i++) free(m->endpoints[i]);
     free(m->endpoints);
+    free(m->tls_ca);
+    free(m->tls_cert);
+    free(m->tls_key);
     pthread_mutex_destroy(&m->api_lock);
     pthread_mutex_destroy(&m->hb_lock);
     pthread_cond_destroy(&m->hb_cond);

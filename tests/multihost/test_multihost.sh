@@ -89,17 +89,37 @@ table inet acct {
 EOF
 done
 
-# ---- etcd ----
-ns $NS_E etcd --name e --data-dir "$dir/etcd" --listen-client-urls http://10.77.0.10:2379 \
-  --advertise-client-urls http://10.77.0.10:2379 --listen-peer-urls http://10.77.0.10:2380 \
-  --initial-advertise-peer-urls http://10.77.0.10:2380 --initial-cluster e=http://10.77.0.10:2380 \
-  >"$dir/etcd.log" 2>&1 &
+# ---- certificates: a throwaway CA, etcd's (server and peer), one client certificate a site ----
+t=$dir/tls
+mkdir -p "$t"
+cert() { # cert NAME CN [SAN]: NAME.pem and NAME.key signed by the CA
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$t/$1.key" \
+    -out "$t/$1.csr" -subj "/CN=$2" 2>/dev/null || return 1
+  openssl x509 -req -in "$t/$1.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial \
+    -days 1 -out "$t/$1.pem" ${3:+-extfile <(printf 'subjectAltName=%s\n' "$3")} 2>/dev/null
+  chmod 600 "$t/$1.key"
+}
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$t/ca.key" \
+  -out "$t/ca.pem" -days 1 -subj /CN=geotrain-test-ca 2>/dev/null || skip "openssl cannot make a CA"
+cert etcd etcd IP:10.77.0.10 || fail "cannot make etcd's certificate"
+for s in a b c x; do cert $s site-$s || fail "cannot make $s's certificate"; done
+tlsc() { echo --cacert "$t/ca.pem" --cert "$t/$1.pem" --key "$t/$1.key"; }
+
+# ---- etcd: TLS for clients and peers, client certificates required ----
+ns $NS_E etcd --name e --data-dir "$dir/etcd" --listen-client-urls https://10.77.0.10:2379 \
+  --advertise-client-urls https://10.77.0.10:2379 --listen-peer-urls https://10.77.0.10:2380 \
+  --initial-advertise-peer-urls https://10.77.0.10:2380 \
+  --initial-cluster e=https://10.77.0.10:2380 \
+  --cert-file "$t/etcd.pem" --key-file "$t/etcd.key" --trusted-ca-file "$t/ca.pem" \
+  --client-cert-auth --peer-cert-file "$t/etcd.pem" --peer-key-file "$t/etcd.key" \
+  --peer-trusted-ca-file "$t/ca.pem" --peer-client-cert-auth >"$dir/etcd.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do
-  ns $NS_B curl -s -m 1 http://10.77.0.10:2379/health | grep -q true && break
+  ns $NS_B curl -s -m 1 $(tlsc b) https://10.77.0.10:2379/health | grep -q true && break
   sleep 0.1
 done
-ns $NS_B curl -s -m 1 http://10.77.0.10:2379/health | grep -q true || fail "etcd did not start"
+ns $NS_B curl -s -m 1 $(tlsc b) https://10.77.0.10:2379/health | grep -q true ||
+  fail "etcd did not start"
 
 # ---- keys and the config every host holds ----
 mkdir -p "$dir/keys"
@@ -143,9 +163,11 @@ wan:
     latency_ms: 10
     jitter_ms: 2
 membership:
-  endpoints: [http://10.77.0.10:2379]
+  endpoints: [https://10.77.0.10:2379]
   lease_ttl_s: 5
   heartbeat_ms: 1000
+  tls:
+    ca: $t/ca.pem
 security:
   mode: encrypted
   key_dir: $dir/keys
@@ -165,15 +187,16 @@ sites:
     $(pub c)
 EOF
 # What an operator runs on each host first: the file and that host's key hold up across hosts.
+own() { echo --set membership.tls.cert=$t/$1.pem --set membership.tls.key=$t/$1.key; }
 for s in a b c; do
-  "$geotrain" config check "$dir/sites.yaml" --deploy --site $s -q >"$dir/check.log" 2>&1 ||
+  "$geotrain" config check "$dir/sites.yaml" $(own $s) --deploy --site $s -q >"$dir/check.log" 2>&1 ||
     fail "config check --deploy --site $s: $(cat "$dir/check.log")"
 done
 grep -q "one etcd member" "$dir/check.log" || fail "config check --deploy: no warning of one etcd member"
 # ... and refuses what cannot work: a key not pinned, a key that is not the pinned one's pair
 awk -v key="$(cut -d' ' -f2 "$dir/a.pub")" '/^    public_key/ { next }
   { print } /^  - name: c$/ { print "    public_key: " key }' "$dir/sites.yaml" >"$dir/bad.yaml"
-"$geotrain" config check "$dir/bad.yaml" --deploy --site c -q >"$dir/check-bad.log" 2>&1 &&
+"$geotrain" config check "$dir/bad.yaml" $(own c) --deploy --site c -q >"$dir/check-bad.log" 2>&1 &&
   fail "config check --deploy accepted unpinned keys"
 grep -q "sites\[1\] (b): no public_key" "$dir/check-bad.log" || fail "no error for b's missing key: $(cat "$dir/check-bad.log")"
 grep -q "site c: its secret key .* is not the key pair" "$dir/check-bad.log" ||
@@ -186,7 +209,7 @@ site() { # site NAME NS: runs until the site's process exits with anything but 3
   while :; do
     life=$((life + 1))
     ns $n "$geotrain" run --config "$dir/sites.yaml" --site $s --run-dir "$dir/run-$s" \
-      >>"$dir/$s.log" 2>&1
+      $(own $s) >>"$dir/$s.log" 2>&1
     rc=$?
     echo "life $life exit $rc" >>"$dir/$s.lives"
     [ $rc = 3 ] || return $rc
@@ -215,7 +238,7 @@ bpid=$(pgrep -f -- "--site b --run-dir $dir/run-b" | head -1)
 [ -n "$bpid" ] || fail "no process of site b"
 kill -KILL "$bpid"
 sleep 1
-ns $NS_B "$geotrain" run --config "$dir/sites.yaml" --site b --run-dir "$dir/run-b" \
+ns $NS_B "$geotrain" run --config "$dir/sites.yaml" --site b --run-dir "$dir/run-b" $(own b) \
   >>"$dir/b2.log" 2>&1 &
 pb2=$!
 pids+=($pb2)
@@ -250,6 +273,23 @@ for s in held:
     s.close()
 EOF
 pids+=($!)
+# The outsider and etcd: without a client certificate it reads and writes nothing (plain HTTP,
+# TLS without a certificate, a certificate of another CA); the same request with a valid
+# certificate is answered, so the check can fail.
+range='{"key":"AA==","range_end":"AA=="}'
+revoke='{"ID":"1"}'
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$t/rogue.key" \
+  -out "$t/rogue.pem" -days 1 -subj /CN=rogue 2>/dev/null
+for how in "http" "https --cacert $t/ca.pem" "https -k" "https -k --cert $t/rogue.pem --key $t/rogue.key"; do
+  proto=${how%% *}
+  opts=${how#$proto}
+  for req in "kv/range $range" "lease/revoke $revoke" "kv/put {\"key\":\"AA==\",\"value\":\"AA==\"}"; do
+    out=$(ns $NS_X curl -s -m 3 $opts -d "${req#* }" $proto://10.77.0.10:2379/v3/${req%% *} 2>&1)
+    case "$out" in *'"header"'*|*'"kvs"'*) fail "the outsider ($how) got an answer to ${req%% *}: $out" ;; esac
+  done
+done
+ns $NS_X curl -s -m 3 $(tlsc x) -d "$range" https://10.77.0.10:2379/v3/kv/range | grep -q '"kvs"' ||
+  fail "etcd does not answer a request with a valid client certificate (the check above proves nothing)"
 wait_round c 12
 # c's link down for 2 s, then up again
 ip -n $NS_C link set eth0 down

@@ -161,6 +161,13 @@ static const bad_case_t cases[] = {
      "sites:\n  - name: a\n    address: 0.0.0.0:7000\n    advertise: 192.0.2.1:7000\n"
      "  - name: b\n    address: 0.0.0.0:7000\n    advertise: 192.0.2.1:7000\n",
      "5:1", "'sites[1].advertise'", "also site 'a'"},
+    {"etcd CA file missing", "membership:\n  tls:\n    ca: /nonexistent/ca.pem\n" SITES, "3:9",
+     "'membership.tls.ca'", "cannot read"},
+    {"etcd client key without certificate", "membership:\n  tls:\n    key: /dev/null\n" SITES,
+     "3:10", "'membership.tls.key'", "given without membership.tls.cert"},
+    {"etcd TLS over http",
+     "membership:\n  endpoints: [http://h:2379]\n  tls:\n    ca: /dev/null\n" SITES, "2:14",
+     "'membership.endpoints'", "https://"},
     {"metrics without port", "sites:\n  - name: a\n    address: h:1\n    metrics: h\n", "4:14",
      "'sites[0].metrics'", "host:port"},
 };
