@@ -168,9 +168,9 @@ typedef struct {
     char endpoints[GT_TOPO_MAX_ENDPOINTS][GT_TOPO_ADDR_MAX]; /* http://host:port */
     uint32_t lease_ttl_s;                                    /* membership.lease_ttl_s */
     uint32_t heartbeat_ms;                                   /* membership.heartbeat_ms */
-    uint32_t evict_after_ms;       /* membership.evict_after_ms (0: the lease TTL) */
-    uint32_t stuck_after_s;        /* membership.stuck_after_s (0: never) */
-    char prefix[GT_TOPO_NAME_MAX]; /* membership.prefix */
+    uint32_t evict_after_ms;         /* membership.evict_after_ms (0: the lease TTL) */
+    uint32_t stuck_after_s;          /* membership.stuck_after_s (0: never) */
+    char prefix[GT_TOPO_NAME_MAX];   /* membership.prefix */
     char tls_ca[GT_TOPO_PATH_MAX];   /* membership.tls.ca: PEM ("": the system's CAs) */
     char tls_cert[GT_TOPO_PATH_MAX]; /* membership.tls.cert: client certificate ("": none) */
     char tls_key[GT_TOPO_PATH_MAX];  /* membership.tls.key: its private key */
