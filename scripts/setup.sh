@@ -9,7 +9,7 @@ packages=(
   clang clang-format libclang-rt-14-dev      # libFuzzer, sanitizers, format check
   libyaml-dev libjansson-dev libxxhash-dev   # sites.yaml, JSON, checksums
   libcurl4-openssl-dev                       # etcd v3 JSON gateway client
-  libmicrohttpd-dev                          # the /metrics endpoint (Prometheus)
+  libmicrohttpd-dev prometheus               # the /metrics endpoint, and the server its test runs
   libzstd-dev libsodium-dev libopenblas-dev  # codecs, crypto, matmuls
   libucx-dev ucx-utils                       # UCX transport (+ ucx_perftest)
   libfabric-dev libfabric-bin                # libfabric transport (+ fi_pingpong)

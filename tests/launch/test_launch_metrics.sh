@@ -4,7 +4,9 @@
 # it trains: each scrape parses as the exposition format (a TYPE for every name, every sample
 # `name{labels} value` with a number), the counters rise between scrapes, the per-peer bytes add
 # up to the site's total, other paths are 404, and the last scrape is at most what summary.json
-# reports at the end. Without metrics.listen nothing listens (the scrape is refused).
+# reports at the end. Debian's prometheus server scrapes both sites every second meanwhile, and
+# the series are read back through its HTTP API after the run. Without metrics.listen nothing
+# listens (the scrape is refused).
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-metrics-XXXXXX)
@@ -12,20 +14,41 @@ launcher=
 trap '[ -n "$launcher" ] && kill "$launcher" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$dir/out" >&2; exit 1; }
 
-# Two consecutive free ports on loopback.
+# Three consecutive free ports on loopback: the two sites', then prometheus'.
 port=$(python3 - <<'EOF'
 import random, socket
 for _ in range(200):
     p = random.randint(20000, 60000)
     try:
-        for q in (p, p + 1):
+        for q in (p, p + 1, p + 2):
             s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
         print(p); break
     except OSError:
         pass
 EOF
 )
-[ -n "$port" ] || fail "no free port pair"
+[ -n "$port" ] || fail "no free port triple"
+command -v prometheus >/dev/null || fail "no prometheus (scripts/setup.sh installs Debian's)"
+prom=127.0.0.1:$((port + 2))
+cat >"$dir/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: geotrain
+    static_configs:
+      - targets: ['127.0.0.1:$port', '127.0.0.1:$((port + 1))']
+EOF
+prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prom" \
+  --web.listen-address=$prom >"$dir/prometheus.log" 2>&1 &
+prompid=$!
+trap '[ -n "$launcher" ] && kill "$launcher" 2>/dev/null; kill $prompid 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 1 100); do
+  curl -s -m 1 "http://$prom/-/ready" | grep -qi ready && break
+  sleep 0.1
+done
+curl -s -m 1 "http://$prom/-/ready" | grep -qi ready ||
+  fail "prometheus did not start: $(tail -3 "$dir/prometheus.log")"
 
 "$geotrain" launch "$config" --run-dir "$dir/run" --set metrics.listen=127.0.0.1:$port \
   --set run.rounds=30 --set inner.emulated_step_ms=40 >"$dir/out" 2>&1 &
@@ -127,6 +150,36 @@ for site, peer in (('a', 'b'), ('b', 'a')):
     print('%s: step %d, %d rounds applied, %d WAN bytes sent, %d on time at the second scrape'
           % (site, v(s2, 'geotrain_step'), v(s2, 'geotrain_rounds_applied_total'),
              v(s2, 'geotrain_wan_bytes_sent_total'), ontime))
+for b in bad: print('  ' + b)
+sys.exit(1 if bad else 0)
+EOF
+# What prometheus scraped, read back through its HTTP API (range functions: the targets are gone
+# now, and their series ended with staleness markers).
+q() { curl -s -m 5 --data-urlencode "query=$1" "http://$prom/api/v1/query"; }
+q 'max_over_time(geotrain_rounds_applied_total[10m])' >"$dir/q_rounds.json"
+q 'count_over_time(geotrain_step[10m])' >"$dir/q_count.json"
+q 'max_over_time(geotrain_wan_peer_bytes_sent_total[10m])' >"$dir/q_peer.json"
+q 'max_over_time(up{job="geotrain"}[10m])' >"$dir/q_up.json"
+python3 - "$dir" <<'EOF' || fail "prometheus does not hold the series it should"
+import json, sys
+d = sys.argv[1]
+def res(name):
+    r = json.load(open('%s/q_%s.json' % (d, name)))
+    assert r['status'] == 'success', r
+    return {(m['metric'].get('site') or m['metric'].get('instance'), m['metric'].get('peer')):
+            float(m['value'][1]) for m in r['data']['result']}
+bad = []
+rounds, count, peer, up = res('rounds'), res('count'), res('peer'), res('up')
+for s, p in (('a', 'b'), ('b', 'a')):
+    if rounds.get((s, None), 0) < 10:
+        bad.append('site %s: max rounds applied %s' % (s, rounds.get((s, None))))
+    if count.get((s, None), 0) < 3:
+        bad.append('site %s: %s samples of geotrain_step' % (s, count.get((s, None))))
+    if peer.get((s, p), 0) <= 0:
+        bad.append('site %s: no bytes to %s' % (s, p))
+if len(up) != 2 or min(up.values()) != 1:
+    bad.append('up: %s' % up)
+print('prometheus: rounds applied %s, samples of geotrain_step %s' % (rounds, count))
 for b in bad: print('  ' + b)
 sys.exit(1 if bad else 0)
 EOF
