@@ -58,6 +58,17 @@ static gt_chaos_ev_t g_chaos[GT_CHAOS_MAX_EVENTS];
 static size_t g_n_chaos;
 static const char *const *g_site_names;
 static uint32_t g_n_site_names;
+/* --set-site SITE:KEY=VALUE: overrides for one site only, after the --set list. */
+static const char *g_site_sets[MAX_SETS];
+static size_t g_n_site_sets;
+
+/* The KEY=VALUE of a --set-site entry when it is for `site`, else NULL. */
+static const char *site_set_for(const char *entry, const char *site)
+{
+    const char *colon = strchr(entry, ':');
+    size_t n = strlen(site);
+    return colon && (size_t)(colon - entry) == n && strncmp(entry, site, n) == 0 ? colon + 1 : NULL;
+}
 
 static volatile sig_atomic_t g_interrupted = 0;
 /* Open MPI's session directories for the multi-rank sites: a folder per launch, one per site in
@@ -105,6 +116,7 @@ static void usage(FILE *out)
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
             "                       [--etcd-members N] [--kill-etcd M@ROUND ...]\n"
             "                       [--restart-etcd M@ROUND ...] [--set KEY=VALUE ...]\n"
+            "                       [--set-site SITE:KEY=VALUE ...]\n"
             "                       [--resume RUN_DIR] [--chaos SEED [--mtbf-rounds M]\n"
             "                       [--fault-rounds F]]\n"
             "                       [--dry-run] [-- CMD ARGS...]\n"
@@ -219,6 +231,12 @@ static void usage(FILE *out)
             "                       link cuts on the emulation clock (default 2; 0: no cuts)\n"
             "  --dry-run            print the --chaos schedule as JSON and start nothing\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
+            "  --set-site SITE:KEY=VALUE\n"
+            "                       override a config key for SITE only, after the --set\n"
+            "                       list (repeatable; kept for its restarts and --resume):\n"
+            "                       a per-site key (`geotrain config reference` marks\n"
+            "                       them), or a shared one, to see SITE refused at start\n"
+            "                       (docs/diloco.md#what-sites-must-agree-on)\n"
             "  -h, --help           this text\n");
 }
 
@@ -262,7 +280,12 @@ static int record_launch(const char *run_dir, const char *config, const char **s
     if (!realpath(config, real)) snprintf(real, sizeof real, "%s", config);
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_string(sets[i]));
-    json_t *o = arr ? json_pack("{s:s, s:o}", "config", real, "sets", arr) : NULL;
+    json_t *per = json_array();
+    for (size_t i = 0; per && i < g_n_site_sets; i++)
+        json_array_append_new(per, json_string(g_site_sets[i]));
+    json_t *o = arr && per
+                    ? json_pack("{s:s, s:o, s:o}", "config", real, "sets", arr, "site_sets", per)
+                    : NULL;
     snprintf(path, sizeof path, "%s/launch.json", run_dir);
     int rc = o && json_dump_file(o, path, JSON_INDENT(2)) == 0 ? 0 : -1;
     json_decref(o);
@@ -297,6 +320,9 @@ static int prepare_config(const char *src, const gt_topo_config_t *cfg, const ch
     fclose(in);
     fprintf(f, "\n# --- added by geotrain launch: applied to every site with --set ---\n");
     if (endpoint) fprintf(f, "# membership.endpoints=%s\n", endpoint);
+    for (size_t i = 0; i < g_n_site_sets; i++)
+        fprintf(f, "# for site %.*s only (--set-site): %s\n", (int)strcspn(g_site_sets[i], ":"),
+                g_site_sets[i], strchr(g_site_sets[i], ':') + 1);
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         const gt_topo_site_t *s = &cfg->sites[i];
         if (s->has_public_key || cfg->security.mode == GT_SECURITY_NONE) continue;
@@ -395,10 +421,17 @@ static int cmd_env(const char *self, const char *config, const char *site, const
     }
     size_t len = 1;
     for (size_t i = 0; i < n_sets; i++) len += strlen(sets[i]) + 1;
+    for (size_t i = 0; i < g_n_site_sets; i++) len += strlen(g_site_sets[i]) + 1;
     char *joined = calloc(len, 1);
     if (!joined) return -1;
     for (size_t i = 0; i < n_sets; i++) {
         strcat(joined, sets[i]);
+        strcat(joined, "\n");
+    }
+    for (size_t i = 0; i < g_n_site_sets; i++) {
+        const char *kv = site_set_for(g_site_sets[i], site);
+        if (!kv) continue;
+        strcat(joined, kv);
         strcat(joined, "\n");
     }
     int rc = setenv("GT_CONFIG", config, 1) | setenv("GT_SET", joined, 1) |
@@ -428,7 +461,7 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
     snprintf(slow_s, sizeof slow_s, "%g", slow);
     size_t argc = 0;
-    char **argv = calloc(32 + 2 * n_sets, sizeof *argv);
+    char **argv = calloc(32 + 2 * (n_sets + g_n_site_sets), sizeof *argv);
     if (!argv) return -1;
     const char *exe = self;
     /* A user's CMD for a site of several ranks: started once per rank with torchrun's
@@ -500,6 +533,12 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     for (size_t i = 0; i < n_sets; i++) {
         argv[argc++] = "--set";
         argv[argc++] = sets[i];
+    }
+    for (size_t i = 0; i < g_n_site_sets; i++) {
+        const char *kv = site_set_for(g_site_sets[i], site);
+        if (!kv) continue;
+        argv[argc++] = "--set";
+        argv[argc++] = (char *)kv;
     }
     if (append_log == 2) argv[argc++] = "--resume";
     argv[argc] = NULL;
@@ -829,6 +868,7 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"kill", required_argument, NULL, 'k'},
                                          {"slow", required_argument, NULL, 'w'},
                                          {"set", required_argument, NULL, 's'},
+                                         {"set-site", required_argument, NULL, 'P'},
                                          {"help", no_argument, NULL, 'h'},
                                          {"corrupt-anchor", required_argument, NULL, 'x'},
                                          {"join", required_argument, NULL, 'j'},
@@ -856,6 +896,7 @@ int gt_cmd_launch(int argc, char **argv)
     json_t *launch_rec = NULL; /* RUN_DIR/launch.json of the run being resumed */
     /* `-- CMD ARGS...`: everything after the first "--" is the user's trainer. */
     g_cmd = NULL;
+    g_n_site_sets = 0;
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--") == 0) {
             if (i + 1 == argc) {
@@ -884,6 +925,17 @@ int gt_cmd_launch(int argc, char **argv)
         case 's':
             if (n_user < MAX_SETS) user_sets[n_user++] = optarg;
             break;
+        case 'P': {
+            const char *colon = strchr(optarg, ':');
+            if (!colon || colon == optarg || !strchr(colon, '=') || colon[1] == '=' ||
+                g_n_site_sets == MAX_SETS) {
+                fprintf(stderr, "geotrain launch: --set-site %s: expected SITE:KEY=VALUE\n",
+                        optarg);
+                return 2;
+            }
+            g_site_sets[g_n_site_sets++] = optarg;
+            break;
+        }
         case 'x':
             if (n_corrupts < MAX_EVENTS) corrupts[n_corrupts++] = optarg;
             break;
@@ -986,6 +1038,15 @@ int gt_cmd_launch(int argc, char **argv)
             user_sets[i] = v ? v : "";
         }
         n_user += np;
+        json_t *per = json_object_get(launch_rec, "site_sets"); /* --set-site, before ours */
+        size_t ns = json_array_size(per);
+        if (ns + g_n_site_sets > MAX_SETS) ns = MAX_SETS - g_n_site_sets;
+        memmove(g_site_sets + ns, g_site_sets, g_n_site_sets * sizeof *g_site_sets);
+        for (size_t i = 0; i < ns; i++) {
+            const char *v = json_string_value(json_array_get(per, i));
+            g_site_sets[i] = v ? v : "";
+        }
+        g_n_site_sets += ns;
     }
     gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
     lp.sets = user_sets;
@@ -1053,6 +1114,17 @@ int gt_cmd_launch(int argc, char **argv)
                 sp[i].join_round = round;
             else
                 sp[i].restart_round = round;
+        }
+    }
+    for (size_t e = 0; e < g_n_site_sets; e++) {
+        char name[GT_TOPO_NAME_MAX];
+        uint32_t i;
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(g_site_sets[e], ":"), g_site_sets[e]);
+        if (gt_topo_site_index(cfg, name, &i) != GT_OK) {
+            fprintf(stderr, "geotrain launch: --set-site %s: %s has no site '%s'\n", g_site_sets[e],
+                    config, name);
+            rc = 2;
+            goto out;
         }
     }
     uint32_t n_late = 0;

@@ -597,13 +597,22 @@ gt_status_t dl_await_sites(gt_diloco_t *d)
     const gt_topo_config_t *cfg = d->cfg;
     uint64_t t0 = gt_time_ns();
     uint32_t want = d->p.expect_sites ? d->p.expect_sites : cfg->n_sites;
+    uint32_t checked = 1; /* sites whose configurations were compared with ours (agree.c) */
     for (;;) {
-        uint32_t fewest = UINT32_MAX;
+        uint32_t fewest = UINT32_MAX, first = 0;
         for (uint32_t i = 0; i < d->n_grp; i++) {
             gt_wan_view_t live;
             gt_status_t st = gt_wan_member_list(d->grp[i].member, &live);
             uint32_t n = st == GT_OK ? live.n_members : 0;
             if (n < fewest) fewest = n;
+            if (i == 0) first = n;
+        }
+        /* Each site that registers is compared as it comes, so that a mismatch stops every
+         * site at once rather than after the others have waited for a site that never comes. */
+        if (first != checked && first > 1) {
+            gt_status_t st = dl_check_config(d);
+            if (st != GT_OK) return st;
+            checked = first;
         }
         if (fewest >= want) break;
         if (d->p.stop && *d->p.stop) return GT_ERR_CLOSED;

@@ -482,6 +482,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     if (st == GT_OK) st = dl_dump_check(d);
     if (st == GT_OK) st = dl_resume_prepare(d);
     if (st == GT_OK) st = note_layout(d);
+    if (st == GT_OK) st = dl_note_config(d);
     if ((st = dl_agree(d, st)) != GT_OK) goto fail;
     if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;
     if ((st = dl_agree(d, dl_prom_start(d))) != GT_OK) goto fail;
@@ -498,6 +499,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     int resume = !started && d->p.resume_dir;
     if ((st = dl_agree(d, dl_open_files(d, started || resume))) != GT_OK) goto fail;
     if (started) {
+        if ((st = dl_agree(d, dl_check_config(d))) != GT_OK) goto fail;
         if ((st = dl_agree(d, check_layouts(d))) != GT_OK) goto fail;
         d->state = GT_DILOCO_JOINING;
         dl_write_status(d, 1);

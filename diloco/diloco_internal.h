@@ -377,6 +377,13 @@ const float *dl_hold_lookup(const gt_diloco_t *d, int64_t want);
 /* Re-fetches fragment f's lanes of the groups whose bit is set in `bad` (bit i: grp[i]). */
 gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);
 
+/* agree.c: the canonical text of the keys every site must hold alike, and its digest, into
+ * resume_note (before dl_connect, so it is in the member value from registration on); then a
+ * comparison with every other registered site's: GT_ERR_CONFIG, each differing key named with
+ * both values, after staying registered until the expected sites have read it. */
+gt_status_t dl_note_config(gt_diloco_t *d);
+gt_status_t dl_check_config(gt_diloco_t *d);
+
 /* checkpoint.c: the steps this site can resume at, into resume_note (before dl_connect); then,
  * once every site registered, the common step agreed and the outer state loaded. */
 gt_status_t dl_resume_prepare(gt_diloco_t *d);

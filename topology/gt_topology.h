@@ -305,6 +305,27 @@ GT_API gt_status_t gt_topo_metrics_address(const gt_topo_config_t *cfg, uint32_t
 GT_API void gt_topo_link_params(const gt_topo_config_t *cfg, uint32_t a, uint32_t b,
                                 gt_topo_link_params_t *params_p);
 
+/* ---- What every site of a run must hold alike (docs/diloco.md#what-sites-must-agree-on) ---- */
+
+/* The values of every key that must be equal at every site of a run, as canonical text: one
+ * "key=value\n" line per key, in schema order, values formatted as gt_topo_print writes them
+ * ("codec.name=\"int8\"", "outer.lr=0.7"); the sites as "sites=a,b,c" (their order is their
+ * ids), then "sites.NAME.ranks=..." and "sites.NAME.public_key=..."; each link whose resolved
+ * emulation is not wan.emulation's as one line "links[A,B]=latency_ms: ..., cuts: ...". The
+ * per-site keys (addresses, local paths, timeouts, local compute, plan inputs: marked in
+ * `geotrain config reference`) are left out. Two configs give the same text exactly when they
+ * agree. malloc'd: free() it. */
+GT_API gt_status_t gt_topo_shared_text(const gt_topo_config_t *cfg, char **text_p) GT_MUST_USE;
+
+/* One key that differs between two such texts; a NULL value: the key is missing from it. */
+typedef void (*gt_topo_shared_diff_fn)(void *ctx, const char *key, const char *ours,
+                                       const char *theirs);
+/* Compares two texts of gt_topo_shared_text key by key: calls `each` (if not NULL) for every
+ * key whose values differ, in `ours`'s order, then for the keys only `theirs` has; returns how
+ * many keys differ (0: the configs agree). NULL texts count as empty. */
+GT_API size_t gt_topo_shared_diff(const char *ours, const char *theirs, gt_topo_shared_diff_fn each,
+                                  void *ctx);
+
 /* ---- Lane and chunk layout (DESIGN.md §3) ---- */
 
 typedef struct {

@@ -109,9 +109,10 @@ static void print_rows(FILE *out, const gt_key_t *rows, const char *prefix, int 
     for (const gt_key_t *k = rows; k->path; k++) {
         if (k->type == GT_KEY_SECTION) continue;
         gt_topo_key_allowed(k, allowed, sizeof allowed);
-        fprintf(out, "| `%s%s` | %s%s%s | %s | %s |", prefix, k->path, k->def ? "`" : "",
+        fprintf(out, "| `%s%s` | %s%s%s | %s | %s%s |", prefix, k->path, k->def ? "`" : "",
                 k->def ? k->def : (rows == gt_topo_link_keys ? "inherits" : "**required**"),
-                k->def ? "`" : "", allowed, k->doc);
+                k->def ? "`" : "", allowed, k->doc,
+                gt_topo_key_per_site(rows, k) ? " *(per site)*" : "");
         if (with_env) {
             gt_topo_key_env_name(k, env, sizeof env);
             if (k->type == GT_KEY_SITES || k->type == GT_KEY_LINKS)
@@ -135,7 +136,12 @@ void gt_topo_print_reference(FILE *out)
             "size): at most %u bytes (%u KiB) of YAML, one document, lists and mappings nested\n"
             "at most %d deep, no tags (`!!str`, `!!python/object`, ...), no aliases (`*name`),\n"
             "each key at most once per mapping. Values and keys are cut to 64 bytes in\n"
-            "messages.\n\n",
+            "messages.\n\n"
+            "Keys marked *(per site)* are a site's own and may differ between the sites of a\n"
+            "run. Every other key must resolve to the same value at every site: each site\n"
+            "compares them with the others' when the run starts and when it joins, and a\n"
+            "difference stops it, naming each key and both values\n"
+            "([diloco.md](diloco.md#what-sites-must-agree-on)).\n\n",
             GT_TOPO_FILE_MAX, GT_TOPO_FILE_MAX >> 10, GT_TOPO_DEPTH_MAX);
     for (const gt_key_t *k = gt_topo_keys; k->path; k++)
         if (k->type == GT_KEY_SECTION && !strchr(k->path, '.'))

@@ -76,4 +76,8 @@ void gt_topo_format_double(double v, char *buf, size_t len);
 /* Formats a row's current value from its struct as YAML text. */
 void gt_topo_key_format(const gt_key_t *k, const void *base, char *buf, size_t len);
 
+/* 1 when row k of `rows` (gt_topo_keys or gt_topo_site_keys) is a site's own: it may differ
+ * between the sites of a run and stays out of gt_topo_shared_text (agree.c). */
+int gt_topo_key_per_site(const gt_key_t *rows, const gt_key_t *k);
+
 #endif /* GT_TOPOLOGY_INTERNAL_H */
