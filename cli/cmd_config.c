@@ -96,10 +96,11 @@ static int deploy_check(const gt_topo_config_t *cfg, const char *site)
                         "sites[%u] (%s): advertised behind a NAT, but wan.ucx_relay is false: "
                         "UCX would dial the host's own addresses; allowed: the relay on",
                         i, s->name);
-            if (cfg->wan.transport == GT_TRANSPORT_LIBFABRIC)
+            if (cfg->wan.transport == GT_TRANSPORT_LIBFABRIC && !cfg->wan.data_port_min)
                 finding(&errors, 0, src,
                         "sites[%u] (%s): advertised as %s with libfabric: its passive endpoints "
-                        "take ephemeral ports, so the NAT must forward every port (1:1 NAT)",
+                        "take ephemeral ports, so the NAT must forward every port (1:1 NAT), or "
+                        "set wan.data_port_min/max and forward that range",
                         i, s->name, s->advertise);
         }
     }

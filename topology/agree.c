@@ -33,6 +33,8 @@ static const char *const per_site_keys[] = {
     "wan.preauth_max",        /* " */
     "wan.preauth_max_per_source",
     "wan.max_link_failures",
+    "wan.data_port_min", /* its firewall's port range */
+    "wan.data_port_max",
     "membership.endpoints",     /* the etcd members it reaches (the nearest, through its NAT) */
     "membership.stuck_after_s", /* its own watch */
     "membership.prefix",        /* sites that differ here never meet: nothing to compare */

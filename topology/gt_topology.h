@@ -160,6 +160,8 @@ typedef struct {
     uint32_t preauth_max_per_source; /* wan.preauth_max_per_source */
     uint32_t max_link_failures;      /* wan.max_link_failures: per peer per minute */
     int ucx_relay;                   /* wan.ucx_relay: UCX's TCP through the sealed relay */
+    uint32_t data_port_min;          /* wan.data_port_min: libfabric's data ports (0: any) */
+    uint32_t data_port_max;          /* wan.data_port_max */
     gt_topo_emulation_t emulation;   /* wan.emulation.* */
 } gt_topo_wan_t;
 

@@ -1210,6 +1210,14 @@ static void check_cross(loader_t *L)
         }
     }
     check_tls(L, where, sizeof where);
+    if (!c->wan.data_port_min != !c->wan.data_port_max ||
+        c->wan.data_port_min > c->wan.data_port_max) {
+        blame(L, "wan.data_port_min", "wan.data_port_max", where, sizeof where);
+        report(L, where,
+               "key 'wan.data_port_min': %u with wan.data_port_max = %u; allowed: both 0, or "
+               "1 <= data_port_min <= data_port_max",
+               c->wan.data_port_min, c->wan.data_port_max);
+    }
     uint32_t G = gt_topo_wan_groups(c);
     if (c->n_sites > 1 && G && c->wan.lanes < G) {
         blame(L, "wan.lanes", NULL, where, sizeof where);

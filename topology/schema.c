@@ -179,6 +179,13 @@ const gt_key_t gt_topo_keys[] = {
      "UCX's TCP data connections run through geotrain's sealed relay, so every byte is "
      "authenticated before UCX parses it (needs security: encrypted); false: UCX's own TCP "
      "framing on the wire, where one altered byte can abort a site"},
+    {"wan.data_port_min", GT_KEY_U32, NUM(wan.data_port_min), 0, 65535, 0, 0, NULL, "0",
+     "libfabric: the passive endpoint each incoming connection gets takes a port in "
+     "[data_port_min, data_port_max] instead of an ephemeral one, so one firewall rule (or NAT "
+     "port range) covers it; 0 = any free port"},
+    {"wan.data_port_max", GT_KEY_U32, NUM(wan.data_port_max), 0, 65535, 0, 0, NULL, "0",
+     "the range's last port (at least data_port_min; as many ports as connections may be "
+     "accepted at once)"},
     SEC("wan.emulation", "WAN emulation inside geotrain (defaults for every link)"),
     {"wan.emulation.enabled", GT_KEY_BOOL, NUM(wan.emulation.enabled), 0, 0, 0, 0, NULL, "false",
      "delay, shape and cut messages as the link settings say"},

@@ -132,12 +132,16 @@ typedef struct {
     uint32_t preauth_max_per_source; /* of them from one source address; 0 = 8 */
     int ucx_relay_off; /* 1: UCX's TCP connections go out as they are, not through the sealed
                           relay (wan.ucx_relay: false); the relay needs security */
+    /* wan.data_port_min/max: libfabric's passive endpoints (one per incoming connection) take
+     * a port in [min, max] instead of an ephemeral one, so a firewall can name them; 0, 0:
+     * any free port */
+    uint16_t data_port_min, data_port_max;
 } gt_wan_net_params_t;
 
 #define GT_WAN_NET_PARAMS_INIT                                                                     \
     {                                                                                              \
         GT_WAN_TRANSPORT_UCX, GT_WAN_SECURITY_ENCRYPTED, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, \
-            0, 0, 0, NULL, NULL, 0, 0, 0, 0                                                        \
+            0, 0, 0, NULL, NULL, 0, 0, 0, 0, 0, 0                                                  \
     }
 
 typedef struct gt_wan_net gt_wan_net_t;

@@ -217,6 +217,8 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
     np.preauth_max = cfg->wan.preauth_max;
     np.preauth_max_per_source = cfg->wan.preauth_max_per_source;
     np.ucx_relay_off = !cfg->wan.ucx_relay;
+    np.data_port_min = (uint16_t)cfg->wan.data_port_min;
+    np.data_port_max = (uint16_t)cfg->wan.data_port_max;
     GT_CHECK_GOTO(gt_wan_net_create(&np, &m->net), st, fail);
     if (port && p->port_offset) {
         GT_REQUIRE_GOTO(port + p->port_offset <= 65535u, st, GT_ERR_CONFIG, fail,

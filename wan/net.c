@@ -127,6 +127,8 @@ gt_status_t gt_wan_net_tp_ensure(gt_wan_net_t *net, const char *host)
     gt_wan_tp_params_t tpp = {
         .connect_timeout_ns = (uint64_t)net->p.connect_timeout_ms * 1000000ull,
         .local_host = net->local_host ? net->local_host : host,
+        .data_port_min = net->p.data_port_min,
+        .data_port_max = net->p.data_port_max,
     };
     /* The sealed relay (relay.c) carries UCX's TCP connections: it needs the channel's keys,
      * and only a backend that makes connections of its own takes it. */

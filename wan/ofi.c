@@ -65,7 +65,8 @@ struct ofi_ep {
 
 struct ofi_ctx {
     gt_wan_tp_params_t params;
-    char host[256]; /* where passive endpoints bind ("" = any) */
+    char host[256];     /* where passive endpoints bind ("" = any) */
+    uint32_t next_port; /* wan.data_ports: the offset the next search starts at */
     ofi_ep_t *eps;
     gt_wan_tp_stats_t stats;
 };
@@ -215,15 +216,16 @@ static uint64_t ofi_get(const uint8_t *p, int n)
     return v;
 }
 
-/* Opens the responder's passive endpoint on a free port of the site's address. */
-static gt_status_t ofi_pep_open(ofi_ep_t *e, uint16_t *port_p)
+/* A passive endpoint on `service` (a port) of the site's address; GT_ERR_EXISTS when that port is
+ * taken (the caller tries the next of wan.data_ports), its objects closed again. */
+static gt_status_t ofi_pep_try(ofi_ep_t *e, const char *service)
 {
     ofi_ctx_t *c = e->ctx;
     int rc;
     struct fi_info *hints = ofi_hints();
     if (!hints) return GT_ERR_NOMEM;
     const char *host = c->host[0] ? c->host : NULL;
-    rc = fi_getinfo(OFI_API_VERSION, host, "0", FI_SOURCE, hints, &e->pep_info);
+    rc = fi_getinfo(OFI_API_VERSION, host, service, FI_SOURCE, hints, &e->pep_info);
     fi_freeinfo(hints);
     if (rc) {
         GT_ERROR("libfabric: no tcp msg provider for %s: %s", host ? host : "*", fi_strerror(-rc));
@@ -234,12 +236,48 @@ static gt_status_t ofi_pep_open(ofi_ep_t *e, uint16_t *port_p)
     if ((rc = fi_fabric(e->pep_info->fabric_attr, &e->fabric, NULL)))
         return ofi_err("fi_fabric", rc);
     if ((rc = fi_eq_open(e->fabric, &eq_attr, &e->pep_eq, NULL))) return ofi_err("fi_eq_open", rc);
-    if ((rc = fi_passive_ep(e->fabric, e->pep_info, &e->pep, NULL)))
+    int ranged = strcmp(service, "0") != 0;
+    if ((rc = fi_passive_ep(e->fabric, e->pep_info, &e->pep, NULL))) {
+        if (rc == -FI_EADDRINUSE && ranged) goto taken;
         return ofi_err("fi_passive_ep", rc);
+    }
     gt_wan_tp_listen_lock(); /* no listener appears while UCX starts (ucx.c) */
     if (!(rc = fi_pep_bind(e->pep, &e->pep_eq->fid, 0))) rc = fi_listen(e->pep);
     gt_wan_tp_listen_unlock();
+    if (rc == -FI_EADDRINUSE && ranged) goto taken;
     if (rc) return ofi_err("fi_listen", rc);
+    return GT_OK;
+taken:
+    ofi_pep_close(e);
+    fi_close(&e->fabric->fid);
+    e->fabric = NULL;
+    return GT_ERR_EXISTS;
+}
+
+/* Opens the responder's passive endpoint on a free port of the site's address: any
+ * (ephemeral), or one of [data_port_min, data_port_max] (wan.data_ports), tried from where the
+ * last search left off. */
+static gt_status_t ofi_pep_open(ofi_ep_t *e, uint16_t *port_p)
+{
+    ofi_ctx_t *c = e->ctx;
+    int rc;
+    gt_status_t st;
+    uint32_t lo = c->params.data_port_min, hi = c->params.data_port_max;
+    if (!lo) {
+        if ((st = ofi_pep_try(e, "0")) != GT_OK) return st;
+    } else {
+        uint32_t n = hi - lo + 1, k = 0;
+        for (st = GT_ERR_EXISTS; k < n && st == GT_ERR_EXISTS; k++) {
+            char service[8];
+            snprintf(service, sizeof service, "%u", (unsigned)(lo + (c->next_port + k) % n));
+            st = ofi_pep_try(e, service);
+        }
+        c->next_port = (c->next_port + k) % n;
+        if (st == GT_ERR_EXISTS)
+            GT_ERROR("libfabric: every port of wan.data_ports %u-%u on %s is in use", lo, hi,
+                     c->host[0] ? c->host : "*");
+        if (st != GT_OK) return st;
+    }
     struct sockaddr_storage sa;
     size_t salen = sizeof sa;
     if ((rc = fi_getname(&e->pep->fid, &sa, &salen))) return ofi_err("fi_getname", rc);

@@ -66,10 +66,12 @@ typedef struct {
 } gt_wan_tp_relay_t;
 
 typedef struct {
-    uint64_t connect_timeout_ns;    /* a connect not established by then fails */
-    const gt_wan_tp_relay_t *relay; /* NULL: the backend's connections go out as they are */
-    const char *local_host;         /* the site's address: bind and use only its interface;
-                                       NULL or a wildcard = any */
+    uint64_t connect_timeout_ns;           /* a connect not established by then fails */
+    const gt_wan_tp_relay_t *relay;        /* NULL: the backend's connections go out as they are */
+    const char *local_host;                /* the site's address: bind and use only its interface;
+                                              NULL or a wildcard = any */
+    uint16_t data_port_min, data_port_max; /* listeners a backend opens per connection take
+                                              a port in this range (0, 0: any free one) */
 } gt_wan_tp_params_t;
 
 /* Counters of a backend context (gt_wan_tp_ops_t.stats). */

@@ -18,7 +18,9 @@
 # through the NAT, and the WAN bytes each of a and c reported within a few percent of what
 # `tc -s` counted on its link less its etcd traffic (which nftables counts apart). Prints the
 # figures. Skips (77) where network namespaces, tc or nftables cannot be used (not root).
-# Every namespace is removed at the end, also when a check fails; no address leaves them.
+# Site a's firewall admits new connections on its control, metrics and wan.data_port_min..max
+# ports only. Every namespace is removed at the end, also when a check fails; no address
+# leaves them.
 set -u
 geotrain=$1 tp=$2
 tag=gt$$
@@ -76,6 +78,19 @@ ns $NS_BR nft -f - <<'EOF' || skip "no nftables NAT"
 table ip gtnat {
   chain pre { type nat hook prerouting priority dstnat; ip daddr 10.77.9.1 dnat to 10.77.1.2; }
   chain post { type nat hook postrouting priority srcnat; ip saddr 10.77.1.2 snat to 10.77.9.1; }
+}
+EOF
+# Site a's firewall lets in new connections on its control port, its metrics port and
+# wan.data_port_min..max only (libfabric's passive endpoints must take their ports there).
+ns $NS_A nft -f - <<'EOF' || skip "no nftables filter"
+table inet fw {
+  chain in {
+    type filter hook input priority 0; policy accept;
+    ct state established,related accept
+    iif lo accept
+    tcp dport { 7000, 9400, 7100-7131 } accept
+    tcp flags syn counter drop
+  }
 }
 EOF
 # What each site sends to etcd and serves as metrics, counted apart from the WAN.
@@ -158,6 +173,8 @@ wan:
   connect_timeout_ms: 20000
   peer_timeout_ms: 5000
   preauth_timeout_ms: 1000
+  data_port_min: 7100
+  data_port_max: 7131
   emulation:
     enabled: true
     latency_ms: 10

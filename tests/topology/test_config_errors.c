@@ -168,6 +168,8 @@ static const bad_case_t cases[] = {
     {"etcd TLS over http",
      "membership:\n  endpoints: [http://h:2379]\n  tls:\n    ca: /dev/null\n" SITES, "2:14",
      "'membership.endpoints'", "https://"},
+    {"data ports reversed", "wan:\n  data_port_min: 7200\n  data_port_max: 7100\n" SITES, "2:18",
+     "'wan.data_port_min'", "data_port_min <= data_port_max"},
     {"metrics without port", "sites:\n  - name: a\n    address: h:1\n    metrics: h\n", "4:14",
      "'sites[0].metrics'", "host:port"},
 };
