@@ -238,8 +238,10 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
             GT_REQUIRE_GOTO(m->peers[i].recv_buf[k], st, GT_ERR_NOMEM, fail, "mesh: out of memory");
         }
     }
-    GT_INFO("mesh: site %s listening on %s:%u%s%s (%s, %s%s)", cfg->sites[p->site].name, host,
-            (unsigned)actual, cfg->sites[p->site].advertise[0] ? ", advertised as " : "",
+    int v6 = strchr(host, ':') != NULL;
+    GT_INFO("mesh: site %s listening on %s%s%s:%u%s%s (%s, %s%s)", cfg->sites[p->site].name,
+            v6 ? "[" : "", host, v6 ? "]" : "", (unsigned)actual,
+            cfg->sites[p->site].advertise[0] ? ", advertised as " : "",
             cfg->sites[p->site].advertise[0] ? m->address : "", gt_wan_transport_name(np.transport),
             secure ? "encrypted" : "NOT encrypted", m->emu ? ", emulated WAN" : "");
     *mesh_p = m;

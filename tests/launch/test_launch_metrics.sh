@@ -183,8 +183,9 @@ print('prometheus: rounds applied %s, samples of geotrain_step %s' % (rounds, co
 for b in bad: print('  ' + b)
 sys.exit(1 if bad else 0)
 EOF
-# Without the key nobody serves metrics.
-"$geotrain" launch "$config" --run-dir "$dir/run2" --set run.rounds=2 >"$dir/out2" 2>&1 &
+# Without the key nobody serves metrics. (These sites talk over IPv6, [::1].)
+"$geotrain" launch "$config" --run-dir "$dir/run2" --set run.rounds=2 \
+  --set 'sites.a.address=[::1]:0' --set 'sites.b.address=[::1]:0' >"$dir/out2" 2>&1 &
 launcher=$!
 for _ in $(seq 1 300); do
   [ -f "$dir/run2/a/status.json" ] && break
@@ -195,4 +196,6 @@ wait "$launcher" || fail "the launch without metrics failed"
 launcher=
 [ "$code" = 000 ] || fail "without metrics.listen something answered on $port (HTTP $code)"
 grep -q "Prometheus metrics" "$dir/run2/logs/a.log" && fail "a served metrics without the key"
+grep -q 'listening on \[::1\]:' "$dir/run2/logs/b.log" || fail "b did not listen on [::1]"
+[ "$(grep -c round "$dir/run2/a/anchors.jsonl")" = 2 ] || fail "the IPv6 run did not apply 2 rounds"
 echo "ok: both sites served /metrics; values parse and rise, bytes per peer add up"
