@@ -116,7 +116,7 @@ static void usage(FILE *out)
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
             "                       [--etcd-members N] [--kill-etcd M@ROUND ...]\n"
             "                       [--restart-etcd M@ROUND ...] [--set KEY=VALUE ...]\n"
-            "                       [--set-site SITE:KEY=VALUE ...]\n"
+            "                       [--set-site SITE:KEY=VALUE ...] [--reuse-run-id]\n"
             "                       [--resume RUN_DIR] [--chaos SEED [--mtbf-rounds M]\n"
             "                       [--fault-rounds F]]\n"
             "                       [--dry-run] [-- CMD ARGS...]\n"
@@ -237,6 +237,10 @@ static void usage(FILE *out)
             "                       a per-site key (`geotrain config reference` marks\n"
             "                       them), or a shared one, to see SITE refused at start\n"
             "                       (docs/diloco.md#what-sites-must-agree-on)\n"
+            "  --reuse-run-id       with membership.endpoints (your etcd): a run id whose run\n"
+            "                       started under it and has no site registered any more is\n"
+            "                       refused at once (finished or abandoned); this clears its\n"
+            "                       keys and starts afresh under it (GT_REUSE_RUN_ID=1 to CMD)\n"
             "  -h, --help           this text\n");
 }
 
@@ -869,6 +873,7 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"slow", required_argument, NULL, 'w'},
                                          {"set", required_argument, NULL, 's'},
                                          {"set-site", required_argument, NULL, 'P'},
+                                         {"reuse-run-id", no_argument, NULL, 'u'},
                                          {"help", no_argument, NULL, 'h'},
                                          {"corrupt-anchor", required_argument, NULL, 'x'},
                                          {"join", required_argument, NULL, 'j'},
@@ -924,6 +929,9 @@ int gt_cmd_launch(int argc, char **argv)
             break;
         case 's':
             if (n_user < MAX_SETS) user_sets[n_user++] = optarg;
+            break;
+        case 'u': /* every site's process reads it (diloco/connect.c) */
+            if (setenv("GT_REUSE_RUN_ID", "1", 1) != 0) return 1;
             break;
         case 'P': {
             const char *colon = strchr(optarg, ':');

@@ -34,7 +34,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: geotrain run --config FILE --site NAME [--run-dir DIR] [--resume]\n"
-            "                    [--init MODEL.safetensors] [--set KEY=VALUE ...]\n\n"
+            "                    [--init MODEL.safetensors] [--set KEY=VALUE ...]\n"
+            "                    [--reuse-run-id]\n\n"
             "Trains one site of a sites.yaml: the inner AdamW loop on the site's share of the\n"
             "data. With one site in the config, that is all (no WAN). With several, this\n"
             "process is one site of a DiLoCo run: every inner.steps steps it exchanges its\n"
@@ -83,7 +84,13 @@ static void usage(FILE *out)
             "                    e.g. a Hugging Face model.safetensors) instead of run.seed's\n"
             "                    random initialisation; shapes must match the model\n"
             "  --run-id ID       multi-site: the run's name in etcd and in the secure channel\n"
-            "                    (all sites of a run use the same; default run.name)\n"
+            "                    (all sites of a run use the same; default run.name).\n"
+            "                    An id whose run started but has no site registered any\n"
+            "                    more (finished, or every site of it killed: its keys stay\n"
+            "                    in a user's etcd) is refused at once\n"
+            "  --reuse-run-id    multi-site: clear such a finished or abandoned run's keys\n"
+            "                    under the run id before registering, and start afresh\n"
+            "                    (nothing is cleared while any site is registered under it)\n"
             "  --slow FACTOR     multi-site: make every step FACTOR times slower (emulates a\n"
             "                    slow site)\n"
             "  --corrupt-anchor ROUND\n"
@@ -228,19 +235,14 @@ static gt_status_t open_world(const gt_topo_config_t *cfg, uint32_t si, gt_local
 
 int gt_cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"site", required_argument, NULL, 's'},
-                                         {"run-dir", required_argument, NULL, 'd'},
-                                         {"resume", no_argument, NULL, 'r'},
-                                         {"init", required_argument, NULL, 'i'},
-                                         {"set", required_argument, NULL, 'S'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {"run-id", required_argument, NULL, 'I'},
-                                         {"slow", required_argument, NULL, 'W'},
-                                         {"corrupt-anchor", required_argument, NULL, 'X'},
-                                         {"kill-at", required_argument, NULL, 'K'},
-                                         {"expect", required_argument, NULL, 'E'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},  {"site", required_argument, NULL, 's'},
+        {"run-dir", required_argument, NULL, 'd'}, {"resume", no_argument, NULL, 'r'},
+        {"init", required_argument, NULL, 'i'},    {"set", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},          {"run-id", required_argument, NULL, 'I'},
+        {"slow", required_argument, NULL, 'W'},    {"corrupt-anchor", required_argument, NULL, 'X'},
+        {"kill-at", required_argument, NULL, 'K'}, {"expect", required_argument, NULL, 'E'},
+        {"reuse-run-id", no_argument, NULL, 'U'},  {NULL, 0, NULL, 0}};
     long long corrupt = -1, kill_at = -1, expect = 0;
     const char *run_id = NULL;
     double slow = 1.0;
@@ -257,6 +259,9 @@ int gt_cmd_run(int argc, char **argv)
         case 'r': resume = 1; break;
         case 'i': init = optarg; break;
         case 'I': run_id = optarg; break;
+        case 'U': /* read by the library when it registers (diloco/connect.c) */
+            if (setenv("GT_REUSE_RUN_ID", "1", 1) != 0) return 1;
+            break;
         case 'X': corrupt = strtoll(optarg, NULL, 10); break;
         case 'K': kill_at = strtoll(optarg, NULL, 10); break;
         case 'E':

@@ -127,3 +127,22 @@ gt_status_t dl_check_config(gt_diloco_t *d)
     nanosleep(&ts, NULL);
     return GT_ERR_CONFIG;
 }
+
+gt_status_t dl_claim_run(gt_diloco_t *d)
+{
+    uint64_t live = 0;
+    for (uint32_t i = 0; i < d->n_grp && !live; i++) {
+        int one = 1; /* cannot tell: join as before, bounded by the join's own timeouts */
+        if (gt_wan_member_run_live(d->grp[i].member, &one) != GT_OK) one = 1;
+        live |= (uint64_t)one;
+    }
+    gt_status_t st = dl_allreduce(d, &live, 1, GT_DILOCO_OP_MAX);
+    if (st != GT_OK || live) return st;
+    GT_ERROR("site %s: run id '%s' is taken: etcd (%s/%s) holds the keys of a run under it that "
+             "started and has no site left that took part in it -- it finished, or every site of "
+             "it was stopped or killed -- so there is nothing to join. Start a new run under "
+             "another id (--run-id ID, or run.name), or clear the old run's keys with "
+             "--reuse-run-id (GT_REUSE_RUN_ID=1) and start afresh under this one",
+             d->name, d->run_id, d->cfg->membership.prefix, d->grp[0].run_id);
+    return GT_ERR_EXISTS;
+}

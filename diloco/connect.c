@@ -281,6 +281,21 @@ gt_status_t dl_connect(gt_diloco_t *d)
          * lease of the process that died: revoked at once when that process is provably gone
          * (nobody listens at its address), else waited for until it runs out. */
         mbp.replace_gone = 1;
+        /* --reuse-run-id: a finished or abandoned run's keys under this id are deleted before
+         * anyone registers (once a site is registered nothing is: agree.c). */
+        const char *reuse = getenv("GT_REUSE_RUN_ID");
+        int cleared = 0;
+        if (reuse && strcmp(reuse, "1") == 0) {
+            gt_status_t cs = gt_wan_member_clear_run(&mbp, &cleared);
+            if (cs == GT_OK && cleared)
+                GT_WARN("site %s: run id '%s' held the keys of a finished or abandoned run in "
+                        "etcd (%s/%s): cleared (GT_REUSE_RUN_ID, --reuse-run-id); the run starts "
+                        "afresh under it",
+                        d->name, d->run_id, mbp.prefix, gr->run_id);
+            else if (cs != GT_OK && cs != GT_ERR_EXISTS)
+                GT_WARN("site %s: cannot clear run id '%s' in etcd: %s", d->name, d->run_id,
+                        gt_status_str(cs));
+        }
         uint64_t t_reg = gt_time_ns(),
                  wait_ns = (2ull * cfg->membership.lease_ttl_s + 2) * 1000000000ull;
         while ((st = gt_wan_member_create(&mbp, &gr->member)) == GT_ERR_EXISTS &&

@@ -492,6 +492,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     uint64_t v = (uint64_t)started;
     if ((st = dl_allreduce(d, &v, 1, GT_DILOCO_OP_MAX)) != GT_OK) goto fail;
     started = v != 0;
+    if (started && (st = dl_agree(d, dl_claim_run(d))) != GT_OK) goto fail;
     if (started && d->p.resume_dir)
         GT_INFO("site %s: the run is in progress: joining it rather than resuming from a "
                 "checkpoint",

@@ -383,6 +383,10 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);
  * both values, after staying registered until the expected sites have read it. */
 gt_status_t dl_note_config(gt_diloco_t *d);
 gt_status_t dl_check_config(gt_diloco_t *d);
+/* A run id whose run started (its "started" mark in etcd) but has no other site registered
+ * before that mark is a finished or abandoned run's: GT_ERR_EXISTS, saying how to pick another
+ * id or clear it; else GT_OK (join it). Collective over the site's ranks. */
+gt_status_t dl_claim_run(gt_diloco_t *d);
 
 /* checkpoint.c: the steps this site can resume at, into resume_note (before dl_connect); then,
  * once every site registered, the common step agreed and the outer state loaded. */

@@ -338,6 +338,15 @@ typedef struct {
 
 typedef struct gt_wan_member gt_wan_member_t;
 
+/* Before registering (params as for create; site and lease unused): when no site is
+ * registered under params' run id, deletes what an earlier run under it left — its "started"
+ * mark, its view and its accusations — so that a new run starts afresh under the id
+ * (`--reuse-run-id`); *cleared_p: 1 when there was such a run, 0 when the id was free.
+ * GT_ERR_EXISTS, deleting nothing, when a site is registered (a run in progress, or the leases
+ * of a run's processes that died, until they run out). */
+GT_API gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *params,
+                                           int *cleared_p) GT_MUST_USE;
+
 /* Registers this site: grants a lease and creates its member key with it. Fails with
  * GT_ERR_EXISTS when a live site already holds the name, GT_ERR_TIMEOUT / GT_ERR_IO when no
  * endpoint answers. Starts the heartbeat thread. */
@@ -395,6 +404,12 @@ GT_API gt_status_t gt_wan_member_mark_started(gt_wan_member_t *m) GT_MUST_USE;
 /* *started_p = 1 when the run's started mark is set. */
 GT_API gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p) GT_MUST_USE;
 
+/* Whether the run this member registered in is in progress: 1 when another site registered
+ * before the run's last "started" mark (every site puts it once it trains, a joiner once it has
+ * joined), so that someone who trained is still there; 0 when no mark exists, or every other
+ * registered site came after it — the fresh sites of a new run under the id of one that
+ * finished or was abandoned. */
+GT_API gt_status_t gt_wan_member_run_live(gt_wan_member_t *m, int *live_p) GT_MUST_USE;
 /* Every registered site's member value as a JSON array (malloc'd text): {name, address} and the
  * fields of its note. */
 GT_API gt_status_t gt_wan_member_values(gt_wan_member_t *m, char **json_p) GT_MUST_USE;

@@ -400,18 +400,11 @@ static void curl_global(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_t **member_p)
+/* The member's endpoints, keys and API connection from params: no lease, nothing registered
+ * (gt_wan_member_destroy frees it). */
+static gt_status_t member_new(const gt_wan_member_params_t *p, gt_wan_member_t **m_p)
 {
     gt_status_t st = GT_OK;
-    json_t *req = NULL, *reply = NULL, *value = NULL;
-    char *value_text = NULL;
-    if (!p || !p->n_endpoints || !p->site || !p->site[0] || !p->prefix || p->prefix[0] != '/' ||
-        !p->run_id || p->lease_ttl_s == 0 || p->heartbeat_ms == 0 ||
-        p->heartbeat_ms * 2u > p->lease_ttl_s * 1000u) {
-        GT_ERROR("membership: invalid parameters (endpoints, site, prefix, and a heartbeat of at "
-                 "most half the lease TTL are required)");
-        return GT_ERR_INVALID;
-    }
     if (sodium_init() < 0) return GT_ERR_INTERNAL;
     pthread_once(&g_curl_once, curl_global);
     gt_wan_member_t *m = calloc(1, sizeof *m);
@@ -451,6 +444,27 @@ gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_
     m->timeout_ms = p->request_timeout_ms ? p->request_timeout_ms : 2000;
     m->api = curl_easy_init();
     GT_REQUIRE_GOTO(m->api, st, GT_ERR_NOMEM, fail, "membership: curl_easy_init failed");
+    *m_p = m;
+    return GT_OK;
+fail:
+    gt_wan_member_destroy(m);
+    return st;
+}
+
+gt_status_t gt_wan_member_create(const gt_wan_member_params_t *p, gt_wan_member_t **member_p)
+{
+    gt_status_t st = GT_OK;
+    json_t *req = NULL, *reply = NULL, *value = NULL;
+    char *value_text = NULL;
+    if (!p || !p->n_endpoints || !p->site || !p->site[0] || !p->prefix || p->prefix[0] != '/' ||
+        !p->run_id || p->lease_ttl_s == 0 || p->heartbeat_ms == 0 ||
+        p->heartbeat_ms * 2u > p->lease_ttl_s * 1000u) {
+        GT_ERROR("membership: invalid parameters (endpoints, site, prefix, and a heartbeat of at "
+                 "most half the lease TTL are required)");
+        return GT_ERR_INVALID;
+    }
+    gt_wan_member_t *m = NULL;
+    if ((st = member_new(p, &m)) != GT_OK) return st;
 
     /* Lease. A member key put with a lease a follower has not applied yet (or that ran out
      * meanwhile on a loaded machine) is refused "requested lease not found": a fresh lease is
@@ -536,6 +550,43 @@ fail:
     free(value_text);
     gt_wan_member_destroy(m);
     return st;
+}
+
+gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleared_p)
+{
+    if (!p || !p->n_endpoints || !p->prefix || p->prefix[0] != '/' || !p->run_id || !cleared_p)
+        return GT_ERR_INVALID;
+    gt_wan_member_params_t q = *p;
+    if (!q.site || !*q.site) q.site = "-"; /* the member key is not used */
+    gt_wan_member_t *m = NULL;
+    gt_status_t st = member_new(&q, &m);
+    if (st != GT_OK) return st;
+    json_t *reply = NULL;
+    int registered = 1, started = 0;
+    st = api_call(m, "/v3/kv/range",
+                  json_pack("{s:o,s:o,s:b}", "key",
+                            b64(m->members_prefix, strlen(m->members_prefix)), "range_end",
+                            prefix_end(m->members_prefix), "count_only", 1),
+                  &reply);
+    if (st == GT_OK) registered = get_i64(reply, "count") > 0;
+    json_decref(reply);
+    reply = NULL;
+    if (st == GT_OK && !registered) st = gt_wan_member_started(m, &started);
+    /* Nobody registered: what is left is a finished or abandoned run's (the sites of a new run
+     * under this id delete before they register, and mark it started only once all have). */
+    const char *keys[2] = {m->started_key, m->view_key};
+    for (int i = 0; st == GT_OK && !registered && started && i < 3; i++) {
+        const char *k = i < 2 ? keys[i] : m->suspects_prefix;
+        json_t *req = json_pack("{s:o}", "key", b64(k, strlen(k)));
+        if (req && i == 2) json_object_set_new(req, "range_end", prefix_end(k));
+        st = api_call(m, "/v3/kv/deleterange", req, &reply);
+        json_decref(reply);
+        reply = NULL;
+    }
+    gt_wan_member_destroy(m);
+    if (st != GT_OK) return st;
+    *cleared_p = !registered && started;
+    return registered ? GT_ERR_EXISTS : GT_OK;
 }
 
 static void revoke_lease(gt_wan_member_t *m)
@@ -791,6 +842,41 @@ gt_status_t gt_wan_member_started(gt_wan_member_t *m, int *started_p)
     if (st == GT_OK) *started_p = json_array_size(json_object_get(reply, "kvs")) > 0;
     json_decref(reply);
     return st;
+}
+
+gt_status_t gt_wan_member_run_live(gt_wan_member_t *m, int *live_p)
+{
+    json_t *reply = NULL;
+    gt_status_t st =
+        api_call(m, "/v3/kv/range",
+                 json_pack("{s:o}", "key", b64(m->started_key, strlen(m->started_key))), &reply);
+    if (st != GT_OK) return st;
+    json_t *kv = json_array_get(json_object_get(reply, "kvs"), 0);
+    int64_t mark = kv ? get_i64(kv, "mod_revision") : 0;
+    json_decref(reply);
+    reply = NULL;
+    int live = 0;
+    if (mark) {
+        st = api_call(m, "/v3/kv/range",
+                      json_pack("{s:o,s:o,s:b}", "key",
+                                b64(m->members_prefix, strlen(m->members_prefix)), "range_end",
+                                prefix_end(m->members_prefix), "keys_only", 1),
+                      &reply);
+        if (st != GT_OK) return st;
+        size_t i;
+        json_t *k;
+        json_array_foreach(json_object_get(reply, "kvs"), i, k)
+        {
+            size_t n = 0;
+            char *key = unb64(json_object_get(k, "key"), &n);
+            int self = key && n == strlen(m->member_key) && memcmp(key, m->member_key, n) == 0;
+            free(key);
+            if (!self && get_i64(k, "create_revision") < mark) live = 1;
+        }
+        json_decref(reply);
+    }
+    *live_p = live;
+    return GT_OK;
 }
 
 gt_status_t gt_wan_member_values(gt_wan_member_t *m, char **json_p)
