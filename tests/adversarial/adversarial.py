@@ -18,8 +18,9 @@ Scenarios (docs/security.md, "Adversarial suite", says what each covers and what
            replayed to its listener
   wrongkey site b holds site a's secret key: b must refuse to start and name both keys; a then
            finishes alone
-  outcast  site b's key pair is its own, but site a pins another key for b: b must leave the
-           run (revoke its lease) because no peer authenticates it; a trains every round
+  outcast  site b's key pair is its own and its sites.yaml pins it, but site a's pins another
+           key for b (b's key was replaced at b only): both sites stop within seconds, before
+           any frame, naming sites.b.public_key and both values; nobody trains a round
 
 Every scenario that runs to the end asserts: launch exits 0, every site finished, the anchors
 of every round are bit-identical across sites, every contribution is accounted for (on time +
@@ -1108,10 +1109,12 @@ def scenario_wrongkey(tmp, tp):
 
 
 def scenario_outcast(tmp, tp):
-    """Site b's own key pair is consistent (sites.yaml as b reads it pins b's public key), but
-    site a pins another key for b: a refuses every handshake of b's. b must see that no peer
-    of the view authenticates it, leave the run (revoke its lease) within 2 x
-    wan.peer_timeout_ms, and a must train every round without it."""
+    """Site b's own key pair is consistent (sites.yaml as b reads it pins b's new public key),
+    but site a pins b's old key. The pin is a key every site of a run must hold alike, so the
+    sites' comparison of their configurations at start stops both, naming the key and both
+    values, long before a round could time out; neither trains, neither sends a frame. (A
+    site that holds a secret key nobody pins while its sites.yaml agrees with its peers' is
+    refused before it starts: the wrongkey scenario.)"""
     keys = os.path.join(tmp, "keys")
     os.makedirs(keys)
     pub = {}
@@ -1135,31 +1138,33 @@ fi
 exec "{os.environ['GT_CLI']}" "$@"
 """)
     os.chmod(wrapper, 0o755)
-    peer_timeout_ms, rounds = 2000, 30
+    rounds = 30
     L = Launch(tmp, "outcast", tp, rounds=rounds,
                sets=[f"sites.a.public_key={pub['a']}", f"sites.b.public_key={pub['b']}",
                      f"sites.a.secret_key={keys}/a.key", f"sites.b.secret_key={keys}/b.key",
-                     "wan.connect_timeout_ms=5000", f"wan.peer_timeout_ms={peer_timeout_ms}"],
+                     "wan.connect_timeout_ms=5000", "wan.peer_timeout_ms=2000"],
                args=["--", "/bin/sh", wrapper])
     t0 = time.time()
     rc = L.finish()
-    log(f"outcast: the run took {time.time() - t0:.1f} s")
-    # launch exits 1 when a site did not finish: b must not.
-    check(rc == 1, f"launch exited {rc}, not 1 (site b left)")
-    blog = open(os.path.join(L.run_dir, "logs", "b.log")).read()
-    alog = open(os.path.join(L.run_dir, "logs", "a.log")).read()
-    check("none of the 1 peers in the view has accepted its handshake" in blog and
-          pub["b2"] in blog, "site b does not say that no peer accepts its key:\n" + blog[-2000:])
-    check("site b left (lease revoked)" in blog, "site b did not revoke its lease:\n" + blog[-2000:])
-    check(pub["b2"] in alog, "site a does not name the key it refused:\n" + alog[-2000:])
+    took = time.time() - t0
+    log(f"outcast: the run took {took:.1f} s")
+    check(rc == 1, f"launch exited {rc}, not 1 (neither site may finish)")
+    # A round's deadline and a site's wait for a result are tens of seconds; the comparison
+    # happens as the sites register, so the stop comes well before either.
+    check(took < 30, f"the sites took {took:.1f} s to stop")
     s = L.summary()
-    check("finished" in s["sites"]["a"]["status"], f"site a ended {s['sites']['a']['status']}")
-    check("finished" not in s["sites"]["b"]["status"], "site b, refused by a, finished")
-    n = sum(1 for _ in open(os.path.join(L.run_dir, "a", "anchors.jsonl")))
-    check(n == rounds, f"site a logged {n} rounds of {rounds}")
-    check(wan(s, "a", "handshakes_refused") >= 1, "site a refused no handshake")
-    log(f"outcast: site a refused {wan(s, 'a', 'handshakes_refused')} handshakes of b; "
-        f"contributions {s['contributions']}")
+    for site, here, there in (("a", pub["b"], pub["b2"]), ("b", pub["b2"], pub["b"])):
+        text = open(os.path.join(L.run_dir, "logs", site + ".log")).read()
+        check("sites.b.public_key" in text and here in text and there in text,
+              f"site {site} does not name sites.b.public_key with both values:\n" + text[-2000:])
+        check("finished" not in s["sites"][site]["status"],
+              f"site {site} finished in a run whose sites pin different keys for b")
+        anchors = os.path.join(L.run_dir, site, "anchors.jsonl")
+        n = sum(1 for _ in open(anchors)) if os.path.exists(anchors) else 0
+        check(n == 0, f"site {site} applied {n} rounds")
+    c = s["contributions"]
+    check(c["on_time"] + c["late"] == 0, f"contributions were aggregated: {c}")
+    log(f"outcast: both sites stopped; contributions {c}")
     return rc
 
 
