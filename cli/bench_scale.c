@@ -20,6 +20,7 @@
  * Debian's, started for real; the WAN is the real UCX stack on loopback with the emulator.
  */
 #include "cli.h"
+#include "etcd_local.h"
 #include "gt_diloco.h"
 #include "gt_wan.h"
 
@@ -626,9 +627,9 @@ int gt_bench_outer_scale(int argc, char **argv)
     }
     char etcd_dir[PATH_MAX + 16];
     snprintf(etcd_dir, sizeof etcd_dir, "%s/etcd", dir);
-    gt_wan_etcd_local_t etcd;
+    gt_etcd_local_t etcd;
     memset(&etcd, 0, sizeof etcd);
-    if (gt_wan_etcd_local_start(etcd_dir, 30000, &etcd) != GT_OK) {
+    if (gt_etcd_local_start(etcd_dir, 30000, &etcd) != GT_OK) {
         fprintf(stderr, "bench outer: cannot start etcd (etcd-server) in %s\n", etcd_dir);
         return 1;
     }
@@ -707,6 +708,6 @@ int gt_bench_outer_scale(int argc, char **argv)
             }
         }
     }
-    gt_wan_etcd_local_stop(&etcd);
+    gt_etcd_local_stop(&etcd);
     return rc;
 }

@@ -24,6 +24,7 @@
  * live lines, the events and the run summary are made of.
  */
 #include "cli.h"
+#include "etcd_local.h"
 #include "launch_chaos.h"
 #include "launch_ranks.h"
 #include "gt_local.h"
@@ -729,7 +730,7 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
     int eval_n = 0;
     json_int_t on_time = 0, late = 0, dropped = 0, rejected = 0, checks = 0, mism = 0, open = 0,
                unreceived = 0;
-    /* The sites' WAN security counters (wan/ctl.c, wan/mesh.c), summed. */
+    /* The sites' WAN security counters (wan/channel/ctl.c, wan/mesh/mesh.c), summed. */
     static const char *const wan_keys[] = {"frames_rejected",      "handshakes_refused",
                                            "handshakes_timed_out", "connections_capped",
                                            "reconnects",           "resent",
@@ -955,9 +956,9 @@ int gt_cmd_launch(int argc, char **argv)
             break;
         case 'E':
             etcd_members = strtol(optarg, &end, 10);
-            if (*end || etcd_members < 1 || etcd_members > GT_WAN_ETCD_MAX_MEMBERS) {
+            if (*end || etcd_members < 1 || etcd_members > GT_ETCD_MAX_MEMBERS) {
                 fprintf(stderr, "geotrain launch: --etcd-members %s: expected 1 to %d\n", optarg,
-                        GT_WAN_ETCD_MAX_MEMBERS);
+                        GT_ETCD_MAX_MEMBERS);
                 return 2;
             }
             break;
@@ -1075,7 +1076,7 @@ int gt_cmd_launch(int argc, char **argv)
     site_proc_t *sp = calloc(cfg->n_sites, sizeof *sp);
     char **sets = NULL;
     size_t n_sets = 0;
-    gt_wan_etcd_cluster_t etcd;
+    gt_etcd_cluster_t etcd;
     memset(&etcd, 0, sizeof etcd);
     uint64_t t0 = gt_time_ns();
     char run_dir[PATH_MAX], sub[PATH_MAX + 32], site_cfg[PATH_MAX + 32], self[PATH_MAX];
@@ -1242,7 +1243,7 @@ int gt_cmd_launch(int argc, char **argv)
         /* A resumed run starts from its checkpoints with a fresh control plane: the old
          * members' leases and view belong to processes that are gone. */
         if (resume) gt_rmtree(sub);
-        if (gt_wan_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK) goto out;
+        if (gt_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK) goto out;
         endpoint = etcd.endpoints;
     }
     if (resume) { /* new key pairs for the restarted sites (every one of them restarts) */
@@ -1444,8 +1445,8 @@ int gt_cmd_launch(int argc, char **argv)
                 long *ev = etcd_ev[which][e];
                 if (ev[1] < 0 || most_applied < (double)ev[1]) continue;
                 if (which == 0) {
-                    gt_wan_etcd_cluster_kill(&etcd, (size_t)ev[0]);
-                } else if (gt_wan_etcd_cluster_restart(&etcd, (size_t)ev[0]) != GT_OK) {
+                    gt_etcd_cluster_kill(&etcd, (size_t)ev[0]);
+                } else if (gt_etcd_cluster_restart(&etcd, (size_t)ev[0]) != GT_OK) {
                     goto stop;
                 }
                 fprintf(tty ? stdout : stderr, "-- %s etcd member %ld at round %ld\n",
@@ -1534,7 +1535,7 @@ int gt_cmd_launch(int argc, char **argv)
                 } else if (ev->kind == GT_CHAOS_SLOW) {
                     did = "slowed down";
                 } else if (ev->kind == GT_CHAOS_ETCD && etcd.n_members > 0) {
-                    gt_wan_etcd_cluster_kill(&etcd, ev->target);
+                    gt_etcd_cluster_kill(&etcd, ev->target);
                     ev->state = 1;
                     did = "kill -9 etcd member";
                 }
@@ -1547,7 +1548,7 @@ int gt_cmd_launch(int argc, char **argv)
                 did = "SIGCONT";
             } else if (ev->state == 1 && ev->kind == GT_CHAOS_ETCD && progress >= ev->until) {
                 ev->state = 2;
-                if (gt_wan_etcd_cluster_restart(&etcd, ev->target) != GT_OK) goto stop;
+                if (gt_etcd_cluster_restart(&etcd, ev->target) != GT_OK) goto stop;
                 did = "restarted etcd member";
             } else if (ev->state == 1 && ev->kind == GT_CHAOS_KILL && progress >= ev->until &&
                        !sync_chaos && v->exited && v->chaos_down) {
@@ -1625,10 +1626,10 @@ int gt_cmd_launch(int argc, char **argv)
             /* sync-dp: a fresh control plane (the old leases are the dead processes'), every
              * site resumed from the newest checkpoint all of them hold */
             if (cfg->membership.n_endpoints == 0) {
-                gt_wan_etcd_cluster_stop(&etcd);
+                gt_etcd_cluster_stop(&etcd);
                 snprintf(sub, sizeof sub, "%s/etcd", run_dir);
                 gt_rmtree(sub);
-                if (gt_wan_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK)
+                if (gt_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK)
                     goto stop;
                 for (size_t k = 0; k < n_sets; k++) free(sets[k]);
                 free(sets);
@@ -1726,7 +1727,7 @@ stop:
         }
     }
 out:
-    gt_wan_etcd_cluster_stop(&etcd);
+    gt_etcd_cluster_stop(&etcd);
     if (g_mpi_tmp[0]) gt_rmtree(g_mpi_tmp);
     g_mpi_tmp[0] = '\0';
     for (size_t i = 0; sets && i < n_sets; i++) free(sets[i]);

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Wire facts of geotrain's WAN layer (docs/wan.md, wan/outer.c, wan/frame_internal.h): each
+/* Wire facts of geotrain's WAN layer (docs/wan.md, wan/outer.c, wan/channel/frame_internal.h): each
  * message is sent in sealed frames of at most FRAME_BYTES, each with a 72-byte header and a
  * 16-byte AEAD tag on the wire; a DELTA's payload is a 32-byte preamble and the codec frame, a
  * RESULT's a 56-byte preamble (wan/outer.c DELTA_PRE, RESULT_PRE) and the codec frame;
@@ -36,7 +36,7 @@
 #define FRAME_TAG       16.0
 #define DELTA_PREAMBLE  32.0
 #define RESULT_PREAMBLE 56.0
-/* The mesh (wan/mesh.c: reliability across connections) puts a 24-byte header in front of
+/* The mesh (wan/mesh/mesh.c: reliability across connections) puts a 24-byte header in front of
  * every message's payload (HDR_BYTES) and acknowledges what it received with 32-byte ACK
  * messages (ACK_BYTES), cumulative and at most one in flight per peer, so there is at most one
  * per message; summary.json counts both. */
@@ -46,7 +46,8 @@
  * parameter count and initial hash (two 64-bit words). */
 #define START_HELLO     16.0
 #define STATE_HEADER    24.0 /* a STATE_CHUNK's header (diloco/diloco_internal.h) */
-/* The WAN emulator's token-bucket depth (wan/emu_internal.h): max(64 KiB, 10 ms at the rate). */
+/* The WAN emulator's token-bucket depth (wan/emu/emu_internal.h): max(64 KiB, 10 ms at the
+ * rate). */
 #define EMU_MIN_BURST   65536.0
 #define EMU_BURST_S     0.010
 #define MAX_CANDIDATES  512

@@ -145,7 +145,7 @@ static event_t pop(sim_t *s)
 /* ---- links ---- */
 
 /* Sends `bytes` of payload from a to b at time t (about round q); returns the arrival time.
- * The emulator's model (wan/emu.c): bucket drain E += wire bytes / rate; the message has left
+ * The emulator's model (wan/emu/emu.c): bucket drain E += wire bytes / rate; the message has left
  * at max(t, E - burst / rate); it arrives one latency later, never before the link's previous
  * message. */
 static double link_send(sim_t *s, uint32_t a, uint32_t b, double bytes, double t, uint64_t q)

@@ -265,7 +265,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
                          &os.dropped, &os.rejected, &os.clipped, &os.hash_checks,
                          &os.hash_mismatches, &os.deltas_sent, &refetches, &os.open, &os.joins,
                          &os.unreceived, &os.pulls, &os.relays, &os.detours, &os.detours_passed,
-                         /* the WAN's listening socket and re-sends (wan/ctl.c, wan/mesh.c) */
+                         /* listening socket, re-sends (wan/channel/ctl.c, wan/mesh/mesh.c) */
                          &ms.gate.handshakes_refused, &ms.gate.handshakes_timed_out,
                          &ms.gate.connections_capped, &ms.reconnects, &ms.resent, &ms.duplicates,
                          &ms.peers_cut, &ms.gate.data_stray, &ms.emu_held_by_cut,
@@ -398,7 +398,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
                   "resent", (json_int_t)ms.resent, "duplicates", (json_int_t)ms.duplicates,
                   "peers_cut", (json_int_t)ms.peers_cut, "data_stray",
                   (json_int_t)ms.gate.data_stray, "frames_rejected", (json_int_t)ms.rejected));
-    /* UCX's TCP connections carried by the sealed relay (wan/relay.c) */
+    /* UCX's TCP connections carried by the sealed relay (wan/channel/relay.c) */
     json_object_set_new(json_object_get(o, "wan"), "relay_tunnels",
                         json_integer((json_int_t)ms.gate.tunnels));
     if (d->cfg->wan.emulation.enabled) {

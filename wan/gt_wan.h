@@ -1,5 +1,11 @@
-/* gt_wan.h — geotrain's cross-site layer: site keys, the secure channel, transports and the
- * WAN emulator (DESIGN.md §4).
+/* gt_wan.h — geotrain's cross-site layer, the one public header of wan/ (map: wan/README.md):
+ *   - site keys (below) and the secure channel over a transport, UCX or libfabric, with an
+ *     optional WAN emulator: gt_wan_net_* / gt_wan_ep_* (wan/channel/, wan/transport/,
+ *     wan/emu/);
+ *   - site membership through etcd: gt_wan_member_* (wan/membership/);
+ *   - the outer-round protocol: gt_wan_outer_* (wan/outer.c);
+ *   - the mesh, one site's reliable connections to every other site: gt_wan_mesh_*
+ *     (wan/mesh/).
  *
  * Site keys: every site has a static X25519 key pair made by `geotrain keygen`. The secret
  * key stays in a file only its owner can read; the public key is pinned in sites.yaml as
@@ -102,7 +108,7 @@ typedef struct {
     uint8_t public_key[GT_WAN_KEY_BYTES];
 } gt_wan_pinned_key_t;
 
-struct gt_wan_emu; /* the WAN emulator (wan/emu_internal.h), optional */
+struct gt_wan_emu; /* the WAN emulator (wan/emu/emu_internal.h), optional */
 
 typedef struct {
     gt_wan_transport_t transport;     /* wan.transport */
@@ -441,48 +447,6 @@ GT_API gt_status_t gt_wan_member_accusers(gt_wan_member_t *m, const char *target
  * accusers are a majority: this function does not check. */
 GT_API gt_status_t gt_wan_member_evict(gt_wan_member_t *m, const char *target,
                                        int64_t target_lease) GT_MUST_USE;
-
-/* ---- A local one-node etcd (etcd_local.c) ---- */
-
-typedef struct {
-    int pid; /* 0 when not running */
-    int client_port, peer_port;
-    char url[64]; /* http://127.0.0.1:PORT */
-} gt_wan_etcd_local_t;
-
-/* Starts Debian's etcd on free loopback ports with its data and log (etcd.log) under `dir`,
- * and waits until it answers /health (GT_ERR_TIMEOUT after timeout_ms). */
-GT_API gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
-                                           gt_wan_etcd_local_t *etcd_p) GT_MUST_USE;
-/* Freezes (SIGSTOP; returns once the whole process is stopped, at most 2 s) or thaws it: a
- * frozen server accepts connections and never answers. */
-GT_API void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused);
-/* Stops it (SIGTERM, then SIGKILL after 5 s). Accepts NULL or a stopped one. */
-GT_API void gt_wan_etcd_local_stop(gt_wan_etcd_local_t *e);
-/* A TCP port on 127.0.0.1 that was free a moment ago; -1 if none. */
-GT_API int gt_wan_free_port(void);
-
-/* A local etcd cluster of n members (Raft: it keeps working while a majority is up), each
- * member on its own free loopback ports with data and log under DIR/mI/. `endpoints` lists
- * every member's client URL, comma-separated, as membership.endpoints takes them. */
-#define GT_WAN_ETCD_MAX_MEMBERS 7
-typedef struct {
-    size_t n_members;
-    gt_wan_etcd_local_t members[GT_WAN_ETCD_MAX_MEMBERS]; /* pid 0: not running */
-    char endpoints[GT_WAN_ETCD_MAX_MEMBERS * 64];
-    char initial_cluster[GT_WAN_ETCD_MAX_MEMBERS * 64];
-    char dir[1024];
-} gt_wan_etcd_cluster_t;
-
-/* Starts n (1..GT_WAN_ETCD_MAX_MEMBERS) members and waits until every one answers /health. */
-GT_API gt_status_t gt_wan_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
-                                             gt_wan_etcd_cluster_t *cl_p) GT_MUST_USE;
-/* Chaos: SIGKILLs member i (no-op when it is not running). */
-GT_API void gt_wan_etcd_cluster_kill(gt_wan_etcd_cluster_t *c, size_t i);
-/* Starts member i again on its ports and data (it rejoins the cluster); GT_OK if running. */
-GT_API gt_status_t gt_wan_etcd_cluster_restart(gt_wan_etcd_cluster_t *c, size_t i) GT_MUST_USE;
-/* Stops every member. Accepts NULL. */
-GT_API void gt_wan_etcd_cluster_stop(gt_wan_etcd_cluster_t *c);
 
 /* ---- the outer-round protocol (DESIGN.md §1, §3): DELTA to chunk owners,
  * robust weighted aggregation, RESULT to every site.

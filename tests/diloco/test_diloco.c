@@ -18,6 +18,7 @@
 #include "gt_test.h"
 #include "gt_diloco.h"
 #include "gt_wan.h"
+#include "etcd_local.h"
 
 #include <jansson.h>
 #include <signal.h>
@@ -583,7 +584,7 @@ static void read_anchors(const char *run, int n_sites, uint64_t hashes[][16])
  * apply them with a's and c's results — an anchor for round 2 that nobody else has. The check:
  * every round has one anchor across the sites that applied it, b leaves (removed), a and c
  * finish. */
-static void test_zombie_in_step(const char *tmp, gt_wan_etcd_local_t *etcd)
+static void test_zombie_in_step(const char *tmp, gt_etcd_local_t *etcd)
 {
     char run[1024], config[1100], log[3][1100], text[2048];
     snprintf(run, sizeof run, "%s/zombie", tmp);
@@ -640,10 +641,10 @@ static void test_zombie_in_step(const char *tmp, gt_wan_etcd_local_t *etcd)
     /* b continues while etcd does not answer (as in a chaos run whose etcd member was killed
      * then): what its view thread and heartbeats would tell it comes only after its next
      * round has applied, so only a check that waits for etcd keeps it out */
-    gt_wan_etcd_local_pause(etcd, 1);
+    gt_etcd_local_pause(etcd, 1);
     kill(pid[1], SIGCONT);
     usleep(1500000);
-    gt_wan_etcd_local_pause(etcd, 0);
+    gt_etcd_local_pause(etcd, 0);
     int rc[3];
     for (int s = 0; s < 3; s++) rc[s] = wait_exit(pid[s]);
     char *blog = slurp(log[1]);
@@ -717,9 +718,9 @@ int main(int argc, char **argv)
     char *tmp = gt_test_tmpdir();
     char dir[1100], config[1100];
     snprintf(dir, sizeof dir, "%s/etcd", tmp);
-    gt_wan_etcd_local_t etcd;
+    gt_etcd_local_t etcd;
     memset(&etcd, 0, sizeof etcd);
-    if (gt_wan_etcd_local_start(dir, 30000, &etcd) != GT_OK) {
+    if (gt_etcd_local_start(dir, 30000, &etcd) != GT_OK) {
         fprintf(stderr, "cannot start etcd\n");
         return 1;
     }
@@ -734,7 +735,7 @@ int main(int argc, char **argv)
     test_pause(tmp, config);
     test_slow_window(tmp, config);
     test_zombie_in_step(tmp, &etcd);
-    gt_wan_etcd_local_stop(&etcd);
+    gt_etcd_local_stop(&etcd);
     if (gt_test_failures == 0)
         gt_test_rmtree(tmp);
     else

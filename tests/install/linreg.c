@@ -11,7 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "gt_diloco.h"
-#include "gt_wan.h" /* only for the local etcd the self-contained mode starts */
+#include "etcd_local.h" /* cli/etcd_local.c, compiled in: the self-contained mode's etcd */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,8 +116,8 @@ int main(int argc, char **argv)
     char tmp[] = "/tmp/gt-linreg-XXXXXX", path[512], cfg[512];
     if (!mkdtemp(tmp)) return 1;
     snprintf(path, sizeof path, "%s/etcd", tmp);
-    gt_wan_etcd_local_t etcd;
-    if (gt_wan_etcd_local_start(path, 30000, &etcd) != GT_OK) return 1;
+    gt_etcd_local_t etcd;
+    if (gt_etcd_local_start(path, 30000, &etcd) != GT_OK) return 1;
     snprintf(cfg, sizeof cfg, "%s/sites.yaml", tmp);
     FILE *f = fopen(cfg, "w");
     fprintf(
@@ -143,7 +143,7 @@ int main(int argc, char **argv)
         waitpid(pid[i], &status, 0);
         ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
     }
-    gt_wan_etcd_local_stop(&etcd);
+    gt_etcd_local_stop(&etcd);
     /* Invariant I1: the same anchor at both sites after every round. */
     char h[2][16][40], file[600];
     int n[2];

@@ -1,5 +1,5 @@
-/* fuzz_wan_frame.c — libFuzzer target for the wire frame header decoder (wan/frame.c), which
- * sees every byte a peer sends before anything else does.
+/* fuzz_wan_frame.c — libFuzzer target for the wire frame header decoder (wan/channel/frame.c),
+ * which sees every byte a peer sends before anything else does.
  *
  * For any input: decode never reads past `len`, and when it accepts a header the lengths it
  * returns are in bounds (payload <= GT_WAN_FRAME_MAX_PAYLOAD, msg_len <= GT_WAN_FRAME_MAX_MSG,

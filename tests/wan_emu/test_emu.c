@@ -1,4 +1,4 @@
-/* test_emu.c — the WAN emulator core (wan/emu.c) in virtual time: latency, jitter bounds
+/* test_emu.c — the WAN emulator core (wan/emu/emu.c) in virtual time: latency, jitter bounds
  * and determinism, token-bucket bandwidth and burst, loss as retransmission delay, cuts,
  * the hold timeout, in-order delivery, parameter checks and the delay queue. */
 #include "emu_internal.h"

@@ -1,6 +1,6 @@
 /* port_taken_shim.c — an LD_PRELOAD library for test_etcd_port_taken: once armed
  * (shim_arm), the next getsockname() in the process reports a port that this library holds
- * open with a listening socket. So gt_wan_free_port hands out a port that etcd then cannot
+ * open with a listening socket. So gt_etcd_free_port hands out a port that etcd then cannot
  * bind: the race between picking a free port and etcd binding it (another process taking it
  * in between), made certain. */
 #ifndef _GNU_SOURCE

@@ -4,7 +4,7 @@
  * port_taken_shim.so preloaded (ctest does), which hands out a port it holds; without it the
  * test fails (it would prove nothing). */
 #include "gt_test.h"
-#include "gt_wan.h"
+#include "etcd_local.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -38,22 +38,22 @@ int main(void)
     CHECK_EQ_INT(mkdir(dir, 0700), 0);
     int port = arm();
     CHECK(port > 0);
-    gt_wan_etcd_local_t one;
-    CHECK_EQ_INT(gt_wan_etcd_local_start(dir, 30000, &one), GT_OK);
+    gt_etcd_local_t one;
+    CHECK_EQ_INT(gt_etcd_local_start(dir, 30000, &one), GT_OK);
     snprintf(log, sizeof log, "%s/etcd.log", dir);
     CHECK_MSG(log_says_taken(log, port), "the first start did not meet the taken port %d", port);
     CHECK(one.client_port != port && one.peer_port != port);
-    gt_wan_etcd_local_stop(&one);
+    gt_etcd_local_stop(&one);
 
     snprintf(dir, sizeof dir, "%s/cluster", tmp);
     port = arm();
-    gt_wan_etcd_cluster_t c;
-    CHECK_EQ_INT(gt_wan_etcd_cluster_start(dir, 3, 30000, &c), GT_OK);
+    gt_etcd_cluster_t c;
+    CHECK_EQ_INT(gt_etcd_cluster_start(dir, 3, 30000, &c), GT_OK);
     snprintf(log, sizeof log, "%s/m0/etcd.log", dir);
     CHECK_MSG(log_says_taken(log, port), "the first start did not meet the taken port %d", port);
     for (size_t i = 0; i < c.n_members; i++)
         CHECK(c.members[i].client_port != port && c.members[i].peer_port != port);
-    gt_wan_etcd_cluster_stop(&c);
+    gt_etcd_cluster_stop(&c);
 
     gt_test_rmtree(tmp);
     free(tmp);

@@ -5,6 +5,7 @@
  * changes) and then its quorum (membership frozen, the lease kept, back when quorum is). */
 #include "gt_test.h"
 #include "gt_wan.h"
+#include "etcd_local.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -65,8 +66,8 @@ static void *sync_thread(void *arg)
 static void test_quorum_loss(void)
 {
     char *dir = gt_test_tmpdir();
-    gt_wan_etcd_cluster_t cl;
-    if (!dir || gt_wan_etcd_cluster_start(dir, 3, 30000, &cl) != GT_OK) {
+    gt_etcd_cluster_t cl;
+    if (!dir || gt_etcd_cluster_start(dir, 3, 30000, &cl) != GT_OK) {
         CHECK_MSG(0, "cannot start a 3-member etcd cluster");
         free(dir);
         return;
@@ -79,13 +80,13 @@ static void test_quorum_loss(void)
     gt_wan_view_t live;
     CHECK_EQ_INT(gt_wan_member_create(&p, &m), GT_OK);
     if (!m) goto out;
-    gt_wan_etcd_cluster_kill(&cl, 0); /* the member it talks to */
+    gt_etcd_cluster_kill(&cl, 0); /* the member it talks to */
     sleep_ms(3 * TTL_S * 1000 / 2);
     CHECK_EQ_INT(gt_wan_member_list(m, &live), GT_OK);
     CHECK_EQ_INT(gt_wan_member_frozen(m), 0);
     CHECK_EQ_INT(gt_wan_member_health(m), GT_OK);
 
-    gt_wan_etcd_cluster_kill(&cl, 1); /* quorum lost */
+    gt_etcd_cluster_kill(&cl, 1); /* quorum lost */
     uint64_t t0 = gt_time_ns();
     while (!gt_wan_member_frozen(m) && (gt_time_ns() - t0) / 1e9 < 4.0 * TTL_S) sleep_ms(100);
     CHECK_EQ_INT(gt_wan_member_frozen(m), 1);
@@ -95,8 +96,8 @@ static void test_quorum_loss(void)
     CHECK_EQ_INT(gt_wan_member_list(m, &live), GT_ERR_TIMEOUT);
     CHECK((gt_time_ns() - t1) / 1e9 < 0.1);
 
-    CHECK_EQ_INT(gt_wan_etcd_cluster_restart(&cl, 0), GT_OK);
-    CHECK_EQ_INT(gt_wan_etcd_cluster_restart(&cl, 1), GT_OK);
+    CHECK_EQ_INT(gt_etcd_cluster_restart(&cl, 0), GT_OK);
+    CHECK_EQ_INT(gt_etcd_cluster_restart(&cl, 1), GT_OK);
     uint64_t t2 = gt_time_ns();
     while (gt_wan_member_frozen(m) && (gt_time_ns() - t2) / 1e9 < 20.0) sleep_ms(100);
     fprintf(stderr, "quorum back: member unfrozen after %.2f s\n", (gt_time_ns() - t2) / 1e9);
@@ -107,7 +108,7 @@ static void test_quorum_loss(void)
     CHECK(has(&live, "q"));
 out:
     gt_wan_member_destroy(m);
-    gt_wan_etcd_cluster_stop(&cl);
+    gt_etcd_cluster_stop(&cl);
     gt_test_rmtree(dir);
     free(dir);
 }
@@ -251,9 +252,9 @@ out:
 
 int main(void)
 {
-    gt_wan_etcd_local_t etcd;
+    gt_etcd_local_t etcd;
     char *dir = gt_test_tmpdir();
-    if (gt_wan_etcd_local_start(dir, 20000, &etcd) != GT_OK) {
+    if (gt_etcd_local_start(dir, 20000, &etcd) != GT_OK) {
         fprintf(stderr, "cannot start etcd\n");
         return 1;
     }
@@ -397,7 +398,7 @@ int main(void)
      * the lease, so the last view holds — and calls fail at once instead of blocking the
      * caller for a timeout each. When etcd answers again the lease is still there. */
     CHECK_EQ_INT(gt_wan_member_frozen(a), 0);
-    gt_wan_etcd_local_pause(&etcd, 1);
+    gt_etcd_local_pause(&etcd, 1);
     uint64_t t1 = gt_time_ns();
     CHECK_EQ_INT(gt_wan_member_list(a, &live), GT_ERR_TIMEOUT);
     double waited = (gt_time_ns() - t1) / 1e9;
@@ -411,7 +412,7 @@ int main(void)
               (gt_time_ns() - t3) / 1e9);
     /* Thawed, this one node is still the leader and its clock ran on, so it answers that the
      * lease expired: the member is out (a real answer), no longer frozen. */
-    gt_wan_etcd_local_pause(&etcd, 0);
+    gt_etcd_local_pause(&etcd, 0);
     uint64_t t4 = gt_time_ns();
     while (gt_wan_member_frozen(a) && (gt_time_ns() - t4) / 1e9 < 3.0 * TTL_S) sleep_ms(100);
     CHECK_EQ_INT(gt_wan_member_frozen(a), 0);
@@ -424,7 +425,7 @@ out:
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
     }
-    gt_wan_etcd_local_stop(&etcd);
+    gt_etcd_local_stop(&etcd);
     gt_test_rmtree(dir);
     free(dir);
 

@@ -1,5 +1,5 @@
 /* fuzz_secure.c — libFuzzer target for the secure channel's parsers of hostile bytes
- * (wan/secure.c): handshake messages at both roles and sealed frames. Built only with
+ * (wan/channel/secure.c): handshake messages at both roles and sealed frames. Built only with
  * -DGT_FUZZ=ON and clang; run (docs/security.md):
  *   CC=clang cmake -S . -B build-fuzz -G Ninja -DGT_FUZZ=ON -DGT_SANITIZE=ON -DGT_CUDA=OFF
  *   ninja -C build-fuzz fuzz_secure

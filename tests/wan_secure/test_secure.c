@@ -1,4 +1,4 @@
-/* test_secure.c — the secure channel core (wan/secure.c): handshake, pinning, tampering,
+/* test_secure.c — the secure channel core (wan/channel/secure.c): handshake, pinning, tampering,
  * run ids, cipher negotiation, and every frame rejection (bad tag in payload/tag/header,
  * replay, reorder, truncation, oversized length), with exact counters and no delivery. */
 #include "gt_test.h"

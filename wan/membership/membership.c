@@ -1,12 +1,14 @@
 /* membership.c — etcd v3 JSON gateway client: lease, member key, heartbeat, view by CAS.
  *
- * HTTP/1.1 through libcurl, JSON through jansson, base64 through libsodium. The heartbeat
- * runs on its own thread with its own curl handle, so a training step that takes longer than
- * the TTL never costs a site its membership; API calls share a second handle under a lock.
+ * HTTP/1.1 through libcurl, JSON through jansson, base64 through the channel's helpers
+ * (base64_internal.h). The heartbeat runs on its own thread with its own curl handle, so a
+ * training step that takes longer than the TTL never costs a site its membership; API calls
+ * share a second handle under a lock.
  * int64 fields are strings in the gateway's JSON (grpc-gateway's proto3 mapping).
  */
 #include "gt_wan.h"
 #include "addr_internal.h"
+#include "base64_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -15,7 +17,6 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,10 +168,8 @@ static gt_status_t api_call(gt_wan_member_t *m, const char *path, json_t *req, j
 
 static json_t *b64(const char *s, size_t n)
 {
-    size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
-    char *out = malloc(cap);
+    char *out = gt_wan_base64_encode(s, n);
     if (!out) return NULL;
-    sodium_bin2base64(out, cap, (const unsigned char *)s, n, sodium_base64_VARIANT_ORIGINAL);
     json_t *j = json_string(out);
     free(out);
     return j;
@@ -184,8 +183,7 @@ static char *unb64(json_t *j, size_t *len_p)
     size_t n = strlen(s), len = 0;
     char *out = malloc(n + 1);
     if (!out) return NULL;
-    if (sodium_base642bin((unsigned char *)out, n, s, n, NULL, &len, NULL,
-                          sodium_base64_VARIANT_ORIGINAL) != 0) {
+    if (gt_wan_base64_decode(s, n, out, n, &len) != 0) {
         free(out);
         return NULL;
     }
@@ -405,7 +403,6 @@ static void curl_global(void)
 static gt_status_t member_new(const gt_wan_member_params_t *p, gt_wan_member_t **m_p)
 {
     gt_status_t st = GT_OK;
-    if (sodium_init() < 0) return GT_ERR_INTERNAL;
     pthread_once(&g_curl_once, curl_global);
     gt_wan_member_t *m = calloc(1, sizeof *m);
     if (!m) return GT_ERR_NOMEM;

@@ -1,6 +1,6 @@
 /* secure_internal.h — the secure channel's crypto core (DESIGN.md §4 "Secure channel"),
  * transport independent: it turns bytes into bytes and never does I/O. Implemented in
- * wan/secure.c; docs/security.md describes the protocol and the threat model.
+ * wan/channel/secure.c; docs/security.md describes the protocol and the threat model.
  *
  * Three objects:
  *   gt_wan_sec_t      one per site: our static X25519 key pair, the pinned peers (site id,

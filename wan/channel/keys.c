@@ -1,4 +1,4 @@
-/* keys.c — site key pairs: generation, files, base64.
+/* keys.c — site key pairs: generation, files, base64 (and base64_internal.h's helpers).
  *
  * Secret key file (mode 0600):      Public key file (mode 0644):
  *   geotrain-x25519-secret v1         geotrain-x25519-public v1
@@ -8,6 +8,7 @@
  * to a temporary name, fsynced and linked into place so a crash leaves no half key.
  */
 #include "gt_wan.h"
+#include "base64_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +61,20 @@ gt_status_t gt_wan_key_from_base64(const char *b64, uint8_t key_p[GT_WAN_KEY_BYT
         return GT_ERR_INVALID;
     memcpy(key_p, key, sizeof key);
     return GT_OK;
+}
+
+char *gt_wan_base64_encode(const void *bin, size_t n)
+{
+    size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    sodium_bin2base64(out, cap, bin, n, sodium_base64_VARIANT_ORIGINAL);
+    return out;
+}
+
+int gt_wan_base64_decode(const char *b64, size_t n, void *bin, size_t cap, size_t *len_p)
+{
+    return sodium_base642bin(bin, cap, b64, n, NULL, len_p, NULL, sodium_base64_VARIANT_ORIGINAL);
 }
 
 /* Writes `text` to `path` created exclusively with `mode`, fsynced. */

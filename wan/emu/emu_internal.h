@@ -2,7 +2,7 @@
  * independent: it computes *when* a message would arrive over an emulated WAN link and keeps
  * a delay queue; it never sleeps and never touches the network. Time is passed in by the
  * caller (nanoseconds on any monotonic clock: gt_time_ns() live, a counter in tests), so the
- * same code runs in virtual time. Implemented in wan/emu.c; docs/emulator.md describes the
+ * same code runs in virtual time. Implemented in wan/emu/emu.c; docs/emulator.md describes the
  * model.
  *
  * The model of one directed link src -> dst (a message of n bytes sent at time t):

@@ -2,7 +2,7 @@
  * membership endpoints, and for tests: one node, or a cluster of several members (Raft: with 3
  * members, one can die and membership goes on). It is Debian's etcd-server, started for real;
  * the data folders are the caller's. Members die with the process that started them. */
-#include "gt_wan.h"
+#include "etcd_local.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 
 #define START_TRIES 3 /* starts on fresh ports when a member exits at start */
 
-int gt_wan_free_port(void)
+int gt_etcd_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a;
@@ -112,7 +112,7 @@ static gt_status_t spawn_member(const char *dir, const char *name, int client_po
  * that exits first: GT_ERR_AGAIN when a start on other ports may succeed (it ran, and most
  * likely found a port taken: the ports are picked free, then bound by etcd, and another
  * process can take one in between), logged as an error otherwise (etcd not installed). */
-static gt_status_t wait_healthy(gt_wan_etcd_local_t *const *members, size_t n, const char *dir,
+static gt_status_t wait_healthy(gt_etcd_local_t *const *members, size_t n, const char *dir,
                                 uint32_t timeout_ms, int last_try)
 {
     uint64_t t0 = gt_time_ns();
@@ -144,15 +144,14 @@ static gt_status_t wait_healthy(gt_wan_etcd_local_t *const *members, size_t n, c
     return GT_ERR_TIMEOUT;
 }
 
-gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
-                                    gt_wan_etcd_local_t *etcd_p)
+gt_status_t gt_etcd_local_start(const char *dir, uint32_t timeout_ms, gt_etcd_local_t *etcd_p)
 {
-    gt_wan_etcd_local_t e;
+    gt_etcd_local_t e;
     gt_status_t s = GT_ERR_AGAIN;
     for (int attempt = 0; s == GT_ERR_AGAIN; attempt++) {
         memset(&e, 0, sizeof e);
-        e.client_port = gt_wan_free_port();
-        e.peer_port = gt_wan_free_port();
+        e.client_port = gt_etcd_free_port();
+        e.peer_port = gt_etcd_free_port();
         if (e.client_port <= 0 || e.peer_port <= 0 || e.client_port == e.peer_port) {
             GT_ERROR("etcd: no free loopback port");
             return GT_ERR_IO;
@@ -166,9 +165,9 @@ gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
         if ((s = spawn_member(dir, "geotrain", e.client_port, e.peer_port, cluster, &pid)) != GT_OK)
             return s;
         e.pid = (int)pid;
-        gt_wan_etcd_local_t *one = &e;
+        gt_etcd_local_t *one = &e;
         if ((s = wait_healthy(&one, 1, dir, timeout_ms, attempt == START_TRIES - 1)) != GT_OK)
-            gt_wan_etcd_local_stop(&e);
+            gt_etcd_local_stop(&e);
     }
     if (s != GT_OK) return s;
     GT_INFO("etcd: started a one-node etcd at %s (data in %s/data)", e.url, dir);
@@ -177,8 +176,8 @@ gt_status_t gt_wan_etcd_local_start(const char *dir, uint32_t timeout_ms,
 }
 
 /* One start of an n-member cluster on fresh ports (see wait_healthy for GT_ERR_AGAIN). */
-static gt_status_t cluster_try(gt_wan_etcd_cluster_t *c, const char *dir, size_t n,
-                               uint32_t timeout_ms, int attempt)
+static gt_status_t cluster_try(gt_etcd_cluster_t *c, const char *dir, size_t n, uint32_t timeout_ms,
+                               int attempt)
 {
     snprintf(c->dir, sizeof c->dir, "%s", dir);
     c->n_members = n;
@@ -186,7 +185,7 @@ static gt_status_t cluster_try(gt_wan_etcd_cluster_t *c, const char *dir, size_t
     for (size_t i = 0; i < 2 * n; i++) {
         int port = 0;
         for (int tries = 0; tries < 20 && port <= 0; tries++) {
-            port = gt_wan_free_port();
+            port = gt_etcd_free_port();
             for (size_t j = 0; port > 0 && j < i; j++)
                 if ((j % 2 ? c->members[j / 2].peer_port : c->members[j / 2].client_port) == port)
                     port = 0;
@@ -202,14 +201,14 @@ static gt_status_t cluster_try(gt_wan_etcd_cluster_t *c, const char *dir, size_t
     }
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        gt_wan_etcd_local_t *m = &c->members[i];
+        gt_etcd_local_t *m = &c->members[i];
         snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->client_port);
         off += (size_t)snprintf(c->initial_cluster + off, sizeof c->initial_cluster - off,
                                 "%sm%zu=http://127.0.0.1:%d", i ? "," : "", i, m->peer_port);
         snprintf(c->endpoints + strlen(c->endpoints), sizeof c->endpoints - strlen(c->endpoints),
                  "%s%s", i ? "," : "", m->url);
     }
-    gt_wan_etcd_local_t *all[GT_WAN_ETCD_MAX_MEMBERS];
+    gt_etcd_local_t *all[GT_ETCD_MAX_MEMBERS];
     gt_status_t s = GT_OK;
     for (size_t i = 0; i < n && s == GT_OK; i++) {
         char sub[1100], name[16];
@@ -227,17 +226,17 @@ static gt_status_t cluster_try(gt_wan_etcd_cluster_t *c, const char *dir, size_t
         all[i] = &c->members[i];
     }
     if (s == GT_OK) s = wait_healthy(all, n, dir, timeout_ms, attempt == START_TRIES - 1);
-    if (s != GT_OK) gt_wan_etcd_cluster_stop(c);
+    if (s != GT_OK) gt_etcd_cluster_stop(c);
     return s;
 }
 
-gt_status_t gt_wan_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
-                                      gt_wan_etcd_cluster_t *cl_p)
+gt_status_t gt_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
+                                  gt_etcd_cluster_t *cl_p)
 {
-    gt_wan_etcd_cluster_t c;
+    gt_etcd_cluster_t c;
     memset(&c, 0, sizeof c);
-    if (n < 1 || n > GT_WAN_ETCD_MAX_MEMBERS) {
-        GT_ERROR("etcd: a local cluster has 1 to %d members, not %zu", GT_WAN_ETCD_MAX_MEMBERS, n);
+    if (n < 1 || n > GT_ETCD_MAX_MEMBERS) {
+        GT_ERROR("etcd: a local cluster has 1 to %d members, not %zu", GT_ETCD_MAX_MEMBERS, n);
         return GT_ERR_INVALID;
     }
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -256,7 +255,7 @@ gt_status_t gt_wan_etcd_cluster_start(const char *dir, size_t n, uint32_t timeou
     return GT_OK;
 }
 
-void gt_wan_etcd_cluster_kill(gt_wan_etcd_cluster_t *c, size_t i)
+void gt_etcd_cluster_kill(gt_etcd_cluster_t *c, size_t i)
 {
     if (!c || i >= c->n_members || c->members[i].pid <= 0) return;
     kill((pid_t)c->members[i].pid, SIGKILL);
@@ -265,7 +264,7 @@ void gt_wan_etcd_cluster_kill(gt_wan_etcd_cluster_t *c, size_t i)
     GT_INFO("etcd: member m%zu (%s) killed", i, c->members[i].url);
 }
 
-gt_status_t gt_wan_etcd_cluster_restart(gt_wan_etcd_cluster_t *c, size_t i)
+gt_status_t gt_etcd_cluster_restart(gt_etcd_cluster_t *c, size_t i)
 {
     if (!c || i >= c->n_members) return GT_ERR_INVALID;
     if (c->members[i].pid > 0) return GT_OK;
@@ -282,16 +281,16 @@ gt_status_t gt_wan_etcd_cluster_restart(gt_wan_etcd_cluster_t *c, size_t i)
     return s;
 }
 
-void gt_wan_etcd_cluster_stop(gt_wan_etcd_cluster_t *c)
+void gt_etcd_cluster_stop(gt_etcd_cluster_t *c)
 {
     if (!c) return;
-    for (size_t i = 0; i < c->n_members; i++) gt_wan_etcd_local_stop(&c->members[i]);
+    for (size_t i = 0; i < c->n_members; i++) gt_etcd_local_stop(&c->members[i]);
 }
 
 /* kill() only queues SIGSTOP: etcd's threads stop when the kernel next gets to them, and on a
  * loaded machine a request sent right after kill() could still be answered. So a pause waits
  * (at most 2 s) until the whole process is stopped, as waitpid(WUNTRACED) reports it. */
-void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused)
+void gt_etcd_local_pause(gt_etcd_local_t *e, int paused)
 {
     if (!e || e->pid <= 0) return;
     pid_t pid = (pid_t)e->pid;
@@ -307,7 +306,7 @@ void gt_wan_etcd_local_pause(gt_wan_etcd_local_t *e, int paused)
     GT_WARN("etcd: pid %d did not stop within 2 s of SIGSTOP", (int)pid);
 }
 
-void gt_wan_etcd_local_stop(gt_wan_etcd_local_t *e)
+void gt_etcd_local_stop(gt_etcd_local_t *e)
 {
     if (!e || e->pid <= 0) return;
     pid_t pid = (pid_t)e->pid;
