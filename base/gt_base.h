@@ -1,5 +1,5 @@
-/* gt_base.h — what every geotrain module shares: the status type, logging, the check macros
- * and a monotonic clock.
+/* gt_base.h — what every geotrain module shares: the status type, logging, the check macros,
+ * clocks, memory counting and the file helpers (mkdir -p, crash-safe writes).
  *
  * Every fallible function returns gt_status_t: GT_OK (0) or a negative code. Callers
  * propagate with GT_CHECK_GOTO and undo in one cleanup block; the error is logged once, where
@@ -133,9 +133,53 @@ GT_API void gt_mem_free(gt_mem_count_t *m, void *p);
 GT_API uint64_t gt_mem_count_now(const gt_mem_count_t *m);
 GT_API uint64_t gt_mem_count_peak(const gt_mem_count_t *m);
 
+/* ---- Files (base/fs.c) ----------------------------------------------------------------
+ *
+ * The one implementation of directory creation and crash-safe file writing that every module
+ * uses. A file that must never be seen half-written goes through a gt_afile_t: the bytes go to
+ * `path.tmp.<pid>` in the same directory; commit fsyncs it, renames it over `path` (atomic
+ * within one file system) and fsyncs the directory, so that the rename itself survives a
+ * crash: a reader finds the old file or the new one, never a torn one. */
+
 /* Removes `path` and everything under it (symbolic links are removed, not followed). 0 on
  * success, -1 with errno set by the first failure; a path that does not exist is -1, ENOENT. */
 GT_API int gt_rmtree(const char *path);
+
+/* Creates `path` and its missing parents (mode 0755, as umask allows), as `mkdir -p` does.
+ * Directories that exist are fine; GT_ERR_IO when a part of it exists and is not a directory,
+ * GT_ERR_INVALID for an empty path or one of PATH_MAX bytes or more. */
+GT_API gt_status_t gt_mkdirs(const char *path) GT_MUST_USE;
+
+/* fsyncs a directory, so that a rename or a new name in it is durable. A file system that
+ * cannot sync directories (EINVAL) counts as done. */
+GT_API gt_status_t gt_fsync_dir(const char *dir) GT_MUST_USE;
+
+typedef struct gt_afile gt_afile_t;
+
+/* gt_afile_open flags.
+ * NO_REPLACE: commit refuses (GT_ERR_EXISTS, nothing replaced) when `path` exists: link(2)
+ *   instead of rename(2).
+ * NO_SYNC: atomic but not durable, no fsync of the file or the directory (for a file rewritten
+ *   often, such as a status that a crash may lose).
+ * MODE_EXACT: the file gets exactly `mode` (fchmod: the umask does not apply). */
+#define GT_AFILE_NO_REPLACE 0x1u
+#define GT_AFILE_NO_SYNC    0x2u
+#define GT_AFILE_MODE_EXACT 0x4u
+
+/* Starts a file that replaces `path` when committed, created with `mode` (as open(2) takes
+ * it; 0644 for an ordinary file). */
+GT_API gt_status_t gt_afile_open(const char *path, unsigned mode, unsigned flags,
+                                 gt_afile_t **af_p) GT_MUST_USE;
+GT_API gt_status_t gt_afile_write(gt_afile_t *af, const void *data, size_t len) GT_MUST_USE;
+/* Makes the file visible under its name (see above). Frees `af` whatever the result; on an
+ * error the temporary file is gone and `path` is as it was. */
+GT_API gt_status_t gt_afile_commit(gt_afile_t *af) GT_MUST_USE;
+/* Throws the temporary file away. Accepts NULL. */
+GT_API void gt_afile_abort(gt_afile_t *af);
+
+/* The whole of a gt_afile_t in one call: `len` bytes of `data` to `path`, mode 0644. */
+GT_API gt_status_t gt_write_file_atomic(const char *path, const void *data, size_t len,
+                                        unsigned flags) GT_MUST_USE;
 
 /* Propagate an error: evaluate expr into the gt_status_t variable `st`; on failure jump to
  * `label`. The callee has already logged. */

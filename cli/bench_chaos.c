@@ -189,9 +189,7 @@ int gt_bench_chaos(int argc, char **argv)
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
         snprintf(dir, sizeof dir, "runs/bench-chaos-%s", stamp);
     }
-    char mk[PATH_MAX + 16];
-    snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
-    if (system(mk) != 0) return 1;
+    if (gt_mkdirs(dir) != GT_OK) return 1;
     static const char *const modes[2] = {"diloco", "sync-dp"};
     int rc = 0;
     for (size_t k = 0; k < n_mtbf; k++) {

@@ -251,9 +251,7 @@ int gt_bench_outer(int argc, char **argv)
         snprintf(cmd, sizeof cmd, "'%s' launch '%s' --run-dir '%s'%s %s %s %s %s > '%s.log' 2>&1",
                  self, config, run, slows, sets, i == 0 || split || (catch_up && i == 1) ? tau : "",
                  runs[i].extra ? runs[i].extra : "", i == 2 ? dp_sets : "", run);
-        char mk[PATH_MAX + 16];
-        snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
-        if (system(mk) != 0) return 1;
+        if (gt_mkdirs(dir) != GT_OK) return 1;
         fprintf(stderr, "bench outer: %s ...\n", runs[i].mode);
         int r = system(cmd);
         snprintf(path, sizeof path, "%s/summary.json", run);

@@ -619,9 +619,7 @@ int gt_bench_outer_scale(int argc, char **argv)
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
         snprintf(dir, sizeof dir, "runs/bench-scale-%s", stamp);
     }
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    if (strchr(dir, '\'') || system(cmd) != 0) {
+    if (gt_mkdirs(dir) != GT_OK) {
         fprintf(stderr, "bench outer: cannot make %s\n", dir);
         return 1;
     }
@@ -664,9 +662,8 @@ int gt_bench_outer_scale(int argc, char **argv)
             char run[PATH_MAX + 64], config[PATH_MAX + 96];
             snprintf(run, sizeof run, "%s/n%zu-r%u", dir, n, R);
             snprintf(config, sizeof config, "%s/sites.yaml", run);
-            snprintf(cmd, sizeof cmd, "mkdir -p '%s'", run);
-            if (system(cmd) != 0 || write_config(config, run, etcd.url, S, R, rounds, H, tau, codec,
-                                                 mbps, lanes, encrypted) != 0) {
+            if (gt_mkdirs(run) != GT_OK || write_config(config, run, etcd.url, S, R, rounds, H, tau,
+                                                        codec, mbps, lanes, encrypted) != 0) {
                 rc = 1;
                 break;
             }

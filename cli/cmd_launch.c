@@ -1212,7 +1212,7 @@ int gt_cmd_launch(int argc, char **argv)
         snprintf(run_dir, sizeof run_dir, "%s/%s-%s", cfg->run.run_dir, cfg->run.name, stamp);
     }
     snprintf(sub, sizeof sub, "%s/logs", run_dir);
-    if (gt_local_mkdirs(sub) != GT_OK) goto out;
+    if (gt_mkdirs(sub) != GT_OK) goto out;
     if (lock_run_dir(run_dir) != 0) {
         rc = 2;
         goto out;

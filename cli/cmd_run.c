@@ -127,7 +127,7 @@ static gt_status_t write_config_copy(const gt_topo_config_t *cfg, const char *pa
     if (!mem) return GT_ERR_NOMEM;
     gt_status_t s = gt_topo_print(cfg, mem);
     if (fclose(mem) != 0 && s == GT_OK) s = GT_ERR_IO;
-    if (s == GT_OK) s = gt_local_write_file_atomic(path, buf, len);
+    if (s == GT_OK) s = gt_write_file_atomic(path, buf, len, 0);
     free(buf);
     return s;
 }
@@ -142,7 +142,7 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
                           elapsed, "tokens_per_s", elapsed > 0 ? (double)tokens / elapsed : 0.0,
                           "interrupted", interrupted);
     char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
-    gt_status_t s = text ? gt_local_write_file_atomic(path, text, strlen(text)) : GT_ERR_NOMEM;
+    gt_status_t s = text ? gt_write_file_atomic(path, text, strlen(text), 0) : GT_ERR_NOMEM;
     free(text);
     json_decref(o);
     return s;
@@ -158,7 +158,7 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
         snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
     else
         snprintf(run_dir, sizeof run_dir, "%s/%s", cfg->run.run_dir, cfg->run.name);
-    if (gt_local_mkdirs(run_dir) != GT_OK) return 1;
+    if (gt_mkdirs(run_dir) != GT_OK) return 1;
     snprintf(path, sizeof path, "%s/config.yaml", run_dir);
     if (gt_local_comm_rank(world) == 0 && access(path, F_OK) != 0 &&
         write_config_copy(cfg, path) != GT_OK)
@@ -359,7 +359,7 @@ int gt_cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (gt_local_mkdirs(site_dir) != GT_OK) goto out;
+    if (gt_mkdirs(site_dir) != GT_OK) goto out;
     snprintf(path, sizeof path, "%s/config.yaml", run_dir);
     if (lead && write_config_copy(cfg, path) != GT_OK) goto out;
 

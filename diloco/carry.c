@@ -17,7 +17,7 @@
  * then is stale and is deleted).
  *
  * The file: u32 magic "GTCW", u32 version, u64 length of a JSON header, the header, n floats,
- * the XXH3-128 of every byte before it; written as NAME.tmp, fsynced, renamed, the directory
+ * the XXH3-128 of every byte before it; written as NAME.tmp.<pid>, fsynced, renamed, the directory
  * fsynced (dl_write_sealed, as checkpoint.c's outer states).
  */
 #include "diloco_internal.h"
@@ -93,7 +93,7 @@ gt_status_t dl_carry_save(gt_diloco_t *d)
     if (st == GT_OK) {
         const void *parts[1] = {v};
         const size_t lens[1] = {d->n * sizeof(float)};
-        st = dl_write_sealed(d, d->site_dir, path, CW_MAGIC, CW_VERSION, head, parts, lens, 1);
+        st = dl_write_sealed(path, CW_MAGIC, CW_VERSION, head, parts, lens, 1);
     }
     if (st == GT_OK)
         GT_INFO("site %s: keeps the %llu tokens it trained since its last submit (on the anchor "
@@ -172,7 +172,9 @@ gt_status_t dl_carry_take(gt_diloco_t *d, int64_t from)
                 strerror(errno));
         got = -1;
     }
-    if (got != 0) (void)dl_fsync_dir(d->site_dir);
+    /* Best effort: the deletion stands either way (gt_fsync_dir logs a failure). */
+    gt_status_t synced = got != 0 ? gt_fsync_dir(d->site_dir) : GT_OK;
+    (void)synced;
     int64_t s = from - round; /* rounds between the anchor it was trained on and ours */
     uint32_t max = d->cfg->outer.carry_max_rounds;
     if (got == 1 && (s < 0 || s > (int64_t)max)) {

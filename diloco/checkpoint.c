@@ -12,7 +12,7 @@
  * then the floats (anchor n, momentum n_sub, residual and result residual len each — with
  * several engines, a rank of a site with fewer ranks than the run's WAN groups, each of the two
  * is every engine's in engine order, len the sum), then the
- * XXH3-128 of every byte before it. Written as NAME.tmp, fsynced, renamed, the directory
+ * XXH3-128 of every byte before it. Written as NAME.tmp.<pid>, fsynced, renamed, the directory
  * fsynced; the newest `keep` are kept. A file that is truncated, fails its checksum or does
  * not match the run is skipped, with the reason, for the previous one.
  *
@@ -111,43 +111,20 @@ static void residuals_load(gt_diloco_t *d, int of_results, const float *v)
     }
 }
 
-static gt_status_t write_all(int fd, XXH3_state_t *h, const void *p, size_t len)
+/* Writes and hashes (h, when not NULL) one piece of a sealed file. */
+static gt_status_t put(gt_afile_t *af, XXH3_state_t *h, const void *p, size_t len)
 {
-    const char *c = p;
     if (h) XXH3_128bits_update(h, p, len);
-    while (len) {
-        ssize_t w = write(fd, c, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return GT_ERR_IO;
-        c += w;
-        len -= (size_t)w;
-    }
-    return GT_OK;
+    return gt_afile_write(af, p, len);
 }
 
-gt_status_t dl_fsync_dir(const char *dir)
+gt_status_t dl_write_sealed(const char *path, uint32_t magic, uint32_t version, const char *head,
+                            const void *const *parts, const size_t *lens, size_t n_parts)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return GT_ERR_IO;
-    int rc = fsync(fd);
-    close(fd);
-    return rc == 0 ? GT_OK : GT_ERR_IO;
-}
-
-gt_status_t dl_write_sealed(gt_diloco_t *d, const char *dir, const char *path, uint32_t magic,
-                            uint32_t version, const char *head, const void *const *parts,
-                            const size_t *lens, size_t n_parts)
-{
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     XXH3_state_t *h = XXH3_createState();
     if (!h) return GT_ERR_NOMEM;
-    gt_status_t st = GT_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        GT_ERROR("site %s: cannot create %s: %s", d->name, tmp, strerror(errno));
-        st = GT_ERR_IO;
-    }
+    gt_afile_t *af = NULL;
+    gt_status_t st = gt_afile_open(path, 0644, 0, &af);
     if (st == GT_OK) {
         uint8_t pre[16];
         uint64_t hl = strlen(head);
@@ -155,29 +132,21 @@ gt_status_t dl_write_sealed(gt_diloco_t *d, const char *dir, const char *path, u
         gt_le_put32(pre + 4, version);
         gt_le_put64(pre + 8, hl);
         XXH3_128bits_reset(h);
-        st = write_all(fd, h, pre, sizeof pre);
-        if (st == GT_OK) st = write_all(fd, h, head, hl);
-        for (size_t i = 0; i < n_parts && st == GT_OK; i++)
-            st = write_all(fd, h, parts[i], lens[i]);
+        st = put(af, h, pre, sizeof pre);
+        if (st == GT_OK) st = put(af, h, head, hl);
+        for (size_t i = 0; i < n_parts && st == GT_OK; i++) st = put(af, h, parts[i], lens[i]);
         if (st == GT_OK) {
             XXH128_canonical_t c;
             XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
-            st = write_all(fd, NULL, &c, sizeof c);
+            st = put(af, NULL, &c, sizeof c);
         }
-        if (st == GT_OK && fsync(fd) != 0) st = GT_ERR_IO;
-        if (close(fd) != 0 && st == GT_OK) st = GT_ERR_IO;
-        if (st != GT_OK) GT_ERROR("site %s: cannot write %s: %s", d->name, tmp, strerror(errno));
+        if (st == GT_OK) {
+            st = gt_afile_commit(af);
+        } else {
+            gt_afile_abort(af);
+        }
     }
-    if (st == GT_OK && rename(tmp, path) != 0) {
-        GT_ERROR("site %s: rename %s -> %s: %s", d->name, tmp, path, strerror(errno));
-        st = GT_ERR_IO;
-    }
-    if (st == GT_OK && dl_fsync_dir(dir) != GT_OK) {
-        GT_ERROR("site %s: cannot fsync %s: %s", d->name, dir, strerror(errno));
-        st = GT_ERR_IO;
-    }
-    if (st != GT_OK) unlink(tmp);
-    XXH3_freeState(h);
+    XXH3_freeState(h); /* gt_afile_* logged any error, naming the file */
     return st;
 }
 
@@ -207,7 +176,7 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
     float *res = st == GT_OK ? malloc(2 * len * sizeof(float)) : NULL;
     char *head = NULL;
     if (st == GT_OK && !res) st = GT_ERR_NOMEM;
-    if (st == GT_OK) st = dl_mkdirs(dir);
+    if (st == GT_OK) st = gt_mkdirs(dir);
     if (st == GT_OK) {
         /* The residuals and counters belong to the WAN thread too: a copy under the lock, the
          * writing without it. */
@@ -245,7 +214,7 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
         const void *parts[3] = {d->anchor, d->mom, res};
         const size_t lens[3] = {d->n * sizeof(float), d->n_sub * sizeof(float),
                                 2 * len * sizeof(float)};
-        st = dl_write_sealed(d, dir, path, OS_MAGIC, OS_VERSION, head, parts, lens, 3);
+        st = dl_write_sealed(path, OS_MAGIC, OS_VERSION, head, parts, lens, 3);
     }
     if (st == GT_OK) { /* keep the newest `keep` */
         uint64_t steps[OS_MAX];

@@ -50,28 +50,6 @@ size_t gt_diloco_status_size(void)
     return sizeof(gt_diloco_status_t);
 }
 
-gt_status_t dl_mkdirs(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        GT_ERROR("diloco: bad directory '%s'", path);
-        return GT_ERR_INVALID;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            GT_ERROR("cannot create directory %s: %s", buf, strerror(errno));
-            return GT_ERR_IO;
-        }
-        buf[i] = saved;
-    }
-    return GT_OK;
-}
-
 /* The config from params: borrowed, or loaded (from config_path or $GT_CONFIG, with sets or
  * $GT_SET). The loader's messages are logged as errors, so a caller in another language gets
  * them back with gt_diloco_error_message. */
@@ -266,7 +244,7 @@ static gt_status_t resolve(gt_diloco_t *d)
      * membership keys and secure channel (the same at every site, whatever its ranks). */
     const char *id = p->run_id && *p->run_id ? p->run_id : c->run.name;
     snprintf(d->run_id, sizeof d->run_id, "%s", id);
-    st = dl_mkdirs(d->site_dir);
+    st = gt_mkdirs(d->site_dir);
     return st == GT_OK && d->rank == 0 ? lock_site_dir(d) : st;
 }
 

@@ -392,15 +392,11 @@ gt_status_t dl_claim_run(gt_diloco_t *d);
  * once every site registered, the common step agreed and the outer state loaded. */
 gt_status_t dl_resume_prepare(gt_diloco_t *d);
 gt_status_t dl_resume(gt_diloco_t *d);
-gt_status_t dl_mkdirs(const char *path);
-/* A file written crash-safe into dir: u32 magic, u32 version, u64 length of `head`, head,
- * parts[0, n_parts) of lens[] bytes, then the XXH3-128 of every byte before it — as PATH.tmp,
- * fsynced, renamed to path, dir fsynced (the temporary removed on failure; errors logged).
- * And an fsync of a directory (after a rename or unlink in it). */
-gt_status_t dl_write_sealed(gt_diloco_t *d, const char *dir, const char *path, uint32_t magic,
-                            uint32_t version, const char *head, const void *const *parts,
-                            const size_t *lens, size_t n_parts);
-gt_status_t dl_fsync_dir(const char *dir);
+/* A file written crash-safe (gt_afile_t: temporary, fsync, rename, directory fsync; errors
+ * logged): u32 magic, u32 version, u64 length of `head`, head, parts[0, n_parts) of lens[]
+ * bytes, then the XXH3-128 of every byte before it. */
+gt_status_t dl_write_sealed(const char *path, uint32_t magic, uint32_t version, const char *head,
+                            const void *const *parts, const size_t *lens, size_t n_parts);
 
 /* carry.c: a removed site's work since its last submit, kept for its next life. Save: at
  * close, when it leaves removed (GT_ERR_PEER_LOST). Take: once a joiner has the anchor after

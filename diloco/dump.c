@@ -39,7 +39,7 @@ gt_status_t dl_dump_check(gt_diloco_t *d)
     }
     char dir[2300];
     snprintf(dir, sizeof dir, "%s/dump", d->site_dir);
-    return dl_mkdirs(dir);
+    return gt_mkdirs(dir);
 }
 
 static void dump_failed(gt_diloco_t *d, const char *path)

@@ -6,7 +6,8 @@
  *
  * status.json is rewritten at most twice a second, replaced by rename so a reader never sees
  * half a file, but not fsynced (a crash loses nothing that matters, and an fsync per write
- * would show up as lost compute time). summary.json is written once, fsynced, then renamed.
+ * would show up as lost compute time: GT_AFILE_NO_SYNC). summary.json is written once, crash-safe
+ * (gt_write_file_atomic: fsynced, renamed, the directory fsynced).
  * Only rank 0 of a site writes.
  */
 #include "diloco_internal.h"
@@ -118,19 +119,6 @@ void dl_log_submit(gt_diloco_t *d, uint64_t r, uint64_t tokens)
     fflush(d->submits);
 }
 
-static int replace_file(const char *path, const char *text, int durable)
-{
-    char tmp[2400];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
-    int ok = fputs(text, f) >= 0;
-    ok &= fflush(f) == 0;
-    if (durable) ok &= fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
-    return ok && rename(tmp, path) == 0 ? 0 : -1;
-}
-
 static void wan_bytes(gt_diloco_t *d, uint64_t *sent_p, uint64_t *recv_p)
 {
     gt_wan_mesh_stats_t ms;
@@ -180,7 +168,7 @@ void dl_write_status(gt_diloco_t *d, int force)
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     char path[2300];
     snprintf(path, sizeof path, "%s/status.json", d->site_dir);
-    if (text && replace_file(path, text, 0) != 0)
+    if (text && gt_write_file_atomic(path, text, strlen(text), GT_AFILE_NO_SYNC) != GT_OK)
         GT_WARN("site %s: cannot write %s", d->name, path);
     free(text);
     json_decref(o);
@@ -446,10 +434,7 @@ gt_status_t dl_write_summary(gt_diloco_t *d, gt_status_t result)
     }
     char path[2300];
     snprintf(path, sizeof path, "%s/summary.json", d->site_dir);
-    if (replace_file(path, text, 1) != 0) {
-        GT_ERROR("site %s: cannot write %s: %s", d->name, path, strerror(errno));
-        st = GT_ERR_IO;
-    }
+    st = gt_write_file_atomic(path, text, strlen(text), 0);
     free(text);
     return st;
 }

@@ -310,14 +310,14 @@ static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned
     GT_REQUIRE_GOTO(dir && tmp && file, s, GT_ERR_NOMEM, out, "out of memory");
     snprintf(dir, plen, "%s/step-%08" PRIu64, root, tr->step);
     snprintf(tmp, plen, "%s.tmp", dir);
-    GT_CHECK_GOTO(gt_local_mkdirs(root), s, out);
+    GT_CHECK_GOTO(gt_mkdirs(root), s, out);
     struct stat sb;
     if (stat(dir, &sb) == 0) { /* this step is saved already (e.g. stopped right after resume) */
         GT_DEBUG("checkpoint %s exists; not rewriting it", dir);
         goto out;
     }
     gt_rmtree(tmp); /* a leftover of a crash */
-    GT_CHECK_GOTO(gt_local_mkdirs(tmp), s, out);
+    GT_CHECK_GOTO(gt_mkdirs(tmp), s, out);
 
     snprintf(file, plen + 32, "%s/model.safetensors", tmp);
     gt_local_arena_ref_t params = {GT_GPT_PARAMS, ""};
@@ -340,11 +340,11 @@ static gt_status_t save_files(gt_local_trainer_t *tr, const char *root, unsigned
     text = json_dumps(state, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     GT_REQUIRE_GOTO(text, s, GT_ERR_NOMEM, out, "out of memory");
     snprintf(file, plen + 32, "%s/state.json", tmp);
-    GT_CHECK_GOTO(gt_local_write_file_atomic(file, text, strlen(text)), s, out);
-    GT_CHECK_GOTO(gt_local_fsync_dir(tmp), s, out);
+    GT_CHECK_GOTO(gt_write_file_atomic(file, text, strlen(text), 0), s, out);
+    GT_CHECK_GOTO(gt_fsync_dir(tmp), s, out);
     GT_REQUIRE_GOTO(rename(tmp, dir) == 0, s, GT_ERR_IO, out, "rename %s -> %s: %s", tmp, dir,
                     strerror(errno));
-    GT_CHECK_GOTO(gt_local_fsync_dir(root), s, out);
+    GT_CHECK_GOTO(gt_fsync_dir(root), s, out);
 
     /* Keep the newest `keep` checkpoints. */
     GT_CHECK_GOTO(list_steps(root, &steps, &count), s, out);

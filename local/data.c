@@ -94,16 +94,16 @@ gt_status_t gt_local_shard_write(const char *path, const uint16_t *tokens, size_
     hdr[0] = GT_LOCAL_SHARD_MAGIC;
     hdr[1] = GT_LOCAL_SHARD_VERSION;
     hdr[2] = (int32_t)n;
-    gt_local_afile_t *af = NULL;
-    gt_status_t st = gt_local_afile_open(path, &af);
+    gt_afile_t *af = NULL;
+    gt_status_t st = gt_afile_open(path, 0644, 0, &af);
     if (st != GT_OK) return st;
-    st = gt_local_afile_write(af, hdr, sizeof hdr);
-    if (st == GT_OK) st = gt_local_afile_write(af, tokens, n * sizeof *tokens);
+    st = gt_afile_write(af, hdr, sizeof hdr);
+    if (st == GT_OK) st = gt_afile_write(af, tokens, n * sizeof *tokens);
     if (st != GT_OK) {
-        gt_local_afile_abort(af);
+        gt_afile_abort(af);
         return st;
     }
-    return gt_local_afile_commit(af);
+    return gt_afile_commit(af);
 }
 
 /* Maps a whole file read-only. */

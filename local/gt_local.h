@@ -27,29 +27,6 @@
 extern "C" {
 #endif
 
-/* ---- Files ---- */
-
-/* Creates `path` and its missing parents (mode 0755). Existing directories are fine. */
-GT_API gt_status_t gt_local_mkdirs(const char *path) GT_MUST_USE;
-
-/* A file being written that replaces `path` only when committed: the bytes go to
- * `path.tmp.<pid>`; commit fsyncs it, renames it over `path` and fsyncs the directory, so a
- * crash leaves either the old file or the new one, never a torn one. */
-typedef struct gt_local_afile gt_local_afile_t;
-
-GT_API gt_status_t gt_local_afile_open(const char *path, gt_local_afile_t **af_p) GT_MUST_USE;
-GT_API gt_status_t gt_local_afile_write(gt_local_afile_t *af, const void *data,
-                                        size_t len) GT_MUST_USE;
-/* Makes the file visible under its name. Frees `af` whatever the result. */
-GT_API gt_status_t gt_local_afile_commit(gt_local_afile_t *af) GT_MUST_USE;
-/* Throws the temporary file away. Accepts NULL. */
-GT_API void gt_local_afile_abort(gt_local_afile_t *af);
-/* Whole-buffer convenience: open, write, commit. */
-GT_API gt_status_t gt_local_write_file_atomic(const char *path, const void *data,
-                                              size_t len) GT_MUST_USE;
-/* fsyncs a directory (after a rename inside it). */
-GT_API gt_status_t gt_local_fsync_dir(const char *dir) GT_MUST_USE;
-
 /* ---- safetensors ----
  * Format: 8-byte little-endian header length N, N bytes of JSON
  * {"__metadata__": {str: str}, NAME: {"dtype": D, "shape": [...], "data_offsets": [b, e]}},

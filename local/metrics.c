@@ -41,7 +41,7 @@ static gt_status_t truncate_after(const char *path, uint64_t keep)
         free(out);
         return GT_ERR_NOMEM;
     }
-    gt_status_t s = gt_local_write_file_atomic(path, out, out_len);
+    gt_status_t s = gt_write_file_atomic(path, out, out_len, 0);
     free(out);
     return s;
 }
@@ -50,7 +50,7 @@ gt_status_t gt_local_metrics_open(const char *path, uint64_t keep_through_step,
                                   gt_local_metrics_t **m_p)
 {
     gt_status_t s = keep_through_step ? truncate_after(path, keep_through_step)
-                                      : gt_local_write_file_atomic(path, "", 0);
+                                      : gt_write_file_atomic(path, "", 0, 0);
     if (s != GT_OK) {
         GT_ERROR("cannot prepare metrics file %s", path);
         return s;

@@ -310,7 +310,7 @@ gt_status_t gt_local_st_write(const char *path, const gt_local_st_entry_t *entri
                               const char *const *meta_values, size_t n_meta)
 {
     gt_status_t st = GT_OK;
-    gt_local_afile_t *af = NULL;
+    gt_afile_t *af = NULL;
     char *hdr = NULL;
     json_t *root = json_object(), *meta = NULL;
     GT_REQUIRE_GOTO(root, st, GT_ERR_NOMEM, out, "out of memory");
@@ -345,19 +345,19 @@ gt_status_t gt_local_st_write(const char *path, const gt_local_st_entry_t *entri
     size_t hlen = strlen(hdr), padded = (hlen + 7) & ~(size_t)7;
     uint8_t lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    GT_CHECK_GOTO(gt_local_afile_open(path, &af), st, out);
-    GT_CHECK_GOTO(gt_local_afile_write(af, lenb, 8), st, out);
-    GT_CHECK_GOTO(gt_local_afile_write(af, hdr, hlen), st, out);
-    GT_CHECK_GOTO(gt_local_afile_write(af, "        ", padded - hlen), st, out);
+    GT_CHECK_GOTO(gt_afile_open(path, 0644, 0, &af), st, out);
+    GT_CHECK_GOTO(gt_afile_write(af, lenb, 8), st, out);
+    GT_CHECK_GOTO(gt_afile_write(af, hdr, hlen), st, out);
+    GT_CHECK_GOTO(gt_afile_write(af, "        ", padded - hlen), st, out);
     for (size_t i = 0; i < n_entries; i++) {
         size_t numel = 1;
         for (size_t d = 0; d < entries[i].ndim; d++) numel *= entries[i].shape[d];
-        GT_CHECK_GOTO(gt_local_afile_write(af, entries[i].data, 4 * numel), st, out);
+        GT_CHECK_GOTO(gt_afile_write(af, entries[i].data, 4 * numel), st, out);
     }
-    st = gt_local_afile_commit(af);
+    st = gt_afile_commit(af);
     af = NULL;
 out:
-    gt_local_afile_abort(af);
+    gt_afile_abort(af);
     free(hdr);
     json_decref(root);
     return st;

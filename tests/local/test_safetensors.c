@@ -177,26 +177,26 @@ static void test_no_temporaries(void)
     CHECK_EQ_INT(tmp, 0);
     char p[600];
     path_in(p, sizeof p, "plain.txt");
-    CHECK_EQ_INT(gt_local_write_file_atomic(p, "hello", 5), GT_OK);
-    CHECK_EQ_INT(gt_local_write_file_atomic(p, "bye", 3), GT_OK);
+    CHECK_EQ_INT(gt_write_file_atomic(p, "hello", 5, 0), GT_OK);
+    CHECK_EQ_INT(gt_write_file_atomic(p, "bye", 3, 0), GT_OK);
     FILE *f = fopen(p, "r");
     char buf[16] = {0};
     CHECK(fread(buf, 1, sizeof buf - 1, f) == 3);
     fclose(f);
     CHECK(strcmp(buf, "bye") == 0);
     /* A file that is aborted leaves nothing behind and the old content stays. */
-    gt_local_afile_t *af = NULL;
-    CHECK_EQ_INT(gt_local_afile_open(p, &af), GT_OK);
-    CHECK_EQ_INT(gt_local_afile_write(af, "partial", 7), GT_OK);
-    gt_local_afile_abort(af);
+    gt_afile_t *af = NULL;
+    CHECK_EQ_INT(gt_afile_open(p, 0644, 0, &af), GT_OK);
+    CHECK_EQ_INT(gt_afile_write(af, "partial", 7), GT_OK);
+    gt_afile_abort(af);
     f = fopen(p, "r");
     memset(buf, 0, sizeof buf);
     CHECK(fread(buf, 1, sizeof buf - 1, f) == 3);
     fclose(f);
     CHECK(strcmp(buf, "bye") == 0);
     snprintf(p, sizeof p, "%s/x/y/z", dir);
-    CHECK_EQ_INT(gt_local_mkdirs(p), GT_OK);
-    CHECK_EQ_INT(gt_local_mkdirs(p), GT_OK);
+    CHECK_EQ_INT(gt_mkdirs(p), GT_OK);
+    CHECK_EQ_INT(gt_mkdirs(p), GT_OK);
 }
 
 int main(void)

@@ -4,8 +4,8 @@
  *   geotrain-x25519-secret v1         geotrain-x25519-public v1
  *   <base64 of 32 bytes>              <base64 of 32 bytes>
  *                                     site <name>
- * Files are created with O_EXCL so a key is never silently replaced; the secret is written
- * to a temporary name, fsynced and linked into place so a crash leaves no half key.
+ * Both files are written to a temporary name, fsynced and linked into place (gt_afile_t with
+ * GT_AFILE_NO_REPLACE), so a key is never silently replaced and a crash leaves no half key.
  */
 #include "gt_wan.h"
 #include "base64_internal.h"
@@ -77,32 +77,25 @@ int gt_wan_base64_decode(const char *b64, size_t n, void *bin, size_t cap, size_
     return sodium_base642bin(bin, cap, b64, n, NULL, len_p, NULL, sodium_base64_VARIANT_ORIGINAL);
 }
 
-/* Writes `text` to `path` created exclusively with `mode`, fsynced. */
-static gt_status_t write_new_file(const char *path, const char *text, mode_t mode)
+/* Writes `text` to a new `path` with exactly `mode`, crash-safe (a temporary file fsynced and
+ * linked into place, the directory fsynced: a crash leaves no half key), and never over a file
+ * that exists (GT_ERR_EXISTS). */
+static gt_status_t write_new_file(const char *path, const char *text, unsigned mode)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd < 0) {
-        if (errno == EEXIST) {
-            GT_ERROR("%s already exists; refusing to overwrite a key", path);
-            return GT_ERR_EXISTS;
-        }
-        GT_ERROR("cannot create %s: %s", path, strerror(errno));
-        return GT_ERR_IO;
+    gt_afile_t *af = NULL;
+    gt_status_t st = gt_afile_open(path, mode, GT_AFILE_NO_REPLACE | GT_AFILE_MODE_EXACT, &af);
+    if (st != GT_OK) return st;
+    st = gt_afile_write(af, text, strlen(text));
+    if (st != GT_OK) {
+        gt_afile_abort(af);
+        return st;
     }
-    size_t len = strlen(text);
-    gt_status_t st = GT_OK;
-    if (fchmod(fd, mode) != 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
-        GT_ERROR("cannot write %s: %s", path, strerror(errno));
-        st = GT_ERR_IO;
-    }
-    if (close(fd) != 0 && st == GT_OK) st = GT_ERR_IO;
-    if (st != GT_OK) unlink(path);
-    return st;
+    return gt_afile_commit(af);
 }
 
 gt_status_t gt_wan_keypair_save(const gt_wan_keypair_t *kp, const char *dir, const char *site)
 {
-    char sec_path[4096], pub_path[4096], tmp_path[4096 + 16];
+    char sec_path[4096], pub_path[4096];
     char b64[GT_WAN_KEY_B64_LEN + 1];
     char text[512];
     struct stat sb;
@@ -118,7 +111,6 @@ gt_status_t gt_wan_keypair_save(const gt_wan_keypair_t *kp, const char *dir, con
     }
     snprintf(sec_path, sizeof sec_path, "%s/%s.key", dir, site);
     snprintf(pub_path, sizeof pub_path, "%s/%s.pub", dir, site);
-    snprintf(tmp_path, sizeof tmp_path, "%s.tmp%ld", sec_path, (long)getpid());
     if (stat(sec_path, &sb) == 0 || stat(pub_path, &sb) == 0) {
         GT_ERROR("a key for site '%s' already exists in %s; refusing to overwrite it", site, dir);
         return GT_ERR_EXISTS;
@@ -126,17 +118,10 @@ gt_status_t gt_wan_keypair_save(const gt_wan_keypair_t *kp, const char *dir, con
 
     gt_wan_key_to_base64(kp->secret_key, b64);
     snprintf(text, sizeof text, "%s\n%s\n", SECRET_MAGIC, b64);
-    st = write_new_file(tmp_path, text, 0600);
+    st = write_new_file(sec_path, text, 0600);
     sodium_memzero(b64, sizeof b64);
     sodium_memzero(text, sizeof text);
     if (st != GT_OK) return st;
-    /* link() fails if the name appeared meanwhile, so an existing key is never replaced. */
-    if (link(tmp_path, sec_path) != 0) {
-        GT_ERROR("cannot create %s: %s", sec_path, strerror(errno));
-        unlink(tmp_path);
-        return errno == EEXIST ? GT_ERR_EXISTS : GT_ERR_IO;
-    }
-    unlink(tmp_path);
 
     gt_wan_key_to_base64(kp->public_key, b64);
     snprintf(text, sizeof text, "%s\n%s\nsite %s\n", PUBLIC_MAGIC, b64, site);
