@@ -50,16 +50,6 @@
 static gt_wan_tunnel_tag_t relay_listen_tag[2] = {{GT_WAN_TUNNEL_MAGIC, NULL, 2},
                                                   {GT_WAN_TUNNEL_MAGIC, NULL, 3}};
 
-static int relay_same(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (!gt_wan_tp_same_ip(a, b)) return 0;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_port ==
-               ((const struct sockaddr_in *)b)->sin_port;
-    return ((const struct sockaddr_in6 *)a)->sin6_port ==
-           ((const struct sockaddr_in6 *)b)->sin6_port;
-}
-
 static socklen_t relay_salen(int family)
 {
     return family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -474,7 +464,7 @@ static void relay_accept(gt_wan_net_t *net, int i)
             accept4(net->relay_lfd[i], (struct sockaddr *)&from, &fl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
         size_t j = 0;
-        while (j < net->n_pending && !relay_same(&net->pending[j].local, &from)) j++;
+        while (j < net->n_pending && !gt_wan_tp_same_addr(&net->pending[j].local, &from)) j++;
         if (j == net->n_pending) { /* not a connect we redirected: someone else on this host */
             close(fd);
             continue;

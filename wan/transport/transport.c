@@ -122,18 +122,6 @@ gt_status_t gt_wan_tp_parse_addr(const char *addr, char *host, size_t host_cap, 
     return GT_OK;
 }
 
-static int same_ip(const struct sockaddr *a, const struct sockaddr *b)
-{
-    if (a->sa_family != b->sa_family) return 0;
-    if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->sa_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-    return 0;
-}
-
 static int wildcard_ip(const struct sockaddr *a)
 {
     if (a->sa_family == AF_INET)
@@ -158,7 +146,10 @@ gt_status_t gt_wan_tp_host_ifname(const char *host, char *name, size_t cap)
     if (getifaddrs(&ifs) == 0) {
         for (struct ifaddrs *i = ifs; i && st != GT_OK; i = i->ifa_next)
             for (struct addrinfo *a = res; a && i->ifa_addr && st != GT_OK; a = a->ai_next)
-                if (same_ip(i->ifa_addr, a->ai_addr) && strlen(i->ifa_name) < cap) {
+                /* the comparison reads the family, then the address of that family only */
+                if (gt_wan_tp_same_ip((const struct sockaddr_storage *)i->ifa_addr,
+                                      (const struct sockaddr_storage *)a->ai_addr) &&
+                    strlen(i->ifa_name) < cap) {
                     snprintf(name, cap, "%s", i->ifa_name);
                     st = GT_OK;
                 }
@@ -233,6 +224,16 @@ int gt_wan_tp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_st
         return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
                       &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
     return 0;
+}
+
+int gt_wan_tp_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (!gt_wan_tp_same_ip(a, b)) return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_port ==
+               ((const struct sockaddr_in *)b)->sin_port;
+    return ((const struct sockaddr_in6 *)a)->sin6_port ==
+           ((const struct sockaddr_in6 *)b)->sin6_port;
 }
 
 gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n)

@@ -168,6 +168,8 @@ size_t gt_wan_tp_listeners(int *fds, size_t cap);
 gt_status_t gt_wan_tp_filter_sources(int fd, const struct sockaddr_storage *allow, size_t n);
 /* 1 when a and b hold the same IPv4 or IPv6 address (ports ignored), else 0. */
 int gt_wan_tp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+/* 1 when a and b hold the same address and port, else 0. */
+int gt_wan_tp_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* Makes the loaded shared library whose file name contains `lib` call `fn` wherever it calls
  * the dynamic symbol `sym` (its GOT slots for `sym` are rewritten; no other library is

@@ -120,16 +120,6 @@ struct ucx_ctx {
 /* How long a relay connection's source stays let in (a local connect takes microseconds). */
 #define UCX_RELAY_SRC_NS 5000000000ull
 
-static int ucx_same_src(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (!gt_wan_tp_same_ip(a, b)) return 0;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_port ==
-               ((const struct sockaddr_in *)b)->sin_port;
-    return ((const struct sockaddr_in6 *)a)->sin6_port ==
-           ((const struct sockaddr_in6 *)b)->sin6_port;
-}
-
 /* How long UCX's listener stays open to a peer that authenticated, at most. */
 #define UCX_WINDOW_NS 10000000000ull
 
@@ -160,7 +150,7 @@ static void ucx_windows_update(ucx_ctx_t *c)
     }
     c->n_relay_src = keep;
     int same = n == c->n_open;
-    for (size_t i = 0; i < n && same; i++) same = ucx_same_src(&want[i], &c->open_to[i]);
+    for (size_t i = 0; i < n && same; i++) same = gt_wan_tp_same_addr(&want[i], &c->open_to[i]);
     if (same) return;
     for (size_t i = 0; i < c->n_lfds; i++)
         if (gt_wan_tp_filter_sources(c->lfds[i], want, n) != GT_OK) return;
@@ -200,7 +190,7 @@ static int ucx_connect_hook(int fd, const struct sockaddr *sa, socklen_t len)
     memcpy(&dst, sa, len < sizeof dst ? len : sizeof dst);
     for (ucx_ep_t *e = c->eps; e; e = e->next)
         for (size_t i = 0; i < e->n_peer_l; i++)
-            if (ucx_same_src(&e->peer_l[i], &dst))
+            if (gt_wan_tp_same_addr(&e->peer_l[i], &dst))
                 return c->params.relay->redirect(c->params.relay->arg, e->owner, fd, sa, len);
     char where[96];
     ucx_sockaddr_str(sa, where, sizeof where);
@@ -982,7 +972,7 @@ static gt_status_t ucx_relay_dial(void *ctx, const struct sockaddr_storage *dst,
 {
     ucx_ctx_t *c = ctx;
     size_t li = 0;
-    while (li < c->n_lfds && !ucx_same_src(&c->laddr[li], dst)) li++;
+    while (li < c->n_lfds && !gt_wan_tp_same_addr(&c->laddr[li], dst)) li++;
     if (li == c->n_lfds) return GT_ERR_NOT_FOUND;
     /* From the listener's own address, so the source is ours alone; the port is known before
      * the connect, so the filter can let exactly this connection in. */
