@@ -17,6 +17,7 @@
 #include "gt_kernels.h"
 #include "gt_local.h"
 #include "gt_topology.h"
+#include "gt_wan.h"
 #include "plan_model.h"
 
 #include <getopt.h>
@@ -243,22 +244,14 @@ done:
 static int codec_setup(const gt_topo_config_t *cfg, const char *name, codec_t *c)
 {
     memset(c, 0, sizeof *c);
-    gt_cmp_params_t p = GT_CMP_PARAMS_INIT;
-    if (gt_cmp_codec_from_name(name, &p.codec) != GT_OK ||
-        gt_cmp_codec_from_name(cfg->codec.topk_values, &p.topk_values) != GT_OK) {
+    gt_cmp_params_t p;
+    if (gt_wan_codec_params(cfg, name, &p) != GT_OK) {
         fprintf(stderr,
                 "geotrain plan: unknown codec '%s'; allowed: fp32, bf16, int8, int4, "
                 "fp4, topk\n",
                 name);
         return -1;
     }
-    p.block_size = cfg->codec.block_size;
-    p.topk_fraction = cfg->codec.topk_fraction;
-    p.error_feedback = cfg->codec.error_feedback;
-    p.zstd = cfg->codec.zstd == GT_ZSTD_ON    ? GT_CMP_ZSTD_ON
-             : cfg->codec.zstd == GT_ZSTD_OFF ? GT_CMP_ZSTD_OFF
-                                              : GT_CMP_ZSTD_AUTO;
-    p.zstd_level = cfg->codec.zstd_level;
     c->cp = p;
     snprintf(c->name, sizeof c->name, "%s", name);
     if (p.codec == GT_CMP_TOPK)

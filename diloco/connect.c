@@ -123,18 +123,9 @@ void dl_outer_stats(const gt_diloco_t *d, gt_wan_outer_stats_t *os)
 
 static gt_status_t codec_params(const gt_topo_config_t *cfg, int sync_dp, gt_cmp_params_t *cp)
 {
-    gt_cmp_params_t p = GT_CMP_PARAMS_INIT;
-    gt_status_t st;
-    if ((st = gt_cmp_codec_from_name(cfg->codec.name, &p.codec)) != GT_OK ||
-        (st = gt_cmp_codec_from_name(cfg->codec.topk_values, &p.topk_values)) != GT_OK)
-        return st;
-    p.block_size = cfg->codec.block_size;
-    p.topk_fraction = cfg->codec.topk_fraction;
-    p.error_feedback = cfg->codec.error_feedback;
-    p.zstd = cfg->codec.zstd == GT_ZSTD_ON    ? GT_CMP_ZSTD_ON
-             : cfg->codec.zstd == GT_ZSTD_OFF ? GT_CMP_ZSTD_OFF
-                                              : GT_CMP_ZSTD_AUTO;
-    p.zstd_level = cfg->codec.zstd_level;
+    gt_cmp_params_t p;
+    gt_status_t st = gt_wan_codec_params(cfg, NULL, &p);
+    if (st != GT_OK) return st;
     if (sync_dp) { /* the baseline: bf16 gradients, as a bf16 all-reduce would send */
         p.codec = GT_CMP_BF16;
         p.error_feedback = 0;

@@ -448,6 +448,13 @@ GT_API gt_status_t gt_wan_member_accusers(gt_wan_member_t *m, const char *target
 GT_API gt_status_t gt_wan_member_evict(gt_wan_member_t *m, const char *target,
                                        int64_t target_lease) GT_MUST_USE;
 
+/* ---- the codec from the config (codec.c) ---- */
+
+/* The codec parameters of sites.yaml's `codec:` section, with codec `name` (NULL:
+ * codec.name). GT_ERR_INVALID for an unknown codec name (codec.name or codec.topk_values). */
+GT_API gt_status_t gt_wan_codec_params(const gt_topo_config_t *cfg, const char *name,
+                                       gt_cmp_params_t *cp_p) GT_MUST_USE;
+
 /* ---- the outer-round protocol (DESIGN.md §1, §3): DELTA to chunk owners,
  * robust weighted aggregation, RESULT to every site.
  *
