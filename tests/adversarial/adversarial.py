@@ -152,7 +152,7 @@ def ctl_port(run_dir, site):
 
 # ---- the man in the middle
 
-FRAME_MAGIC = struct.pack("<IH", 0x46577447, 1)  # "GtWF", version 1 (wan/frame.c)
+FRAME_MAGIC = struct.pack("<IH", 0x46577447, 1)  # "GtWF", version 1 (wan/channel/frame.c)
 FRAME_HDR = 72
 MSG_DELTA, MSG_RESULT = 2, 3
 AEAD_TAG = 16
@@ -163,7 +163,7 @@ class FrameFinder:
     flips one byte inside a chosen frame's ciphertext or AEAD tag, deterministically, whatever
     the stream's chunking, and never in the transport's own framing.
 
-    A frame (wan/frame.c: 72-byte header, then payload_len bytes of ciphertext and the 16-byte
+    A frame (wan/channel/frame.c: 72-byte header, then payload_len bytes of ciphertext and the 16-byte
     tag) is recognised by its magic and version, a DELTA or RESULT type, zero flags and a
     payload length that fits its message (msg_off + payload_len <= msg_len), so that random
     ciphertext is not taken for one. It is flipped only when the transport's framing right in
@@ -302,11 +302,11 @@ class OfiStream:
         return out
 
 
-TUNNEL_CHUNK = 256 << 10  # wan/channel_internal.h GT_WAN_TUNNEL_CHUNK
+TUNNEL_CHUNK = 256 << 10  # wan/channel/channel_internal.h GT_WAN_TUNNEL_CHUNK
 
 
 class TunnelStream:
-    """Follows one direction of a connection to a site's control port (wan/ctl.c, wan/relay.c):
+    """Follows one direction of a connection to a site's control port (wan/channel/ctl.c, wan/channel/relay.c):
     frames (72-byte header, payload_len at byte 44) while they start with our magic — the
     handshake messages (plain: the first two from the dialling side, the first one from the
     other) and then sealed frames (payload + 16-byte tag) — and, on a relay tunnel (UCX's TCP
@@ -862,7 +862,7 @@ def mitm_run(tmp, tp, name, faults, interval, flip=None, flip_max=0, rounds=40, 
         f"faults injected {px.injected}; frames flipped {px.flips()}")
     check(rc == 0, f"launch exited {rc}")
     # UCX's data path runs through the sealed relay: its connections are tunnels to the
-    # control port (wan/relay.c); libfabric's go to the data path's own listener.
+    # control port (wan/channel/relay.c); libfabric's go to the data path's own listener.
     data_kind = "tunnel" if tp == "ucx" and "wan.ucx_relay=false" not in sets else "data"
     check(px.by_kind.get("ctl", 0) >= 1 and px.by_kind.get(data_kind, 0) >= 1,
           f"the proxy did not see both kinds of site connection: {px.by_kind}")
@@ -1052,7 +1052,7 @@ def scenario_replay(tmp, tp):
     if check(data is not None, "the proxy recorded no data-path connection"):
         port, rec = data
         if tp == "ucx":
-            # UCX's data path is a relay tunnel to the control port (wan/relay.c): its replay
+            # UCX's data path is a relay tunnel to the control port (wan/channel/relay.c): its replay
             # is a replayed handshake there, refused like the one above. (UCX's own listener
             # takes nobody but the relay: scenario garbage.)
             log(f"replaying {len(rec)} recorded bytes of a relay tunnel to port {port} x3")
