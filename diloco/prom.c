@@ -387,31 +387,13 @@ void dl_prom_update(gt_diloco_t *d, int force)
     pthread_mutex_unlock(&pr->lock);
 }
 
-/* host and port of "host:port" or "[v6]:port" (the loader checked the form). */
-static int split_addr(const char *addr, char *host, size_t hn, uint16_t *port_p)
-{
-    const char *colon = strrchr(addr, ':');
-    if (!colon) return -1;
-    size_t n = (size_t)(colon - addr);
-    if (addr[0] == '[' && n >= 2 && addr[n - 1] == ']') {
-        addr++;
-        n -= 2;
-    }
-    long port = strtol(colon + 1, NULL, 10);
-    if (n == 0 || n >= hn || port <= 0 || port > 65535) return -1;
-    memcpy(host, addr, n);
-    host[n] = '\0';
-    *port_p = (uint16_t)port;
-    return 0;
-}
-
 gt_status_t dl_prom_start(gt_diloco_t *d)
 {
     char addr[GT_TOPO_ADDR_MAX], host[GT_TOPO_ADDR_MAX], service[8];
     gt_status_t st = gt_topo_metrics_address(d->cfg, d->site, d->rank, addr, sizeof addr);
     if (st != GT_OK || !addr[0]) return st;
     uint16_t port = 0;
-    if (split_addr(addr, host, sizeof host, &port) != 0) {
+    if (gt_topo_addr_split(addr, host, sizeof host, &port) != GT_OK || port == 0) {
         GT_ERROR("site %s: bad metrics address '%s'", d->name, addr);
         return GT_ERR_CONFIG;
     }

@@ -292,6 +292,13 @@ GT_API void gt_topo_print_reference(FILE *out);
 GT_API gt_status_t gt_topo_site_index(const gt_topo_config_t *cfg, const char *name,
                                       uint32_t *index_p);
 
+/* Splits "host:port" or "[v6]:port" (the brackets dropped) into host, NUL-terminated in at most
+ * host_cap bytes, and port (0 to 65535, digits only, nothing after them). GT_ERR_INVALID when it
+ * does not parse, GT_ERR_OVERFLOW when the host does not fit; the outputs only on success. Every
+ * address a site reads — its own from sites.yaml, a peer's from etcd — is split by this. */
+GT_API gt_status_t gt_topo_addr_split(const char *addr, char *host, size_t host_cap,
+                                      uint16_t *port_p) GT_MUST_USE;
+
 /* The host:port a site's peers dial: sites[].advertise, else sites[].address (rank 0's; rank k
  * adds k to the port, port 0 the port it listens on). */
 GT_API const char *gt_topo_site_advertised(const gt_topo_site_t *site);

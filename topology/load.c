@@ -1654,6 +1654,33 @@ const char *gt_topo_site_advertised(const gt_topo_site_t *site)
     return site->advertise[0] ? site->advertise : site->address;
 }
 
+gt_status_t gt_topo_addr_split(const char *addr, char *host, size_t host_cap, uint16_t *port_p)
+{
+    if (!addr || !host || !port_p) return GT_ERR_INVALID;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr) return GT_ERR_INVALID;
+    size_t hl = (size_t)(colon - addr);
+    const char *h = addr;
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') { /* [v6]:port */
+        h++;
+        hl -= 2;
+    }
+    if (hl == 0) return GT_ERR_INVALID;
+    if (hl + 1 > host_cap) return GT_ERR_OVERFLOW;
+    const char *p = colon + 1;
+    unsigned long port = 0;
+    if (!*p) return GT_ERR_INVALID;
+    for (; *p; p++) { /* digits only: strtoul would take a sign or leading blanks */
+        if (*p < '0' || *p > '9') return GT_ERR_INVALID;
+        port = port * 10 + (unsigned long)(*p - '0');
+        if (port > 65535) return GT_ERR_INVALID;
+    }
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port_p = (uint16_t)port;
+    return GT_OK;
+}
+
 gt_status_t gt_topo_metrics_address(const gt_topo_config_t *cfg, uint32_t site, uint32_t rank,
                                     char *buf, size_t len)
 {

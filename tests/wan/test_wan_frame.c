@@ -91,14 +91,27 @@ int main(void)
 
     char host[64];
     uint16_t port = 0;
-    CHECK_EQ_INT(gt_wan_tp_parse_addr("127.0.0.1:4567", host, sizeof host, &port), GT_OK);
+    CHECK_EQ_INT(gt_topo_addr_split("127.0.0.1:4567", host, sizeof host, &port), GT_OK);
     CHECK(strcmp(host, "127.0.0.1") == 0);
     CHECK_EQ_INT(port, 4567);
-    CHECK_EQ_INT(gt_wan_tp_parse_addr("[::1]:80", host, sizeof host, &port), GT_OK);
+    CHECK_EQ_INT(gt_topo_addr_split("[::1]:80", host, sizeof host, &port), GT_OK);
     CHECK(strcmp(host, "::1") == 0);
-    CHECK_EQ_INT(gt_wan_tp_parse_addr("host:99999", host, sizeof host, &port), GT_ERR_INVALID);
-    CHECK_EQ_INT(gt_wan_tp_parse_addr("nohost", host, sizeof host, &port), GT_ERR_INVALID);
-    CHECK_EQ_INT(gt_wan_tp_parse_addr("h:", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split("host:99999", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split("nohost", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split("h:", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split("h:80x", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split("h:+80", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split("[]:80", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split(":80", host, sizeof host, &port), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_topo_addr_split("h:0", host, sizeof host, &port), GT_OK);
+    CHECK_EQ_INT(port, 0);
+    CHECK_EQ_INT(gt_topo_addr_split("[fe80::1]:65535", host, sizeof host, &port), GT_OK);
+    CHECK(strcmp(host, "fe80::1") == 0);
+    CHECK_EQ_INT(port, 65535);
+    char small[4];
+    port = 7;
+    CHECK_EQ_INT(gt_topo_addr_split("abcd:1", small, sizeof small, &port), GT_ERR_OVERFLOW);
+    CHECK_EQ_INT(port, 7); /* outputs only on success */
     gt_wan_transport_t t;
     CHECK_EQ_INT(gt_wan_transport_parse("ucx", &t), GT_OK);
     CHECK_EQ_INT(t, GT_WAN_TRANSPORT_UCX);

@@ -7,7 +7,6 @@
  * int64 fields are strings in the gateway's JSON (grpc-gateway's proto3 mapping).
  */
 #include "gt_wan.h"
-#include "addr_internal.h"
 #include "base64_internal.h"
 
 #include <curl/curl.h>
@@ -325,7 +324,7 @@ static int nobody_listens(const char *address, unsigned timeout_ms)
 {
     char host[GT_WAN_MEMBER_ADDR_MAX], service[8];
     uint16_t port = 0;
-    if (gt_wan_split_addr(address, host, sizeof host, &port) != 0 || !port) return 0;
+    if (gt_topo_addr_split(address, host, sizeof host, &port) != GT_OK || !port) return 0;
     snprintf(service, sizeof service, "%u", (unsigned)port);
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);

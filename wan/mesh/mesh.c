@@ -13,7 +13,6 @@
 #include "gt_wan.h"
 
 #include "channel_internal.h"
-#include "addr_internal.h"
 #include "emu_internal.h"
 
 #include <stdio.h>
@@ -80,24 +79,6 @@ struct gt_wan_mesh {
     gt_wan_mesh_stats_t st;
 };
 
-int gt_wan_split_addr(const char *addr, char *host, size_t hn, uint16_t *port)
-{
-    const char *colon = strrchr(addr, ':');
-    if (!colon) return -1;
-    size_t n = (size_t)(colon - addr);
-    if (addr[0] == '[' && n >= 2 && addr[n - 1] == ']') {
-        addr++;
-        n -= 2;
-    }
-    if (n == 0 || n >= hn) return -1;
-    memcpy(host, addr, n);
-    host[n] = '\0';
-    long p = strtol(colon + 1, NULL, 10);
-    if (p < 0 || p > 65535) return -1;
-    *port = (uint16_t)p;
-    return 0;
-}
-
 /* What peers dial (published in etcd): sites[].advertise where set — a 1:1 NAT's public
  * address, a container's published port — with the rank's offset added to a port given there
  * (port 0: the one we listen on), else the address we bound; an IPv6 host in brackets. */
@@ -110,7 +91,7 @@ static gt_status_t advertised(const gt_topo_config_t *cfg, const gt_wan_mesh_par
     snprintf(host, sizeof host, "%s", bound_host);
     if (me->advertise[0]) {
         uint16_t aport = 0;
-        if (gt_wan_split_addr(me->advertise, host, sizeof host, &aport) != 0) {
+        if (gt_topo_addr_split(me->advertise, host, sizeof host, &aport) != GT_OK) {
             GT_ERROR("mesh: site %s: bad advertised address '%s'", me->name, me->advertise);
             return GT_ERR_CONFIG;
         }
@@ -195,7 +176,8 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
                       st, fail);
     char host[GT_TOPO_ADDR_MAX];
     uint16_t port = 0, actual = 0;
-    GT_REQUIRE_GOTO(gt_wan_split_addr(cfg->sites[p->site].address, host, sizeof host, &port) == 0,
+    GT_REQUIRE_GOTO(gt_topo_addr_split(cfg->sites[p->site].address, host, sizeof host, &port) ==
+                        GT_OK,
                     st, GT_ERR_CONFIG, fail, "mesh: bad address '%s'", cfg->sites[p->site].address);
     static const char *ciphers[] = {NULL, "aes256gcm", "xchacha20poly1305"};
     gt_wan_net_params_t np = GT_WAN_NET_PARAMS_INIT;
@@ -383,7 +365,8 @@ gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *m, const gt_wan_view_t *view)
         char old_host[sizeof pe->host];
         uint16_t old_port = pe->port;
         memcpy(old_host, pe->host, sizeof old_host);
-        if (gt_wan_split_addr(view->members[k].address, pe->host, sizeof pe->host, &pe->port) != 0)
+        if (gt_topo_addr_split(view->members[k].address, pe->host, sizeof pe->host, &pe->port) !=
+            GT_OK)
             GT_WARN("mesh: site %s published a bad address '%s'", cfg->sites[i].name,
                     view->members[k].address);
         else

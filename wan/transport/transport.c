@@ -101,27 +101,6 @@ gt_wan_tp_req_t *gt_wan_tp_list_pop(gt_wan_tp_list_t *l)
     return r;
 }
 
-gt_status_t gt_wan_tp_parse_addr(const char *addr, char *host, size_t host_cap, uint16_t *port_p)
-{
-    if (!addr) return GT_ERR_INVALID;
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr) return GT_ERR_INVALID;
-    size_t hl = (size_t)(colon - addr);
-    const char *h = addr;
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') { /* [v6]:port */
-        h++;
-        hl -= 2;
-    }
-    if (hl + 1 > host_cap) return GT_ERR_OVERFLOW;
-    char *end = NULL;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (!end || *end != '\0' || end == colon + 1 || port > 65535) return GT_ERR_INVALID;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port_p = (uint16_t)port;
-    return GT_OK;
-}
-
 static int wildcard_ip(const struct sockaddr *a)
 {
     if (a->sa_family == AF_INET)

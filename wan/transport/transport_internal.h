@@ -181,7 +181,4 @@ gt_status_t gt_wan_tp_hook_got(const char *lib, const char *sym, void *fn, size_
 /* 8 bytes from the system CSPRNG (ids and tokens of the data path). */
 gt_status_t gt_wan_tp_random(void *buf, size_t len);
 
-/* Splits "host" and resolves nothing: backends pass host strings to their own resolvers. */
-gt_status_t gt_wan_tp_parse_addr(const char *addr, char *host, size_t host_cap, uint16_t *port_p);
-
 #endif /* GT_WAN_TRANSPORT_INTERNAL_H */
