@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/soak.py — a soak that hunts: many short `geotrain launch --chaos SEED` runs with seeds
-drawn from one base seed, each checked for the invariants of DESIGN.md §1 that a run's files can
+drawn from one base seed, each checked for the invariants of docs/design.md §2 that a run's files can
 show, instead of one fixed seed that a test keeps passing.
 
 Each run draws its own mix (both transports, outer.catch_up on and off, outer.fragments 1 and 2,

@@ -1,5 +1,5 @@
 /* gt_compress.h — codecs for float vectors (pseudo-gradients): a float range becomes a
- * self-describing, checksummed frame and back. No I/O; DESIGN.md §5, docs/compress.md.
+ * self-describing, checksummed frame and back. No I/O; docs/compress.md.
  *
  * Codecs (names as in sites.yaml `codec.name`):
  *   fp32  the floats as they are (a lossless baseline)
@@ -13,7 +13,7 @@
  *         fitted per block of kept values (1-bit Lloyd-Max) and sent as two scale bytes
  *         (SparseLoCo-style: the kept values of a top-k bunch above its threshold and are
  *         never near zero, so no code is spent on zero)
- * Any codec can run with error feedback (DESIGN.md §1): the caller owns a residual vector e
+ * Any codec can run with error feedback (docs/design.md §1): the caller owns a residual vector e
  * of n floats, zeroed before the first round; encode quantizes v = x + e and leaves
  * e = v - decode(frame) behind. An optional zstd stage follows (`auto` uses it for topk only,
  * where it pays; `on` keeps it wherever it makes the frame smaller).

@@ -1,5 +1,5 @@
 /* diloco.c — the context: configuration, create / close, and the schedule of a site's outer
- * rounds (DESIGN.md §1).
+ * rounds (docs/design.md §1).
  *
  * The caller calls gt_diloco_step after every inner step; the schedule is the library's: at
  * step r·H it submits round r (applying first the round still pending, if τ reaches that far);

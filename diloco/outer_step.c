@@ -1,4 +1,4 @@
-/* outer_step.c — the outer step over the parameter vectors (DESIGN.md §1): submit, apply,
+/* outer_step.c — the outer step over the parameter vectors (docs/design.md §1): submit, apply,
  * rebase, the hash vote's re-fetch, and the in-site all-gather of the anchor.
  *
  * Shaped to touch the vector as few times as it can, and to count every time it does

@@ -1,5 +1,5 @@
 /* state.c — moving outer state between sites: the start check, probes, (θ_a, m) transfers, and
- * joining a run in progress (DESIGN.md §4).
+ * joining a run in progress (docs/design.md §6).
  *
  * Everything rides on two message types of the mesh, STATE_REQ and STATE_CHUNK (formats in
  * diloco_internal.h), between two sites' ends of one WAN group (a rank runs G / R groups; a

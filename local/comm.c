@@ -1,4 +1,4 @@
-/* comm.c — the in-site communicator: the ranks of one site, over MPI (DESIGN.md §3).
+/* comm.c — the in-site communicator: the ranks of one site, over MPI (docs/design.md §4).
  *
  * A site of R ranks is one MPI job (mpirun/srun); a site of one rank needs no MPI, so the world
  * communicator is MPI only when a launcher started this process (its environment says so)

@@ -1,4 +1,4 @@
-/* comm_nccl.c — the GPU all-reduce of a site's ranks over NCCL (DESIGN.md §3, issue 7).
+/* comm_nccl.c — the GPU all-reduce of a site's ranks over NCCL (docs/design.md §4).
  *
  * A site of R ranks is one MPI job; its ranks build one NCCL communicator whose unique id rank
  * 0 makes and broadcasts over the in-site communicator (comm.c). The gradients of a CUDA model

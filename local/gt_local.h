@@ -1,5 +1,5 @@
 /* gt_local.h — one site's rank: data loading, safetensors checkpoints, the inner training
- * loop (DESIGN.md §1 inner loop, §6 checkpoints, §7 data).
+ * loop (docs/design.md §1; checkpoints and data: docs/training.md).
  *
  * Parts, each usable alone:
  *   - files:       directory creation and crash-safe file replacement (temporary file, fsync,
@@ -186,7 +186,7 @@ GT_API gt_status_t gt_local_gpt_save(gt_gpt_t *gpt, const gt_local_arena_ref_t *
                                      size_t n_arenas, const gt_local_st_entry_t *extra,
                                      size_t n_extra, const char *path) GT_MUST_USE;
 
-/* ---- The in-site communicator (comm.c): the ranks of one site (DESIGN.md §3) ----
+/* ---- The in-site communicator (comm.c): the ranks of one site (docs/design.md §4) ----
  * A site of R ranks is one MPI job (`mpirun -np R geotrain run ...`, or srun); a one-rank site
  * needs no MPI: gt_local_comm_world gives MPI_COMM_WORLD when an MPI launcher started the
  * process (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE in the environment) and a one-rank
@@ -286,7 +286,7 @@ GT_API int gt_local_nccl_size(const gt_local_nccl_t *nccl);
  * stream and scratch buffer. Accepts NULL. */
 GT_API void gt_local_nccl_destroy(gt_local_nccl_t *nccl);
 
-/* ---- The trainer: one rank's inner loop (DESIGN.md §1) ----
+/* ---- The trainer: one rank's inner loop (docs/design.md §1) ----
  * Each step: the next batch of this rank's data share, forward, backward, global-norm
  * clipping (inner.grad_clip), AdamW at the learning rate of the warmup + cosine schedule over
  * run.rounds × inner.steps steps. The model is initialised from run.seed, the same at every

@@ -1,5 +1,5 @@
 /* site.c — one site of a multi-site DiLoCo run, trained by geotrain's own GPT trainer
- * (DESIGN.md §1, §3).
+ * (docs/design.md §1, §4).
  *
  * Everything across sites is diloco/'s (gt_diloco.h): the anchor and outer momentum, the
  * schedule of submits and applies at r·H + τ, the WAN, membership, the hash vote and joining a

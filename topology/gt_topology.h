@@ -1,4 +1,4 @@
-/* gt_topology.h — the run's configuration (sites.yaml) and the WAN layout (DESIGN.md §3, §6).
+/* gt_topology.h — the run's configuration (sites.yaml) and the WAN layout (docs/design.md §4, docs/config.md).
  *
  * gt_topo_load() reads sites.yaml, applies GT_* environment variables and then `key=value`
  * overrides from the command line (precedence: file < environment < flags), validates every
@@ -335,7 +335,7 @@ typedef void (*gt_topo_shared_diff_fn)(void *ctx, const char *key, const char *o
 GT_API size_t gt_topo_shared_diff(const char *ours, const char *theirs, gt_topo_shared_diff_fn each,
                                   void *ctx);
 
-/* ---- Lane and chunk layout (DESIGN.md §3) ---- */
+/* ---- Lane and chunk layout (docs/design.md §4) ---- */
 
 typedef struct {
     size_t offset;  /* first element, in the flat parameter vector */

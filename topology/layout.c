@@ -1,4 +1,4 @@
-/* layout.c — lanes and owner chunks over the flat parameter vector (DESIGN.md §3).
+/* layout.c — lanes and owner chunks over the flat parameter vector (docs/design.md §4).
  *
  * The vector [0, N) is cut into L lanes whose sizes differ by at most one alignment unit;
  * rank k of every site carries lanes {l : l mod R = k}. Any N works with any L: a vector with

@@ -6,7 +6,7 @@
  * one pass. Order: schema defaults, then the file, then GT_* environment variables, then
  * `key=value` flags, then checks that involve several keys, then link inheritance.
  *
- * The file may be hostile (issue 15), so the work is linear in its size and bounded: at most
+ * The file may be hostile, so the work is linear in its size and bounded: at most
  * GT_TOPO_FILE_MAX bytes; a first pass over libyaml's event stream rejects a second document,
  * tags (`!!python/object`), aliases (a `*ref` repeated in a list would multiply the walk) and
  * nesting beyond GT_TOPO_DEPTH_MAX before libyaml builds the document; repeated keys are found

@@ -1,4 +1,4 @@
-/* schema.c — every sites.yaml key: type, range, default and meaning (DESIGN.md §6).
+/* schema.c — every sites.yaml key: type, range, default and meaning (docs/config.md).
  *
  * The loader validates against these rows, gt_topo_print writes them back, and
  * `geotrain config reference` turns them into docs/config.md, so the documentation, the

@@ -277,7 +277,7 @@ GT_API void gt_wan_ep_abort(gt_wan_ep_t *ep);
 /* The listening socket's and the handshakes' counters. */
 GT_API void gt_wan_net_gate_stats(const gt_wan_net_t *net, gt_wan_gate_stats_t *stats_p);
 
-/* ---- site membership through etcd's v3 JSON gateway (DESIGN.md §4).
+/* ---- site membership through etcd's v3 JSON gateway (docs/design.md §6).
  *
  * Each site holds a lease (TTL lease_ttl_s, renewed every heartbeat_ms by a background
  * thread) on its member key PREFIX/RUN/members/SITE, whose value is JSON {name, address}.
@@ -762,7 +762,7 @@ GT_API uint64_t gt_wan_outer_hash(const float *x, size_t n);
  * buffers), queued while a peer is still connecting, and every received message is handed to
  * the on_message callback exactly once.
  *
- * A connection is disposable, a message is not (DESIGN.md §9). Every message carries the
+ * A connection is disposable, a message is not (docs/design.md §5). Every message carries the
  * sender's incarnation (random per mesh) and a per-peer id; the receiver acknowledges the last
  * id it delivered (cumulative ACK messages, batched) and drops anything at or below it, so a
  * re-sent message is delivered once. The sender keeps every message until it is acknowledged.

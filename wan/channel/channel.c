@@ -1,5 +1,5 @@
 /* channel.c — the secure channel: endpoints that carry framed, sealed, pipelined messages
- * over a transport backend (DESIGN.md §4).
+ * over a transport backend (docs/design.md §5).
  *
  * Shape: an endpoint owns `window` transmit slots and `window` receive slots. A message is
  * cut into frames of at most frame_bytes; each frame is sealed into its slot's buffer with

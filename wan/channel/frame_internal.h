@@ -1,4 +1,4 @@
-/* frame_internal.h — the WAN wire frame header (DESIGN.md §4).
+/* frame_internal.h — the WAN wire frame header (docs/design.md §5).
  *
  * Every frame on the wire is a fixed 72-byte little-endian header followed by `payload_len`
  * bytes (the sealed payload: ciphertext + AEAD tag, or plaintext with `security: none`). The

@@ -1,4 +1,4 @@
-/* secure_internal.h — the secure channel's crypto core (DESIGN.md §4 "Secure channel"),
+/* secure_internal.h — the secure channel's crypto core (docs/design.md §5, docs/security.md),
  * transport independent: it turns bytes into bytes and never does I/O. Implemented in
  * wan/channel/secure.c; docs/security.md describes the protocol and the threat model.
  *

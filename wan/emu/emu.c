@@ -1,4 +1,4 @@
-/* emu.c — the WAN emulator's core: per-link arrival times and a delay queue (DESIGN.md §4).
+/* emu.c — the WAN emulator's core: per-link arrival times and a delay queue (docs/emulator.md).
  *
  * The model (latency, jitter, token bucket, loss as retransmission delay, cut windows,
  * in-order delivery) is described in emu_internal.h and docs/emulator.md. Shape: a link is

@@ -1,4 +1,4 @@
-/* emu_internal.h — the WAN emulator's core (DESIGN.md §4 "WAN emulator"), transport
+/* emu_internal.h — the WAN emulator's core (docs/emulator.md), transport
  * independent: it computes *when* a message would arrive over an emulated WAN link and keeps
  * a delay queue; it never sleeps and never touches the network. Time is passed in by the
  * caller (nanoseconds on any monotonic clock: gt_time_ns() live, a counter in tests), so the

@@ -1,4 +1,4 @@
-/* transport_internal.h — the transport backend table (DESIGN.md §4, STYLE.md "APIs").
+/* transport_internal.h — the transport backend table (docs/wan.md).
  *
  * A backend moves reliable, ordered messages (up to GT_WAN_TP_MAX_MSG bytes each) between
  * connected endpoints. Everything is non-blocking: calls post work and return; the owner
