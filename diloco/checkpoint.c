@@ -1,4 +1,5 @@
-/* checkpoint.c — the outer state on disk, and a whole run resumed from it (docs/design.md §7; docs/diloco.md, "Stopping and resuming a whole run").
+/* checkpoint.c — the outer state on disk, and a whole run resumed from it (docs/design.md §7;
+ * docs/diloco.md, "Stopping and resuming a whole run").
  *
  * A trainer checkpoints its own state (parameters, optimizer, data position); this file adds
  * what only the library knows, so that every site of a run can be stopped and the run

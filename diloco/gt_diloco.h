@@ -1,4 +1,5 @@
-/* gt_diloco.h — one site's side of DiLoCo, as a library any trainer can call (docs/design.md §1–§4).
+/* gt_diloco.h — one site's side of DiLoCo, as a library any trainer can call (docs/design.md
+ * §1–§4).
  *
  * The caller trains; this library does everything across sites. It owns the anchor θ_a, the
  * outer momentum, the error-feedback residuals (in wan/'s outer engine), the snapshot taken at

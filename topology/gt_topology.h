@@ -1,4 +1,5 @@
-/* gt_topology.h — the run's configuration (sites.yaml) and the WAN layout (docs/design.md §4, docs/config.md).
+/* gt_topology.h — the run's configuration (sites.yaml) and the WAN layout (docs/design.md §4,
+ * docs/config.md).
  *
  * gt_topo_load() reads sites.yaml, applies GT_* environment variables and then `key=value`
  * overrides from the command line (precedence: file < environment < flags), validates every

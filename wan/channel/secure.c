@@ -1,5 +1,6 @@
-/* secure.c — the secure channel's crypto: the handshake and frame sealing (docs/design.md §5, docs/security.md).
- * All of geotrain's cryptography outside key files lives here (STYLE.md "Crypto").
+/* secure.c — the secure channel's crypto: the handshake and frame sealing (docs/design.md §5,
+ * docs/security.md). All of geotrain's cryptography outside key files lives here (STYLE.md
+ * "Crypto").
  *
  * Handshake: a Noise-IK-shaped pattern built from libsodium primitives, with a third
  * key-confirmation message (the API and the message flow are in secure_internal.h; the
