@@ -28,6 +28,7 @@ int gt_cli_append_set(char *cmd, size_t cap, const char *kv, const char *who, co
 /* Commands (one file each: cmd_<name>.c). */
 int gt_cmd_config(int argc, char **argv);
 int gt_cmd_keygen(int argc, char **argv);
+int gt_cmd_certs(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 int gt_cmd_launch(int argc, char **argv);
 int gt_cmd_report(int argc, char **argv);

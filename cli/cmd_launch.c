@@ -24,6 +24,7 @@
  * live lines, the events and the run summary are made of.
  */
 #include "cli.h"
+#include "certs.h"
 #include "etcd_local.h"
 #include "launch_chaos.h"
 #include "launch_ranks.h"
@@ -62,6 +63,10 @@ static uint32_t g_n_site_names;
 /* --set-site SITE:KEY=VALUE: overrides for one site only, after the --set list. */
 static const char *g_site_sets[MAX_SETS];
 static size_t g_n_site_sets;
+/* launch's own etcd over TLS: each site's client certificate, as SITE:KEY=VALUE entries that go
+ * before the user's --set-site ones (build_sets). */
+static char g_tls_sets[2 * GT_TOPO_MAX_SITES][PATH_MAX + 96];
+static size_t g_n_tls_sets;
 
 /* The KEY=VALUE of a --set-site entry when it is for `site`, else NULL. */
 static const char *site_set_for(const char *entry, const char *site)
@@ -115,7 +120,7 @@ static void usage(FILE *out)
             "usage: geotrain launch [SITES.yaml] [--run-dir DIR] [--kill SITE@ROUND ...]\n"
             "                       [--restart SITE@ROUND ...] [--join SITE@ROUND ...]\n"
             "                       [--slow SITE=FACTOR ...] [--corrupt-anchor SITE@ROUND ...]\n"
-            "                       [--etcd-members N] [--kill-etcd M@ROUND ...]\n"
+            "                       [--etcd-members N] [--etcd-plain] [--kill-etcd M@ROUND ...]\n"
             "                       [--restart-etcd M@ROUND ...] [--set KEY=VALUE ...]\n"
             "                       [--set-site SITE:KEY=VALUE ...] [--reuse-run-id]\n"
             "                       [--resume RUN_DIR] [--chaos SEED [--mtbf-rounds M]\n"
@@ -126,7 +131,10 @@ static void usage(FILE *out)
             "own process, exchanging pseudo-gradients over the WAN layer (emulated when\n"
             "wan.emulation.enabled). Starts etcd when membership.endpoints is empty: a Raft\n"
             "cluster of 3 members on loopback (--etcd-members), so membership survives the\n"
-            "loss of one. Makes a key pair for every site that has no public_key in the file.\n"
+            "loss of one, with client and peer TLS: a CA made for the run signs each member's\n"
+            "certificate and each site's client certificate (RUN_DIR/etcd/tls; keys 0600), and\n"
+            "etcd answers no one without one (--etcd-plain: plain HTTP on loopback instead).\n"
+            "Makes a key pair for every site that has no public_key in the file.\n"
             "A site with ranks > 1 is started as an MPI job, `mpirun -np RANKS geotrain run`\n"
             "(GT_MPIRUN names another launcher; --allow-run-as-root when root), with its own\n"
             "Open MPI session folder /tmp/gt-ompi-*/SITE (OMPI_MCA_orte_tmpdir_base, unless\n"
@@ -190,6 +198,8 @@ static void usage(FILE *out)
             "                       chaos: flip one bit of SITE's anchor after ROUND; the\n"
             "                       anchor-hash check catches it and SITE re-fetches the anchor\n"
             "  --etcd-members N     members of the etcd cluster it starts (1 to 7, default 3)\n"
+            "  --etcd-plain         that cluster over plain HTTP, no certificates (anyone on\n"
+            "                       this host can then read and change the run's membership)\n"
             "  --kill-etcd M@ROUND  chaos: SIGKILL etcd member M (0-based) once a site has\n"
             "                       applied ROUND rounds (repeatable)\n"
             "  --restart-etcd M@ROUND\n"
@@ -301,7 +311,7 @@ static int record_launch(const char *run_dir, const char *config, const char **s
 /* Prepares RUN_DIR/sites.yaml: the user's file with every site's key pinned (generating the
  * missing ones) and the etcd endpoint. Returns the path in out. */
 static int prepare_config(const char *src, const gt_topo_config_t *cfg, const char *run_dir,
-                          const char *endpoint, char *out, size_t out_len)
+                          const char *endpoint, const char *tls_dir, char *out, size_t out_len)
 {
     char keydir[PATH_MAX + 16], text[8192];
     snprintf(keydir, sizeof keydir, "%s/keys", run_dir);
@@ -325,6 +335,11 @@ static int prepare_config(const char *src, const gt_topo_config_t *cfg, const ch
     fclose(in);
     fprintf(f, "\n# --- added by geotrain launch: applied to every site with --set ---\n");
     if (endpoint) fprintf(f, "# membership.endpoints=%s\n", endpoint);
+    if (tls_dir)
+        fprintf(f,
+                "# membership.tls.ca=%s/ca.crt (launch's etcd takes TLS with a client "
+                "certificate of this CA: each site's is %s/site-NAME.crt and .key)\n",
+                tls_dir, tls_dir);
     for (size_t i = 0; i < g_n_site_sets; i++)
         fprintf(f, "# for site %.*s only (--set-site): %s\n", (int)strcspn(g_site_sets[i], ":"),
                 g_site_sets[i], strchr(g_site_sets[i], ':') + 1);
@@ -349,15 +364,35 @@ static int prepare_config(const char *src, const gt_topo_config_t *cfg, const ch
 
 /* The --set list every site gets: the user's, then etcd and generated keys. */
 static int build_sets(const gt_topo_config_t *cfg, const char *run_dir, const char *endpoint,
-                      const char **user, size_t n_user, char ***sets_p, size_t *n_p)
+                      const char *tls_dir, const char **user, size_t n_user, char ***sets_p,
+                      size_t *n_p)
 {
-    size_t cap = n_user + 2 + 2 * cfg->n_sites, n = 0;
+    size_t cap = n_user + 3 + 2 * cfg->n_sites, n = 0;
     char **sets = calloc(cap, sizeof *sets);
     if (!sets) return -1;
     for (size_t i = 0; i < n_user; i++) sets[n++] = strdup(user[i]);
     if (endpoint) {
         sets[n] = malloc(strlen(endpoint) + 32);
         sprintf(sets[n++], "membership.endpoints=%s", endpoint);
+    }
+    g_n_tls_sets = 0;
+    if (tls_dir) { /* the CA every site trusts; each site's own client certificate */
+        sets[n] = malloc(strlen(tls_dir) + 48);
+        sprintf(sets[n++], "membership.tls.ca=%s/ca.crt", tls_dir);
+        for (uint32_t i = 0; i < cfg->n_sites; i++) {
+            char name[GT_TOPO_NAME_MAX + 8], cn[GT_TOPO_NAME_MAX + 16], crt[PATH_MAX + 64],
+                key[PATH_MAX + 64];
+            snprintf(name, sizeof name, "site-%s", cfg->sites[i].name);
+            snprintf(cn, sizeof cn, "geotrain site %s", cfg->sites[i].name);
+            gt_certs_paths(tls_dir, name, crt, key, sizeof crt);
+            if (access(key, F_OK) != 0 &&
+                gt_certs_issue(tls_dir, name, cn, GT_CERT_CLIENT, NULL, 0, 30) != GT_OK)
+                return -1;
+            snprintf(g_tls_sets[g_n_tls_sets++], sizeof g_tls_sets[0], "%s:membership.tls.cert=%s",
+                     cfg->sites[i].name, crt);
+            snprintf(g_tls_sets[g_n_tls_sets++], sizeof g_tls_sets[0], "%s:membership.tls.key=%s",
+                     cfg->sites[i].name, key);
+        }
     }
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         const gt_topo_site_t *s = &cfg->sites[i];
@@ -427,10 +462,17 @@ static int cmd_env(const char *self, const char *config, const char *site, const
     size_t len = 1;
     for (size_t i = 0; i < n_sets; i++) len += strlen(sets[i]) + 1;
     for (size_t i = 0; i < g_n_site_sets; i++) len += strlen(g_site_sets[i]) + 1;
+    for (size_t i = 0; i < g_n_tls_sets; i++) len += strlen(g_tls_sets[i]) + 1;
     char *joined = calloc(len, 1);
     if (!joined) return -1;
     for (size_t i = 0; i < n_sets; i++) {
         strcat(joined, sets[i]);
+        strcat(joined, "\n");
+    }
+    for (size_t i = 0; i < g_n_tls_sets; i++) {
+        const char *kv = site_set_for(g_tls_sets[i], site);
+        if (!kv) continue;
+        strcat(joined, kv);
         strcat(joined, "\n");
     }
     for (size_t i = 0; i < g_n_site_sets; i++) {
@@ -466,7 +508,7 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
     snprintf(slow_s, sizeof slow_s, "%g", slow);
     size_t argc = 0;
-    char **argv = calloc(32 + 2 * (n_sets + g_n_site_sets), sizeof *argv);
+    char **argv = calloc(32 + 2 * (n_sets + g_n_site_sets + g_n_tls_sets), sizeof *argv);
     if (!argv) return -1;
     const char *exe = self;
     /* A user's CMD for a site of several ranks: started once per rank with torchrun's
@@ -538,6 +580,12 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     for (size_t i = 0; i < n_sets; i++) {
         argv[argc++] = "--set";
         argv[argc++] = sets[i];
+    }
+    for (size_t i = 0; i < g_n_tls_sets; i++) {
+        const char *kv = site_set_for(g_tls_sets[i], site);
+        if (!kv) continue;
+        argv[argc++] = "--set";
+        argv[argc++] = (char *)kv;
     }
     for (size_t i = 0; i < g_n_site_sets; i++) {
         const char *kv = site_set_for(g_site_sets[i], site);
@@ -888,6 +936,7 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"dry-run", no_argument, NULL, 'N'},
                                          {"chaos-round-s", required_argument, NULL, 'r'},
                                          {"fault-rounds", required_argument, NULL, 'F'},
+                                         {"etcd-plain", no_argument, NULL, 'H'},
                                          {NULL, 0, NULL, 0}};
     const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
     const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
@@ -896,13 +945,14 @@ int gt_cmd_launch(int argc, char **argv)
     long etcd_members = 3, etcd_ev[2][MAX_EVENTS][2];
     size_t n_etcd_ev[2] = {0, 0};
     char *end = NULL;
-    int c, resume = 0, chaos = 0, dry_run = 0;
+    int c, resume = 0, chaos = 0, dry_run = 0, etcd_plain = 0;
     unsigned long long chaos_seed = 0;
     double mtbf = 20.0, round_s = 2.0, fault_rounds = 2.0;
     json_t *launch_rec = NULL; /* RUN_DIR/launch.json of the run being resumed */
     /* `-- CMD ARGS...`: everything after the first "--" is the user's trainer. */
     g_cmd = NULL;
     g_n_site_sets = 0;
+    g_n_tls_sets = 0;
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--") == 0) {
             if (i + 1 == argc) {
@@ -1014,6 +1064,7 @@ int gt_cmd_launch(int argc, char **argv)
             }
             break;
         case 'N': dry_run = 1; break;
+        case 'H': etcd_plain = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -1080,6 +1131,7 @@ int gt_cmd_launch(int argc, char **argv)
     memset(&etcd, 0, sizeof etcd);
     uint64_t t0 = gt_time_ns();
     char run_dir[PATH_MAX], sub[PATH_MAX + 32], site_cfg[PATH_MAX + 32], self[PATH_MAX];
+    char tls_path[PATH_MAX + 32];
     if (!sp) goto out;
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
         snprintf(sp[i].name, sizeof sp[i].name, "%s", cfg->sites[i].name);
@@ -1235,23 +1287,29 @@ int gt_cmd_launch(int argc, char **argv)
                 rc = 2;
                 goto out;
             }
-    const char *endpoint = NULL;
+    const char *endpoint = NULL, *tls_dir = NULL;
     if (record_launch(run_dir, config, user_sets, n_user) != 0) goto out;
     if (cfg->membership.n_endpoints == 0) {
-        /* A Raft cluster (3 members by default): membership survives the loss of one. */
+        /* A Raft cluster (3 members by default): membership survives the loss of one. Client
+         * and peer TLS with certificates of a CA made for this run, unless --etcd-plain: any
+         * process on the host could otherwise read and rewrite the run's membership. */
         snprintf(sub, sizeof sub, "%s/etcd", run_dir);
+        snprintf(tls_path, sizeof tls_path, "%s/etcd/tls", run_dir);
+        if (!etcd_plain) tls_dir = tls_path;
         /* A resumed run starts from its checkpoints with a fresh control plane: the old
          * members' leases and view belong to processes that are gone. */
         if (resume) gt_rmtree(sub);
-        if (gt_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK) goto out;
+        if (gt_etcd_cluster_start_tls(sub, (size_t)etcd_members, 30000, tls_dir, &etcd) != GT_OK)
+            goto out;
         endpoint = etcd.endpoints;
     }
     if (resume) { /* new key pairs for the restarted sites (every one of them restarts) */
         snprintf(sub, sizeof sub, "%s/keys", run_dir);
         gt_rmtree(sub);
     }
-    if (prepare_config(config, cfg, run_dir, endpoint, site_cfg, sizeof site_cfg) != 0) goto out;
-    if (build_sets(cfg, run_dir, endpoint, user_sets, n_user, &sets, &n_sets) != 0 ||
+    if (prepare_config(config, cfg, run_dir, endpoint, tls_dir, site_cfg, sizeof site_cfg) != 0)
+        goto out;
+    if (build_sets(cfg, run_dir, endpoint, tls_dir, user_sets, n_user, &sets, &n_sets) != 0 ||
         add_cut_sets(cfg, &sets, &n_sets) != 0)
         goto out;
     if (g_cmd) {
@@ -1629,13 +1687,14 @@ int gt_cmd_launch(int argc, char **argv)
                 gt_etcd_cluster_stop(&etcd);
                 snprintf(sub, sizeof sub, "%s/etcd", run_dir);
                 gt_rmtree(sub);
-                if (gt_etcd_cluster_start(sub, (size_t)etcd_members, 30000, &etcd) != GT_OK)
+                if (gt_etcd_cluster_start_tls(sub, (size_t)etcd_members, 30000, tls_dir, &etcd) !=
+                    GT_OK)
                     goto stop;
                 for (size_t k = 0; k < n_sets; k++) free(sets[k]);
                 free(sets);
                 sets = NULL;
-                if (build_sets(cfg, run_dir, etcd.endpoints, user_sets, n_user, &sets, &n_sets) !=
-                        0 ||
+                if (build_sets(cfg, run_dir, etcd.endpoints, tls_dir, user_sets, n_user, &sets,
+                               &n_sets) != 0 ||
                     add_cut_sets(cfg, &sets, &n_sets) != 0)
                     goto stop;
             }

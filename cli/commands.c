@@ -9,6 +9,7 @@ const gt_cli_cmd_t gt_cli_commands[] = {
     {"report", "draw a run's loss, WAN bytes and utilization as PNG files", gt_cmd_report},
     {"config", "validate a sites.yaml and print the resolved configuration", gt_cmd_config},
     {"keygen", "make a site's X25519 key pair for the secure WAN channel", gt_cmd_keygen},
+    {"certs", "make a CA and the certificates etcd's client and peer TLS take", gt_cmd_certs},
     {"bench", "benchmarks (see `geotrain bench --help`)", gt_cmd_bench},
     {"plan", "size a multi-site run: H, codec, utilization and WAN bytes on the links it has",
      gt_cmd_plan},

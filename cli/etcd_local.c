@@ -4,6 +4,10 @@
  * the data folders are the caller's. Members die with the process that started them. */
 #include "etcd_local.h"
 
+#include "certs.h"
+
+#include <curl/curl.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -37,42 +41,52 @@ int gt_etcd_free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* GET /health over a plain socket: 1 when etcd reports itself healthy. */
-static int etcd_healthy(int port)
+/* GET URL/health (with the admin certificate where tls_dir is set): 1 when etcd reports
+ * itself healthy. libcurl, as the sites' membership client talks to etcd. */
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {1, 0};
-    if (fd < 0) return 0;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return 0;
+    char *buf = ud;
+    size_t have = strlen(buf), add = size * n;
+    if (have + add >= 512) add = 511 - have;
+    memcpy(buf + have, p, add);
+    buf[have + add] = '\0';
+    return size * n;
+}
+
+static int etcd_healthy(const char *url, const char *tls_dir)
+{
+    CURL *h = curl_easy_init();
+    if (!h) return 0;
+    char full[128], buf[512] = "", ca[1100], crt[1100], key[1100];
+    snprintf(full, sizeof full, "%s/health", url);
+    curl_easy_setopt(h, CURLOPT_URL, full);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, buf);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 1000L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (tls_dir && *tls_dir) {
+        gt_certs_paths(tls_dir, "ca", ca, key, sizeof ca);
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+        gt_certs_paths(tls_dir, GT_ETCD_TLS_ADMIN, crt, key, sizeof crt);
+        curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, key);
     }
-    static const char req[] = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    char buf[2048];
-    size_t got = 0;
-    ssize_t n;
-    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
-        close(fd);
-        return 0;
-    }
-    while (got < sizeof buf - 1 && (n = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)n;
-    close(fd);
-    buf[got] = '\0';
-    return strstr(buf, "\"health\":\"true\"") != NULL;
+    int ok = curl_easy_perform(h) == CURLE_OK && strstr(buf, "\"health\":\"true\"") != NULL;
+    curl_easy_cleanup(h);
+    return ok;
 }
 
 /* Forks and execs one etcd member; the caller waits for health. */
 static gt_status_t spawn_member(const char *dir, const char *name, int client_port, int peer_port,
-                                const char *initial_cluster, pid_t *pid_p)
+                                const char *initial_cluster, const char *tls_dir, pid_t *pid_p)
 {
+    int tls = tls_dir && *tls_dir;
+    const char *scheme = tls ? "https" : "http";
+    char ca[1100], crt[1100], key[1100];
+    if (tls) {
+        gt_certs_paths(tls_dir, "ca", ca, key, sizeof ca);
+        gt_certs_paths(tls_dir, name, crt, key, sizeof crt);
+    }
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         GT_ERROR("etcd: cannot create %s: %s", dir, strerror(errno));
         return GT_ERR_IO;
@@ -80,8 +94,8 @@ static gt_status_t spawn_member(const char *dir, const char *name, int client_po
     char data[1100], log[1100], url[64], peer[64];
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(log, sizeof log, "%s/etcd.log", dir);
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", client_port);
-    snprintf(peer, sizeof peer, "http://127.0.0.1:%d", peer_port);
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d", scheme, client_port);
+    snprintf(peer, sizeof peer, "%s://127.0.0.1:%d", scheme, peer_port);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -98,10 +112,19 @@ static gt_status_t spawn_member(const char *dir, const char *name, int client_po
             dup2(fd, 2);
         }
         /* A restarted member finds its data folder and ignores the initial-cluster flags. */
-        execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls", url,
-               "--advertise-client-urls", url, "--listen-peer-urls", peer,
-               "--initial-advertise-peer-urls", peer, "--initial-cluster", initial_cluster,
-               "--initial-cluster-state", "new", "--log-level", "warn", (char *)NULL);
+        if (tls) /* a certificate of the run's CA from every client and every peer */
+            execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls", url,
+                   "--advertise-client-urls", url, "--listen-peer-urls", peer,
+                   "--initial-advertise-peer-urls", peer, "--initial-cluster", initial_cluster,
+                   "--initial-cluster-state", "new", "--log-level", "warn", "--cert-file", crt,
+                   "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth",
+                   "--peer-cert-file", crt, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
+                   "--peer-client-cert-auth", (char *)NULL);
+        else
+            execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls", url,
+                   "--advertise-client-urls", url, "--listen-peer-urls", peer,
+                   "--initial-advertise-peer-urls", peer, "--initial-cluster", initial_cluster,
+                   "--initial-cluster-state", "new", "--log-level", "warn", (char *)NULL);
         _exit(127);
     }
     *pid_p = pid;
@@ -113,7 +136,7 @@ static gt_status_t spawn_member(const char *dir, const char *name, int client_po
  * likely found a port taken: the ports are picked free, then bound by etcd, and another
  * process can take one in between), logged as an error otherwise (etcd not installed). */
 static gt_status_t wait_healthy(gt_etcd_local_t *const *members, size_t n, const char *dir,
-                                uint32_t timeout_ms, int last_try)
+                                const char *tls_dir, uint32_t timeout_ms, int last_try)
 {
     uint64_t t0 = gt_time_ns();
     while ((gt_time_ns() - t0) / 1000000u < timeout_ms) {
@@ -134,7 +157,7 @@ static gt_status_t wait_healthy(gt_etcd_local_t *const *members, size_t n, const
                          code == 127 ? ": no etcd on PATH; install Debian's etcd-server" : "", dir);
                 return GT_ERR_IO;
             }
-            healthy += etcd_healthy(members[i]->client_port);
+            healthy += etcd_healthy(members[i]->url, tls_dir);
         }
         if (healthy == n) return GT_OK;
         struct timespec ts = {0, 50000000};
@@ -162,11 +185,12 @@ gt_status_t gt_etcd_local_start(const char *dir, uint32_t timeout_ms, gt_etcd_lo
         snprintf(data, sizeof data, "%s/data", dir);
         if (attempt) gt_rmtree(data); /* what the failed start may have written */
         pid_t pid = 0;
-        if ((s = spawn_member(dir, "geotrain", e.client_port, e.peer_port, cluster, &pid)) != GT_OK)
+        if ((s = spawn_member(dir, "geotrain", e.client_port, e.peer_port, cluster, NULL, &pid)) !=
+            GT_OK)
             return s;
         e.pid = (int)pid;
         gt_etcd_local_t *one = &e;
-        if ((s = wait_healthy(&one, 1, dir, timeout_ms, attempt == START_TRIES - 1)) != GT_OK)
+        if ((s = wait_healthy(&one, 1, dir, NULL, timeout_ms, attempt == START_TRIES - 1)) != GT_OK)
             gt_etcd_local_stop(&e);
     }
     if (s != GT_OK) return s;
@@ -176,10 +200,12 @@ gt_status_t gt_etcd_local_start(const char *dir, uint32_t timeout_ms, gt_etcd_lo
 }
 
 /* One start of an n-member cluster on fresh ports (see wait_healthy for GT_ERR_AGAIN). */
-static gt_status_t cluster_try(gt_etcd_cluster_t *c, const char *dir, size_t n, uint32_t timeout_ms,
-                               int attempt)
+static gt_status_t cluster_try(gt_etcd_cluster_t *c, const char *dir, size_t n, const char *tls_dir,
+                               uint32_t timeout_ms, int attempt)
 {
+    const char *scheme = tls_dir && *tls_dir ? "https" : "http";
     snprintf(c->dir, sizeof c->dir, "%s", dir);
+    snprintf(c->tls_dir, sizeof c->tls_dir, "%s", tls_dir ? tls_dir : "");
     c->n_members = n;
     /* Distinct free ports for every member's client and peer URLs. */
     for (size_t i = 0; i < 2 * n; i++) {
@@ -202,9 +228,9 @@ static gt_status_t cluster_try(gt_etcd_cluster_t *c, const char *dir, size_t n, 
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         gt_etcd_local_t *m = &c->members[i];
-        snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->client_port);
+        snprintf(m->url, sizeof m->url, "%s://127.0.0.1:%d", scheme, m->client_port);
         off += (size_t)snprintf(c->initial_cluster + off, sizeof c->initial_cluster - off,
-                                "%sm%zu=http://127.0.0.1:%d", i ? "," : "", i, m->peer_port);
+                                "%sm%zu=%s://127.0.0.1:%d", i ? "," : "", i, scheme, m->peer_port);
         snprintf(c->endpoints + strlen(c->endpoints), sizeof c->endpoints - strlen(c->endpoints),
                  "%s%s", i ? "," : "", m->url);
     }
@@ -221,17 +247,46 @@ static gt_status_t cluster_try(gt_etcd_cluster_t *c, const char *dir, size_t n, 
             gt_rmtree(data);
         }
         s = spawn_member(sub, name, c->members[i].client_port, c->members[i].peer_port,
-                         c->initial_cluster, &pid);
+                         c->initial_cluster, c->tls_dir, &pid);
         c->members[i].pid = (int)pid;
         all[i] = &c->members[i];
     }
-    if (s == GT_OK) s = wait_healthy(all, n, dir, timeout_ms, attempt == START_TRIES - 1);
+    if (s == GT_OK)
+        s = wait_healthy(all, n, dir, c->tls_dir, timeout_ms, attempt == START_TRIES - 1);
     if (s != GT_OK) gt_etcd_cluster_stop(c);
     return s;
 }
 
+/* The CA (made when absent), every member's certificate and the admin's, in tls_dir. */
+static gt_status_t make_certs(const char *tls_dir, size_t n)
+{
+    char crt[1200], key[1200];
+    gt_certs_paths(tls_dir, "ca", crt, key, sizeof crt);
+    gt_status_t st =
+        access(crt, F_OK) == 0 ? GT_OK : gt_certs_make_ca(tls_dir, "geotrain etcd CA", 30);
+    static const char *const sans[] = {"127.0.0.1", "localhost"};
+    for (size_t i = 0; i <= n && st == GT_OK; i++) {
+        char name[32];
+        if (i < n)
+            snprintf(name, sizeof name, "m%zu", i);
+        else
+            snprintf(name, sizeof name, "%s", GT_ETCD_TLS_ADMIN);
+        gt_certs_paths(tls_dir, name, crt, key, sizeof crt);
+        if (access(key, F_OK) == 0) continue; /* a restart of the cluster: kept */
+        st = gt_certs_issue(tls_dir, name, name, i < n ? GT_CERT_MEMBER : GT_CERT_CLIENT, sans,
+                            i < n ? 2 : 0, 30);
+    }
+    return st;
+}
+
 gt_status_t gt_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
                                   gt_etcd_cluster_t *cl_p)
+{
+    return gt_etcd_cluster_start_tls(dir, n, timeout_ms, NULL, cl_p);
+}
+
+gt_status_t gt_etcd_cluster_start_tls(const char *dir, size_t n, uint32_t timeout_ms,
+                                      const char *tls_dir, gt_etcd_cluster_t *cl_p)
 {
     gt_etcd_cluster_t c;
     memset(&c, 0, sizeof c);
@@ -243,14 +298,17 @@ gt_status_t gt_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms
         GT_ERROR("etcd: cannot create %s: %s", dir, strerror(errno));
         return GT_ERR_IO;
     }
-    gt_status_t s = GT_ERR_AGAIN;
+    gt_status_t s = tls_dir && *tls_dir ? make_certs(tls_dir, n) : GT_OK;
+    if (s != GT_OK) return s;
+    s = GT_ERR_AGAIN;
     for (int attempt = 0; s == GT_ERR_AGAIN; attempt++) {
         memset(&c, 0, sizeof c);
-        s = cluster_try(&c, dir, n, timeout_ms, attempt);
+        s = cluster_try(&c, dir, n, tls_dir, timeout_ms, attempt);
     }
     if (s != GT_OK) return s;
-    GT_INFO("etcd: started a %zu-member etcd cluster at %s (data in %s/m*/data)", n, c.endpoints,
-            dir);
+    GT_INFO("etcd: started a %zu-member etcd cluster at %s (data in %s/m*/data%s%s)", n,
+            c.endpoints, dir, c.tls_dir[0] ? "; TLS, client certificates of the CA in " : "",
+            c.tls_dir);
     *cl_p = c;
     return GT_OK;
 }
@@ -273,7 +331,7 @@ gt_status_t gt_etcd_cluster_restart(gt_etcd_cluster_t *c, size_t i)
     snprintf(sub, sizeof sub, "%s/m%zu", c->dir, i);
     snprintf(name, sizeof name, "m%zu", i);
     gt_status_t s = spawn_member(sub, name, c->members[i].client_port, c->members[i].peer_port,
-                                 c->initial_cluster, &pid);
+                                 c->initial_cluster, c->tls_dir, &pid);
     if (s == GT_OK) {
         c->members[i].pid = (int)pid;
         GT_INFO("etcd: member m%zu restarted at %s", i, c->members[i].url);

@@ -34,6 +34,7 @@ int gt_etcd_free_port(void);
 #define GT_ETCD_MAX_MEMBERS 7
 typedef struct {
     size_t n_members;
+    char tls_dir[1024]; /* "" for plain HTTP; else the CA and certificates (certs.h) */
     gt_etcd_local_t members[GT_ETCD_MAX_MEMBERS]; /* pid 0: not running */
     char endpoints[GT_ETCD_MAX_MEMBERS * 64];
     char initial_cluster[GT_ETCD_MAX_MEMBERS * 64];
@@ -43,6 +44,14 @@ typedef struct {
 /* Starts n (1..GT_ETCD_MAX_MEMBERS) members and waits until every one answers /health. */
 gt_status_t gt_etcd_cluster_start(const char *dir, size_t n, uint32_t timeout_ms,
                                   gt_etcd_cluster_t *cl_p) GT_MUST_USE;
+/* The same with client and peer TLS and certificates required of both (etcd's
+ * --client-cert-auth, --peer-client-cert-auth), https:// endpoints. tls_dir holds a CA
+ * (ca.crt, ca.key) or gets a new one; each member gets mI.crt/mI.key (127.0.0.1 and localhost,
+ * server and client use) and the health check dials with GT_ETCD_TLS_ADMIN.crt/.key, made
+ * there when absent. A site dials with a client certificate of the same CA (gt_certs_issue). */
+#define GT_ETCD_TLS_ADMIN "admin"
+gt_status_t gt_etcd_cluster_start_tls(const char *dir, size_t n, uint32_t timeout_ms,
+                                      const char *tls_dir, gt_etcd_cluster_t *cl_p) GT_MUST_USE;
 /* Chaos: SIGKILLs member i (no-op when it is not running). */
 void gt_etcd_cluster_kill(gt_etcd_cluster_t *c, size_t i);
 /* Starts member i again on its ports and data (it rejoins the cluster); GT_OK if running. */

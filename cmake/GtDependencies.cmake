@@ -12,6 +12,7 @@ pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)              # libucx-dev
 pkg_check_modules(FABRIC REQUIRED IMPORTED_TARGET libfabric)     # libfabric-dev
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)    # libopenblas-dev
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)         # libcurl4-openssl-dev (etcd)
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto) # libssl-dev (etcd's TLS certificates)
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)    # libmicrohttpd-dev (metrics)
 
 # UCP lives in libucp, which ucx.pc lists only as a private library on some releases.

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang clang-format libclang-rt-14-dev      # libFuzzer, sanitizers, format check
   libyaml-dev libjansson-dev libxxhash-dev   # sites.yaml, JSON, checksums
-  libcurl4-openssl-dev                       # etcd v3 JSON gateway client
+  libcurl4-openssl-dev libssl-dev            # etcd v3 JSON gateway client, its TLS certificates
   libmicrohttpd-dev prometheus               # the /metrics endpoint, and the server its test runs
   libzstd-dev libsodium-dev libopenblas-dev  # codecs, crypto, matmuls
   libucx-dev ucx-utils                       # UCX transport (+ ucx_perftest)

@@ -17,13 +17,15 @@ libdir=$(PKG_CONFIG_PATH="$pc" pkg-config --variable=libdir geotrain)
 "$cc" -std=c11 -Wall -Werror "$src/tests/install/consumer.c" $flags -Wl,-rpath,"$libdir" \
   -o "$tmp/consumer"
 "$tmp/consumer"
-# linreg's self-contained mode starts its own etcd with the CLI's helper (cli/etcd_local.c: not
-# part of the library), compiled in beside it.
+# linreg's self-contained mode starts its own etcd with the CLI's helper (cli/etcd_local.c and
+# the certificates it can make, cli/certs.c: not part of the library), compiled in beside it.
 cflags=$(PKG_CONFIG_PATH="$pc" pkg-config --cflags geotrain)
-"$cc" -std=c11 -D_GNU_SOURCE -Wall -Werror -Wno-format-truncation -c "$src/cli/etcd_local.c" $cflags \
-  -o "$tmp/etcd_local.o"
-"$cc" -std=c11 -Wall -Werror -I "$src/cli" "$src/tests/install/linreg.c" "$tmp/etcd_local.o" $flags \
-  -Wl,-rpath,"$libdir" -o "$tmp/linreg"
+for f in etcd_local certs; do
+  "$cc" -std=c11 -D_GNU_SOURCE -Wall -Werror -Wno-format-truncation -c "$src/cli/$f.c" $cflags \
+    -o "$tmp/$f.o"
+done
+"$cc" -std=c11 -Wall -Werror -I "$src/cli" "$src/tests/install/linreg.c" "$tmp/etcd_local.o" \
+  "$tmp/certs.o" $flags $(pkg-config --libs libcurl libcrypto) -Wl,-rpath,"$libdir" -o "$tmp/linreg"
 "$tmp/linreg"
 # The same program as the trainer of `geotrain launch CONFIG -- CMD`: two sites, encrypted,
 # etcd and keys made by launch, the program told its site through GT_* variables.

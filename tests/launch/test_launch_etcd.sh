@@ -7,6 +7,7 @@
 # member (--etcd-members 1) the same kill leaves the sites without etcd, which shows the test
 # exercises the control plane at all. Losing quorum (two of three) freezes membership, not
 # training: the run goes on with the last agreed view and resumes membership when quorum returns.
+# launch's etcd takes TLS with client certificates: an outsider without the run's gets nothing.
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-etcd-XXXXXX)
@@ -62,8 +63,8 @@ cat "$dir/a.out" | tail -8
 grep -q -- "-- killed etcd member 0 at round 2" "$dir/a.out" || fail "member 0 was not killed"
 grep -q -- "-- restarted etcd member 0 at round 6" "$dir/a.out" || fail "member 0 not restarted"
 [ "$(ls -d "$dir"/a/etcd/m* | wc -l)" -eq 3 ] || fail "expected 3 etcd members"
-grep -q "membership.endpoints=http://127.0.0.1:[0-9]*,http://127.0.0.1:[0-9]*,http://" \
-  "$dir/a/sites.yaml" || fail "sites were not given all three endpoints"
+grep -q "membership.endpoints=https://127.0.0.1:[0-9]*,https://127.0.0.1:[0-9]*,https://" \
+  "$dir/a/sites.yaml" || fail "sites were not given all three endpoints (over TLS)"
 check_summary "$dir/a" $rounds || fail "run with a killed member"
 ! grep "membership lease\|cannot read the view\|no etcd endpoint" "$dir"/a/logs/*.log ||
   fail "a site noticed the kill"
@@ -91,4 +92,56 @@ done
   --kill-etcd 0@2 >"$dir/b.out" 2>&1
 grep -q "cannot read the view\|membership lease" "$dir"/b/logs/*.log ||
   fail "with its only etcd member killed, no site noticed: the test does not reach etcd"
-echo "ok: one member's death is invisible, a loss of quorum freezes membership only; with one member the sites lose etcd"
+# TLS by default: launch's etcd answers only clients with a certificate of the run's CA. While a
+# run trains, an outsider on this host asks it for every key of the run: over plain HTTP, over
+# TLS without a certificate, and with a client certificate of another CA (geotrain certs); none
+# gets an answer, while the same request with site a's certificate gets the run's keys. Then the
+# same over --etcd-plain, where the plain request is answered: the check can tell.
+outsider() { # RUN_DIR PLAIN: 0 when every request is as it must be
+  local run=$1 plain=$2 ep t code
+  for _ in $(seq 150); do
+    grep -q "^# membership.endpoints=" "$run/sites.yaml" 2>/dev/null &&
+      grep -q '"state": *"training"' "$run"/a/status.json 2>/dev/null && break
+    sleep 0.2
+  done
+  ep=$(sed -n 's/^# membership.endpoints=\([^,]*\).*/\1/p' "$run/sites.yaml")
+  t=$run/etcd/tls
+  echo "outsider: launch's etcd at $ep"
+  ask() { # curl options...: prints the HTTP code, the answer in $dir/ans
+    rm -f "$dir/ans"
+    curl -s -m 3 -o "$dir/ans" -w '%{http_code}' "$@" -X POST -d '{"key":"AA==","range_end":"AA=="}'
+  }
+  got_keys() { [ -f "$dir/ans" ] && grep -q '"kvs"' "$dir/ans"; }
+  if [ "$plain" = 1 ]; then
+    case $ep in http://*) ;; *) echo "FAIL: --etcd-plain gave $ep"; return 1 ;; esac
+    code=$(ask "$ep/v3/kv/range")
+    got_keys || { echo "FAIL: plain etcd did not answer a plain request ($code)"; return 1; }
+    return 0
+  fi
+  case $ep in https://*) ;; *) echo "FAIL: launch's etcd is not TLS: $ep"; return 1 ;; esac
+  [ "$(stat -c %a "$t/ca.key")" = 600 ] && [ "$(stat -c %a "$t/site-a.key")" = 600 ] ||
+    { echo "FAIL: keys in $t are not 0600"; return 1; }
+  code=$(ask "http${ep#https}/v3/kv/range")
+  ! got_keys || { echo "FAIL: plain HTTP was answered ($code)"; return 1; }
+  code=$(ask --cacert "$t/ca.crt" "$ep/v3/kv/range")
+  ! got_keys || { echo "FAIL: TLS without a certificate was answered ($code)"; return 1; }
+  code=$(ask -k "$ep/v3/kv/range")
+  ! got_keys || { echo "FAIL: TLS without a certificate (-k) was answered ($code)"; return 1; }
+  "$geotrain" certs --out "$dir/rogue" --client x >/dev/null 2>&1 || { echo "FAIL: certs"; return 1; }
+  code=$(ask --cacert "$t/ca.crt" --cert "$dir/rogue/x.crt" --key "$dir/rogue/x.key" "$ep/v3/kv/range")
+  ! got_keys || { echo "FAIL: a certificate of another CA was answered ($code)"; return 1; }
+  code=$(ask --cacert "$t/ca.crt" --cert "$t/site-a.crt" --key "$t/site-a.key" "$ep/v3/kv/range")
+  got_keys || { echo "FAIL: site a's certificate was refused ($code)"; return 1; }
+  echo "outsider: plain HTTP, TLS without a certificate and another CA's certificate refused; site a's answered"
+}
+"$geotrain" launch "$config" --run-dir "$dir/t" --set run.rounds=60 $slow >"$dir/t.out" 2>&1 &
+lp=$!
+outsider "$dir/t" 0 || { kill $lp; fail "launch's etcd over TLS"; }
+wait $lp || fail "launch over TLS exited $?"
+check_summary "$dir/t" 60 || fail "run over TLS"
+"$geotrain" launch "$config" --run-dir "$dir/p" --set run.rounds=60 $slow --etcd-plain >"$dir/p.out" 2>&1 &
+lp=$!
+outsider "$dir/p" 1 || { kill $lp; fail "launch --etcd-plain"; }
+wait $lp || fail "launch --etcd-plain exited $?"
+
+echo "ok: one member's death is invisible, a loss of quorum freezes membership only; with one member the sites lose etcd; launch's etcd answers only its run's certificates"
