@@ -266,7 +266,7 @@ static void judge_round(sim_t *s, uint32_t o, uint32_t i, uint64_t q, int late)
     s->late_share[o][i] = 0.7 * s->late_share[o][i] + 0.3 * (late ? 1 : 0);
 }
 
-/* outer.c gt_wan_outer_progress for one chunk at owner o. */
+/* outer.c gt_outer_progress for one chunk at owner o. */
 static int progress(sim_t *s, uint32_t o, size_t c, double t)
 {
     for (uint64_t q = (uint64_t)(s->closed_upto[o * s->C + c] + 1); q < s->agg_top[c]; q++) {

@@ -117,7 +117,7 @@ static void test_straggler(void)
     /* Site 1 is 1000x slower. Site 0 submits round r at T; both chunks get its contribution
      * first (quorum 1 of 2 at once, so the deadline is deadline_min = 50 ms) and close at
      * T + 50 ms: site 0 waits 50 ms in rounds 0 and 1. The run's last round waits 4 x deadline_max
-     * (240 s) for a punctual site only (wan/outer.c gt_wan_outer_set_last_round). Rounds 0 and 1
+     * (240 s) for a punctual site only (wan/outer.c gt_outer_set_last_round). Rounds 0 and 1
      * closed at their deadlines without site 1: its share of late rounds is 0.3, then 0.51 — a
      * chronic straggler, not waited for — so round 2 closes as soon as site 0's contribution is
      * in, at 0.4 s: site 0 waited 0.1 s in all (utilization 0.3/0.4). Site 1 never waits.

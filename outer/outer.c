@@ -3,7 +3,7 @@
  * State per site: the fixed layout; for each round in flight, the frames this site sent
  * (kept until the round is applied, for re-sends), the result being assembled, and — for
  * chunks this site owns — the open aggregations. Everything is bounded by the number of
- * rounds in flight (GT_WAN_OUTER_SLOTS) and the number of sites.
+ * rounds in flight (GT_OUTER_SLOTS) and the number of sites.
  *
  * Joins are per round, not per view: each site's first round is part of the engine's state
  * (announced by the joiner), and the owner of a chunk is computed for a given round over the
@@ -14,11 +14,11 @@
  * Passes over the vector: a submit encodes every chunk (the NaN/Inf check runs on each chunk
  * just before its encode, while it is in cache) and only then sends, so a bad vector sends
  * nothing; a RESULT chunk is decoded once, on arrival (which also validates it), straight into
- * the round's result vector, which gt_wan_outer_result_swap hands to the caller without a
+ * the round's result vector, which gt_outer_result_swap hands to the caller without a
  * copy. The outer optimizer and the rebase are not here: diloco/ applies them.
  */
 
-#include "gt_wan.h"
+#include "gt_outer.h"
 
 #include "gt_topology.h"
 
@@ -93,7 +93,7 @@ typedef struct {
                            folded contributions do not start the clock */
     uint64_t quorum_ns; /* when the on-time contributions reached a quorum (0: not yet) */
     uint32_t n;
-    contrib_t c[GT_WAN_OUTER_MAX_SITES];
+    contrib_t c[GT_OUTER_MAX_SITES];
 } agg_t;
 
 typedef struct {
@@ -128,8 +128,8 @@ typedef struct {
     uint64_t *served;
 } result_slot_t;
 
-struct gt_wan_outer {
-    gt_wan_outer_params_t p;
+struct gt_outer {
+    gt_outer_params_t p;
     size_t n; /* floats in this engine's vector: n_params, or its rank's share of lanes */
     gt_topo_layout_t *layout;
     float *spare[DECODED_MAX]; /* decoded-result buffers not in use (n floats each) */
@@ -138,7 +138,7 @@ struct gt_wan_outer {
     float *residual;        /* error feedback of this site's deltas (n) */
     float *result_residual; /* error feedback of results this site aggregated (n) */
     uint64_t epoch;
-    uint8_t live[GT_WAN_OUTER_MAX_SITES];
+    uint8_t live[GT_OUTER_MAX_SITES];
     uint32_t n_live;
     /* Joins. first[s]: the first round site s contributes to (0 for the sites that start the
      * run; a joiner's announced round; FIRST_UNKNOWN for a site that left or never announced).
@@ -146,15 +146,15 @@ struct gt_wan_outer {
      * chunks from first[s] on); joined_epoch[s]: the view it announced from, so a later view
      * that lacks it means it is gone. Ownership, completeness and quorum of round r count the
      * sites active for r: (live or joined) and first <= r. */
-    uint64_t first[GT_WAN_OUTER_MAX_SITES];
-    uint8_t joined[GT_WAN_OUTER_MAX_SITES];
-    uint64_t joined_epoch[GT_WAN_OUTER_MAX_SITES];
+    uint64_t first[GT_OUTER_MAX_SITES];
+    uint8_t joined[GT_OUTER_MAX_SITES];
+    uint64_t joined_epoch[GT_OUTER_MAX_SITES];
     /* The view a site announced its first round from (0: the run's start): a restart of the
      * site in a later view (a new incarnation) makes that announcement its previous life's. */
-    uint64_t first_epoch[GT_WAN_OUTER_MAX_SITES];
+    uint64_t first_epoch[GT_OUTER_MAX_SITES];
     int submitted;       /* a round was submitted (start_at must come before) */
     uint64_t last_round; /* the run's last: closed complete only (UINT64_MAX: not set) */
-    send_slot_t send[GT_WAN_OUTER_SLOTS];
+    send_slot_t send[GT_OUTER_SLOTS];
     result_slot_t res[RESULT_SLOTS];
     agg_t *aggs;
     size_t n_aggs;
@@ -169,8 +169,8 @@ struct gt_wan_outer {
     /* Per site: a moving average of how long after a chunk's first contribution this site's
      * arrives (ns). The deadline is robust across *sites*, so a chronic straggler is an
      * outlier the others do not wait for, rather than a sample that stretches the deadline. */
-    double lateness[GT_WAN_OUTER_MAX_SITES];
-    uint32_t lateness_n[GT_WAN_OUTER_MAX_SITES];
+    double lateness[GT_OUTER_MAX_SITES];
+    uint32_t lateness_n[GT_OUTER_MAX_SITES];
     /* Per site: a moving average of how often its rounds came after the deadline (1) or before
      * it (0), judged once a round: late when a round closes at its deadline without the site
      * (known then, not only when its contribution arrives — a 3x slower site's arrive rounds
@@ -180,16 +180,16 @@ struct gt_wan_outer {
      * contributions would come late and fold into a later round anyway, so waiting for the
      * deadline only stalls the others. The run's last round waits longer only for punctual
      * sites. */
-    double late_share[GT_WAN_OUTER_MAX_SITES];
-    uint64_t late_judged[GT_WAN_OUTER_MAX_SITES]; /* 1 + the round last counted in late_share:
+    double late_share[GT_OUTER_MAX_SITES];
+    uint64_t late_judged[GT_OUTER_MAX_SITES]; /* 1 + the round last counted in late_share:
                                                      a round counts once, not once a chunk */
-    uint8_t heard[GT_WAN_OUTER_MAX_SITES];        /* a contribution of the site arrived here */
+    uint8_t heard[GT_OUTER_MAX_SITES];        /* a contribution of the site arrived here */
     uint64_t peer_next; /* 1 + the highest round a peer's DELTA or a RESULT arrived for */
     /* The run's last round, per chunk: the sites whose contribution to it arrived here (bit s),
-     * and whether this site closed it (gt_wan_outer_final_missing). */
+     * and whether this site closed it (gt_outer_final_missing). */
     uint64_t *final_from;
     uint8_t *final_closed;
-    uint64_t seen_round[GT_WAN_OUTER_MAX_SITES]; /* 1 + the highest round site s sent us */
+    uint64_t seen_round[GT_OUTER_MAX_SITES]; /* 1 + the highest round site s sent us */
     /* Per chunk and round (the last RESULT_SLOTS): the senders whose DELTA this owner took, so
      * a re-send of one it already took (after a reconnect that lost its acknowledgement) is
      * not folded in a second time once its round has closed. */
@@ -199,11 +199,11 @@ struct gt_wan_outer {
      * and how many of ours it said it took. A finished engine takes nothing more, so what a
      * sender sent to a finished site beyond its count reached no owner (`unreceived`). A site's
      * new life (its JOIN) starts its counts again; the old life's balance is kept. */
-    uint64_t sent_n[GT_WAN_OUTER_MAX_SITES], took_n[GT_WAN_OUTER_MAX_SITES];
-    uint64_t fin_n[GT_WAN_OUTER_MAX_SITES];
-    uint8_t fin[GT_WAN_OUTER_MAX_SITES];
+    uint64_t sent_n[GT_OUTER_MAX_SITES], took_n[GT_OUTER_MAX_SITES];
+    uint64_t fin_n[GT_OUTER_MAX_SITES];
+    uint8_t fin[GT_OUTER_MAX_SITES];
     uint64_t unreceived_before; /* balances of sites' earlier lives */
-    int finished;               /* gt_wan_outer_finish was called */
+    int finished;               /* gt_outer_finish was called */
     uint8_t *scratch;           /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
@@ -211,22 +211,22 @@ struct gt_wan_outer {
     /* what the buffers that grow with n hold (residuals, frames, decoded results,
      * contributions): params.mem, or the engine's own count */
     gt_mem_count_t *mem, own_mem;
-    gt_wan_outer_stats_t st;
+    gt_outer_stats_t st;
 };
 
-uint64_t gt_wan_outer_hash(const float *x, size_t n)
+uint64_t gt_outer_hash(const float *x, size_t n)
 {
     return XXH3_64bits(x, n * sizeof *x);
 }
 
-static const gt_topo_chunk_t *chunk_at(const gt_wan_outer_t *o, uint32_t lane, uint32_t j)
+static const gt_topo_chunk_t *chunk_at(const gt_outer_t *o, uint32_t lane, uint32_t j)
 {
     const gt_topo_lane_t *l = &o->layout->lanes[lane];
     return j < l->n_chunks ? &o->layout->chunks[l->first_chunk + j] : NULL;
 }
 
 /* Lane and in-lane index of a global chunk index. */
-static void chunk_coords(const gt_wan_outer_t *o, size_t c, uint32_t *lane_p, uint32_t *j_p)
+static void chunk_coords(const gt_outer_t *o, size_t c, uint32_t *lane_p, uint32_t *j_p)
 {
     uint32_t l = 0;
     while (l + 1 < o->layout->n_lanes && o->layout->lanes[l + 1].first_chunk <= c) l++;
@@ -236,18 +236,18 @@ static void chunk_coords(const gt_wan_outer_t *o, size_t c, uint32_t *lane_p, ui
 
 /* Site s takes part in round r: it is in our view (or announced its join to us) and its first
  * round is r or earlier. */
-static int active(const gt_wan_outer_t *o, uint32_t s, uint64_t r)
+static int active(const gt_outer_t *o, uint32_t s, uint64_t r)
 {
     return (o->live[s] || o->joined[s]) && o->first[s] != FIRST_UNKNOWN && o->first[s] <= r;
 }
 
 /* Sites that receive results: the view, and joiners that announced before the view has them. */
-static int receiver(const gt_wan_outer_t *o, uint32_t s)
+static int receiver(const gt_outer_t *o, uint32_t s)
 {
     return o->live[s] || o->joined[s];
 }
 
-static uint32_t n_active(const gt_wan_outer_t *o, uint64_t r)
+static uint32_t n_active(const gt_outer_t *o, uint64_t r)
 {
     uint32_t n = 0;
     for (uint32_t s = 0; s < o->p.n_sites; s++) n += (uint32_t)active(o, s, r);
@@ -257,7 +257,7 @@ static uint32_t n_active(const gt_wan_outer_t *o, uint64_t r)
 /* The owner of chunk c in round r: its preferred site, else the next site active for r. A
  * joiner takes its chunks over from its first round on, so a round already in flight when it
  * announces keeps the owner its contributors sent to. */
-static uint32_t owner_of(const gt_wan_outer_t *o, size_t c, uint64_t r)
+static uint32_t owner_of(const gt_outer_t *o, size_t c, uint64_t r)
 {
     uint32_t pref = o->layout->chunks[c].owner;
     for (uint32_t k = 0; k < o->p.n_sites; k++) {
@@ -271,22 +271,21 @@ static uint32_t owner_of(const gt_wan_outer_t *o, size_t c, uint64_t r)
     return pref;
 }
 
-uint32_t gt_wan_outer_owner(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk)
+uint32_t gt_outer_owner(const gt_outer_t *o, uint32_t lane, uint32_t chunk)
 {
-    return gt_wan_outer_owner_at(o, lane, chunk, UINT64_MAX - 1);
+    return gt_outer_owner_at(o, lane, chunk, UINT64_MAX - 1);
 }
 
-uint32_t gt_wan_outer_owner_at(const gt_wan_outer_t *o, uint32_t lane, uint32_t chunk,
-                               uint64_t round)
+uint32_t gt_outer_owner_at(const gt_outer_t *o, uint32_t lane, uint32_t chunk, uint64_t round)
 {
     const gt_topo_chunk_t *ch = chunk_at(o, lane, chunk);
     return ch ? owner_of(o, (size_t)(ch - o->layout->chunks), round) : UINT32_MAX;
 }
 
-gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t **outer_p)
+gt_status_t gt_outer_create(const gt_outer_params_t *p, gt_outer_t **outer_p)
 {
     gt_status_t st = GT_OK;
-    if (!p || p->n_sites == 0 || p->n_sites > GT_WAN_OUTER_MAX_SITES || p->site_id >= p->n_sites ||
+    if (!p || p->n_sites == 0 || p->n_sites > GT_OUTER_MAX_SITES || p->site_id >= p->n_sites ||
         p->n_params == 0 || p->n_lanes == 0 || !p->io.send || p->quorum <= 0 || p->quorum > 1) {
         GT_ERROR("outer: invalid parameters");
         return GT_ERR_INVALID;
@@ -297,7 +296,7 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
                  ranks, p->n_lanes);
         return GT_ERR_INVALID;
     }
-    gt_wan_outer_t *o = calloc(1, sizeof *o);
+    gt_outer_t *o = calloc(1, sizeof *o);
     if (!o) return GT_ERR_NOMEM;
     o->p = *p;
     o->last_round = UINT64_MAX;
@@ -339,7 +338,7 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
                     st, GT_ERR_NOMEM, fail, "outer: out of memory");
     for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
     for (size_t i = 0; i < nc * RESULT_SLOTS; i++) o->took[i].round = UINT64_MAX;
-    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
+    for (int i = 0; i < GT_OUTER_SLOTS; i++) {
         send_slot_t *s = &o->send[i];
         s->frame = calloc(nc, sizeof *s->frame);
         s->len = calloc(nc, sizeof *s->len);
@@ -365,21 +364,21 @@ gt_status_t gt_wan_outer_create(const gt_wan_outer_params_t *p, gt_wan_outer_t *
     *outer_p = o;
     return GT_OK;
 fail:
-    gt_wan_outer_destroy(o);
+    gt_outer_destroy(o);
     return st;
 }
 
-static void free_agg(gt_wan_outer_t *o, agg_t *a)
+static void free_agg(gt_outer_t *o, agg_t *a)
 {
     for (uint32_t i = 0; i < a->n; i++) gt_mem_free(o->mem, a->c[i].x);
     memset(a, 0, sizeof *a);
 }
 
-void gt_wan_outer_destroy(gt_wan_outer_t *o)
+void gt_outer_destroy(gt_outer_t *o)
 {
     if (!o) return;
     size_t nc = o->layout ? o->layout->n_chunks : 0;
-    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
+    for (int i = 0; i < GT_OUTER_SLOTS; i++) {
         for (size_t c = 0; c < nc && o->send[i].frame; c++)
             gt_mem_free(o->mem, o->send[i].frame[c]);
         free(o->send[i].frame);
@@ -416,14 +415,14 @@ void gt_wan_outer_destroy(gt_wan_outer_t *o)
 
 /* ---- sending ---- */
 
-static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
+static gt_status_t deliver_local(gt_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
                                  size_t len, uint64_t now_ns);
 
-static void send_to(gt_wan_outer_t *o, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
+static void send_to(gt_outer_t *o, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
                     size_t len, uint64_t now_ns)
 {
     if (msg->type == GT_WAN_MSG_DELTA && len >= 4 && gt_le_get32(buf) == DELTA_MAGIC &&
-        dst < GT_WAN_OUTER_MAX_SITES)
+        dst < GT_OUTER_MAX_SITES)
         o->sent_n[dst]++;
     if (dst == o->p.site_id) {
         deliver_local(o, msg, buf, len, now_ns);
@@ -440,12 +439,12 @@ static void send_to(gt_wan_outer_t *o, uint32_t dst, const gt_wan_msg_t *msg, co
  * or — when the io says the owner is unreachable and a peer that is not is in the view —
  * through that peer, flagged FLAG_DETOUR (the lowest such site, so every sender picks the same
  * one). The frame is sent once either way: never both, so it is counted once wherever it ends. */
-static void send_contribution(gt_wan_outer_t *o, uint32_t owner, const gt_wan_msg_t *m,
+static void send_contribution(gt_outer_t *o, uint32_t owner, const gt_wan_msg_t *m,
                               const uint8_t *frame, size_t len, uint64_t now_ns)
 {
     uint32_t via = owner;
     if (owner != o->p.site_id && o->p.io.reachable && !o->p.io.reachable(o->p.io.ctx, owner))
-        for (uint32_t s = 0; s < o->p.n_sites && s < GT_WAN_OUTER_MAX_SITES; s++)
+        for (uint32_t s = 0; s < o->p.n_sites && s < GT_OUTER_MAX_SITES; s++)
             if (s != o->p.site_id && s != owner && receiver(o, s) &&
                 o->p.io.reachable(o->p.io.ctx, s)) {
                 via = s;
@@ -465,7 +464,7 @@ static void send_contribution(gt_wan_outer_t *o, uint32_t owner, const gt_wan_ms
     free(copy);
 }
 
-static gt_wan_msg_t make_msg(const gt_wan_outer_t *o, uint8_t type, uint64_t round, size_t c)
+static gt_wan_msg_t make_msg(const gt_outer_t *o, uint8_t type, uint64_t round, size_t c)
 {
     gt_wan_msg_t m;
     uint32_t lane, j;
@@ -480,14 +479,14 @@ static gt_wan_msg_t make_msg(const gt_wan_outer_t *o, uint8_t type, uint64_t rou
     return m;
 }
 
-static send_slot_t *send_slot(gt_wan_outer_t *o, uint64_t round)
+static send_slot_t *send_slot(gt_outer_t *o, uint64_t round)
 {
-    send_slot_t *s = &o->send[round % GT_WAN_OUTER_SLOTS];
+    send_slot_t *s = &o->send[round % GT_OUTER_SLOTS];
     return s->used && s->round == round ? s : NULL;
 }
 
 /* Gives a slot's decoded buffer back to the spares. */
-static void release_decoded(gt_wan_outer_t *o, result_slot_t *r)
+static void release_decoded(gt_outer_t *o, result_slot_t *r)
 {
     if (!r->g) return;
     for (int i = 0; i < DECODED_MAX; i++)
@@ -504,7 +503,7 @@ static void release_decoded(gt_wan_outer_t *o, result_slot_t *r)
 
 /* A decoded buffer for slot r, while fewer than DECODED_MAX slots hold one (else NULL: its
  * chunks are checked on arrival and decoded again when the round is asked for). */
-static float *take_decoded(gt_wan_outer_t *o, result_slot_t *r)
+static float *take_decoded(gt_outer_t *o, result_slot_t *r)
 {
     if (r->g || o->n_decoded >= DECODED_MAX) return r->g;
     for (int i = 0; i < DECODED_MAX && !r->g; i++)
@@ -517,7 +516,7 @@ static float *take_decoded(gt_wan_outer_t *o, result_slot_t *r)
     return r->g;
 }
 
-static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
+static result_slot_t *result_slot(gt_outer_t *o, uint64_t round, int create)
 {
     result_slot_t *r = &o->res[round % RESULT_SLOTS];
     if (r->used && r->round == round) return r;
@@ -549,14 +548,13 @@ static result_slot_t *result_slot(gt_wan_outer_t *o, uint64_t round, int create)
     return r;
 }
 
-static void judge_hash(gt_wan_outer_t *o, result_slot_t *r, const uint8_t *b);
+static void judge_hash(gt_outer_t *o, result_slot_t *r, const uint8_t *b);
 
 /* delta: the whole vector, or NULL and fill(fill_ctx, ...) gives each chunk into xbuf. */
-static gt_status_t submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
-                          gt_wan_outer_fill_fn fill, void *fill_ctx, double weight,
-                          uint64_t anchor_hash, uint64_t now_ns)
+static gt_status_t submit(gt_outer_t *o, uint64_t round, const float *delta, gt_outer_fill_fn fill,
+                          void *fill_ctx, double weight, uint64_t anchor_hash, uint64_t now_ns)
 {
-    send_slot_t *s = &o->send[round % GT_WAN_OUTER_SLOTS];
+    send_slot_t *s = &o->send[round % GT_OUTER_SLOTS];
     if (round < o->first[o->p.site_id]) {
         GT_ERROR("outer: round %llu submitted, but this site joined at round %llu",
                  (unsigned long long)round, (unsigned long long)o->first[o->p.site_id]);
@@ -640,15 +638,15 @@ static gt_status_t submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
     return GT_OK;
 }
 
-gt_status_t gt_wan_outer_submit(gt_wan_outer_t *o, uint64_t round, const float *delta,
-                                double weight, uint64_t anchor_hash, uint64_t now_ns)
+gt_status_t gt_outer_submit(gt_outer_t *o, uint64_t round, const float *delta, double weight,
+                            uint64_t anchor_hash, uint64_t now_ns)
 {
     return submit(o, round, delta, NULL, NULL, weight, anchor_hash, now_ns);
 }
 
-gt_status_t gt_wan_outer_submit_fill(gt_wan_outer_t *o, uint64_t round, gt_wan_outer_fill_fn fill,
-                                     void *fill_ctx, double weight, uint64_t anchor_hash,
-                                     uint64_t now_ns)
+gt_status_t gt_outer_submit_fill(gt_outer_t *o, uint64_t round, gt_outer_fill_fn fill,
+                                 void *fill_ctx, double weight, uint64_t anchor_hash,
+                                 uint64_t now_ns)
 {
     if (!fill) return GT_ERR_INVALID;
     return submit(o, round, NULL, fill, fill_ctx, weight, anchor_hash, now_ns);
@@ -656,7 +654,7 @@ gt_status_t gt_wan_outer_submit_fill(gt_wan_outer_t *o, uint64_t round, gt_wan_o
 
 /* ---- owner side ---- */
 
-static agg_t *find_agg(gt_wan_outer_t *o, uint64_t round, size_t c, int create)
+static agg_t *find_agg(gt_outer_t *o, uint64_t round, size_t c, int create)
 {
     agg_t *free_slot = NULL;
     for (size_t i = 0; i < o->n_aggs; i++) {
@@ -702,11 +700,11 @@ static void sort_doubles(double *v, size_t n)
 
 /* median + k·MAD of the live sites' typical lateness, within [min, max]; 0 while fewer than
  * two sites have history (see close_due). */
-static uint64_t deadline_ns(const gt_wan_outer_t *o)
+static uint64_t deadline_ns(const gt_outer_t *o)
 {
     uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
     uint64_t hi = (uint64_t)o->p.deadline_max_ms * 1000000ull;
-    double v[GT_WAN_OUTER_MAX_SITES], dev[GT_WAN_OUTER_MAX_SITES];
+    double v[GT_OUTER_MAX_SITES], dev[GT_OUTER_MAX_SITES];
     size_t n = 0;
     for (uint32_t i = 0; i < o->p.n_sites; i++)
         if (o->live[i] && o->lateness_n[i] > 0) v[n++] = o->lateness[i];
@@ -735,12 +733,12 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Aggregates and broadcasts the result of `a`, then frees its contributions. */
-static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
+static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
 {
     const gt_topo_chunk_t *ch = &o->layout->chunks[a->chunk];
     size_t n = ch->count;
-    double norms[GT_WAN_OUTER_MAX_SITES], sorted[GT_WAN_OUTER_MAX_SITES];
-    int ok[GT_WAN_OUTER_MAX_SITES];
+    double norms[GT_OUTER_MAX_SITES], sorted[GT_OUTER_MAX_SITES];
+    int ok[GT_OUTER_MAX_SITES];
     uint32_t n_ok = 0;
     qsort(a->c, a->n, sizeof a->c[0], cmp_sender); /* arrival order must not matter */
     if (a->round == o->last_round) o->final_closed[a->chunk] = 1;
@@ -771,7 +769,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
     double wsum = 0, tsum = 0;
     uint64_t mask = 0;
     uint32_t folded = 0;
-    double scale[GT_WAN_OUTER_MAX_SITES];
+    double scale[GT_OUTER_MAX_SITES];
     for (uint32_t i = 0; i < a->n; i++) {
         scale[i] = 1.0;
         if (!ok[i]) continue;
@@ -863,7 +861,7 @@ static void close_agg(gt_wan_outer_t *o, agg_t *a, uint64_t now_ns)
     (void)round;
 }
 
-static int agg_complete(const gt_wan_outer_t *o, const agg_t *a)
+static int agg_complete(const gt_outer_t *o, const agg_t *a)
 {
     for (uint32_t s = 0; s < o->p.n_sites; s++)
         if (active(o, s, a->round) && !agg_has(a, s)) return 0;
@@ -877,7 +875,7 @@ static uint32_t agg_on_time(const agg_t *a)
     return n;
 }
 
-static uint32_t quorum_count(const gt_wan_outer_t *o, uint64_t round)
+static uint32_t quorum_count(const gt_outer_t *o, uint64_t round)
 {
     uint32_t q = (uint32_t)ceil(o->p.quorum * n_active(o, round) - 1e-9);
     return q < 1 ? 1 : q;
@@ -887,7 +885,7 @@ static uint32_t quorum_count(const gt_wan_outer_t *o, uint64_t round)
  * but no later than twice the time its quorum took to arrive, within [min, max]. The second
  * bound keeps a site that has become slow only now from holding up rounds until the
  * statistics catch up. */
-static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
+static uint64_t close_due(const gt_outer_t *o, const agg_t *a, uint64_t dl)
 {
     uint64_t lo = (uint64_t)o->p.deadline_min_ms * 1000000ull;
     uint64_t hi = (uint64_t)o->p.deadline_max_ms * 1000000ull;
@@ -902,7 +900,7 @@ static uint64_t close_due(const gt_wan_outer_t *o, const agg_t *a, uint64_t dl)
 }
 
 /* Counts round r in site s's share of late rounds, once a round. */
-static void judge_round(gt_wan_outer_t *o, uint32_t s, uint64_t r, int late)
+static void judge_round(gt_outer_t *o, uint32_t s, uint64_t r, int late)
 {
     if (r + 1 <= o->late_judged[s]) return;
     o->late_judged[s] = r + 1;
@@ -914,7 +912,7 @@ static void judge_round(gt_wan_outer_t *o, uint32_t s, uint64_t r, int late)
  * punctual site catching up, and a site never heard from (this engine joined or came back
  * after it last contributed) is not known to be one — a joiner that waited for a straggler it
  * had not met yet stalled the run's end for 10 s (docs/diloco.md, goodput). */
-static int awaits_punctual(const gt_wan_outer_t *o, const agg_t *a, int seen)
+static int awaits_punctual(const gt_outer_t *o, const agg_t *a, int seen)
 {
     for (uint32_t s = 0; s < o->p.n_sites; s++)
         if (active(o, s, a->round) && !agg_has(a, s) && o->late_share[s] < 0.5 &&
@@ -923,7 +921,7 @@ static int awaits_punctual(const gt_wan_outer_t *o, const agg_t *a, int seen)
     return 0;
 }
 
-static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why);
+static gt_status_t bad(gt_outer_t *o, const gt_wan_msg_t *m, const char *why);
 
 /* One link cut while both of its ends reach the others: each end lacks the chunks the other
  * owns, and the owner's RESULT cannot reach it. When a round's result has some chunks here and
@@ -935,7 +933,7 @@ static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why
  * deadline_min_ms / 2 (at most 250 ms) instead, and asks again as often: a peer that had no
  * copy yet ignored the request. A result merely slow on its way costs a duplicate chunk, dropped on
  * arrival. */
-static void pull_missing(gt_wan_outer_t *o, uint64_t dl, uint64_t now_ns)
+static void pull_missing(gt_outer_t *o, uint64_t dl, uint64_t now_ns)
 {
     size_t nc = o->layout->n_chunks;
     uint64_t slow = (dl ? dl : (uint64_t)o->p.deadline_max_ms * 1000000ull) +
@@ -985,7 +983,7 @@ static void pull_missing(gt_wan_outer_t *o, uint64_t dl, uint64_t now_ns)
 }
 
 /* Site m->sender asks for chunk c of m->round's result: relayed as received, once per site. */
-static gt_status_t on_pull(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+static gt_status_t on_pull(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                            size_t c, uint64_t now_ns)
 {
     uint32_t s = m->sender;
@@ -1005,7 +1003,7 @@ static gt_status_t on_pull(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8
     return GT_OK;
 }
 
-gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
+gt_status_t gt_outer_progress(gt_outer_t *o, uint64_t now_ns)
 {
     uint64_t dl = deadline_ns(o);
     for (size_t i = 0; i < o->n_aggs; i++) {
@@ -1067,7 +1065,7 @@ gt_status_t gt_wan_outer_progress(gt_wan_outer_t *o, uint64_t now_ns)
     return GT_OK;
 }
 
-uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o)
+uint64_t gt_outer_next_deadline(const gt_outer_t *o)
 {
     uint64_t best = UINT64_MAX, dl = deadline_ns(o);
     for (size_t i = 0; i < o->n_aggs; i++) {
@@ -1078,7 +1076,7 @@ uint64_t gt_wan_outer_next_deadline(const gt_wan_outer_t *o)
     return best;
 }
 
-static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why)
+static gt_status_t bad(gt_outer_t *o, const gt_wan_msg_t *m, const char *why)
 {
     o->st.bad_messages++;
     GT_WARN("outer: rejected a message from site %u (round %llu lane %u chunk %u): %s", m->sender,
@@ -1086,7 +1084,7 @@ static gt_status_t bad(gt_wan_outer_t *o, const gt_wan_msg_t *m, const char *why
     return GT_ERR_CORRUPT;
 }
 
-static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+static gt_status_t on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                             size_t c, uint64_t now_ns)
 {
     if (len < DELTA_PRE || gt_le_get32(b) != DELTA_MAGIC || gt_le_get32(b + 4) != PROTO_VERSION)
@@ -1195,7 +1193,7 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
         gt_mem_free(o->mem, x);
         return GT_OK;
     }
-    if (a->n == GT_WAN_OUTER_MAX_SITES) {
+    if (a->n == GT_OUTER_MAX_SITES) {
         gt_mem_free(o->mem, x);
         o->st.dropped++;
         return bad(o, m, "too many contributions to one chunk");
@@ -1220,13 +1218,13 @@ static gt_status_t on_delta(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint
     }
     a->c[a->n++] = (contrib_t){sender, w, tokens, late, gt_le_get64(b + 16), x};
     if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o, a->round)) a->quorum_ns = now_ns;
-    return gt_wan_outer_progress(o, now_ns);
+    return gt_outer_progress(o, now_ns);
 }
 
 /* Anchor check: the owners' majority hash (in a RESULT preamble b of round r->round) against
  * ours, once per round — when the result comes, or, for a site behind whose results arrive
  * before it submits, at its submit. */
-static void judge_hash(gt_wan_outer_t *o, result_slot_t *r, const uint8_t *b)
+static void judge_hash(gt_outer_t *o, result_slot_t *r, const uint8_t *b)
 {
     uint32_t votes = gt_le_get32(b + 32);
     uint32_t voters = (uint32_t)__builtin_popcountll(gt_le_get64(b + 16)); /* on time */
@@ -1254,7 +1252,7 @@ static void judge_hash(gt_wan_outer_t *o, result_slot_t *r, const uint8_t *b)
              o->p.site_id, (unsigned long long)r->round - 1, votes);
 }
 
-static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+static gt_status_t on_result(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                              uint64_t now_ns, size_t c)
 {
     if (len < RESULT_PRE || gt_le_get32(b) != RESULT_MAGIC || gt_le_get32(b + 4) != PROTO_VERSION)
@@ -1303,7 +1301,7 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
                 gt_mem_free(o->mem, copy.c[i].x);
             } else if (o->p.late_fold && owner_of(o, c, m->round + 1) == o->p.site_id) {
                 agg_t *next = find_agg(o, m->round + 1, c, 1);
-                if (next && next->n < GT_WAN_OUTER_MAX_SITES) {
+                if (next && next->n < GT_OUTER_MAX_SITES) {
                     contrib_t k = copy.c[i];
                     k.weight /= 2.0; /* staleness 1 */
                     k.late = 1;
@@ -1324,10 +1322,10 @@ static gt_status_t on_result(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uin
 
 /* Re-sends our kept contributions whose chunk owner changed (a view change or a join), unless
  * the chunk's result is already in. */
-static void resend_moved(gt_wan_outer_t *o, uint64_t now_ns)
+static void resend_moved(gt_outer_t *o, uint64_t now_ns)
 {
     size_t nc = o->layout->n_chunks;
-    for (int i = 0; i < GT_WAN_OUTER_SLOTS; i++) {
+    for (int i = 0; i < GT_OUTER_SLOTS; i++) {
         send_slot_t *s = &o->send[i];
         if (!s->used || s->applied) continue;
         result_slot_t *rs = result_slot(o, s->round, 0);
@@ -1346,7 +1344,7 @@ static void resend_moved(gt_wan_outer_t *o, uint64_t now_ns)
 
 /* A control frame (JOIN, FIN): a DELTA message whose 24-byte payload is the magic, the
  * protocol version, one 64-bit value and a reserved word. */
-static void send_control(gt_wan_outer_t *o, uint32_t dst, uint32_t magic, uint64_t value,
+static void send_control(gt_outer_t *o, uint32_t dst, uint32_t magic, uint64_t value,
                          uint64_t round, uint64_t now_ns)
 {
     uint8_t b[JOIN_PRE];
@@ -1363,7 +1361,7 @@ static void send_control(gt_wan_outer_t *o, uint32_t dst, uint32_t magic, uint64
     send_to(o, dst, &m, b, sizeof b, now_ns);
 }
 
-static void send_join(gt_wan_outer_t *o, uint32_t dst, uint64_t now_ns)
+static void send_join(gt_outer_t *o, uint32_t dst, uint64_t now_ns)
 {
     send_control(o, dst, JOIN_MAGIC, o->first[o->p.site_id], o->first[o->p.site_id], now_ns);
 }
@@ -1373,10 +1371,10 @@ static void send_join(gt_wan_outer_t *o, uint32_t dst, uint64_t now_ns)
  * senders re-send to it, and it counts them; late ones, which no sender keeps, are encoded
  * again and passed on); our kept contributions that now go to it are re-sent; results of rounds >=
  * R that we aggregated before we heard of it are replayed to it. */
-static gt_status_t take_join(gt_wan_outer_t *o, uint32_t s, uint64_t r, uint64_t epoch,
-                             const char *how, uint64_t now_ns);
+static gt_status_t take_join(gt_outer_t *o, uint32_t s, uint64_t r, uint64_t epoch, const char *how,
+                             uint64_t now_ns);
 
-static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
+static gt_status_t on_join(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len,
                            uint64_t now_ns)
 {
     if (len != JOIN_PRE || gt_le_get32(b + 4) != PROTO_VERSION)
@@ -1387,8 +1385,7 @@ static gt_status_t on_join(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8
     return take_join(o, s, r, m->view_epoch, "", now_ns);
 }
 
-gt_status_t gt_wan_outer_learn_join(gt_wan_outer_t *o, uint32_t site, uint64_t round,
-                                    uint64_t now_ns)
+gt_status_t gt_outer_learn_join(gt_outer_t *o, uint32_t site, uint64_t round, uint64_t now_ns)
 {
     if (site >= o->p.n_sites || site == o->p.site_id || round == 0 || round == FIRST_UNKNOWN)
         return GT_ERR_INVALID;
@@ -1398,8 +1395,8 @@ gt_status_t gt_wan_outer_learn_join(gt_wan_outer_t *o, uint32_t site, uint64_t r
     return take_join(o, site, round, o->epoch, " (announced in etcd)", now_ns);
 }
 
-static gt_status_t take_join(gt_wan_outer_t *o, uint32_t s, uint64_t r, uint64_t epoch,
-                             const char *how, uint64_t now_ns)
+static gt_status_t take_join(gt_outer_t *o, uint32_t s, uint64_t r, uint64_t epoch, const char *how,
+                             uint64_t now_ns)
 {
     if (o->first[s] == r && receiver(o, s)) return GT_OK; /* a repeat */
     /* A new life of s (or its first announcement): the ledger with it starts again. */
@@ -1457,11 +1454,10 @@ static gt_status_t take_join(gt_wan_outer_t *o, uint32_t s, uint64_t r, uint64_t
             send_to(o, s, &rm, rs->frame[c], rs->len[c], now_ns);
         }
     }
-    return gt_wan_outer_progress(o, now_ns);
+    return gt_outer_progress(o, now_ns);
 }
 
-gt_status_t gt_wan_outer_start_at(gt_wan_outer_t *o, uint64_t round, const uint64_t *first,
-                                  uint64_t now_ns)
+gt_status_t gt_outer_start_at(gt_outer_t *o, uint64_t round, const uint64_t *first, uint64_t now_ns)
 {
     uint32_t self = o->p.site_id;
     if (o->submitted || round == FIRST_UNKNOWN || round < o->first[self]) {
@@ -1474,17 +1470,17 @@ gt_status_t gt_wan_outer_start_at(gt_wan_outer_t *o, uint64_t round, const uint6
         if (s != self) o->first[s] = o->live[s] ? first[s] : FIRST_UNKNOWN;
     for (uint32_t s = 0; s < o->p.n_sites; s++)
         if (s != self && o->live[s]) send_join(o, s, now_ns);
-    return gt_wan_outer_progress(o, now_ns);
+    return gt_outer_progress(o, now_ns);
 }
 
-void gt_wan_outer_first_rounds(const gt_wan_outer_t *o, uint64_t *first)
+void gt_outer_first_rounds(const gt_outer_t *o, uint64_t *first)
 {
     for (uint32_t s = 0; s < o->p.n_sites; s++)
         first[s] = receiver(o, s) ? o->first[s] : FIRST_UNKNOWN;
 }
 
 /* Site m->sender finished: it took b's count of the DELTA frames we sent it, and takes no more. */
-static gt_status_t on_fin(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len)
+static gt_status_t on_fin(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b, size_t len)
 {
     uint32_t s = m->sender;
     if (len != FIN_PRE || gt_le_get32(b + 4) != PROTO_VERSION || s == o->p.site_id)
@@ -1501,18 +1497,18 @@ static gt_status_t on_fin(gt_wan_outer_t *o, const gt_wan_msg_t *m, const uint8_
     return GT_OK;
 }
 
-void gt_wan_outer_finish(gt_wan_outer_t *o, uint64_t now_ns)
+void gt_outer_finish(gt_outer_t *o, uint64_t now_ns)
 {
     if (!o || o->finished) return;
     o->finished = 1;
-    for (uint32_t s = 0; s < o->p.n_sites && s < GT_WAN_OUTER_MAX_SITES; s++) {
+    for (uint32_t s = 0; s < o->p.n_sites && s < GT_OUTER_MAX_SITES; s++) {
         if (s == o->p.site_id || !receiver(o, s)) continue;
         send_control(o, s, FIN_MAGIC, o->took_n[s], o->last_round == UINT64_MAX ? 0 : o->last_round,
                      now_ns);
     }
 }
 
-static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
+static gt_status_t deliver_local(gt_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
                                  size_t len, uint64_t now_ns)
 {
     if (msg->lane >= o->layout->n_lanes || msg->sender >= o->p.n_sites)
@@ -1531,8 +1527,8 @@ static gt_status_t deliver_local(gt_wan_outer_t *o, const gt_wan_msg_t *msg, con
     return bad(o, msg, "unexpected message type");
 }
 
-gt_status_t gt_wan_outer_deliver(gt_wan_outer_t *o, const gt_wan_msg_t *msg, const void *buf,
-                                 size_t len, uint64_t now_ns)
+gt_status_t gt_outer_deliver(gt_outer_t *o, const gt_wan_msg_t *msg, const void *buf, size_t len,
+                             uint64_t now_ns)
 {
     o->st.bytes_received += len;
     return deliver_local(o, msg, buf, len, now_ns);
@@ -1540,7 +1536,7 @@ gt_status_t gt_wan_outer_deliver(gt_wan_outer_t *o, const gt_wan_msg_t *msg, con
 
 /* Completes slot r's decoded vector: chunks that arrived while no buffer was free are decoded
  * now (they decoded on arrival, so a failure here is memory corruption). */
-static gt_status_t finish_decoded(gt_wan_outer_t *o, result_slot_t *r)
+static gt_status_t finish_decoded(gt_outer_t *o, result_slot_t *r)
 {
     if (!take_decoded(o, r)) {
         /* every buffer is held by rounds not applied yet: make one more */
@@ -1559,7 +1555,7 @@ static gt_status_t finish_decoded(gt_wan_outer_t *o, result_slot_t *r)
     return GT_OK;
 }
 
-static void mark_applied(gt_wan_outer_t *o, result_slot_t *r, uint64_t round)
+static void mark_applied(gt_outer_t *o, result_slot_t *r, uint64_t round)
 {
     r->applied = 1;
     send_slot_t *s = send_slot(o, round);
@@ -1567,7 +1563,7 @@ static void mark_applied(gt_wan_outer_t *o, result_slot_t *r, uint64_t round)
     s->applied = 1;
     /* Its frames were kept for re-sends to a chunk's new owner (resend_moved), which end with
      * the round: an applied round's are never sent again, so they go now rather than when the
-     * slot is reused GT_WAN_OUTER_SLOTS rounds later. */
+     * slot is reused GT_OUTER_SLOTS rounds later. */
     for (size_t c = 0; c < o->layout->n_chunks; c++) {
         gt_mem_free(o->mem, s->frame[c]);
         s->frame[c] = NULL;
@@ -1576,7 +1572,7 @@ static void mark_applied(gt_wan_outer_t *o, result_slot_t *r, uint64_t round)
 }
 
 /* The RESULT frames of applied rounds RELAY_ROUNDS or more before `round` (just applied). */
-static void drop_old_frames(gt_wan_outer_t *o, uint64_t round)
+static void drop_old_frames(gt_outer_t *o, uint64_t round)
 {
     for (int i = 0; i < RESULT_SLOTS; i++) {
         result_slot_t *r = &o->res[i];
@@ -1589,7 +1585,7 @@ static void drop_old_frames(gt_wan_outer_t *o, uint64_t round)
     }
 }
 
-gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g)
+gt_status_t gt_outer_result(gt_outer_t *o, uint64_t round, float *g)
 {
     result_slot_t *r = result_slot(o, round, 0);
     if (!r || r->n_have < o->layout->n_chunks) return GT_ERR_AGAIN;
@@ -1602,7 +1598,7 @@ gt_status_t gt_wan_outer_result(gt_wan_outer_t *o, uint64_t round, float *g)
     return GT_OK;
 }
 
-gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round, float **g_io)
+gt_status_t gt_outer_result_swap(gt_outer_t *o, uint64_t round, float **g_io)
 {
     result_slot_t *r = result_slot(o, round, 0);
     if (!r || r->n_have < o->layout->n_chunks) return GT_ERR_AGAIN;
@@ -1621,18 +1617,18 @@ gt_status_t gt_wan_outer_result_swap(gt_wan_outer_t *o, uint64_t round, float **
     return GT_OK;
 }
 
-int gt_wan_outer_result_gone(const gt_wan_outer_t *o, uint64_t round)
+int gt_outer_result_gone(const gt_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
     return r->used && r->round > round;
 }
 
-uint32_t gt_wan_outer_rounds_kept(void)
+uint32_t gt_outer_rounds_kept(void)
 {
     return RESULT_SLOTS;
 }
 
-size_t gt_wan_outer_missing(const gt_wan_outer_t *o, uint64_t round, char *buf, size_t cap)
+size_t gt_outer_missing(const gt_outer_t *o, uint64_t round, char *buf, size_t cap)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
     int held = r->used && r->round == round;
@@ -1650,7 +1646,7 @@ size_t gt_wan_outer_missing(const gt_wan_outer_t *o, uint64_t round, char *buf, 
     return missing;
 }
 
-uint64_t gt_wan_outer_missing_owners(const gt_wan_outer_t *o, uint64_t round)
+uint64_t gt_outer_missing_owners(const gt_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
     int held = r->used && r->round == round;
@@ -1662,42 +1658,42 @@ uint64_t gt_wan_outer_missing_owners(const gt_wan_outer_t *o, uint64_t round)
     return mask;
 }
 
-double gt_wan_outer_exchange_s(const gt_wan_outer_t *o, uint64_t round)
+double gt_outer_exchange_s(const gt_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
     if (!r->used || r->round != round || !r->submit_ns || !r->done_ns) return NAN;
     return r->done_ns > r->submit_ns ? (double)(r->done_ns - r->submit_ns) * 1e-9 : 0.0;
 }
 
-uint64_t gt_wan_outer_peer_next(const gt_wan_outer_t *o)
+uint64_t gt_outer_peer_next(const gt_outer_t *o)
 {
     return o->peer_next;
 }
 
-size_t gt_wan_outer_max_chunk(const gt_wan_outer_t *o)
+size_t gt_outer_max_chunk(const gt_outer_t *o)
 {
     return o->max_chunk;
 }
 
-size_t gt_wan_outer_len(const gt_wan_outer_t *o)
+size_t gt_outer_len(const gt_outer_t *o)
 {
     return o->n;
 }
 
-int gt_wan_outer_hash_verdict(const gt_wan_outer_t *o, uint64_t round)
+int gt_outer_hash_verdict(const gt_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[(round + 1) % RESULT_SLOTS];
     return r->used && r->round == round + 1 ? r->verdict : 0;
 }
 
-gt_status_t gt_wan_outer_set_view(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
-                                  uint32_t n_live, uint64_t now_ns)
+gt_status_t gt_outer_set_view(gt_outer_t *o, uint64_t epoch, const uint32_t *live, uint32_t n_live,
+                              uint64_t now_ns)
 {
-    return gt_wan_outer_set_view_restarts(o, epoch, live, n_live, 0, now_ns);
+    return gt_outer_set_view_restarts(o, epoch, live, n_live, 0, now_ns);
 }
 
-gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, const uint32_t *live,
-                                           uint32_t n_live, uint64_t restarted, uint64_t now_ns)
+gt_status_t gt_outer_set_view_restarts(gt_outer_t *o, uint64_t epoch, const uint32_t *live,
+                                       uint32_t n_live, uint64_t restarted, uint64_t now_ns)
 {
     if (epoch <= o->epoch && o->epoch != 0) return GT_OK;
     /* The open rounds of chunks that are ours before the change (see the end). */
@@ -1710,7 +1706,7 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
     uint64_t flight = o->peer_next ? o->peer_next - 1 : 0;
     uint32_t *owner_was = o->p.handover_ms ? malloc(nchunks * sizeof *owner_was) : NULL;
     for (size_t c = 0; owner_was && c < nchunks; c++) owner_was[c] = owner_of(o, c, flight);
-    uint8_t old_live[GT_WAN_OUTER_MAX_SITES];
+    uint8_t old_live[GT_OUTER_MAX_SITES];
     memcpy(old_live, o->live, sizeof old_live);
     memset(o->live, 0, sizeof o->live);
     int self = 0;
@@ -1759,7 +1755,7 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
     /* Results whose owner left: forward them, so every site applies the same bytes. Only its
      * last two rounds: an owner that died in the middle of a broadcast did so in its latest
      * closes; everything before went to every site when it closed. */
-    uint64_t newest[GT_WAN_OUTER_MAX_SITES] = {0};
+    uint64_t newest[GT_OUTER_MAX_SITES] = {0};
     for (int i = 0; i < RESULT_SLOTS; i++)
         for (size_t c = 0; o->res[i].used && c < nc; c++) {
             if (!o->res[i].have[c] || !o->res[i].frame[c]) continue;
@@ -1823,24 +1819,24 @@ gt_status_t gt_wan_outer_set_view_restarts(gt_wan_outer_t *o, uint64_t epoch, co
     free(owner_was);
     /* Our contributions whose owner changed: re-send the kept frames. */
     resend_moved(o, now_ns);
-    return gt_wan_outer_progress(o, now_ns);
+    return gt_outer_progress(o, now_ns);
 }
 
-void gt_wan_outer_stats(const gt_wan_outer_t *o, gt_wan_outer_stats_t *stats_p)
+void gt_outer_stats(const gt_outer_t *o, gt_outer_stats_t *stats_p)
 {
     *stats_p = o->st;
     stats_p->open = 0;
     for (size_t i = 0; i < o->n_aggs; i++)
         if (o->aggs[i].used && !o->aggs[i].closed) stats_p->open += o->aggs[i].n;
     stats_p->unreceived = o->unreceived_before;
-    for (uint32_t s = 0; s < o->p.n_sites && s < GT_WAN_OUTER_MAX_SITES; s++)
+    for (uint32_t s = 0; s < o->p.n_sites && s < GT_OUTER_MAX_SITES; s++)
         if (o->fin[s] && o->sent_n[s] > o->fin_n[s])
             stats_p->unreceived += o->sent_n[s] - o->fin_n[s];
 }
 
-gt_status_t gt_wan_outer_ledger(const gt_wan_outer_t *o, uint32_t site, gt_wan_outer_ledger_t *l)
+gt_status_t gt_outer_ledger(const gt_outer_t *o, uint32_t site, gt_outer_ledger_t *l)
 {
-    if (!o || !l || site >= o->p.n_sites || site >= GT_WAN_OUTER_MAX_SITES) return GT_ERR_INVALID;
+    if (!o || !l || site >= o->p.n_sites || site >= GT_OUTER_MAX_SITES) return GT_ERR_INVALID;
     l->sent = o->sent_n[site];
     l->took = o->took_n[site];
     l->fin = o->fin[site];
@@ -1848,7 +1844,7 @@ gt_status_t gt_wan_outer_ledger(const gt_wan_outer_t *o, uint32_t site, gt_wan_o
     return GT_OK;
 }
 
-uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o)
+uint32_t gt_outer_final_missing(const gt_outer_t *o)
 {
     uint32_t n = 0;
     if (o->last_round == UINT64_MAX) return 0;
@@ -1862,29 +1858,28 @@ uint32_t gt_wan_outer_final_missing(const gt_wan_outer_t *o)
     return n;
 }
 
-void gt_wan_outer_set_last_round(gt_wan_outer_t *o, uint64_t round)
+void gt_outer_set_last_round(gt_outer_t *o, uint64_t round)
 {
     if (o) o->last_round = round;
 }
 
-double gt_wan_outer_result_tokens(const gt_wan_outer_t *o, uint64_t round)
+double gt_outer_result_tokens(const gt_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
     return r->used && r->round == round ? r->tokens : 0.0;
 }
 
-const gt_mem_count_t *gt_wan_outer_mem(const gt_wan_outer_t *o)
+const gt_mem_count_t *gt_outer_mem(const gt_outer_t *o)
 {
     return o ? o->mem : NULL;
 }
 
-float *gt_wan_outer_residual(gt_wan_outer_t *o, int of_results)
+float *gt_outer_residual(gt_outer_t *o, int of_results)
 {
     return of_results ? o->result_residual : o->residual;
 }
 
-gt_status_t gt_wan_outer_resume(gt_wan_outer_t *o, uint64_t rounds,
-                                const gt_wan_outer_stats_t *counters)
+gt_status_t gt_outer_resume(gt_outer_t *o, uint64_t rounds, const gt_outer_stats_t *counters)
 {
     if (o->submitted) {
         GT_ERROR("outer: resume(%llu) after a submit", (unsigned long long)rounds);
