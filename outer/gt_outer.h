@@ -315,6 +315,57 @@ GT_API void gt_outer_set_last_round(gt_outer_t *o, uint64_t round);
 /* 64-bit hash of a float vector's bytes (xxh3), for the anchor check. */
 GT_API uint64_t gt_outer_hash(const float *x, size_t n);
 
+/* ---- the round policy (policy.c): pure functions over plain values.
+ *
+ * The rules the engine closes rounds by, for a planner or simulator to call rather than copy
+ * (cli/plan_model.c does). Times and durations are in whatever unit the caller counts in,
+ * the same for every argument (the engine: nanoseconds; the planner: seconds). Site sets are
+ * bit masks (bit s: site s), so at most 64 sites.
+ */
+
+/* The run's last round waits this many deadline_max for a punctual site it has heard from:
+ * its contribution to it has no later round to fold into. */
+#define GT_OUTER_LAST_ROUND_WAIT 4
+
+/* The owner of a chunk whose preferred site is `preferred` (topology's layout): the first site
+ * of `active` from `preferred` on in cyclic order over n_sites; when none is, the first of
+ * `fallback` so; else `preferred`. The engine passes the sites taking part in the round, then
+ * its view. */
+GT_API uint32_t gt_outer_policy_owner(uint32_t preferred, uint32_t n_sites, uint64_t active,
+                                      uint64_t fallback);
+
+/* The adaptive straggler deadline: median + mad_k x MAD (the median absolute deviation) of the
+ * sites' typical lateness (lateness[0, n): one value per live site with history), within
+ * [lo, hi]. 0 when fewer than two sites have history (then close_after decides alone). The
+ * median is the lower one: with two sites, the faster. */
+GT_API double gt_outer_policy_deadline(const double *lateness, size_t n, double mad_k, double lo,
+                                       double hi);
+
+/* Contributions that make a quorum: ceil(quorum x n_active), at least 1. */
+GT_API uint32_t gt_outer_policy_quorum(double quorum, uint32_t n_active);
+
+/* How long after a chunk's first on-time contribution the owner may close it at the deadline:
+ * the adaptive `deadline` (0: no history yet), but no longer than twice `quorum_spread` (the
+ * time from the first contribution until a quorum was in; negative: no quorum yet), within
+ * [lo, hi]. INFINITY when there is neither history nor a quorum. */
+GT_API double gt_outer_policy_close_after(double deadline, double quorum_spread, double lo,
+                                          double hi);
+
+/* Counts `round` in a site's share of late rounds (a moving average, 0.7 old + 0.3 new), once
+ * a round: *late_judged is 1 + the round last counted. `late`: the site's contribution came
+ * after the deadline (or the round closed at its deadline without it). */
+GT_API void gt_outer_policy_judge(double *late_share, uint64_t *late_judged, uint64_t round,
+                                  int late);
+
+/* 1 when a site with that share of late rounds is waited for (a punctual site), 0 for a chronic
+ * straggler: a round missing only stragglers closes once its quorum is in. */
+GT_API int gt_outer_policy_punctual(double late_share);
+
+/* Adds one sample to a site's typical lateness (how long after a chunk's first contribution
+ * the site's arrives): the first sample as is, then a moving average (0.8 old + 0.2 new).
+ * *samples counts them (saturating). */
+GT_API void gt_outer_policy_lateness(double *lateness, uint32_t *samples, double offset);
+
 #ifdef __cplusplus
 }
 #endif
