@@ -1,4 +1,4 @@
-/* connect.c — a site's links to the run: the outer engine (wan/outer.c), the mesh of secure
+/* connect.c — a site's links to the run: the outer engine (outer/), the mesh of secure
  * connections to the other sites, membership in etcd, and the background thread that drives
  * them.
  *

@@ -2,11 +2,12 @@
  *
  *   diloco.c   create / close, configuration, the step schedule (submit at r·H, apply at
  *              r·H + H + τ), status, sync-dp
- *   outer.c    the outer step over the vectors: submit, wait, apply + rebase, the hash vote and
- *              re-fetch, the in-site all-gather of the anchor; counts passes over the vector
+ *   outer_step.c  the outer step over the vectors: submit, wait, apply + rebase, the hash vote
+ *              and re-fetch, the in-site all-gather of the anchor; counts passes over the vector
  *   state.c    the STATE protocol between sites: the start check (HELLO), probes, serving and
  *              fetching (θ_a, m), joining a run in progress
- *   connect.c  outer engine, mesh and membership; the background WAN thread; views
+ *   connect.c  the outer engines (outer/, gt_outer.h), mesh and membership; the background WAN
+ *              thread; views
  *   files.c    anchors.jsonl, status.json, metrics.jsonl, summary.json
  *   prom.c     GET /metrics for Prometheus (sites[].metrics, metrics.listen)
  *   checkpoint.c  the outer state saved at a round boundary, and a whole run resumed from it
@@ -320,7 +321,7 @@ gt_status_t dl_allreduce(gt_diloco_t *d, uint64_t *v, size_t n, gt_diloco_op_t o
 /* All fragments' engine counters, summed. */
 void dl_outer_stats(const gt_diloco_t *d, gt_outer_stats_t *os);
 
-/* outer.c; f is the fragment (0 with F = 1) */
+/* outer_step.c; f is the fragment (0 with F = 1) */
 gt_status_t dl_layout(gt_diloco_t *d);
 /* The step at which fragment f submits round r: r·H + off_f. */
 uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f);

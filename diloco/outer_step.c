@@ -9,7 +9,7 @@
  *   apply   1 pass   blockwise: the outer step on θ_a and m, the copy of (θ_a, m) kept for
  *                    peers, the hash of θ_a, and the rebase θ_s ← θ_a + (θ_s − snap), each
  *                    block while it is in cache
- * plus the codec's own encode of Δ and one decode of each RESULT chunk (wan/outer.c decodes on
+ * plus the codec's own encode of Δ and one decode of each RESULT chunk (outer/site.c decodes on
  * arrival into the vector this file applies: no copy). With R ranks the outer step runs on the
  * rank's lanes (1/R), the all-gather fills the others' ((R-1)/R), and the rebase is one more
  * pass: 3 in all. The arithmetic is the old one, element for element — gt_kern_nesterov_update
@@ -1205,7 +1205,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         pthread_mutex_unlock(&d->lock);
         if (verdict == 1) d->confirmed_round = (int64_t)r - 1;
         if (verdict == -2) {
-            /* No majority to repair from (wan/outer.c judge_hash): applying more rounds on
+            /* No majority to repair from (outer/site.c judge_hash): applying more rounds on
              * either anchor would carry the divergence on. The run stops here, with the
              * checkpoints before it intact; nothing of round r is applied. */
             GT_ERROR("site %s: the anchors after round %llu differ between the live sites and "

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-/* ---- the outer-round protocol (DESIGN.md §1, §3): DELTA to chunk owners,
+/* ---- the outer-round protocol (docs/design.md §1, §4): DELTA to chunk owners,
  * robust weighted aggregation, RESULT to every site.
  *
  * Transport-independent: the engine sends through an io callback and is fed incoming
@@ -98,8 +98,8 @@ typedef struct {
      * it heard of the join. */
     uint32_t handover_ms;
     gt_outer_io_t io;
-    /* A site of several ranks (DESIGN §3): n_params and n_lanes describe the whole vector, cut
-     * by topology/layout.c, and this engine carries rank `rank`'s lanes of `ranks`, packed one
+    /* A site of several ranks (docs/design.md §4): n_params and n_lanes describe the whole vector,
+     * cut by topology/layout.c, and this engine carries rank `rank`'s lanes of `ranks`, packed one
      * after another (its vectors are gt_outer_len floats). 0 or 1 ranks: every lane. */
     uint32_t ranks, rank;
     /* Each site's share of the chunks it aggregates (n_sites entries, from
