@@ -1,6 +1,6 @@
 /* mem.c — the library's own count of the host memory a context holds in its large buffers.
  *
- * The buffers that grow with the parameter count (diloco/'s vectors, wan/outer.c's residuals,
+ * The buffers that grow with the parameter count (diloco/'s vectors, outer/'s residuals,
  * codec frames and decoded results) are allocated through these functions with the context's
  * counter, so summary.json can say what the outer state costs per parameter
  * (outer_state_bytes_per_param) without asking the operating system, whose peak RSS mixes in the

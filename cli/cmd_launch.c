@@ -30,6 +30,7 @@
 #include "launch_ranks.h"
 #include "gt_local.h"
 #include "gt_topology.h"
+#include "gt_outer.h"
 #include "gt_wan.h"
 
 #include <errno.h>
@@ -840,9 +841,9 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
         json_object_set_new(contrib, "ledger_unclosed",
                             unclosed ? json_incref(unclosed) : json_array());
     }
-    const char *names[GT_WAN_OUTER_MAX_SITES];
-    json_t *lives[GT_WAN_OUTER_MAX_SITES];
-    for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) {
+    const char *names[GT_OUTER_MAX_SITES];
+    json_t *lives[GT_OUTER_MAX_SITES];
+    for (uint32_t i = 0; i < cfg->n_sites && i < GT_OUTER_MAX_SITES; i++) {
         names[i] = sp[i].name;
         lives[i] = sp[i].lives;
     }
@@ -1217,8 +1218,8 @@ int gt_cmd_launch(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    const char *names[GT_WAN_OUTER_MAX_SITES];
-    for (uint32_t i = 0; i < cfg->n_sites && i < GT_WAN_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
+    const char *names[GT_OUTER_MAX_SITES];
+    for (uint32_t i = 0; i < cfg->n_sites && i < GT_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
     g_site_names = names;
     g_n_site_names = cfg->n_sites;
     g_n_chaos = 0;

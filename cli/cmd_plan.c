@@ -27,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Wire facts of geotrain's WAN layer (docs/wan.md, wan/outer.c, wan/channel/frame_internal.h): each
- * message is sent in sealed frames of at most FRAME_BYTES, each with a 72-byte header and a
+/* Wire facts of geotrain's WAN layer (docs/wan.md, outer/wire.c, wan/channel/frame_internal.h):
+ * each message is sent in sealed frames of at most FRAME_BYTES, each with a 72-byte header and a
  * 16-byte AEAD tag on the wire; a DELTA's payload is a 32-byte preamble and the codec frame, a
- * RESULT's a 56-byte preamble (wan/outer.c DELTA_PRE, RESULT_PRE) and the codec frame;
+ * RESULT's a 56-byte preamble (outer/wire.c: DELTA_PRE, RESULT_PRE) and the codec frame;
  * summary.json counts payload bytes. test_plan_validate checks these against measured bytes. */
 #define FRAME_BYTES     1048576.0
 #define FRAME_HEADER    72.0

@@ -8,8 +8,15 @@
  * apply or block on a result); each site's WAN side is one queue of work (decode, sum,
  * encode) that runs beside its training loop, as the WAN thread does. The state is arrays
  * indexed by site, chunk and round, bounded by the simulated window.
+ *
+ * The round rules themselves (chunk owner, straggler deadline, quorum, close-due, lateness and
+ * the once-a-round judge) are outer/'s policy functions (gt_outer.h), called here on the
+ * simulated state as the engine calls them on its own: one copy of each rule. What is modelled
+ * here is the state they act on and the timing around them.
  */
 #include "plan_model.h"
+
+#include "gt_outer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,7 +61,7 @@ typedef struct {
 
 typedef struct {
     uint64_t fresh; /* bit per site whose contribution is on time: completeness counts only
-                       these (outer.c agg_has), and they are re-sent if the owner leaves */
+                       these (outer/owner.c agg_has), and they are re-sent if the owner leaves */
     uint32_t n, on_time;
     int holder; /* the site aggregating it; -1: none yet */
     int closed;
@@ -75,16 +82,17 @@ typedef struct {
     double busy[GT_PLAN_MAX_SITES]; /* each site's WAN side is free from this time */
     double drain[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES],
         last_arr[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
-    double lateness[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES]; /* [owner][sender], EMA as outer.c */
+    double lateness[GT_PLAN_MAX_SITES]
+                   [GT_PLAN_MAX_SITES]; /* [owner][sender]: gt_outer_policy_lateness */
     uint32_t lateness_n[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
-    /* outer.c late_share / late_judged: [owner][sender] */
+    /* gt_outer_policy_judge's late_share / late_judged: [owner][sender] */
     double late_share[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
     uint64_t late_judged[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES];
-    uint8_t heard[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES]; /* outer.c heard: [owner][sender] */
+    uint8_t heard[GT_PLAN_MAX_SITES][GT_PLAN_MAX_SITES]; /* the engine's heard: [owner][sender] */
     agg_t *agg;                                          /* [c * Q + q] */
     uint64_t *agg_top;    /* per chunk: highest round with an aggregation + 1 */
     int64_t *closed_upto; /* [s * C + c] */
-    double *closed_due;   /* [s * C + c]: outer.c closed_due */
+    double *closed_due;   /* [s * C + c]: the engine's closed_due */
     uint8_t *have;        /* [(s * Q + q) * C + c]: result decoded at s */
     uint32_t *have_n;     /* [s * Q + q] */
     double *ready;        /* [s * Q + q]: every chunk of round q decoded at s; -1 not yet */
@@ -95,7 +103,7 @@ typedef struct {
     double steady_site[GT_PLAN_MAX_SITES];
     double on_time, late;
     double acks, steady_acks;              /* acknowledgement bytes, whole window and steady part */
-    uint64_t peer_next[GT_PLAN_MAX_SITES]; /* outer.c peer_next, per site (catch_up) */
+    uint64_t peer_next[GT_PLAN_MAX_SITES]; /* the engine's peer_next, per site (catch_up) */
     gt_plan_result_t *res;
 } sim_t;
 
@@ -185,54 +193,44 @@ static double link_send(sim_t *s, uint32_t a, uint32_t b, double bytes, double t
 
 /* ---- owners ---- */
 
+/* The live sites as a mask, for the policy functions (S <= GT_PLAN_MAX_SITES = 64). */
+static uint64_t alive_mask(const sim_t *s)
+{
+    uint64_t mask = 0;
+    for (uint32_t i = 0; i < s->S; i++) mask |= (uint64_t)(s->alive[i] != 0) << i;
+    return mask;
+}
+
+/* gt_outer_policy_owner: the preferred site, else the next live one. (The model has no joins,
+ * so the sites taking part are the live ones.) */
 static uint32_t owner_of(const sim_t *s, size_t c)
 {
-    uint32_t pref = s->m->chunks[c].owner;
-    for (uint32_t k = 0; k < s->S; k++)
-        if (s->alive[(pref + k) % s->S]) return (pref + k) % s->S;
-    return pref;
+    return gt_outer_policy_owner(s->m->chunks[c].owner, s->S, alive_mask(s), 0);
 }
 
 static uint32_t quorum_count(const sim_t *s)
 {
-    double q = ceil(s->m->quorum * s->n_alive - 1e-9);
-    return q < 1 ? 1 : (uint32_t)q;
+    return gt_outer_policy_quorum(s->m->quorum, s->n_alive);
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* outer.c deadline_ns: median + k·MAD of the live senders' lateness; 0 with fewer than two. */
+/* gt_outer_policy_deadline over owner o's view of the live senders' lateness (seconds). */
 static double deadline(const sim_t *s, uint32_t o)
 {
-    double v[GT_PLAN_MAX_SITES], dev[GT_PLAN_MAX_SITES];
+    double v[GT_PLAN_MAX_SITES];
     size_t n = 0;
     for (uint32_t i = 0; i < s->S; i++)
         if (s->alive[i] && s->lateness_n[o][i] > 0) v[n++] = s->lateness[o][i];
-    if (n < 2) return 0;
-    qsort(v, n, sizeof v[0], cmp_double);
-    double med = v[(n - 1) / 2];
-    for (size_t i = 0; i < n; i++) dev[i] = fabs(v[i] - med);
-    qsort(dev, n, sizeof dev[0], cmp_double);
-    double d = med + s->m->deadline_mad_k * dev[n / 2];
-    return fmin(fmax(d, s->m->deadline_min_s), s->m->deadline_max_s);
+    return gt_outer_policy_deadline(v, n, s->m->deadline_mad_k, s->m->deadline_min_s,
+                                    s->m->deadline_max_s);
 }
 
-/* outer.c close_due: the adaptive deadline, at most twice the quorum's spread, in bounds. */
+/* When owner o may close `a` at its deadline (gt_outer_policy_close_after); INFINITY: not
+ * before it is complete. */
 static double close_due(const sim_t *s, uint32_t o, const agg_t *a)
 {
-    double dl = deadline(s, o);
-    if (a->quorum_t >= 0) {
-        double q = 2 * (a->quorum_t - a->first_t);
-        if (dl == 0 || q < dl) dl = q;
-    } else if (dl == 0) {
-        return INFINITY;
-    }
-    dl = fmin(fmax(dl, s->m->deadline_min_s), s->m->deadline_max_s);
-    return a->first_t + dl;
+    double spread = a->quorum_t >= 0 ? a->quorum_t - a->first_t : -1.0;
+    return a->first_t + gt_outer_policy_close_after(deadline(s, o), spread, s->m->deadline_min_s,
+                                                    s->m->deadline_max_s);
 }
 
 static int complete(const sim_t *s, const agg_t *a)
@@ -258,15 +256,13 @@ static int close_agg(sim_t *s, uint32_t o, size_t c, uint64_t q, double t)
     return push(s, s->busy[o], EV_CLOSE_DONE, o, o, c, q);
 }
 
-/* outer.c judge_round: round q in owner o's share of sender i's late rounds, once a round. */
+/* Round q in owner o's share of sender i's late rounds, once a round (gt_outer_policy_judge). */
 static void judge_round(sim_t *s, uint32_t o, uint32_t i, uint64_t q, int late)
 {
-    if (q + 1 <= s->late_judged[o][i]) return;
-    s->late_judged[o][i] = q + 1;
-    s->late_share[o][i] = 0.7 * s->late_share[o][i] + 0.3 * (late ? 1 : 0);
+    gt_outer_policy_judge(&s->late_share[o][i], &s->late_judged[o][i], q, late);
 }
 
-/* outer.c gt_wan_outer_progress for one chunk at owner o. */
+/* gt_outer_progress (outer/owner.c) for one chunk at owner o. */
 static int progress(sim_t *s, uint32_t o, size_t c, double t)
 {
     for (uint64_t q = (uint64_t)(s->closed_upto[o * s->C + c] + 1); q < s->agg_top[c]; q++) {
@@ -276,21 +272,22 @@ static int progress(sim_t *s, uint32_t o, size_t c, double t)
             const agg_t *p = &s->agg[c * s->Q + q - 1];
             if (p->n > 0 && !p->closed && p->holder == (int)o) continue;
         }
-        /* wan/outer.c: a round missing only chronic stragglers closes once its quorum is in;
-         * the run's last round waits 4 x deadline_max for a punctual site the owner has
-         * heard from */
+        /* outer/owner.c: a round missing only chronic stragglers closes once its quorum is in;
+         * the run's last round waits GT_OUTER_LAST_ROUND_WAIT x deadline_max for a punctual
+         * site the owner has heard from */
         int quorate = a->on_time >= quorum_count(s);
         double normal = quorate ? close_due(s, o, a) : INFINITY, due = normal;
         int punctual = 0, seen = 0;
         for (uint32_t i = 0; i < s->S; i++)
-            if (s->alive[i] && !((a->fresh >> i) & 1) && s->late_share[o][i] < 0.5) {
+            if (s->alive[i] && !((a->fresh >> i) & 1) &&
+                gt_outer_policy_punctual(s->late_share[o][i])) {
                 punctual = 1;
                 seen |= s->heard[o][i];
             }
         if (!punctual && quorate)
             due = t;
         else if (q + 1 == s->m->rounds && isfinite(due) && seen)
-            due = a->first_t + 4 * s->m->deadline_max_s;
+            due = a->first_t + GT_OUTER_LAST_ROUND_WAIT * s->m->deadline_max_s;
         if (complete(s, a) || t >= due) {
             s->closed_due[o * s->C + c] = normal;
             if (punctual) /* closed at its deadline: the missing sites were late */
@@ -304,13 +301,13 @@ static int progress(sim_t *s, uint32_t o, size_t c, double t)
     return 0;
 }
 
-/* outer.c on_delta at owner o, after decoding, at time t. */
+/* outer_on_delta (outer/owner.c) at owner o, after decoding, at time t. */
 static int maybe_cut(sim_t *s, uint32_t i, double t);
 
 static int on_delta(sim_t *s, uint32_t from, uint32_t o, size_t c, uint64_t q, double t)
 {
     if (!s->alive[o]) return 0; /* sent to a site that has left: re-sent on the view change */
-    if (from != o && q + 1 > s->peer_next[o]) { /* outer.c peer_next (catch_up's signal) */
+    if (from != o && q + 1 > s->peer_next[o]) { /* the engine's peer_next (catch_up's signal) */
         s->peer_next[o] = q + 1;
         if (maybe_cut(s, o, t) != 0) return -1;
     }
@@ -332,10 +329,7 @@ static int on_delta(sim_t *s, uint32_t from, uint32_t o, size_t c, uint64_t q, d
         a->on_time++;
         a->fresh |= 1ull << from;
         if (a->first_t < 0) a->first_t = t;
-        double off = t - a->first_t;
-        uint32_t k = s->lateness_n[o][from];
-        s->lateness[o][from] = k == 0 ? off : 0.8 * s->lateness[o][from] + 0.2 * off;
-        s->lateness_n[o][from] = k + 1;
+        gt_outer_policy_lateness(&s->lateness[o][from], &s->lateness_n[o][from], t - a->first_t);
         if (a->quorum_t < 0 && a->on_time >= quorum_count(s)) a->quorum_t = t;
     }
     if (q + 1 > s->agg_top[c]) s->agg_top[c] = q + 1;
@@ -505,7 +499,7 @@ static int site_step(sim_t *s, uint32_t i, double t)
 }
 
 /* A finished site leaves: its open aggregations are lost, the senders re-send what they
- * contributed to the chunks' new owners (outer.c resend_moved), and every owner re-checks
+ * contributed to the chunks' new owners (outer/views.c resend_moved), and every owner re-checks
  * its rounds against the smaller view. */
 static int on_leave(sim_t *s, uint32_t d, double t)
 {

@@ -1,11 +1,11 @@
 /* plan_model.h — the round model behind `geotrain plan` (internal to cli/; docs/plan.md).
  *
  * A run is simulated in virtual time, event by event, with the rules geotrain itself follows
- * (local/site.c and wan/outer.c): each site computes H inner steps, encodes its pseudo-
- * gradient and sends every chunk to the chunk's owner (topology/layout.c: one chunk per site
- * in each lane, owners rotating); an owner decodes contributions as they arrive, closes a
- * chunk's round when every live site contributed, or at the straggler deadline once a quorum
- * did (median + k·MAD of the senders' lateness, at most twice the quorum's spread, within
+ * (local/site.c and outer/, whose policy functions it calls): each site computes H inner steps,
+ * encodes its pseudo- gradient and sends every chunk to the chunk's owner (topology/layout.c: one
+ * chunk per site in each lane, owners rotating); an owner decodes contributions as they arrive,
+ * closes a chunk's round when every live site contributed, or at the straggler deadline once a
+ * quorum did (median + k·MAD of the senders' lateness, at most twice the quorum's spread, within
  * [deadline_min, deadline_max]; the run's last round after 4 x deadline_max); a contribution that
  * misses its round is folded into the owner's next open round (which then needs no deadline for
  * that site); the owner encodes the result and sends it to every site; a site applies round r's

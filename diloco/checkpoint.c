@@ -88,7 +88,7 @@ static size_t engine_len(const gt_diloco_t *d)
 {
     if (!d->outer) return d->n_sub;
     size_t len = 0;
-    for (uint32_t e = 0; e < d->n_eng; e++) len += gt_wan_outer_len(d->outers[e]);
+    for (uint32_t e = 0; e < d->n_eng; e++) len += gt_outer_len(d->outers[e]);
     return len;
 }
 
@@ -97,8 +97,8 @@ static size_t engine_len(const gt_diloco_t *d)
 static void residuals_save(gt_diloco_t *d, int of_results, float *v)
 {
     for (uint32_t e = 0; e < d->n_eng; e++) {
-        size_t len = gt_wan_outer_len(d->outers[e]);
-        memcpy(v, gt_wan_outer_residual(d->outers[e], of_results), len * sizeof(float));
+        size_t len = gt_outer_len(d->outers[e]);
+        memcpy(v, gt_outer_residual(d->outers[e], of_results), len * sizeof(float));
         v += len;
     }
 }
@@ -106,8 +106,8 @@ static void residuals_save(gt_diloco_t *d, int of_results, float *v)
 static void residuals_load(gt_diloco_t *d, int of_results, const float *v)
 {
     for (uint32_t e = 0; e < d->n_eng; e++) {
-        size_t len = gt_wan_outer_len(d->outers[e]);
-        memcpy(gt_wan_outer_residual(d->outers[e], of_results), v, len * sizeof(float));
+        size_t len = gt_outer_len(d->outers[e]);
+        memcpy(gt_outer_residual(d->outers[e], of_results), v, len * sizeof(float));
         v += len;
     }
 }
@@ -181,7 +181,7 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
     if (st == GT_OK) {
         /* The residuals and counters belong to the WAN thread too: a copy under the lock, the
          * writing without it. */
-        gt_wan_outer_stats_t os;
+        gt_outer_stats_t os;
         pthread_mutex_lock(&d->lock);
         residuals_save(d, 0, res);
         residuals_save(d, 1, res + len);
@@ -508,7 +508,7 @@ gt_status_t dl_resume(gt_diloco_t *d)
     json_int_t rounds = 0, tokens = 0, trained = 0, own_rounds = 0, epoch = 0, round_tokens = 0;
     json_int_t skipped = 0, cut = 0;
     double compute_s = 0, wait_s = 0;
-    gt_wan_outer_stats_t os;
+    gt_outer_stats_t os;
     memset(&os, 0, sizeof os);
     json_int_t c[7] = {0};
     if (st == GT_OK &&
@@ -547,8 +547,8 @@ gt_status_t dl_resume(gt_diloco_t *d)
         residuals_load(d, 1, fl + d->n + d->n_sub + len);
         /* the counters were the engines' sum: they continue on engine 0 */
         for (uint32_t e = 0; e < d->n_eng && st == GT_OK; e++)
-            st = gt_wan_outer_resume(d->outers[e], d->sync_dp ? step : (uint64_t)rounds,
-                                     e == 0 ? &os : NULL);
+            st = gt_outer_resume(d->outers[e], d->sync_dp ? step : (uint64_t)rounds,
+                                 e == 0 ? &os : NULL);
         pthread_mutex_unlock(&d->lock);
     }
     free(buf);

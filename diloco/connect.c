@@ -1,4 +1,4 @@
-/* connect.c — a site's links to the run: the outer engine (wan/outer.c), the mesh of secure
+/* connect.c — a site's links to the run: the outer engine (outer/), the mesh of secure
  * connections to the other sites, membership in etcd, and the background thread that drives
  * them.
  *
@@ -57,7 +57,7 @@ static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size
     gt_wan_msg_t m = *msg;
     uint32_t f = m.lane % d->F;
     m.lane /= d->F;
-    (void)gt_wan_outer_deliver(d->outers[f * d->n_grp + gr->i], &m, buf, len, gt_time_ns());
+    (void)gt_outer_deliver(d->outers[f * d->n_grp + gr->i], &m, buf, len, gt_time_ns());
 }
 
 static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
@@ -108,13 +108,13 @@ size_t dl_mesh_pending(const gt_diloco_t *d)
     return n;
 }
 
-void dl_outer_stats(const gt_diloco_t *d, gt_wan_outer_stats_t *os)
+void dl_outer_stats(const gt_diloco_t *d, gt_outer_stats_t *os)
 {
     memset(os, 0, sizeof *os);
     for (uint32_t f = 0; f < d->n_eng; f++) {
         if (!d->outers[f]) continue;
-        gt_wan_outer_stats_t one;
-        gt_wan_outer_stats(d->outers[f], &one);
+        gt_outer_stats_t one;
+        gt_outer_stats(d->outers[f], &one);
         uint64_t *sum = (uint64_t *)os;
         const uint64_t *add = (const uint64_t *)&one;
         for (size_t i = 0; i < sizeof one / sizeof(uint64_t); i++) sum[i] += add[i];
@@ -154,7 +154,7 @@ gt_status_t dl_connect(gt_diloco_t *d)
     gt_cmp_params_t cp;
     if ((st = codec_params(cfg, d->sync_dp, &cp)) != GT_OK) goto out;
 
-    gt_wan_outer_params_t op;
+    gt_outer_params_t op;
     memset(&op, 0, sizeof op);
     op.site_id = d->site;
     op.n_sites = cfg->n_sites;
@@ -174,8 +174,8 @@ gt_status_t dl_connect(gt_diloco_t *d)
     op.handover_ms = cfg->membership.heartbeat_ms;
     op.io.send = io_send;
     op.io.reachable = io_reachable;
-    double shares[GT_WAN_OUTER_MAX_SITES];
-    if (cfg->n_sites <= GT_WAN_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
+    double shares[GT_OUTER_MAX_SITES];
+    if (cfg->n_sites <= GT_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
         op.shares = shares;
     size_t max_chunk = 0;
     for (uint32_t e = 0; e < d->n_eng; e++) {
@@ -185,19 +185,19 @@ gt_status_t dl_connect(gt_diloco_t *d)
         d->fio[e].i = i;
         op.io.ctx = &d->fio[e];
         op.rank = d->grp[i].g + d->G * f;
-        if ((st = gt_wan_outer_create(&op, &d->outers[e])) != GT_OK) goto out;
+        if ((st = gt_outer_create(&op, &d->outers[e])) != GT_OK) goto out;
         /* The run's last round waits longer for every site. sync-dp is synchronous: every
          * round does (every site waits for the slowest, as an all-reduce does; a site left
          * behind by deadline closes would fall out of the kept results and time out). */
-        gt_wan_outer_set_last_round(d->outers[e], d->sync_dp ? 0 : (uint64_t)cfg->run.rounds - 1);
-        if (gt_wan_outer_len(d->outers[e]) != d->eng_off[e + 1] - d->eng_off[e]) {
+        gt_outer_set_last_round(d->outers[e], d->sync_dp ? 0 : (uint64_t)cfg->run.rounds - 1);
+        if (gt_outer_len(d->outers[e]) != d->eng_off[e + 1] - d->eng_off[e]) {
             GT_ERROR("site %s: the outer engine's lanes (%zu floats) are not this rank's (%zu)",
-                     d->name, gt_wan_outer_len(d->outers[e]), d->eng_off[e + 1] - d->eng_off[e]);
+                     d->name, gt_outer_len(d->outers[e]), d->eng_off[e + 1] - d->eng_off[e]);
             st = GT_ERR_INTERNAL;
             goto out;
         }
-        if (gt_wan_outer_max_chunk(d->outers[e]) > max_chunk)
-            max_chunk = gt_wan_outer_max_chunk(d->outers[e]);
+        if (gt_outer_max_chunk(d->outers[e]) > max_chunk)
+            max_chunk = gt_outer_max_chunk(d->outers[e]);
     }
     d->outer = d->outers[0];
     int unequal = 0;
@@ -313,7 +313,7 @@ void dl_disconnect(gt_diloco_t *d)
         d->grp[i].mesh = NULL;
     }
     for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) {
-        gt_wan_outer_destroy(d->outers[e]);
+        gt_outer_destroy(d->outers[e]);
         d->outers[e] = NULL;
     }
     d->outer = NULL;
@@ -340,8 +340,8 @@ static gt_status_t apply_view(struct dl_group *gr, const gt_wan_view_t *v)
     }
     gt_status_t st = gt_wan_mesh_set_view(gr->mesh, v);
     for (uint32_t f = 0; f < d->F && st == GT_OK; f++)
-        st = gt_wan_outer_set_view_restarts(d->outers[f * d->n_grp + gr->i], v->epoch, live, n,
-                                            restarted, gt_time_ns());
+        st = gt_outer_set_view_restarts(d->outers[f * d->n_grp + gr->i], v->epoch, live, n,
+                                        restarted, gt_time_ns());
     if (st == GT_OK) {
         if (gr->view.epoch && v->epoch != gr->view.epoch) {
             if (d->n_grp > 1)
@@ -371,9 +371,8 @@ static void learn_joins(struct dl_group *gr, const gt_wan_view_t *v)
             continue;
         pthread_mutex_lock(&d->lock);
         for (uint32_t f = 0; f < d->F; f++) {
-            gt_wan_outer_t *o = d->outers[f * d->n_grp + gr->i];
-            gt_status_t st =
-                !o ? GT_OK : gt_wan_outer_learn_join(o, s, v->members[k].first_round, now);
+            gt_outer_t *o = d->outers[f * d->n_grp + gr->i];
+            gt_status_t st = !o ? GT_OK : gt_outer_learn_join(o, s, v->members[k].first_round, now);
             if (st != GT_OK)
                 GT_WARN("site %s: cannot take site %s's first round %llu from etcd: %s", d->name,
                         v->members[k].name, (unsigned long long)v->members[k].first_round,
@@ -555,8 +554,7 @@ static void *wan_main(void *arg)
         __atomic_store_n(&d->alive_ns, now, __ATOMIC_SEQ_CST);
         last = now;
         for (uint32_t i = 0; i < d->n_grp; i++) (void)gt_wan_mesh_progress(d->grp[i].mesh);
-        for (uint32_t e = 0; e < d->n_eng; e++)
-            (void)gt_wan_outer_progress(d->outers[e], gt_time_ns());
+        for (uint32_t e = 0; e < d->n_eng; e++) (void)gt_outer_progress(d->outers[e], gt_time_ns());
         sample_rate(d);
         dl_live_tick(d, gt_time_ns());
         for (uint32_t i = 0; i < d->n_grp; i++)

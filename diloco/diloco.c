@@ -374,8 +374,7 @@ static void leave(gt_diloco_t *d, gt_status_t result)
         for (int said = 0; !d->sync_dp && !d->wan_error;) {
             uint32_t missing = 0;
             pthread_mutex_lock(&d->lock);
-            for (uint32_t e = 0; e < d->n_eng; e++)
-                missing += gt_wan_outer_final_missing(d->outers[e]);
+            for (uint32_t e = 0; e < d->n_eng; e++) missing += gt_outer_final_missing(d->outers[e]);
             pthread_mutex_unlock(&d->lock);
             if (!missing || gt_time_ns() - t1 > bound) break;
             if (!said && gt_time_ns() - t1 > 1000000000ull) {
@@ -392,11 +391,11 @@ static void leave(gt_diloco_t *d, gt_status_t result)
          * (a FIN), so what is still on its way here is counted by its sender (`unreceived`)
          * rather than by nobody. The FINs go out before the thread stops. */
         pthread_mutex_lock(&d->lock);
-        for (uint32_t e = 0; e < d->n_eng; e++) gt_wan_outer_finish(d->outers[e], gt_time_ns());
+        for (uint32_t e = 0; e < d->n_eng; e++) gt_outer_finish(d->outers[e], gt_time_ns());
         uint32_t live = dl_view(d)->n_members;
         pthread_mutex_unlock(&d->lock);
         /* A peer cut off from a chunk's owner asks another site to relay the chunk (see
-         * gt_wan_outer_progress), and for the last round it may ask right after we applied it
+         * gt_outer_progress), and for the last round it may ask right after we applied it
          * (within 250 ms of its first chunk): with 3 sites or more, serve such requests for
          * up to a second before stopping (deadline_min_ms if shorter). */
         uint32_t linger_ms =
@@ -535,7 +534,7 @@ static uint64_t peers_next(gt_diloco_t *d)
     uint64_t seen = 0;
     pthread_mutex_lock(&d->lock);
     for (uint32_t e = 0; e < d->n_eng; e++) {
-        uint64_t v = gt_wan_outer_peer_next(d->outers[e]);
+        uint64_t v = gt_outer_peer_next(d->outers[e]);
         if (v > seen) seen = v;
     }
     pthread_mutex_unlock(&d->lock);
@@ -669,9 +668,9 @@ static gt_status_t schedule(gt_diloco_t *d)
         /* every step was a round, in gt_diloco_sync_grads; the final parameters logged */
         if (step == d->total) {
             pthread_mutex_lock(&d->lock);
-            double tok = gt_wan_outer_result_tokens(d->outers[0], step - 1);
+            double tok = gt_outer_result_tokens(d->outers[0], step - 1);
             pthread_mutex_unlock(&d->lock);
-            dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n), tok);
+            dl_log_anchor(d, step - 1, gt_outer_hash(d->x, d->n), tok);
         }
     } else {
         /* Fragment f's round r: submitted at r·H + off_f, applied τ steps later (with F = 1,
@@ -890,7 +889,7 @@ void gt_diloco_status(gt_diloco_t *d, gt_diloco_status_t *s)
     memset(s, 0, sizeof *s);
     if (!d || d->magic != GT_DILOCO_MAGIC) return;
     gt_wan_mesh_stats_t ms;
-    gt_wan_outer_stats_t os;
+    gt_outer_stats_t os;
     memset(&ms, 0, sizeof ms);
     memset(&os, 0, sizeof os);
     pthread_mutex_lock(&d->lock);

@@ -2,11 +2,12 @@
  *
  *   diloco.c   create / close, configuration, the step schedule (submit at r·H, apply at
  *              r·H + H + τ), status, sync-dp
- *   outer.c    the outer step over the vectors: submit, wait, apply + rebase, the hash vote and
- *              re-fetch, the in-site all-gather of the anchor; counts passes over the vector
+ *   outer_step.c  the outer step over the vectors: submit, wait, apply + rebase, the hash vote
+ *              and re-fetch, the in-site all-gather of the anchor; counts passes over the vector
  *   state.c    the STATE protocol between sites: the start check (HELLO), probes, serving and
  *              fetching (θ_a, m), joining a run in progress
- *   connect.c  outer engine, mesh and membership; the background WAN thread; views
+ *   connect.c  the outer engines (outer/, gt_outer.h), mesh and membership; the background WAN
+ *              thread; views
  *   files.c    anchors.jsonl, status.json, metrics.jsonl, summary.json
  *   prom.c     GET /metrics for Prometheus (sites[].metrics, metrics.listen)
  *   checkpoint.c  the outer state saved at a round boundary, and a whole run resumed from it
@@ -38,6 +39,7 @@
 #define GT_DILOCO_INTERNAL_H
 
 #include "gt_diloco.h"
+#include "gt_outer.h"
 #include "gt_wan.h"
 
 #include <pthread.h>
@@ -131,7 +133,7 @@ struct gt_diloco {
     size_t frag_off[DL_MAX_FRAGMENTS + 1];    /* fragment f: packed [frag_off[f] ..) */
     uint32_t eng_lane[DL_MAX_ENGINES + 1];    /* engine e: own_lanes[eng_lane[e] ..) */
     size_t eng_off[DL_MAX_ENGINES + 1];       /* engine e: packed [eng_off[e] ..) */
-    gt_wan_outer_t *outers[DL_MAX_ENGINES];
+    gt_outer_t *outers[DL_MAX_ENGINES];
     struct dl_frag_io fio[DL_MAX_ENGINES];
     int64_t fpending[DL_MAX_FRAGMENTS]; /* fragment f's round still to apply (-1: none) */
     uint64_t fnext[DL_MAX_FRAGMENTS];   /* the next round fragment f submits */
@@ -150,7 +152,7 @@ struct gt_diloco {
     size_t t_cap[2];
     int dump_failed; /* run.dump: a write failed, dumping stopped (dump.c) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
-    gt_wan_outer_t *outer;
+    gt_outer_t *outer;
     size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */
     pthread_mutex_t lock;
     pthread_t thread;      /* the WAN thread: meshes, outer engines, liveness watch */
@@ -176,11 +178,11 @@ struct gt_diloco {
     uint64_t fetch_limit_ns; /* a fetch's or probe's wait when not 0 (else wan.peer_timeout_ms) */
     uint64_t probe_next, probe_params;
     uint64_t probe_step; /* the step the peer was at (UINT64_MAX: it did not say) */
-    uint64_t probe_first[GT_WAN_OUTER_MAX_SITES];
+    uint64_t probe_first[GT_OUTER_MAX_SITES];
     /* The partition rule's probe (outer_step.c): a STATE_PROBE sent to every member at once and
      * never waited on; reach_id (high bit set, unlike a fetch id) tells its answers apart. */
     uint64_t reach_id, reach_sent_ns;
-    uint8_t reach_asked[GT_WAN_OUTER_MAX_SITES], reach_got[GT_WAN_OUTER_MAX_SITES];
+    uint8_t reach_asked[GT_OUTER_MAX_SITES], reach_got[GT_OUTER_MAX_SITES];
     uint32_t reach_members, reach_first; /* the view's members when sent; its first site */
     /* Eviction by the majority (outer_step.c): bit s: this site accuses site s (in every group
      * it runs) in etcd now; withdrawn when its wait ends. */
@@ -192,11 +194,11 @@ struct gt_diloco {
      * been asked (0: not in the view). Under d->lock. fsubmit_ns[f]: when fragment f's pending
      * round was submitted (the overlap before its wait is watched from then on). */
     uint64_t live_next_ns, live_judge_ns, live_accuse_ns;
-    uint64_t heard_ns[GT_WAN_OUTER_MAX_SITES], live_from_ns[GT_WAN_OUTER_MAX_SITES];
-    int64_t live_lease[GT_WAN_OUTER_MAX_SITES];
+    uint64_t heard_ns[GT_OUTER_MAX_SITES], live_from_ns[GT_OUTER_MAX_SITES];
+    int64_t live_lease[GT_OUTER_MAX_SITES];
     uint64_t fsubmit_ns[DL_MAX_FRAGMENTS];
-    uint8_t hello_got[GT_WAN_OUTER_MAX_SITES];
-    uint64_t hello_params[GT_WAN_OUTER_MAX_SITES], hello_hash[GT_WAN_OUTER_MAX_SITES];
+    uint8_t hello_got[GT_OUTER_MAX_SITES];
+    uint64_t hello_params[GT_OUTER_MAX_SITES], hello_hash[GT_OUTER_MAX_SITES];
     /* The schedule (diloco.c) */
     uint64_t step, first_step, steps_trained;
     uint64_t steps_skipped, rounds_cut; /* outer.catch_up: steps a round ended early skipped */
@@ -317,9 +319,9 @@ gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st);
 gt_status_t dl_allreduce(gt_diloco_t *d, uint64_t *v, size_t n, gt_diloco_op_t op);
 
 /* All fragments' engine counters, summed. */
-void dl_outer_stats(const gt_diloco_t *d, gt_wan_outer_stats_t *os);
+void dl_outer_stats(const gt_diloco_t *d, gt_outer_stats_t *os);
 
-/* outer.c; f is the fragment (0 with F = 1) */
+/* outer_step.c; f is the fragment (0 with F = 1) */
 gt_status_t dl_layout(gt_diloco_t *d);
 /* The step at which fragment f submits round r: r·H + off_f. */
 uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f);

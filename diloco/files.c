@@ -199,7 +199,7 @@ void dl_metrics_line(gt_diloco_t *d)
 /* {"peer": {"sent", "took", "fins", "engines"}} for every other site of the run: contribution
  * frames sent to it and taken from it since the later of its and this site's joins, and how
  * many of this site's outer engines (lanes, fragments; every rank's) had its FIN out of how
- * many (gt_wan_outer_ledger). Collective over the site's ranks. */
+ * many (gt_outer_ledger). Collective over the site's ranks. */
 static gt_status_t dl_ledger_json(gt_diloco_t *d, json_t **out)
 {
     uint32_t n = d->cfg->n_sites;
@@ -209,8 +209,8 @@ static gt_status_t dl_ledger_json(gt_diloco_t *d, json_t **out)
     for (uint32_t f = 0; f < d->n_eng; f++) {
         if (!d->outers[f]) continue;
         for (uint32_t s = 0; s < n; s++) {
-            gt_wan_outer_ledger_t l;
-            if (s == d->site || gt_wan_outer_ledger(d->outers[f], s, &l) != GT_OK) continue;
+            gt_outer_ledger_t l;
+            if (s == d->site || gt_outer_ledger(d->outers[f], s, &l) != GT_OK) continue;
             v[4 * s] += l.sent, v[4 * s + 1] += l.took, v[4 * s + 2] += l.fin != 0;
             v[4 * s + 3]++;
         }
@@ -240,7 +240,7 @@ static gt_status_t dl_ledger_json(gt_diloco_t *d, json_t **out)
 gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char **text_p)
 {
     gt_wan_mesh_stats_t ms;
-    gt_wan_outer_stats_t os;
+    gt_outer_stats_t os;
     memset(&ms, 0, sizeof ms);
     memset(&os, 0, sizeof os);
     pthread_mutex_lock(&d->lock);

@@ -9,7 +9,7 @@
  *   apply   1 pass   blockwise: the outer step on θ_a and m, the copy of (θ_a, m) kept for
  *                    peers, the hash of θ_a, and the rebase θ_s ← θ_a + (θ_s − snap), each
  *                    block while it is in cache
- * plus the codec's own encode of Δ and one decode of each RESULT chunk (wan/outer.c decodes on
+ * plus the codec's own encode of Δ and one decode of each RESULT chunk (outer/site.c decodes on
  * arrival into the vector this file applies: no copy). With R ranks the outer step runs on the
  * rank's lanes (1/R), the all-gather fills the others' ((R-1)/R), and the rebase is one more
  * pass: 3 in all. The arithmetic is the old one, element for element — gt_kern_nesterov_update
@@ -225,7 +225,7 @@ gt_status_t dl_gather_anchor(gt_diloco_t *d)
     return gather_full(d, d->anchor);
 }
 
-/* Engine e's Δ = θ_a − snap, chunk by chunk as the engine encodes it (gt_wan_outer_submit_fill):
+/* Engine e's Δ = θ_a − snap, chunk by chunk as the engine encodes it (gt_outer_submit_fill):
  * packed position `off` of the engine's lanes (own_lanes[eng_lane[e] ..), in order) is found
  * from a cursor, as the engine asks for its chunks in order. θ_a does not change between a
  * submit and its apply, and snap holds θ_s at the submit, so this is the Δ of the submit
@@ -290,10 +290,10 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
          * over exactly what top-k has not sent yet; no separate m. The residual is the WAN
          * engine's, written only by submit (here, under the lock) and read by checkpoints. */
         for (uint32_t i = 0; i < d->n_grp; i++) {
-            gt_wan_outer_t *outer = d->outers[f * d->n_grp + i];
-            float *e = gt_wan_outer_residual(outer, 0);
+            gt_outer_t *outer = d->outers[f * d->n_grp + i];
+            float *e = gt_outer_residual(outer, 0);
             const float beta = (float)d->cfg->outer.momentum;
-            size_t len = gt_wan_outer_len(outer);
+            size_t len = gt_outer_len(outer);
             for (size_t k = 0; k < len; k++) e[k] *= beta;
             d->passes += (double)len / (double)d->n;
         }
@@ -313,8 +313,8 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
     for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
         uint32_t e = f * d->n_grp + i;
         struct delta_fill fc = {d, e, d->eng_lane[e], 0};
-        st = gt_wan_outer_submit_fill(d->outers[e], r, delta_fill, &fc, (double)tok, d->ehash[e],
-                                      gt_time_ns());
+        st = gt_outer_submit_fill(d->outers[e], r, delta_fill, &fc, (double)tok, d->ehash[e],
+                                  gt_time_ns());
     }
     d->fnext[f] = r + 1;
     uint64_t next = d->fnext[0];
@@ -378,13 +378,13 @@ static int reach_verdict(gt_diloco_t *d, uint64_t now)
 {
     pthread_mutex_lock(&d->lock);
     uint32_t asked = 0, got = 0;
-    for (uint32_t i = 0; i < GT_WAN_OUTER_MAX_SITES; i++) {
+    for (uint32_t i = 0; i < GT_OUTER_MAX_SITES; i++) {
         asked += d->reach_asked[i];
         got += d->reach_got[i];
     }
     uint32_t n = d->reach_members, reach = got + 1; /* itself */
     int first_reached = d->reach_first == d->site ||
-                        (d->reach_first < GT_WAN_OUTER_MAX_SITES && d->reach_got[d->reach_first]);
+                        (d->reach_first < GT_OUTER_MAX_SITES && d->reach_got[d->reach_first]);
     uint64_t epoch = d->grp[0].view.epoch;
     int pending =
         got < asked && now - d->reach_sent_ns < (uint64_t)d->cfg->wan.peer_timeout_ms * 1000000ull;
@@ -401,7 +401,7 @@ static uint64_t reach_mask(gt_diloco_t *d)
 {
     uint64_t m = 0;
     pthread_mutex_lock(&d->lock);
-    for (uint32_t i = 0; i < GT_WAN_OUTER_MAX_SITES && i < 64; i++)
+    for (uint32_t i = 0; i < GT_OUTER_MAX_SITES && i < 64; i++)
         if (d->reach_got[i]) m |= 1ull << i;
     pthread_mutex_unlock(&d->lock);
     return m;
@@ -438,7 +438,7 @@ static uint64_t missing_owners(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t 
     uint64_t owners = 0;
     pthread_mutex_lock(&d->lock);
     for (uint32_t i = 0; i < d->n_grp; i++)
-        if (!(got >> i & 1)) owners |= gt_wan_outer_missing_owners(d->outers[f * d->n_grp + i], r);
+        if (!(got >> i & 1)) owners |= gt_outer_missing_owners(d->outers[f * d->n_grp + i], r);
     pthread_mutex_unlock(&d->lock);
     return owners;
 }
@@ -621,7 +621,7 @@ void dl_live_tick(gt_diloco_t *d, uint64_t now)
     for (uint32_t k = 0; k < v->n_members; k++) {
         uint32_t i;
         if (gt_topo_site_index(d->cfg, v->members[k].name, &i) != GT_OK || i == d->site ||
-            i >= GT_WAN_OUTER_MAX_SITES)
+            i >= GT_OUTER_MAX_SITES)
             continue;
         if (i < 64) in_view |= 1ull << i;
         if (!d->live_from_ns[i] || d->live_lease[i] != v->members[k].lease) {
@@ -638,7 +638,7 @@ void dl_live_tick(gt_diloco_t *d, uint64_t now)
             /* unsent (no connection up): counts as silence, as a lost probe does */
         }
     }
-    for (uint32_t i = 0; i < 64 && i < GT_WAN_OUTER_MAX_SITES; i++)
+    for (uint32_t i = 0; i < 64 && i < GT_OUTER_MAX_SITES; i++)
         if (!(in_view >> i & 1)) d->live_from_ns[i] = 0; /* out of the view: watched anew */
 }
 
@@ -649,7 +649,7 @@ static uint64_t live_silent(gt_diloco_t *d, uint64_t now, uint64_t *heard)
     uint64_t evict_ns = evict_after_ns(d->cfg), silent = 0;
     *heard = 0;
     pthread_mutex_lock(&d->lock);
-    for (uint32_t i = 0; i < 64 && i < GT_WAN_OUTER_MAX_SITES; i++) {
+    for (uint32_t i = 0; i < 64 && i < GT_OUTER_MAX_SITES; i++) {
         if (!d->live_from_ns[i]) continue;
         uint64_t last = d->heard_ns[i] > d->live_from_ns[i] ? d->heard_ns[i] : d->live_from_ns[i];
         if (now - last >= evict_ns)
@@ -674,7 +674,7 @@ uint32_t dl_heard_first(gt_diloco_t *d, uint32_t *peers, uint32_t n)
     pthread_mutex_lock(&d->lock);
     for (uint32_t k = 0; k < n; k++) {
         uint32_t p = peers[k];
-        if (p >= GT_WAN_OUTER_MAX_SITES || !d->live_from_ns[p] ||
+        if (p >= GT_OUTER_MAX_SITES || !d->live_from_ns[p] ||
             (d->heard_ns[p] && now - d->heard_ns[p] < fresh))
             heard[h++] = p;
         else
@@ -783,7 +783,7 @@ gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
     dl_watch_end(d);
     double waited = (gt_time_ns() - t0) * 1e-9;
     /* the run's last round aside: its owners wait longer for stragglers by design
-     * (gt_wan_outer_set_last_round), so its wait says nothing of the rounds before */
+     * (gt_outer_set_last_round), so its wait says nothing of the rounds before */
     if (r + 1 < d->cfg->run.rounds && waited > d->wait_max_s) {
         d->wait_max_s = waited;
         d->wait_max_round = r;
@@ -838,7 +838,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
         for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
             if (got >> i & 1) continue;
             uint32_t e = f * d->n_grp + i;
-            gt_status_t one = gt_wan_outer_result_swap(d->outers[e], r, &d->g[e]);
+            gt_status_t one = gt_outer_result_swap(d->outers[e], r, &d->g[e]);
             if (one == GT_OK)
                 got |= 1ull << i;
             else
@@ -846,8 +846,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
         }
         int gone = 0; /* a group's result for r is no longer kept */
         for (uint32_t i = 0; i < d->n_grp && st == GT_ERR_AGAIN; i++)
-            if (!(got >> i & 1) && gt_wan_outer_result_gone(d->outers[f * d->n_grp + i], r))
-                gone = 1;
+            if (!(got >> i & 1) && gt_outer_result_gone(d->outers[f * d->n_grp + i], r)) gone = 1;
         uint64_t epoch = dl_view(d)->epoch;
         pthread_mutex_unlock(&d->lock);
         if (st != GT_ERR_AGAIN) break;
@@ -857,7 +856,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             GT_ERROR("site %s: the other sites are more than %u rounds ahead: round %llu's result "
                      "is no longer kept here; it leaves, and rejoins as a joiner (from their "
                      "anchor) when started again",
-                     d->name, gt_wan_outer_rounds_kept(), (unsigned long long)r);
+                     d->name, gt_outer_rounds_kept(), (unsigned long long)r);
             return GT_ERR_PEER_LOST;
         }
         uint64_t now = gt_time_ns(), waited = now - t0;
@@ -920,8 +919,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
             uint32_t i = 0; /* the first group whose result is missing */
             while (i + 1 < d->n_grp && (got >> i & 1)) i++;
             pthread_mutex_lock(&d->lock);
-            size_t n =
-                gt_wan_outer_missing(d->outers[f * d->n_grp + i], r, missing, sizeof missing);
+            size_t n = gt_outer_missing(d->outers[f * d->n_grp + i], r, missing, sizeof missing);
             pthread_mutex_unlock(&d->lock);
             /* It leaves (exit 3) rather than fails: the others may well go on without it — a
              * link cut between it and a chunk's owner while both reach the rest (neither is a
@@ -1131,8 +1129,7 @@ static gt_status_t result_tokens(gt_diloco_t *d, uint32_t f, uint64_t r, double 
     double tl = 0;
     pthread_mutex_lock(&d->lock);
     for (uint32_t e = e0; e < e1; e++)
-        tl += gt_wan_outer_result_tokens(d->outers[e], r) *
-              (double)(d->eng_off[e + 1] - d->eng_off[e]);
+        tl += gt_outer_result_tokens(d->outers[e], r) * (double)(d->eng_off[e + 1] - d->eng_off[e]);
     pthread_mutex_unlock(&d->lock);
     double cnt = (double)(d->frag_off[f + 1] - d->frag_off[f]), all = (double)d->n_sub;
     if (d->ranks > 1) {
@@ -1182,7 +1179,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         double ex = NAN; /* the slowest group's */
         pthread_mutex_lock(&d->lock);
         for (uint32_t e = e0; e < e1; e++) {
-            double one = gt_wan_outer_exchange_s(d->outers[e], r);
+            double one = gt_outer_exchange_s(d->outers[e], r);
             if (isfinite(one) && !(ex >= one)) ex = one;
         }
         pthread_mutex_unlock(&d->lock);
@@ -1201,14 +1198,14 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         verdict = 1;
         pthread_mutex_lock(&d->lock);
         for (uint32_t e = e0; e < e1; e++) {
-            int v = gt_wan_outer_hash_verdict(d->outers[e], r - 1);
+            int v = gt_outer_hash_verdict(d->outers[e], r - 1);
             if (v < 0) bad |= 1ull << (e - e0);
             if (v < verdict) verdict = v;
         }
         pthread_mutex_unlock(&d->lock);
         if (verdict == 1) d->confirmed_round = (int64_t)r - 1;
         if (verdict == -2) {
-            /* No majority to repair from (wan/outer.c judge_hash): applying more rounds on
+            /* No majority to repair from (outer/site.c judge_hash): applying more rounds on
              * either anchor would carry the divergence on. The run stops here, with the
              * checkpoints before it intact; nothing of round r is applied. */
             GT_ERROR("site %s: the anchors after round %llu differ between the live sites and "
@@ -1244,7 +1241,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         if ((st = gather_frag(d, d->anchor, (int)f)) != GT_OK) return st;
         rebase_frag(d, f);
         if (final) memcpy(d->x, d->anchor, d->n * sizeof(float));
-        if (f == d->F - 1) hash = gt_wan_outer_hash(d->anchor, d->n);
+        if (f == d->F - 1) hash = gt_outer_hash(d->anchor, d->n);
     } else {
         if (st == GT_OK) st = update_own(d, 0, r);
         if (st == GT_OK && chaos) {
@@ -1303,14 +1300,14 @@ gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t 
         hash[e] = XXH3_64bits_digest(&h);
     }
     pthread_mutex_lock(&d->lock);
-    double prev_tokens = step > 0 ? gt_wan_outer_result_tokens(d->outers[0], step - 1) : 0.0;
+    double prev_tokens = step > 0 ? gt_outer_result_tokens(d->outers[0], step - 1) : 0.0;
     pthread_mutex_unlock(&d->lock);
-    if (step > 0) dl_log_anchor(d, step - 1, gt_wan_outer_hash(d->x, d->n), prev_tokens);
+    if (step > 0) dl_log_anchor(d, step - 1, gt_outer_hash(d->x, d->n), prev_tokens);
     pthread_mutex_lock(&d->lock);
     dl_log_submit(d, step, tokens); /* before the frames can leave, as in dl_submit */
     for (uint32_t e = 0; e < d->n_eng && st == GT_OK; e++)
-        st = gt_wan_outer_submit(d->outers[e], step, d->delta + d->eng_off[e], (double)tokens,
-                                 hash[e], gt_time_ns());
+        st = gt_outer_submit(d->outers[e], step, d->delta + d->eng_off[e], (double)tokens, hash[e],
+                             gt_time_ns());
     pthread_mutex_unlock(&d->lock);
     if (st == GT_OK) st = dl_wait_result(d, 0, step);
     if ((st = dl_agree(d, st)) != GT_OK) return st;

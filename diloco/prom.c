@@ -125,7 +125,7 @@ static void one(buf_t *b, const gt_diloco_t *d, const char *name, const char *ty
 /* The WAN's counters, read under d->lock. */
 struct prom_wan {
     gt_wan_mesh_stats_t ms;
-    gt_wan_outer_stats_t os;
+    gt_outer_stats_t os;
     uint64_t epoch;
     uint32_t live, n_sites;
     double gap_max_s, peak_bps;

@@ -51,8 +51,8 @@ static void state_reply(struct dl_group *gr, const gt_wan_msg_t *req, uint32_t s
  * fit every site's receive buffer; or a status when we do not hold that round. */
 void dl_hold_slot(gt_diloco_t *d, int k, uint64_t r)
 {
-    uint64_t first[GT_WAN_OUTER_MAX_SITES];
-    gt_wan_outer_first_rounds(d->outers[0], first);
+    uint64_t first[GT_OUTER_MAX_SITES];
+    gt_outer_first_rounds(d->outers[0], first);
     dl_hold_keep(d, k, r, first);
 }
 
@@ -66,7 +66,7 @@ void dl_hold_keep(gt_diloco_t *d, int k, uint64_t r, const uint64_t *first)
     int64_t old = d->hist_round[0][k];
     if (d->F != 1 || old < 0 || !d->hist[k] || (uint64_t)old + 2 > r) return;
     int joiner = 0;
-    for (uint32_t s = 0; s < d->cfg->n_sites && s < GT_WAN_OUTER_MAX_SITES; s++)
+    for (uint32_t s = 0; s < d->cfg->n_sites && s < GT_OUTER_MAX_SITES; s++)
         joiner |= s != d->site && first[s] == (uint64_t)old + 1;
     if (!joiner) return;
     float *spare = d->hold;
@@ -104,10 +104,10 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
     uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
     if (!buf) return;
     if (req->round == STATE_PROBE) {
-        uint64_t first[GT_WAN_OUTER_MAX_SITES];
-        uint8_t info[8 + 8 + 4 + 8 * GT_WAN_OUTER_MAX_SITES + 8];
+        uint64_t first[GT_OUTER_MAX_SITES];
+        uint8_t info[8 + 8 + 4 + 8 * GT_OUTER_MAX_SITES + 8];
         uint32_t n = d->cfg->n_sites;
-        gt_wan_outer_first_rounds(d->outers[gr->i], first);
+        gt_outer_first_rounds(d->outers[gr->i], first);
         gt_le_put64(info, d->next_submit);
         gt_le_put64(info + 8, d->n);
         gt_le_put32(info + 16, n);
@@ -168,7 +168,7 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
         gt_mem_free(&d->mem, part_buf);
         return;
     }
-    uint64_t hash = gt_wan_outer_hash(src, total);
+    uint64_t hash = gt_outer_hash(src, total);
     size_t lo = total * k / n, hi = total * (k + 1) / n;
     size_t parts = hi > lo ? (hi - lo + pf - 1) / pf : 1;
     for (size_t p = 0; p < parts; p++) {
@@ -186,13 +186,13 @@ static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8
 {
     gt_diloco_t *d = gr->d;
     if (msg->round == STATE_PROBE && msg->view_epoch == STATE_LIVE_ID) {
-        if (msg->sender < GT_WAN_OUTER_MAX_SITES && d->live_from_ns[msg->sender])
+        if (msg->sender < GT_OUTER_MAX_SITES && d->live_from_ns[msg->sender])
             d->heard_ns[msg->sender] = gt_time_ns();
         return;
     }
     if (msg->round == STATE_PROBE && d->reach_id && msg->view_epoch == d->reach_id) {
         /* any answer, even "busy" (a joiner's), shows the peer is reachable */
-        if (msg->sender < GT_WAN_OUTER_MAX_SITES && d->reach_asked[msg->sender])
+        if (msg->sender < GT_OUTER_MAX_SITES && d->reach_asked[msg->sender])
             d->reach_got[msg->sender] = 1;
         return;
     }
@@ -317,7 +317,7 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
     if (status == STATE_NOT_YET || status == STATE_BUSY) return GT_ERR_AGAIN;
     if (status == STATE_GONE) return GT_ERR_NOT_FOUND;
     if (!done) return GT_ERR_TIMEOUT;
-    if (round != STATE_PROBE && gt_wan_outer_hash(d->fetch, d->fetch_total) != d->fetch_hash) {
+    if (round != STATE_PROBE && gt_outer_hash(d->fetch, d->fetch_total) != d->fetch_hash) {
         GT_WARN("site %s: the state after round %llu does not match its hash", d->name,
                 (unsigned long long)round);
         return GT_ERR_CORRUPT;
@@ -371,7 +371,7 @@ static gt_status_t params_mismatch(gt_diloco_t *d, uint32_t peer, uint64_t their
 gt_status_t dl_start_check(gt_diloco_t *d)
 {
     const gt_topo_config_t *c = d->cfg;
-    uint64_t mine = gt_wan_outer_hash(d->x, d->n);
+    uint64_t mine = gt_outer_hash(d->x, d->n);
     uint32_t peers[GT_WAN_MAX_MEMBERS];
     int self_in = 0;
     uint32_t n = dl_view_peers(d, 0, peers, &self_in);
@@ -488,7 +488,7 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
             if (d->F > 1) {
                 uint32_t e = f * d->n_grp + i;
                 take_fetched_frag(d, i, f);
-                d->ehash[e] = gt_wan_outer_hash(d->fetch, d->eng_off[e + 1] - d->eng_off[e]);
+                d->ehash[e] = gt_outer_hash(d->fetch, d->eng_off[e + 1] - d->eng_off[e]);
             } else {
                 take_fetched(d, i);
             }
@@ -527,7 +527,7 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
  * it starts at; the run's total steps when the run ends before it could take part. */
 /* Puts "first_round": R into this rank's member value in every group (beside the checkpoints
  * it offers), before the JOINs go out: a peer they cannot reach learns it from etcd at its next
- * view read (gt_wan_outer_learn_join). */
+ * view read (gt_outer_learn_join). */
 static gt_status_t announce_first(gt_diloco_t *d, uint64_t R)
 {
     json_t *note = d->resume_note ? json_loads(d->resume_note, 0, NULL) : NULL;
@@ -603,7 +603,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         }
         int64_t code = 1;
         if (!planned) { /* every rank comes here together (planned is agreed) */
-            uint64_t next = 0, first[GT_WAN_OUTER_MAX_SITES];
+            uint64_t next = 0, first[GT_OUTER_MAX_SITES];
             uint64_t differ = 0;
             uint64_t pstep = 0, step_unknown = 0; /* the trainers' furthest step */
             uint32_t busy = 0;                    /* peers that answered "not training" (joiners) */
@@ -747,7 +747,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
                 }
                 pthread_mutex_lock(&d->lock);
                 for (uint32_t e = 0; e < d->n_eng && st == GT_OK; e++)
-                    st = gt_wan_outer_start_at(d->outers[e], R, d->probe_first, gt_time_ns());
+                    st = gt_outer_start_at(d->outers[e], R, d->probe_first, gt_time_ns());
                 pthread_mutex_unlock(&d->lock);
                 if (st != GT_OK) return st;
                 GT_INFO("site %s: joining the run: first contribution to round %llu, from the "
@@ -829,7 +829,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     d->applied_upto = R;
     d->join_trainers = trainers;
     d->join_quiet = quiet;
-    dl_log_anchor(d, from, gt_wan_outer_hash(d->anchor, d->n), -1.0);
+    dl_log_anchor(d, from, gt_outer_hash(d->anchor, d->n), -1.0);
     d->confirmed_round = (int64_t)from; /* the peers' own state */
     *start_p = R * d->H + d->tau;
     if (fast) {
@@ -917,7 +917,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
     for (size_t i = 0; i < d->n; i++) d->x[i] = a[i] + (d->x[i] - snap[i]);
     d->passes += 1.0;
     dl_keep_state(d, (int64_t)r);
-    dl_log_anchor(d, r, gt_wan_outer_hash(d->anchor, d->n), -1.0);
+    dl_log_anchor(d, r, gt_outer_hash(d->anchor, d->n), -1.0);
     d->confirmed_round = (int64_t)r; /* the peers' own state */
     d->join_rebase = -1;
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;

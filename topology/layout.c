@@ -16,7 +16,7 @@
  * a lost owner's chunks move exactly as before; only the sizes follow the links.
  *
  * This is the one place lanes and chunks are cut: diloco/ packs and unpacks a rank's lanes
- * with the full layout, and the outer engine (wan/outer.c) works on the same rank's share
+ * with the full layout, and the outer engine (outer/) works on the same rank's share
  * (gt_topo_layout_rank), so both see the same boundaries.
  */
 #include "gt_topology.h"

@@ -17,6 +17,7 @@
  */
 #include "gt_test.h"
 #include "gt_diloco.h"
+#include "gt_outer.h"
 #include "gt_wan.h"
 #include "etcd_local.h"
 
@@ -172,7 +173,7 @@ static void reference(uint64_t hashes[ROUNDS])
         }
         for (int s = 0; s < 2; s++)
             for (size_t i = 0; i < N; i++) th[s][i] = final ? a[i] : a[i] + (th[s][i] - snap[s][i]);
-        hashes[pending] = gt_wan_outer_hash(a, N);
+        hashes[pending] = gt_outer_hash(a, N);
         pending = -1;
     }
 }

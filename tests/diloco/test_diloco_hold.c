@@ -25,8 +25,8 @@ int main(void)
     d->F = 1;
     d->n_sub = 4;
     d->hold_round = -1;
-    uint64_t first[GT_WAN_OUTER_MAX_SITES];
-    for (int s = 0; s < GT_WAN_OUTER_MAX_SITES; s++) first[s] = UINT64_MAX;
+    uint64_t first[GT_OUTER_MAX_SITES];
+    for (int s = 0; s < GT_OUTER_MAX_SITES; s++) first[s] = UINT64_MAX;
     first[0] = first[1] = 0;
     first[2] = 5; /* c joined: its first round is 5, it rebases onto the anchor after 4 */
 

@@ -67,7 +67,7 @@ int main(void)
     const uint32_t e[] = {3, 2, 4}, e_want[] = {2, 3, 4};
     check_order(d, e, 3, e_want, 1);
     /* out of range senders are ignored, not written */
-    answer(&gr, GT_WAN_OUTER_MAX_SITES + 3, STATE_LIVE_ID);
+    answer(&gr, GT_OUTER_MAX_SITES + 3, STATE_LIVE_ID);
 
     pthread_mutex_destroy(&d->lock);
     free(cfg);

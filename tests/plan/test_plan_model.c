@@ -117,7 +117,7 @@ static void test_straggler(void)
     /* Site 1 is 1000x slower. Site 0 submits round r at T; both chunks get its contribution
      * first (quorum 1 of 2 at once, so the deadline is deadline_min = 50 ms) and close at
      * T + 50 ms: site 0 waits 50 ms in rounds 0 and 1. The run's last round waits 4 x deadline_max
-     * (240 s) for a punctual site only (wan/outer.c gt_wan_outer_set_last_round). Rounds 0 and 1
+     * (240 s) for a punctual site only (outer/, gt_outer_set_last_round). Rounds 0 and 1
      * closed at their deadlines without site 1: its share of late rounds is 0.3, then 0.51 — a
      * chronic straggler, not waited for — so round 2 closes as soon as site 0's contribution is
      * in, at 0.4 s: site 0 waited 0.1 s in all (utilization 0.3/0.4). Site 1 never waits.
@@ -144,7 +144,7 @@ static void test_straggler(void)
 static void test_folded_not_complete(void)
 {
     /* A folded (late) contribution does not make a round complete: only on-time ones do
-     * (wan/outer.c agg_has). Site 0 takes 0.1 s a round, site 1 0.35 s; no latency, quorum 1 of
+     * (outer/owner.c agg_has). Site 0 takes 0.1 s a round, site 1 0.35 s; no latency, quorum 1 of
      * 2, deadline 50 ms, 4 rounds. Site 0 submits rounds 0, 1, 2 at 0.10, 0.25, 0.40; each
      * closes 50 ms later at the deadline (site 1 has no on-time history). Site 1's round-0
      * contribution arrives at 0.35, after rounds 0 and 1 closed: it is folded into round 2,

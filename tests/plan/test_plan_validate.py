@@ -61,7 +61,7 @@ VIEW_RE = re.compile(r"site \S+: view \d+ -> \d+, (\d+) live sites")
 def early_leave(run_dir, n_sites):
     """True when a site saw the view shrink to 2..S-1 live sites before its own end: a site
     that finished first left while its last messages could still be in its emulator queue, and
-    the survivors re-sent their contributions for its chunks to the new owner (wan/outer.c);
+    the survivors re-sent their contributions for its chunks to the new owner (outer/views.c);
     the model does not simulate messages lost in flight (docs/plan.md)."""
     for log in glob.glob(os.path.join(run_dir, "logs", "*.log")):
         with open(log, errors="replace") as f:

@@ -5,6 +5,7 @@
  * with re-sends, result forwarding, the anchor-hash vote, hostile payloads, and a site that
  * joins (restarts) mid-run with a round already in flight. */
 #include "gt_test.h"
+#include "gt_outer.h"
 #include "gt_wan.h"
 
 #include <math.h>
@@ -60,7 +61,7 @@ static int q_reachable(void *ctx, uint32_t site)
     return !g_cut[io->self][site];
 }
 
-static gt_wan_outer_t *g_o[MAXS];
+static gt_outer_t *g_o[MAXS];
 static io_ctx_t g_io[MAXS];
 
 /* Delivers the messages queued so far (what they cause is queued for the next pump). */
@@ -73,13 +74,13 @@ static void pump(void)
     for (size_t i = 0; i < n; i++) {
         if (!g_dead[q[i].dst] && !g_dead[q[i].src] && !g_block_to[q[i].dst] &&
             !g_cut[q[i].src][q[i].dst])
-            gt_wan_outer_deliver(g_o[q[i].dst], &q[i].msg, q[i].buf, q[i].len, g_now);
+            gt_outer_deliver(g_o[q[i].dst], &q[i].msg, q[i].buf, q[i].len, g_now);
         free(q[i].buf);
     }
     free(q);
 }
 
-static gt_wan_outer_params_t g_params[MAXS];
+static gt_outer_params_t g_params[MAXS];
 static uint32_t g_handover_ms; /* params.handover_ms of the engines setup creates */
 
 static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int late_fold,
@@ -89,7 +90,7 @@ static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int l
     memset(g_block_to, 0, sizeof g_block_to);
     memset(g_cut, 0, sizeof g_cut);
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_params_t p;
+        gt_outer_params_t p;
         memset(&p, 0, sizeof p);
         p.site_id = s;
         p.n_sites = n;
@@ -112,7 +113,7 @@ static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int l
         p.io.send = q_send;
         p.io.reachable = g_reach_known ? q_reachable : NULL;
         g_params[s] = p;
-        CHECK_EQ_INT(gt_wan_outer_create(&p, &g_o[s]), GT_OK);
+        CHECK_EQ_INT(gt_outer_create(&p, &g_o[s]), GT_OK);
     }
 }
 
@@ -120,7 +121,7 @@ static void teardown(uint32_t n)
 {
     pump();
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_destroy(g_o[s]);
+        gt_outer_destroy(g_o[s]);
         g_o[s] = NULL;
     }
 }
@@ -149,7 +150,7 @@ static void check_identical(uint32_t n, uint64_t round)
     int first = -1;
     for (uint32_t s = 0; s < n; s++) {
         if (g_dead[s]) continue;
-        CHECK_MSG(gt_wan_outer_result(g_o[s], round, g_res[s]) == GT_OK,
+        CHECK_MSG(gt_outer_result(g_o[s], round, g_res[s]) == GT_OK,
                   "site %u has no result for round %llu", s, (unsigned long long)round);
         if (first < 0)
             first = (int)s;
@@ -165,8 +166,8 @@ static void test_mean_exact(void)
     make_deltas(n);
     const double w[3] = {100, 200, 300};
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], w[s], 0, g_now), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN); /* nothing delivered */
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], w[s], 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN); /* nothing delivered */
     pump();
     pump();
     check_identical(n, 0);
@@ -174,10 +175,10 @@ static void test_mean_exact(void)
         double ref = (w[0] * g_delta[0][i] + w[1] * g_delta[1][i] + w[2] * g_delta[2][i]) / 600.0;
         CHECK_CLOSE(g_res[1][i], ref, 1e-9, 1e-6);
     }
-    gt_wan_outer_stats_t st[3];
+    gt_outer_stats_t st[3];
     uint64_t on_time = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats(g_o[s], &st[s]);
+        gt_outer_stats(g_o[s], &st[s]);
         on_time += st[s].on_time;
     }
     /* 3 lanes x 3 chunks, 3 contributions each. */
@@ -193,7 +194,7 @@ static void test_int8_identical_and_close(void)
     for (uint64_t r = 0; r < 5; r++) {
         make_deltas(n);
         for (uint32_t s = 0; s < n; s++)
-            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 1234, g_now), GT_OK);
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 1234, g_now), GT_OK);
         pump();
         pump();
         check_identical(n, r);
@@ -204,7 +205,7 @@ static void test_int8_identical_and_close(void)
             if (e > maxerr) maxerr = e;
         }
         CHECK_MSG(maxerr < 2e-4, "int8 round %llu: max error %g", (unsigned long long)r, maxerr);
-        CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[1], r - 1 + (r == 0)), r > 0 ? 1 : 0);
+        CHECK_EQ_INT(gt_outer_hash_verdict(g_o[1], r - 1 + (r == 0)), r > 0 ? 1 : 0);
     }
     teardown(n);
 }
@@ -217,17 +218,17 @@ static void test_nan_and_clip(void)
     float poisoned[N_PARAMS];
     memcpy(poisoned, g_delta[3], sizeof poisoned);
     poisoned[10] = NAN; /* a site never sends a non-finite delta */
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[3], 0, poisoned, 1.0, 0, g_now), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_outer_submit(g_o[3], 0, poisoned, 1.0, 0, g_now), GT_ERR_INVALID);
     for (size_t i = 0; i < N_PARAMS; i++) g_delta[2][i] *= 100; /* an outlier everywhere */
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
     uint64_t rejected = 0, clipped = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats_t st;
-        gt_wan_outer_stats(g_o[s], &st);
+        gt_outer_stats_t st;
+        gt_outer_stats(g_o[s], &st);
         rejected += st.rejected;
         clipped += st.clipped;
     }
@@ -253,27 +254,27 @@ static void test_late(int fold)
     memcpy(late0, g_delta[2], sizeof late0);
     /* Round 0: sites 0 and 1 only; the owners close at the deadline with a quorum of 2. */
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     g_now += 200000000ull; /* 200 ms > the 100 ms deadline */
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     check_identical(n, 0);
     for (size_t i = 0; i < N_PARAMS; i++)
         CHECK_CLOSE(g_res[0][i], (g_delta[0][i] + g_delta[1][i]) / 2.0, 1e-9, 1e-6);
     /* Site 2's round-0 contribution arrives late; then round 1 from everyone. */
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 0, late0, 1.0, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 0, late0, 1.0, 0, g_now), GT_OK);
     pump();
     make_deltas(n);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 1);
     uint64_t late = 0, dropped = 0, on_time = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats_t st;
-        gt_wan_outer_stats(g_o[s], &st);
+        gt_outer_stats_t st;
+        gt_outer_stats(g_o[s], &st);
         late += st.late;
         dropped += st.dropped;
         on_time += st.on_time;
@@ -305,46 +306,46 @@ static void test_chronic_straggler(void)
     for (; r < 2; r++) {
         make_deltas(n);
         for (uint32_t s = 0; s < 2; s++)
-            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
         pump();
-        CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN); /* it waits */
+        CHECK_EQ_INT(gt_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN); /* it waits */
         g_now += 200000000ull;
-        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
         pump();
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
         pump();
         check_identical(n, r);
     }
     /* Round 2: closed the moment sites 0 and 1 are in, at the same instant. */
     make_deltas(n);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_OK);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], r, g_res[0]), GT_OK);
     /* Site 2's round 2 comes 10 ms later: late (the round is closed), folded into round 3, but
      * within the 100 ms deadline the round would have had: its share falls to 0.36. */
     g_now += 10000000ull;
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
     pump();
     check_identical(n, r);
     /* Round 3 waits for site 2 again. */
     r++;
     make_deltas(n);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN);
     g_now += 10000000ull;
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], r, g_delta[2], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, r);
     uint64_t late = 0, on_time = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats_t st;
-        gt_wan_outer_stats(g_o[s], &st);
+        gt_outer_stats_t st;
+        gt_outer_stats(g_o[s], &st);
         late += st.late;
         on_time += st.on_time;
     }
@@ -354,7 +355,7 @@ static void test_chronic_straggler(void)
     teardown(n);
 }
 
-/* A site that has fallen gt_wan_outer_rounds_kept() rounds behind: the result of the round it
+/* A site that has fallen gt_outer_rounds_kept() rounds behind: the result of the round it
  * waits for is no longer kept (its slot holds a later round's), which the engine says, so the
  * site can leave and rejoin instead of waiting for a result that cannot come; before that, what
  * it waits for is listed chunk by chunk. */
@@ -362,31 +363,31 @@ static void test_lagging_gone(void)
 {
     const uint32_t n = 2;
     setup(n, GT_CMP_FP32, 0, 0.5, 1, 0); /* site 0 alone is a quorum */
-    const uint32_t kept = gt_wan_outer_rounds_kept();
+    const uint32_t kept = gt_outer_rounds_kept();
     CHECK(kept >= 2);
     char what[256];
     /* Site 1 has heard nothing yet: every chunk of round 0 is missing, each named. */
-    size_t chunks = gt_wan_outer_missing(g_o[1], 0, what, sizeof what);
+    size_t chunks = gt_outer_missing(g_o[1], 0, what, sizeof what);
     CHECK(chunks >= 2);
     CHECK_MSG(strstr(what, "0 (site ") != NULL, "missing list: %s", what);
-    CHECK_EQ_INT(gt_wan_outer_missing(g_o[1], 0, what, 8), chunks); /* a short buffer: cut short */
+    CHECK_EQ_INT(gt_outer_missing(g_o[1], 0, what, 8), chunks); /* a short buffer: cut short */
     CHECK(strlen(what) < 8);
     for (uint64_t r = 0; r <= kept; r++) {
         make_deltas(n);
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], r, g_delta[0], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[0], r, g_delta[0], 1.0, 0, g_now), GT_OK);
         pump();
         g_now += 200000000ull; /* past the deadline: site 0 closes its chunks alone */
-        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
         pump();
         pump();
-        CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_OK);
-        if (r == 0) CHECK_EQ_INT(gt_wan_outer_missing(g_o[1], 0, what, sizeof what), 0);
+        CHECK_EQ_INT(gt_outer_result(g_o[0], r, g_res[0]), GT_OK);
+        if (r == 0) CHECK_EQ_INT(gt_outer_missing(g_o[1], 0, what, sizeof what), 0);
         /* Site 1 applies nothing: round 0's result is there until round `kept`'s takes its slot. */
-        CHECK_EQ_INT(gt_wan_outer_result_gone(g_o[1], 0), r == kept);
-        CHECK_EQ_INT(gt_wan_outer_result_gone(g_o[1], 1), 0);
+        CHECK_EQ_INT(gt_outer_result_gone(g_o[1], 0), r == kept);
+        CHECK_EQ_INT(gt_outer_result_gone(g_o[1], 1), 0);
     }
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN);
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 1, g_res[1]), GT_OK); /* the rounds after: kept */
+    CHECK_EQ_INT(gt_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_result(g_o[1], 1, g_res[1]), GT_OK); /* the rounds after: kept */
     teardown(n);
 }
 
@@ -399,21 +400,21 @@ static void close_without_last(uint32_t n, uint64_t r)
 {
     make_deltas(n);
     for (uint32_t s = 0; s + 1 < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], r, g_res[0]), GT_ERR_AGAIN);
     g_now += 150000000ull;
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], r, g_res[0]), GT_OK);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], r, g_res[0]), GT_OK);
 }
 
 static void test_last_round_unseen(void)
 {
     const uint32_t n = 3;
     setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
-    for (uint32_t s = 0; s < n; s++) gt_wan_outer_set_last_round(g_o[s], 1);
+    for (uint32_t s = 0; s < n; s++) gt_outer_set_last_round(g_o[s], 1);
     /* Site 2 sends nothing; rounds 0 and 1 (the last) close at their deadline (100 ms): no
      * owner has heard from site 2. */
     for (uint64_t r = 0; r < 2; r++) close_without_last(n, r);
@@ -422,44 +423,44 @@ static void test_last_round_unseen(void)
      * arrived, every owner expects its last (one per chunk it closed; site 2, an owner too,
      * lacks its own), and stops expecting it when it arrives (folded late: open at the end,
      * counted). */
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_final_missing(g_o[s]), 0);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 0, g_delta[2], 1.0, 0, g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_final_missing(g_o[s]), 0);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 0, g_delta[2], 1.0, 0, g_now), GT_OK);
     pump();
     for (uint32_t s = 0; s < n; s++)
-        CHECK_MSG(gt_wan_outer_final_missing(g_o[s]) > 0, "site %u expects nothing", s);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 1, g_delta[2], 1.0, 0, g_now), GT_OK);
+        CHECK_MSG(gt_outer_final_missing(g_o[s]) > 0, "site %u expects nothing", s);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 1, g_delta[2], 1.0, 0, g_now), GT_OK);
     pump();
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_final_missing(g_o[s]), 0);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_final_missing(g_o[s]), 0);
     uint64_t open = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats_t st;
-        gt_wan_outer_stats(g_o[s], &st);
+        gt_outer_stats_t st;
+        gt_outer_stats(g_o[s], &st);
         open += st.open;
     }
     CHECK_EQ_INT(open, 18); /* site 2's 9 chunks twice, folded into a round that never closes */
     teardown(n);
     /* Site 2 was heard from (on time in round 0): the last round, 1, waits for it. */
     setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
-    for (uint32_t s = 0; s < n; s++) gt_wan_outer_set_last_round(g_o[s], 1);
+    for (uint32_t s = 0; s < n; s++) gt_outer_set_last_round(g_o[s], 1);
     make_deltas(n);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
     make_deltas(n);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     g_now += 150000000ull;
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 1, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], 1, g_res[0]), GT_ERR_AGAIN);
     g_now += 300000000ull; /* 450 ms: past 4 x 100 ms */
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 1, g_res[0]), GT_OK);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], 1, g_res[0]), GT_OK);
     teardown(n);
 }
 
@@ -470,20 +471,20 @@ static void test_owner_loss_resend(void)
     make_deltas(n);
     g_dead[2] = 1; /* site 2 dies before round 0: its chunks have no owner */
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
     const uint32_t live[] = {0, 1};
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[0], &st);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[0], &st);
     CHECK(st.resends > 0);
-    CHECK_EQ_INT(gt_wan_outer_owner(g_o[0], 0, 2), 0); /* site 2's chunk moved to site 0 */
+    CHECK_EQ_INT(gt_outer_owner(g_o[0], 0, 2), 0); /* site 2's chunk moved to site 0 */
     teardown(n);
 }
 
@@ -498,24 +499,24 @@ static void test_restart_in_view(void)
     make_deltas(n);
     g_dead[2] = 1; /* the old incarnation: gone before round 0's deltas reach it */
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     const uint32_t all[] = {0, 1, 2};
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, all, 3, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, all, 3, g_now), GT_OK);
     g_now += 500000000ull;
-    for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
-    CHECK_EQ_INT(gt_wan_outer_owner(g_o[0], 0, 2), 2);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_owner(g_o[0], 0, 2), 2);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view_restarts(g_o[s], 3, all, 3, 1ull << 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view_restarts(g_o[s], 3, all, 3, 1ull << 2, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
-    CHECK_EQ_INT(gt_wan_outer_owner(g_o[0], 0, 2), 0); /* until site 2 announces again */
+    CHECK_EQ_INT(gt_outer_owner(g_o[0], 0, 2), 0); /* until site 2 announces again */
     for (size_t i = 0; i < N_PARAMS; i += 101)
         CHECK_CLOSE(g_res[1][i], (g_delta[0][i] + g_delta[1][i]) / 2.0, 1e-9, 1e-6);
     teardown(n);
@@ -527,7 +528,7 @@ static void three_submit_round0(void)
     setup(3, GT_CMP_FP32, 0, 1.0, 1, 0);
     make_deltas(3);
     for (uint32_t s = 0; s < 3; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
 }
 
 /* With the deltas of a round at their owners and the results queued: site 2's results reach
@@ -541,7 +542,7 @@ static void owner2_dies_mid_broadcast(void)
     g_dead[2] = 1;
     const uint32_t live[] = {0, 1};
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
 }
 
 static void test_result_forwarding(void)
@@ -550,12 +551,12 @@ static void test_result_forwarding(void)
     three_submit_round0();
     pump(); /* deltas reach every owner; results are now queued */
     owner2_dies_mid_broadcast();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN); /* not forwarded yet */
+    CHECK_EQ_INT(gt_outer_result(g_o[1], 0, g_res[1]), GT_ERR_AGAIN); /* not forwarded yet */
     pump();
     pump();
     check_identical(n, 0); /* site 1 applies the very bytes site 2 aggregated */
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[0], &st);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[0], &st);
     CHECK(st.forwards > 0);
     for (size_t i = 0; i < N_PARAMS; i += 101)
         CHECK_CLOSE(g_res[1][i], (g_delta[0][i] + g_delta[1][i] + g_delta[2][i]) / 3.0, 1e-9, 1e-6);
@@ -576,7 +577,7 @@ static void handover(uint32_t hold_ms, int *identical_p)
     g_handover_ms = 0;
     make_deltas(3);
     for (uint32_t s = 0; s < 3; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump(); /* deltas at their owners, results queued */
     for (size_t i = 0; i < g_qn; i++)
         if (g_q[i].src == 2 && g_q[i].dst == 0) g_q[i].dst = 2; /* lost with site 2 */
@@ -584,21 +585,21 @@ static void handover(uint32_t hold_ms, int *identical_p)
     pump();
     g_dead[2] = 1;
     const uint32_t live[] = {0, 1};
-    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[0], 2, live, 2, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_set_view(g_o[0], 2, live, 2, g_now), GT_OK);
     for (int k = 0; k < 5; k++) { /* 500 ms: past the 100 ms deadline */
         g_now += 100000000ull;
-        CHECK_EQ_INT(gt_wan_outer_progress(g_o[0], g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_progress(g_o[0], g_now), GT_OK);
         pump();
     }
-    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[1], 2, live, 2, g_now), GT_OK); /* forwards */
-    for (int k = 0; k < 12; k++) {                                         /* past the hold */
+    CHECK_EQ_INT(gt_outer_set_view(g_o[1], 2, live, 2, g_now), GT_OK); /* forwards */
+    for (int k = 0; k < 12; k++) {                                     /* past the hold */
         pump();
         g_now += 100000000ull;
-        for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     }
     pump();
     int ok = 1;
-    for (uint32_t s = 0; s < 2; s++) ok &= gt_wan_outer_result(g_o[s], 0, g_res[s]) == GT_OK;
+    for (uint32_t s = 0; s < 2; s++) ok &= gt_outer_result(g_o[s], 0, g_res[s]) == GT_OK;
     CHECK_MSG(ok, "round 0's result is not complete at both sites");
     *identical_p = ok && memcmp(g_res[0], g_res[1], sizeof g_res[0]) == 0;
     teardown(3);
@@ -621,16 +622,16 @@ static void test_hash_vote(void)
     for (uint64_t r = 0; r < 2; r++) {
         make_deltas(n);
         for (uint32_t s = 0; s < n; s++)
-            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, s == 1 ? 666 : 42, g_now),
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, s == 1 ? 666 : 42, g_now),
                          GT_OK);
         pump();
         pump();
         check_identical(n, r);
     }
-    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[0], 0), 1);
-    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[1], 0), -1);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[1], &st);
+    CHECK_EQ_INT(gt_outer_hash_verdict(g_o[0], 0), 1);
+    CHECK_EQ_INT(gt_outer_hash_verdict(g_o[1], 0), -1);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[1], &st);
     CHECK_EQ_INT(st.hash_mismatches, 1);
     CHECK_EQ_INT(st.hash_checks, 1);
     teardown(n);
@@ -647,15 +648,15 @@ static void test_hash_vote_no_majority(void)
     for (uint64_t r = 0; r < 2; r++) {
         make_deltas(n);
         for (uint32_t s = 0; s < n; s++)
-            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, s == 1 ? 7 : 42, g_now),
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, s == 1 ? 7 : 42, g_now),
                          GT_OK);
         pump();
         pump();
     }
     for (uint32_t s = 0; s < n; s++) {
-        CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[s], 0), -2);
-        gt_wan_outer_stats_t st;
-        gt_wan_outer_stats(g_o[s], &st);
+        CHECK_EQ_INT(gt_outer_hash_verdict(g_o[s], 0), -2);
+        gt_outer_stats_t st;
+        gt_outer_stats(g_o[s], &st);
         CHECK_EQ_INT(st.hash_mismatches, 1);
         CHECK_EQ_INT(st.hash_checks, 1);
     }
@@ -672,24 +673,24 @@ static void test_hash_vote_straggler(void)
     setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
     make_deltas(n);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
     make_deltas(n);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 42, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 1, g_delta[s], 1.0, 42, g_now), GT_OK);
     pump();
     g_now += 200000000ull; /* past the 100 ms deadline: closed with sites 0 and 1 */
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[2], 1, g_res[2]), GT_OK); /* before its submit */
-    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[2], 0), 0);         /* not judged yet */
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 1, g_delta[2], 1.0, 666, g_now), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[2], 0), -1);
-    CHECK_EQ_INT(gt_wan_outer_hash_verdict(g_o[0], 0), 1);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[2], &st);
+    CHECK_EQ_INT(gt_outer_result(g_o[2], 1, g_res[2]), GT_OK); /* before its submit */
+    CHECK_EQ_INT(gt_outer_hash_verdict(g_o[2], 0), 0);         /* not judged yet */
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 1, g_delta[2], 1.0, 666, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_hash_verdict(g_o[2], 0), -1);
+    CHECK_EQ_INT(gt_outer_hash_verdict(g_o[0], 0), 1);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[2], &st);
     CHECK_EQ_INT(st.hash_mismatches, 1);
     CHECK_EQ_INT(st.hash_checks, 1);
     teardown(n);
@@ -705,22 +706,22 @@ static void test_hostile(void)
     m.sender = 1;
     uint8_t junk[300];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 7);
-    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
+    CHECK_EQ_INT(gt_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
     m.lane = 99;
-    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
+    CHECK_EQ_INT(gt_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
     m.lane = 0;
     m.type = GT_WAN_MSG_RESULT;
-    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, 10, g_now), GT_ERR_CORRUPT);
+    CHECK_EQ_INT(gt_outer_deliver(g_o[0], &m, junk, 10, g_now), GT_ERR_CORRUPT);
     m.sender = 77;
-    CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[0], &st);
+    CHECK_EQ_INT(gt_outer_deliver(g_o[0], &m, junk, sizeof junk, g_now), GT_ERR_CORRUPT);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[0], &st);
     CHECK_EQ_INT(st.bad_messages, 4);
     CHECK_EQ_INT(st.on_time, 0);
     /* A real round still works afterwards. */
     make_deltas(n);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
@@ -731,8 +732,8 @@ static uint64_t sum_stat(uint32_t n, size_t offset)
 {
     uint64_t v = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats_t st;
-        gt_wan_outer_stats(g_o[s], &st);
+        gt_outer_stats_t st;
+        gt_outer_stats(g_o[s], &st);
         v += *(const uint64_t *)((const char *)&st + offset);
     }
     return v;
@@ -751,33 +752,33 @@ static void test_join(void)
     g_dead[2] = 1;
     const uint32_t two[] = {0, 1}, three[] = {0, 1, 2};
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
     for (uint64_t r = 0; r < 2; r++) {
         make_deltas(n);
         for (uint32_t s = 0; s < 2; s++)
-            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
         pump();
         pump();
         check_identical(n, r);
     }
     /* Site 2 restarts: a new engine, a view that has it (the others' views do not yet). */
-    gt_wan_outer_destroy(g_o[2]);
-    CHECK_EQ_INT(gt_wan_outer_create(&g_params[2], &g_o[2]), GT_OK);
+    gt_outer_destroy(g_o[2]);
+    CHECK_EQ_INT(gt_outer_create(&g_params[2], &g_o[2]), GT_OK);
     g_dead[2] = 0;
-    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[2], 2, three, 3, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_set_view(g_o[2], 2, three, 3, g_now), GT_OK);
     make_deltas(n);
     float d3[2][N_PARAMS];
     for (uint32_t s = 0; s < 2; s++)
         for (size_t i = 0; i < N_PARAMS; i++) d3[s][i] = 0.01f * frand();
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 2, g_delta[0], 1.0, 7, g_now), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 3, d3[0], 1.0, 7, g_now), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 2, g_delta[1], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[0], 2, g_delta[0], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[0], 3, d3[0], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[1], 2, g_delta[1], 1.0, 7, g_now), GT_OK);
     uint64_t first[MAXS];
-    gt_wan_outer_first_rounds(g_o[0], first);
+    gt_outer_first_rounds(g_o[0], first);
     CHECK_EQ_INT(first[0], 0);
     CHECK(first[2] == UINT64_MAX); /* not taking part */
-    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 3, first, g_now), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 2, g_delta[2], 1.0, 7, g_now), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_outer_start_at(g_o[2], 3, first, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 2, g_delta[2], 1.0, 7, g_now), GT_ERR_INVALID);
     pump();
     pump();
     pump();
@@ -788,37 +789,37 @@ static void test_join(void)
     for (size_t i = 0; i < N_PARAMS; i += 113)
         CHECK_CLOSE(g_res[0][i], (g_delta[0][i] + g_delta[1][i]) / 2.0, 3e-4, 0);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
     for (uint32_t s = 0; s < n; s++)
         for (uint32_t l = 0; l < 3; l++)
             for (uint32_t j = 0; j < n; j++) {
                 uint32_t pref = (l + j) % n;
-                CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[s], l, j, 3), pref);
-                if (pref == 2) CHECK(gt_wan_outer_owner_at(g_o[s], l, j, 2) != 2);
+                CHECK_EQ_INT(gt_outer_owner_at(g_o[s], l, j, 3), pref);
+                if (pref == 2) CHECK(gt_outer_owner_at(g_o[s], l, j, 2) != 2);
             }
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 3, g_delta[2], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 3, g_delta[2], 1.0, 7, g_now), GT_OK);
     pump();
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 3, d3[1], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[1], 3, d3[1], 1.0, 7, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 3);
     for (size_t i = 0; i < N_PARAMS; i += 113)
         CHECK_CLOSE(g_res[0][i], (d3[0][i] + d3[1][i] + g_delta[2][i]) / 3.0, 3e-4, 0);
     /* 9 chunks: rounds 0-2 with two contributions, round 3 with three; nothing late or lost. */
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, on_time)), 9 * 2 * 3 + 9 * 3);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, late)), 0);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, dropped)), 0);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, joins)), 2);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[0], &st);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, on_time)), 9 * 2 * 3 + 9 * 3);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, late)), 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, dropped)), 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, joins)), 2);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[0], &st);
     CHECK(st.resends > 0); /* its round-3 chunks for site 2 went to the old owners first */
     /* Site 2 dies again: the others forget it and round 4 completes without it. */
     g_dead[2] = 1;
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 3, two, 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 3, two, 2, g_now), GT_OK);
     make_deltas(n);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 4, g_delta[s], 1.0, 7, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 4, g_delta[s], 1.0, 7, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 4);
@@ -837,25 +838,24 @@ static void test_moved_deadline(void)
     make_deltas(n);
     g_dead[1] = 1;
     for (uint32_t s = 0; s < n; s += 2)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     const uint32_t live[] = {0, 2};
-    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[0], 2, live, 2, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_set_view(g_o[0], 2, live, 2, g_now), GT_OK);
     pump();                /* site 0's re-sends reach site 2, whose view still has site 1 */
     g_now += 250000000ull; /* past the 100 ms deadline */
-    CHECK_EQ_INT(gt_wan_outer_progress(g_o[2], g_now), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[2], 2, live, 2, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_progress(g_o[2], g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_set_view(g_o[2], 2, live, 2, g_now), GT_OK);
     for (int k = 0; k < 3; k++) {
         pump();
-        for (uint32_t s = 0; s < n; s += 2)
-            CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        for (uint32_t s = 0; s < n; s += 2) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     }
     check_identical(n, 0);
     /* every chunk the average of both: nobody's contribution left out of round 0 */
     for (size_t i = 0; i < N_PARAMS; i++)
         CHECK_CLOSE(g_res[0][i], (g_delta[0][i] + g_delta[2][i]) / 2.0, 1e-6, 0);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, late)), 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, late)), 0);
     teardown(n);
 }
 
@@ -872,19 +872,19 @@ static void test_quorum_by_view(void)
     setup(n, GT_CMP_FP32, 0, 0.5, 1, 0);
     make_deltas(n);
     g_dead[2] = 1;
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 0, g_delta[0], 1.0, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[0], 0, g_delta[0], 1.0, 0, g_now), GT_OK);
     pump();
     g_now += 250000000ull; /* past the 100 ms deadline: without a quorum nothing closes */
-    for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
-    CHECK(gt_wan_outer_result(g_o[0], 0, g_res[0]) != GT_OK);
+    CHECK(gt_outer_result(g_o[0], 0, g_res[0]) != GT_OK);
     const uint32_t live[] = {0, 1};
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
     for (int k = 0; k < 4; k++) {
         pump();
         g_now += 60000000ull;
-        for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        for (uint32_t s = 0; s < 2; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     }
     pump();
     check_identical(2, 0);
@@ -893,7 +893,7 @@ static void test_quorum_by_view(void)
 }
 
 /* A joiner whose JOIN cannot reach one peer (the link 1-2 is cut) announces its first round in
- * etcd too; the peer learns it there (gt_wan_outer_learn_join, diloco's view read). Before it
+ * etcd too; the peer learns it there (gt_outer_learn_join, diloco's view read). Before it
  * does, the two disagree about who owns round 3's chunks; after, every site agrees, the JOIN
  * arriving later changes nothing, an earlier round or a site not in the view is ignored, and
  * nonsense is refused. */
@@ -903,57 +903,57 @@ static void test_join_etcd(void)
     setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
     const uint32_t three[] = {0, 1, 2}, two[] = {0, 1};
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
     /* site 2 not in site 1's view yet: nothing to learn */
-    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[1], &st);
+    CHECK_EQ_INT(gt_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[1], &st);
     CHECK_EQ_INT(st.joins, 0);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
     g_cut[2][1] = g_cut[1][2] = 1;
     uint64_t first[MAXS];
-    gt_wan_outer_first_rounds(g_o[0], first);
+    gt_outer_first_rounds(g_o[0], first);
     first[2] = UINT64_MAX;
-    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 3, first, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_start_at(g_o[2], 3, first, g_now), GT_OK);
     pump(); /* the JOIN reaches site 0 only */
     int differ = 0;
     for (uint32_t l = 0; l < 3; l++)
         for (uint32_t j = 0; j < n; j++) {
             uint32_t pref = (l + j) % n;
-            CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[0], l, j, 3), pref);
-            CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[2], l, j, 3), pref);
-            differ += gt_wan_outer_owner_at(g_o[1], l, j, 3) != pref;
+            CHECK_EQ_INT(gt_outer_owner_at(g_o[0], l, j, 3), pref);
+            CHECK_EQ_INT(gt_outer_owner_at(g_o[2], l, j, 3), pref);
+            differ += gt_outer_owner_at(g_o[1], l, j, 3) != pref;
         }
     CHECK(differ > 0); /* site 1 has not heard: it would close site 2's chunks itself */
-    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
     for (uint32_t l = 0; l < 3; l++)
         for (uint32_t j = 0; j < n; j++)
-            CHECK_EQ_INT(gt_wan_outer_owner_at(g_o[1], l, j, 3), (l + j) % n);
-    gt_wan_outer_stats(g_o[1], &st);
+            CHECK_EQ_INT(gt_outer_owner_at(g_o[1], l, j, 3), (l + j) % n);
+    gt_outer_stats(g_o[1], &st);
     CHECK_EQ_INT(st.joins, 1);
     /* again, an earlier round, the JOIN itself once the cut heals: no change */
-    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 2, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_learn_join(g_o[1], 2, 3, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_learn_join(g_o[1], 2, 2, g_now), GT_OK);
     g_cut[2][1] = g_cut[1][2] = 0;
-    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 3, NULL, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_start_at(g_o[2], 3, NULL, g_now), GT_OK);
     pump();
-    gt_wan_outer_stats(g_o[1], &st);
+    gt_outer_stats(g_o[1], &st);
     CHECK_EQ_INT(st.joins, 1);
-    gt_wan_outer_first_rounds(g_o[1], first);
+    gt_outer_first_rounds(g_o[1], first);
     CHECK_EQ_INT(first[2], 3);
-    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 1, 3, g_now), GT_ERR_INVALID); /* itself */
-    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 2, 0, g_now), GT_ERR_INVALID);
-    CHECK_EQ_INT(gt_wan_outer_learn_join(g_o[1], 7, 3, g_now), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_outer_learn_join(g_o[1], 1, 3, g_now), GT_ERR_INVALID); /* itself */
+    CHECK_EQ_INT(gt_outer_learn_join(g_o[1], 2, 0, g_now), GT_ERR_INVALID);
+    CHECK_EQ_INT(gt_outer_learn_join(g_o[1], 7, 3, g_now), GT_ERR_INVALID);
     /* round 3 with all three: identical results */
     make_deltas(n);
     for (uint64_t r = 0; r < 3; r++)
         for (uint32_t s = 0; s < 2; s++)
-            CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
     pump();
     pump();
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 3, g_delta[s], 1.0, 7, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 3, g_delta[s], 1.0, 7, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 3);
@@ -969,40 +969,40 @@ static void test_join_late(void)
     g_dead[2] = 1;
     const uint32_t two[] = {0, 1}, three[] = {0, 1, 2};
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
     make_deltas(n);
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 7, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 7, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
     /* Round 1 closes at the deadline with site 0 alone; site 1's arrives late, folded into 2. */
     make_deltas(n);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 1, g_delta[0], 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[0], 1, g_delta[0], 1.0, 7, g_now), GT_OK);
     pump();
     g_now += 200000000ull;
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     check_identical(n, 1);
     float late1[N_PARAMS];
     memcpy(late1, g_delta[1], sizeof late1);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 1, late1, 1.0, 7, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[1], 1, late1, 1.0, 7, g_now), GT_OK);
     pump();
     /* Site 2 comes back and joins at round 2. */
-    gt_wan_outer_destroy(g_o[2]);
-    CHECK_EQ_INT(gt_wan_outer_create(&g_params[2], &g_o[2]), GT_OK);
+    gt_outer_destroy(g_o[2]);
+    CHECK_EQ_INT(gt_outer_create(&g_params[2], &g_o[2]), GT_OK);
     g_dead[2] = 0;
-    CHECK_EQ_INT(gt_wan_outer_set_view(g_o[2], 2, three, 3, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_set_view(g_o[2], 2, three, 3, g_now), GT_OK);
     uint64_t first[MAXS];
-    gt_wan_outer_first_rounds(g_o[0], first);
-    CHECK_EQ_INT(gt_wan_outer_start_at(g_o[2], 2, first, g_now), GT_OK);
+    gt_outer_first_rounds(g_o[0], first);
+    CHECK_EQ_INT(gt_outer_start_at(g_o[2], 2, first, g_now), GT_OK);
     pump();
     pump();
     for (uint32_t s = 0; s < 2; s++)
-        CHECK_EQ_INT(gt_wan_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
     make_deltas(n);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 2, g_delta[s], 1.0, 7, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 2, g_delta[s], 1.0, 7, g_now), GT_OK);
     pump();
     pump();
     pump();
@@ -1011,41 +1011,41 @@ static void test_join_late(void)
         CHECK_CLOSE(g_res[2][i],
                     (g_delta[0][i] + g_delta[1][i] + g_delta[2][i] + 0.5 * late1[i]) / 3.5, 1e-9,
                     1e-5);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, on_time)), 9 * 2 + 9 + 9 * 3);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, late)), 9);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, dropped)), 0);
-    CHECK_EQ_INT(sum_stat(n, offsetof(gt_wan_outer_stats_t, open)), 0);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[0], &st);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, on_time)), 9 * 2 + 9 + 9 * 3);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, late)), 9);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, dropped)), 0);
+    CHECK_EQ_INT(sum_stat(n, offsetof(gt_outer_stats_t, open)), 0);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[0], &st);
     CHECK(st.forwards > 0);
     teardown(n);
 }
 
-/* gt_wan_outer_peer_next (outer.catch_up's signal): 1 + the highest round another site was seen
+/* gt_outer_peer_next (outer.catch_up's signal): 1 + the highest round another site was seen
  * to submit — its own DELTA, not this site's, and a RESULT means its round closed. */
 static void test_peer_next(void)
 {
     const uint32_t n = 3;
     setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
     make_deltas(n);
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[s]), 0);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 0, g_delta[0], 10, 0, g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_peer_next(g_o[s]), 0);
+    CHECK_EQ_INT(gt_outer_submit(g_o[0], 0, g_delta[0], 10, 0, g_now), GT_OK);
     pump(); /* site 0's deltas reach the owners of its chunks, itself included */
-    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[0]), 0); /* its own submit is not a peer's */
-    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[1]), 1);
-    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[2]), 1);
+    CHECK_EQ_INT(gt_outer_peer_next(g_o[0]), 0); /* its own submit is not a peer's */
+    CHECK_EQ_INT(gt_outer_peer_next(g_o[1]), 1);
+    CHECK_EQ_INT(gt_outer_peer_next(g_o[2]), 1);
     for (uint32_t s = 1; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 10, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 10, 0, g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[s]), 1);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_peer_next(g_o[s]), 1);
     /* site 1 goes on to round 1 alone: the others see a peer one round ahead */
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 1, g_delta[1], 10, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[1], 1, g_delta[1], 10, 0, g_now), GT_OK);
     pump();
-    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[0]), 2);
-    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[1]), 1);
-    CHECK_EQ_INT(gt_wan_outer_peer_next(g_o[2]), 2);
+    CHECK_EQ_INT(gt_outer_peer_next(g_o[0]), 2);
+    CHECK_EQ_INT(gt_outer_peer_next(g_o[1]), 1);
+    CHECK_EQ_INT(gt_outer_peer_next(g_o[2]), 2);
     teardown(n);
 }
 
@@ -1069,14 +1069,13 @@ static void test_duplicate_delta(void)
     pump();
     pump();
     check_identical(n, 0);
-    gt_wan_outer_stats_t before, after;
-    gt_wan_outer_stats(g_o[0], &before);
+    gt_outer_stats_t before, after;
+    gt_outer_stats(g_o[0], &before);
     for (size_t i = 0; i < nd; i++) {
-        CHECK_EQ_INT(gt_wan_outer_deliver(g_o[0], &dup[i].msg, dup[i].buf, dup[i].len, g_now),
-                     GT_OK);
+        CHECK_EQ_INT(gt_outer_deliver(g_o[0], &dup[i].msg, dup[i].buf, dup[i].len, g_now), GT_OK);
         free(dup[i].buf);
     }
-    gt_wan_outer_stats(g_o[0], &after);
+    gt_outer_stats(g_o[0], &after);
     CHECK_EQ_INT(after.duplicate_deltas - before.duplicate_deltas, nd);
     CHECK_EQ_INT(after.late, before.late);
     CHECK_EQ_INT(after.open, 0); /* nothing folded into round 1 */
@@ -1087,8 +1086,8 @@ static uint64_t ledger(uint32_t n, uint64_t *unreceived_p)
 {
     uint64_t sum = 0, unreceived = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats_t st;
-        gt_wan_outer_stats(g_o[s], &st);
+        gt_outer_stats_t st;
+        gt_outer_stats(g_o[s], &st);
         sum += st.on_time + st.late + st.dropped + st.open + st.unreceived;
         unreceived += st.unreceived;
     }
@@ -1096,7 +1095,7 @@ static uint64_t ledger(uint32_t n, uint64_t *unreceived_p)
     return sum;
 }
 
-/* The end of a run: owners that finish (gt_wan_outer_finish) take nothing more and say, in a
+/* The end of a run: owners that finish (gt_outer_finish) take nothing more and say, in a
  * FIN, how many contributions they took from each site; what a straggler sent them beyond that
  * is counted by the straggler as unreceived, so every contribution ends in one counter. */
 static void test_fin_ledger(void)
@@ -1105,10 +1104,10 @@ static void test_fin_ledger(void)
     setup(n, GT_CMP_FP32, 0, 0.6, 1, 0);
     close_without_last(n, 0); /* round 0 closes at its deadline without site 2 */
     /* Site 2's round 0 arrives before site 0 finishes: taken (late, folded into round 1). */
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 0, g_delta[2], 1.0, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 0, g_delta[2], 1.0, 0, g_now), GT_OK);
     pump();
-    gt_wan_outer_finish(g_o[0], g_now);
-    gt_wan_outer_finish(g_o[0], g_now);
+    gt_outer_finish(g_o[0], g_now);
+    gt_outer_finish(g_o[0], g_now);
     size_t fins = 0;
     for (size_t i = 0; i < g_qn; i++) fins += g_q[i].src == 0;
     CHECK_EQ_INT(fins, 2); /* one FIN to each peer, however often it is called */
@@ -1118,15 +1117,15 @@ static void test_fin_ledger(void)
     CHECK_EQ_INT(unreceived, 0);
     /* Its round 1 is on its way when site 1 finishes (site 0 finished before it was sent):
      * neither takes any of it. */
-    gt_wan_outer_stats_t before[2], after[2];
-    for (uint32_t s = 0; s < 2; s++) gt_wan_outer_stats(g_o[s], &before[s]);
+    gt_outer_stats_t before[2], after[2];
+    for (uint32_t s = 0; s < 2; s++) gt_outer_stats(g_o[s], &before[s]);
     make_deltas(n);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[2], 1, g_delta[2], 1.0, 0, g_now), GT_OK);
-    gt_wan_outer_finish(g_o[1], g_now);
+    CHECK_EQ_INT(gt_outer_submit(g_o[2], 1, g_delta[2], 1.0, 0, g_now), GT_OK);
+    gt_outer_finish(g_o[1], g_now);
     pump();
     pump();
     for (uint32_t s = 0; s < 2; s++) {
-        gt_wan_outer_stats(g_o[s], &after[s]);
+        gt_outer_stats(g_o[s], &after[s]);
         CHECK_EQ_INT(after[s].late + after[s].open + after[s].on_time + after[s].dropped,
                      before[s].late + before[s].open + before[s].on_time + before[s].dropped);
     }
@@ -1148,27 +1147,27 @@ static void test_relay(void)
     g_cut[0][2] = g_cut[2][0] = 1;
     make_deltas(n);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump();
     pump();
     g_now += 150000000ull; /* past the deadline (100 ms): 0's and 2's chunks close */
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     pump();
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[1], 0, g_res[1]), GT_OK);
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
-    CHECK_EQ_INT(gt_wan_outer_result(g_o[2], 0, g_res[2]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_result(g_o[1], 0, g_res[1]), GT_OK);
+    CHECK_EQ_INT(gt_outer_result(g_o[0], 0, g_res[0]), GT_ERR_AGAIN);
+    CHECK_EQ_INT(gt_outer_result(g_o[2], 0, g_res[2]), GT_ERR_AGAIN);
     /* Site 1's chunks came at once (nothing of theirs crosses the cut): 150 ms ago, less than
      * the straggler deadline plus deadline_min (200 ms): nobody has asked yet. */
-    gt_wan_outer_stats_t st[3];
-    gt_wan_outer_stats(g_o[0], &st[0]);
+    gt_outer_stats_t st[3];
+    gt_outer_stats(g_o[0], &st[0]);
     CHECK_EQ_INT(st[0].pulls, 0);
     g_now += 100000000ull;
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump(); /* the pulls reach site 1 */
     pump(); /* its relays reach 0 and 2 */
     check_identical(n, 0);
-    for (uint32_t s = 0; s < n; s++) gt_wan_outer_stats(g_o[s], &st[s]);
+    for (uint32_t s = 0; s < n; s++) gt_outer_stats(g_o[s], &st[s]);
     CHECK_EQ_INT(st[0].pulls, 3); /* 3 lanes x site 2's one chunk each */
     CHECK_EQ_INT(st[2].pulls, 3);
     CHECK_EQ_INT(st[1].pulls, 0);
@@ -1176,11 +1175,11 @@ static void test_relay(void)
     /* Asked again (a pull repeated), site 1 does not send the chunks a second time. */
     uint64_t relays = st[1].relays;
     g_now += 300000000ull;
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
-    gt_wan_outer_stats(g_o[1], &st[1]);
+    gt_outer_stats(g_o[1], &st[1]);
     CHECK_EQ_INT(st[1].relays, relays); /* and 0 and 2 asked nothing more: complete */
-    gt_wan_outer_stats(g_o[0], &st[0]);
+    gt_outer_stats(g_o[0], &st[0]);
     CHECK_EQ_INT(st[0].pulls, 3);
     teardown(n);
 }
@@ -1195,7 +1194,7 @@ static void known_cut_submit(double quorum)
     g_cut[0][2] = g_cut[2][0] = 1;
     make_deltas(3);
     for (uint32_t s = 0; s < 3; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 1.0, 0, g_now), GT_OK);
 }
 
 /* The same cut, with the io saying which sites are unreachable: each end asks for the chunks
@@ -1209,17 +1208,17 @@ static void test_relay_unreachable(void)
     pump();
     pump();
     g_now += 150000000ull; /* the deadline closes; site 1's chunks came 150 ms ago */
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     pump();
     /* Site 0 asked before site 2 had closed (site 1 had no copy yet): it asks again 50 ms on. */
     g_now += 60000000ull;
-    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
     pump();
     pump();
     check_identical(n, 0);
-    gt_wan_outer_stats_t st;
-    gt_wan_outer_stats(g_o[1], &st);
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[1], &st);
     CHECK_EQ_INT(st.relays, 6);
     teardown(n);
 }
@@ -1245,10 +1244,10 @@ static void test_detour(void)
     CHECK(forged.buf != NULL);
     pump(); /* contributions: straight, or to site 1 */
     pump(); /* site 1 passes the detours on */
-    gt_wan_outer_stats_t st[3];
+    gt_outer_stats_t st[3];
     uint64_t on_time = 0, late = 0;
     for (uint32_t s = 0; s < n; s++) {
-        gt_wan_outer_stats(g_o[s], &st[s]);
+        gt_outer_stats(g_o[s], &st[s]);
         on_time += st[s].on_time;
         late += st[s].late;
     }
@@ -1261,7 +1260,7 @@ static void test_detour(void)
     /* the results still need relays across the cut (test_relay_unreachable) */
     g_now += 150000000ull;
     for (int k = 0; k < 2; k++) {
-        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_wan_outer_progress(g_o[s], g_now), GT_OK);
+        for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
         pump();
         pump();
         g_now += 60000000ull;
@@ -1271,8 +1270,8 @@ static void test_detour(void)
     uint32_t flags = gt_le_get32(forged.buf + 28);
     gt_le_put32(forged.buf + 28, flags | 4u);
     uint64_t bad = st[1].bad_messages;
-    CHECK(gt_wan_outer_deliver(g_o[1], &forged.msg, forged.buf, forged.len, g_now) != GT_OK);
-    gt_wan_outer_stats(g_o[1], &st[1]);
+    CHECK(gt_outer_deliver(g_o[1], &forged.msg, forged.buf, forged.len, g_now) != GT_OK);
+    gt_outer_stats(g_o[1], &st[1]);
     CHECK_EQ_INT(st[1].bad_messages, bad + 1);
     CHECK_EQ_INT(g_qn, 0);
     free(forged.buf);
@@ -1288,10 +1287,10 @@ static void test_submit_order(void)
     const uint32_t n = 2;
     setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
     make_deltas(n);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[1], 0, g_delta[1], 1.0, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[1], 0, g_delta[1], 1.0, 0, g_now), GT_OK);
     pump(); /* site 0 holds site 1's contributions to its chunks */
     CHECK_EQ_INT(g_qn, 0);
-    CHECK_EQ_INT(gt_wan_outer_submit(g_o[0], 0, g_delta[0], 1.0, 0, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_submit(g_o[0], 0, g_delta[0], 1.0, 0, g_now), GT_OK);
     size_t deltas = 0, results = 0, delta_after_result = 0;
     for (size_t i = 0; i < g_qn; i++) {
         if (g_q[i].src != 0) continue;
@@ -1322,7 +1321,7 @@ static void test_forward_only_missing(void)
     pump();
     check_identical(n, 0);
     for (uint32_t s = 0; s < n; s++)
-        CHECK_EQ_INT(gt_wan_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
     pump(); /* round 1's deltas reach every owner; results are now queued */
     owner2_dies_mid_broadcast();
     size_t fwd0 = 0, fwd1 = 0;
