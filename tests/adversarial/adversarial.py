@@ -447,7 +447,9 @@ class Proxy:
         except OSError:
             c.close()
             return
-        site = "geotrain" in owner_cmd(dport) and "etcd" not in owner_cmd(dport)
+        # by the listener's program (argv[0]), not its whole command line: a site's names
+        # launch's etcd certificates (RUN_DIR/etcd/tls/...) among its --set arguments
+        site = os.path.basename(owner_cmd(dport).split("\0")[0]) == "geotrain"
         if site:
             self.streams += 1
         kind = None
