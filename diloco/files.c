@@ -368,13 +368,13 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "fence_confirms", json_integer((json_int_t)d->fence_confirms));
     json_object_set_new(o, "life_tokens", json_integer((json_int_t)d->life_tokens));
     json_object_set_new(o, "life_compute_s", json_real(d->life_compute_s));
-    json_object_set_new(o, "train_start_unix",
-                        d->train_start_unix > 0 ? json_real(d->train_start_unix) : json_null());
-    json_object_set_new(o, "train_end_unix",
-                        d->train_start_unix > 0 ? json_real(end_unix) : json_null());
-    json_object_set_new(o, "resumed_step",
-                        d->resumed_step >= 0 ? json_integer((json_int_t)d->resumed_step)
-                                             : json_null());
+    /* a field that does not apply (never trained, not resumed) is left out, not null */
+    if (d->train_start_unix > 0) {
+        json_object_set_new(o, "train_start_unix", json_real(d->train_start_unix));
+        json_object_set_new(o, "train_end_unix", json_real(end_unix));
+    }
+    if (d->resumed_step >= 0)
+        json_object_set_new(o, "resumed_step", json_integer((json_int_t)d->resumed_step));
     json_object_set_new(o, "handshakes_refused",
                         json_integer((json_int_t)ms.gate.handshakes_refused));
     json_object_set_new(
