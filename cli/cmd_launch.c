@@ -33,6 +33,7 @@
 #include "gt_outer.h"
 #include "gt_wan.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -637,6 +638,48 @@ start:
     return pid;
 }
 
+/* The parent of process pid (from /proc/PID/stat), or -1. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* after the command name, which may hold spaces */
+    int ppid = -1;
+    char state;
+    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2) return -1;
+    return (pid_t)ppid;
+}
+
+/* Sends sig to a site: the process launch started for it and every descendant. A site of
+ * several ranks is mpirun (or launch's torch supervisor) and its ranks, and Open MPI puts each
+ * rank in a process group of its own, so neither kill(pid) nor a group signal reaches them all:
+ * a chaos kill of mpirun alone left its ranks running, holding the site's lock and ports, when
+ * the site was started again. */
+static void signal_site(pid_t pid, int sig)
+{
+    enum { MAX_TREE = 256 };
+    pid_t tree[MAX_TREE];
+    size_t n = 0;
+    tree[n++] = pid;
+    for (size_t i = 0; i < n && n < MAX_TREE; i++) { /* breadth first over /proc */
+        DIR *dir = opendir("/proc");
+        struct dirent *e;
+        while (dir && (e = readdir(dir)) && n < MAX_TREE) {
+            char *end = NULL;
+            long p = strtol(e->d_name, &end, 10);
+            if (*end || p <= 0 || parent_of((pid_t)p) != tree[i]) continue;
+            tree[n++] = (pid_t)p;
+        }
+        if (dir) closedir(dir);
+    }
+    for (size_t i = 0; i < n; i++) kill(tree[i], sig);
+}
+
 static json_t *read_json(const char *path)
 {
     return json_load_file(path, 0, NULL);
@@ -916,7 +959,44 @@ static int write_run_summary(const char *run_dir, const gt_topo_config_t *cfg, s
     return rc;
 }
 
-int gt_cmd_launch(int argc, char **argv)
+/* One launch: its options, the run it starts, and what the supervision keeps track of. The
+ * steps of gt_cmd_launch below each take and fill it. */
+typedef struct {
+    /* the options */
+    const char *run_dir_opt, *config;
+    int config_given; /* a config on the command line (else --resume reads launch.json's) */
+    const char *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
+    const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
+    size_t n_kills, n_slows, n_user, n_corrupts, n_joins, n_restarts;
+    /* etcd members killed / restarted at a round: member index and round, -1 once done */
+    long etcd_members, etcd_ev[2][MAX_EVENTS][2];
+    size_t n_etcd_ev[2];
+    int resume, chaos, dry_run, etcd_plain;
+    unsigned long long chaos_seed;
+    double mtbf, round_s, fault_rounds;
+    json_t *launch_rec; /* RUN_DIR/launch.json of the run being resumed */
+    /* the run */
+    gt_topo_config_t *cfg;
+    site_proc_t *sp; /* cfg->n_sites */
+    const char *names[GT_OUTER_MAX_SITES];
+    gt_chaos_params_t chp;
+    uint32_t n_late, expect; /* sites that --join later; sites the run starts with (0: all) */
+    char run_dir[PATH_MAX], self[PATH_MAX], run_id[PATH_MAX], tls_path[PATH_MAX + 32];
+    const char *endpoint, *tls_dir; /* the local etcd's, when launch starts one */
+    char **sets;                    /* the --set list every site gets */
+    size_t n_sets;
+    gt_etcd_cluster_t etcd;
+    uint64_t t0, emu_start_ns;
+    /* the supervision: the live lines; --chaos: the run's furthest round, when training
+     * began, and (sync-dp) the whole run's stop and restart from its checkpoints */
+    int tty, drawn, sync_chaos, whole_down;
+    uint32_t running, whole_restarts, chaos_skipped;
+    double progress, t_first_unix, down_rounds, down_s;
+    uint64_t whole_restart_ns, t_first_done, last_print;
+} launch_t;
+
+/* The options into L. -1 to go on, else the exit status (help: 0, misuse: 2). */
+static int parse_options(launch_t *L, int argc, char **argv)
 {
     static const struct option opts[] = {{"run-dir", required_argument, NULL, 'd'},
                                          {"kill", required_argument, NULL, 'k'},
@@ -939,17 +1019,8 @@ int gt_cmd_launch(int argc, char **argv)
                                          {"fault-rounds", required_argument, NULL, 'F'},
                                          {"etcd-plain", no_argument, NULL, 'H'},
                                          {NULL, 0, NULL, 0}};
-    const char *run_dir_opt = NULL, *kills[MAX_EVENTS], *slows[MAX_EVENTS], *user_sets[MAX_SETS];
-    const char *corrupts[MAX_EVENTS], *joins[MAX_EVENTS], *restarts[MAX_EVENTS];
-    size_t n_kills = 0, n_slows = 0, n_user = 0, n_corrupts = 0, n_joins = 0, n_restarts = 0;
-    /* etcd members killed / restarted at a round: member index and round, -1 when unused */
-    long etcd_members = 3, etcd_ev[2][MAX_EVENTS][2];
-    size_t n_etcd_ev[2] = {0, 0};
     char *end = NULL;
-    int c, resume = 0, chaos = 0, dry_run = 0, etcd_plain = 0;
-    unsigned long long chaos_seed = 0;
-    double mtbf = 20.0, round_s = 2.0, fault_rounds = 2.0;
-    json_t *launch_rec = NULL; /* RUN_DIR/launch.json of the run being resumed */
+    int c;
     /* `-- CMD ARGS...`: everything after the first "--" is the user's trainer. */
     g_cmd = NULL;
     g_n_site_sets = 0;
@@ -968,19 +1039,19 @@ int gt_cmd_launch(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': run_dir_opt = optarg; break;
+        case 'd': L->run_dir_opt = optarg; break;
         case 'U':
-            run_dir_opt = optarg;
-            resume = 1;
+            L->run_dir_opt = optarg;
+            L->resume = 1;
             break;
         case 'k':
-            if (n_kills < MAX_EVENTS) kills[n_kills++] = optarg;
+            if (L->n_kills < MAX_EVENTS) L->kills[L->n_kills++] = optarg;
             break;
         case 'w':
-            if (n_slows < MAX_EVENTS) slows[n_slows++] = optarg;
+            if (L->n_slows < MAX_EVENTS) L->slows[L->n_slows++] = optarg;
             break;
         case 's':
-            if (n_user < MAX_SETS) user_sets[n_user++] = optarg;
+            if (L->n_user < MAX_SETS) L->user_sets[L->n_user++] = optarg;
             break;
         case 'u': /* every site's process reads it (diloco/connect.c) */
             if (setenv("GT_REUSE_RUN_ID", "1", 1) != 0) return 1;
@@ -997,17 +1068,17 @@ int gt_cmd_launch(int argc, char **argv)
             break;
         }
         case 'x':
-            if (n_corrupts < MAX_EVENTS) corrupts[n_corrupts++] = optarg;
+            if (L->n_corrupts < MAX_EVENTS) L->corrupts[L->n_corrupts++] = optarg;
             break;
         case 'j':
-            if (n_joins < MAX_EVENTS) joins[n_joins++] = optarg;
+            if (L->n_joins < MAX_EVENTS) L->joins[L->n_joins++] = optarg;
             break;
         case 'R':
-            if (n_restarts < MAX_EVENTS) restarts[n_restarts++] = optarg;
+            if (L->n_restarts < MAX_EVENTS) L->restarts[L->n_restarts++] = optarg;
             break;
         case 'E':
-            etcd_members = strtol(optarg, &end, 10);
-            if (*end || etcd_members < 1 || etcd_members > GT_ETCD_MAX_MEMBERS) {
+            L->etcd_members = strtol(optarg, &end, 10);
+            if (*end || L->etcd_members < 1 || L->etcd_members > GT_ETCD_MAX_MEMBERS) {
                 fprintf(stderr, "geotrain launch: --etcd-members %s: expected 1 to %d\n", optarg,
                         GT_ETCD_MAX_MEMBERS);
                 return 2;
@@ -1018,36 +1089,36 @@ int gt_cmd_launch(int argc, char **argv)
             int which = c == 'T';
             long member = strtol(optarg, &end, 10), round = -1;
             if (*end == '@') round = strtol(end + 1, &end, 10);
-            if (*end || member < 0 || round < 0 || n_etcd_ev[which] == MAX_EVENTS) {
+            if (*end || member < 0 || round < 0 || L->n_etcd_ev[which] == MAX_EVENTS) {
                 fprintf(stderr, "geotrain launch: --%s %s: expected MEMBER@ROUND\n",
                         which ? "restart-etcd" : "kill-etcd", optarg);
                 return 2;
             }
-            etcd_ev[which][n_etcd_ev[which]][0] = member;
-            etcd_ev[which][n_etcd_ev[which]++][1] = round;
+            L->etcd_ev[which][L->n_etcd_ev[which]][0] = member;
+            L->etcd_ev[which][L->n_etcd_ev[which]++][1] = round;
             break;
         }
         case 'C':
             errno = 0;
-            chaos_seed = strtoull(optarg, &end, 10);
+            L->chaos_seed = strtoull(optarg, &end, 10);
             if (*end || errno || optarg[0] == '-') {
                 fprintf(stderr, "geotrain launch: --chaos %s: expected a seed (an integer >= 0)\n",
                         optarg);
                 return 2;
             }
-            chaos = 1;
+            L->chaos = 1;
             break;
         case 'M':
-            mtbf = strtod(optarg, &end);
-            if (*end || !(mtbf >= 1.0 && mtbf <= 1e6)) {
+            L->mtbf = strtod(optarg, &end);
+            if (*end || !(L->mtbf >= 1.0 && L->mtbf <= 1e6)) {
                 fprintf(stderr, "geotrain launch: --mtbf-rounds %s: expected rounds in [1, 1e6]\n",
                         optarg);
                 return 2;
             }
             break;
         case 'r':
-            round_s = strtod(optarg, &end);
-            if (*end || !(round_s == 0 || (round_s >= 0.01 && round_s <= 1e5))) {
+            L->round_s = strtod(optarg, &end);
+            if (*end || !(L->round_s == 0 || (L->round_s >= 0.01 && L->round_s <= 1e5))) {
                 fprintf(stderr,
                         "geotrain launch: --chaos-round-s %s: expected seconds in "
                         "[0.01, 1e5], or 0 (no link cuts)\n",
@@ -1056,16 +1127,16 @@ int gt_cmd_launch(int argc, char **argv)
             }
             break;
         case 'F':
-            fault_rounds = strtod(optarg, &end);
-            if (*end || !(fault_rounds >= 0.05 && fault_rounds <= 1000)) {
+            L->fault_rounds = strtod(optarg, &end);
+            if (*end || !(L->fault_rounds >= 0.05 && L->fault_rounds <= 1000)) {
                 fprintf(stderr,
                         "geotrain launch: --fault-rounds %s: expected rounds in [0.05, 1000]\n",
                         optarg);
                 return 2;
             }
             break;
-        case 'N': dry_run = 1; break;
-        case 'H': etcd_plain = 1; break;
+        case 'N': L->dry_run = 1; break;
+        case 'H': L->etcd_plain = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -1074,32 +1145,39 @@ int gt_cmd_launch(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    const char *config = optind < argc ? argv[optind] : "sites.yaml";
-    if (resume && optind >= argc) {
+    L->config = optind < argc ? argv[optind] : "sites.yaml";
+    L->config_given = optind < argc;
+    return -1;
+}
+
+/* The config, after the --set list of the run being resumed (its launch.json) when --resume
+ * names no config. -1 to go on, else the exit status. */
+static int load_config(launch_t *L)
+{
+    if (L->resume && !L->config_given) {
         /* The config and --set list the run was launched with (launch.json), then ours. */
         char rec[PATH_MAX + 32];
-        snprintf(rec, sizeof rec, "%s/launch.json", run_dir_opt);
+        snprintf(rec, sizeof rec, "%s/launch.json", L->run_dir_opt);
         json_error_t je;
-        launch_rec = json_load_file(rec, 0, &je);
-        json_t *prev = json_object_get(launch_rec, "sets");
-        if (!json_is_string(json_object_get(launch_rec, "config")) || !json_is_array(prev)) {
+        L->launch_rec = json_load_file(rec, 0, &je);
+        json_t *prev = json_object_get(L->launch_rec, "sets");
+        if (!json_is_string(json_object_get(L->launch_rec, "config")) || !json_is_array(prev)) {
             fprintf(stderr,
                     "geotrain launch: --resume %s: cannot read %s (%s); give the config "
                     "as well: geotrain launch CONFIG --resume RUN_DIR\n",
-                    run_dir_opt, rec, launch_rec ? "no config or sets in it" : je.text);
-            json_decref(launch_rec);
+                    L->run_dir_opt, rec, L->launch_rec ? "no config or sets in it" : je.text);
             return 2;
         }
-        config = json_string_value(json_object_get(launch_rec, "config"));
+        L->config = json_string_value(json_object_get(L->launch_rec, "config"));
         size_t np = json_array_size(prev);
-        if (np + n_user > MAX_SETS) np = MAX_SETS - n_user;
-        memmove(user_sets + np, user_sets, n_user * sizeof *user_sets);
+        if (np + L->n_user > MAX_SETS) np = MAX_SETS - L->n_user;
+        memmove(L->user_sets + np, L->user_sets, L->n_user * sizeof *L->user_sets);
         for (size_t i = 0; i < np; i++) {
             const char *v = json_string_value(json_array_get(prev, i));
-            user_sets[i] = v ? v : "";
+            L->user_sets[i] = v ? v : "";
         }
-        n_user += np;
-        json_t *per = json_object_get(launch_rec, "site_sets"); /* --set-site, before ours */
+        L->n_user += np;
+        json_t *per = json_object_get(L->launch_rec, "site_sets"); /* --set-site, before ours */
         size_t ns = json_array_size(per);
         if (ns + g_n_site_sets > MAX_SETS) ns = MAX_SETS - g_n_site_sets;
         memmove(g_site_sets + ns, g_site_sets, g_n_site_sets * sizeof *g_site_sets);
@@ -1110,42 +1188,34 @@ int gt_cmd_launch(int argc, char **argv)
         g_n_site_sets += ns;
     }
     gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
-    lp.sets = user_sets;
-    lp.n_sets = n_user;
-    gt_topo_config_t *cfg = NULL;
-    if (gt_topo_load(config, &lp, &cfg) != GT_OK) {
-        fprintf(stderr, "geotrain launch: %s is not valid\n", config);
-        json_decref(launch_rec);
+    lp.sets = L->user_sets;
+    lp.n_sets = L->n_user;
+    if (gt_topo_load(L->config, &lp, &L->cfg) != GT_OK) {
+        fprintf(stderr, "geotrain launch: %s is not valid\n", L->config);
         return 2;
     }
-    int rc = 1;
-    /* --chaos: the run's furthest round, when training began, and (sync-dp) the whole run's
-     * stop and restart from its checkpoints */
-    int sync_chaos = 0, whole_down = 0;
-    double progress = 0, t_first_unix = 0, down_rounds = 1, down_s = -1;
-    uint64_t whole_restart_ns = 0, t_first_done = 0;
-    uint32_t whole_restarts = 0, chaos_skipped = 0;
-    site_proc_t *sp = calloc(cfg->n_sites, sizeof *sp);
-    char **sets = NULL;
-    size_t n_sets = 0;
-    gt_etcd_cluster_t etcd;
-    memset(&etcd, 0, sizeof etcd);
-    uint64_t t0 = gt_time_ns();
-    char run_dir[PATH_MAX], sub[PATH_MAX + 32], site_cfg[PATH_MAX + 32], self[PATH_MAX];
-    char tls_path[PATH_MAX + 32];
-    if (!sp) goto out;
-    for (uint32_t i = 0; i < cfg->n_sites; i++) {
-        snprintf(sp[i].name, sizeof sp[i].name, "%s", cfg->sites[i].name);
-        sp[i].kill_round = -1;
-        sp[i].corrupt_round = -1;
-        sp[i].join_round = -1;
-        sp[i].restart_round = -1;
-        sp[i].slow = 1.0;
+    return -1;
+}
+
+/* Each site's scripted events (--kill, --slow, --join, ...) and the chaos schedule, checked
+ * against the config; --dry-run prints the schedule and stops there. -1 to go on, else the
+ * exit status. */
+static int plan_events(launch_t *L)
+{
+    L->sp = calloc(L->cfg->n_sites, sizeof *L->sp);
+    if (!L->sp) return 1;
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
+        snprintf(L->sp[i].name, sizeof L->sp[i].name, "%s", L->cfg->sites[i].name);
+        L->sp[i].kill_round = -1;
+        L->sp[i].corrupt_round = -1;
+        L->sp[i].join_round = -1;
+        L->sp[i].restart_round = -1;
+        L->sp[i].slow = 1.0;
     }
     /* --kill SITE@ROUND, --corrupt-anchor SITE@ROUND, --slow SITE=FACTOR, --join SITE@ROUND,
      * --restart SITE@ROUND */
-    const char **lists[] = {kills, corrupts, slows, joins, restarts};
-    const size_t counts[] = {n_kills, n_corrupts, n_slows, n_joins, n_restarts};
+    const char **lists[] = {L->kills, L->corrupts, L->slows, L->joins, L->restarts};
+    const size_t counts[] = {L->n_kills, L->n_corrupts, L->n_slows, L->n_joins, L->n_restarts};
     static const char *const flag[] = {"--kill", "--corrupt-anchor", "--slow", "--join",
                                        "--restart"};
     for (int kind = 0; kind < 5; kind++) {
@@ -1156,202 +1226,205 @@ int gt_cmd_launch(int argc, char **argv)
             uint32_t i;
             snprintf(name, sizeof name, "%.*s", sep ? (int)(sep - arg) : 0, arg);
             double v = sep ? strtod(sep + 1, NULL) : -1;
-            int ok = sep && gt_topo_site_index(cfg, name, &i) == GT_OK &&
+            int ok = sep && gt_topo_site_index(L->cfg, name, &i) == GT_OK &&
                      (kind == 2 ? (v >= 1.0 && v <= 1000) : (sep[1] >= '0' && sep[1] <= '9'));
             if (!ok) {
                 fprintf(stderr, "geotrain launch: %s %s: expected %s with a site of %s%s\n",
-                        flag[kind], arg, kind == 2 ? "SITE=FACTOR" : "SITE@ROUND", config,
+                        flag[kind], arg, kind == 2 ? "SITE=FACTOR" : "SITE@ROUND", L->config,
                         kind == 2 ? " and a factor in [1, 1000]" : "");
-                rc = 2;
-                goto out;
+                return 2;
             }
             int64_t round = kind == 2 ? 0 : strtoll(sep + 1, NULL, 10);
             if (kind == 0)
-                sp[i].kill_round = round;
+                L->sp[i].kill_round = round;
             else if (kind == 1)
-                sp[i].corrupt_round = round;
+                L->sp[i].corrupt_round = round;
             else if (kind == 2)
-                sp[i].slow = v;
+                L->sp[i].slow = v;
             else if (kind == 3)
-                sp[i].join_round = round;
+                L->sp[i].join_round = round;
             else
-                sp[i].restart_round = round;
+                L->sp[i].restart_round = round;
         }
     }
     for (size_t e = 0; e < g_n_site_sets; e++) {
         char name[GT_TOPO_NAME_MAX];
         uint32_t i;
         snprintf(name, sizeof name, "%.*s", (int)strcspn(g_site_sets[e], ":"), g_site_sets[e]);
-        if (gt_topo_site_index(cfg, name, &i) != GT_OK) {
+        if (gt_topo_site_index(L->cfg, name, &i) != GT_OK) {
             fprintf(stderr, "geotrain launch: --set-site %s: %s has no site '%s'\n", g_site_sets[e],
-                    config, name);
-            rc = 2;
-            goto out;
+                    L->config, name);
+            return 2;
         }
     }
-    uint32_t n_late = 0;
-    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+    L->n_late = 0;
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
         const char *why = NULL;
-        if (sp[i].join_round >= 0 || sp[i].restart_round >= 0) {
-            int64_t r = sp[i].join_round >= 0 ? sp[i].join_round : sp[i].restart_round;
-            if (r < 1 || r >= (int64_t)cfg->run.rounds) why = "ROUND must be in [1, run.rounds)";
+        if (L->sp[i].join_round >= 0 || L->sp[i].restart_round >= 0) {
+            int64_t r = L->sp[i].join_round >= 0 ? L->sp[i].join_round : L->sp[i].restart_round;
+            if (r < 1 || r >= (int64_t)L->cfg->run.rounds) why = "ROUND must be in [1, run.rounds)";
         }
-        if (sp[i].join_round >= 0 && (sp[i].restart_round >= 0 || sp[i].kill_round >= 0))
+        if (L->sp[i].join_round >= 0 && (L->sp[i].restart_round >= 0 || L->sp[i].kill_round >= 0))
             why = "a site that joins late cannot also be killed or restarted";
-        if (sp[i].restart_round >= 0 &&
-            (sp[i].kill_round < 0 || sp[i].restart_round < sp[i].kill_round))
+        if (L->sp[i].restart_round >= 0 &&
+            (L->sp[i].kill_round < 0 || L->sp[i].restart_round < L->sp[i].kill_round))
             why = "--restart needs a --kill of the same site at the same or an earlier round";
         if (why) {
-            fprintf(stderr, "geotrain launch: site %s: %s\n", sp[i].name, why);
-            rc = 2;
-            goto out;
+            fprintf(stderr, "geotrain launch: site %s: %s\n", L->sp[i].name, why);
+            return 2;
         }
-        n_late += sp[i].join_round >= 0;
+        L->n_late += L->sp[i].join_round >= 0;
     }
-    if (n_late >= cfg->n_sites) {
+    if (L->n_late >= L->cfg->n_sites) {
         fprintf(stderr, "geotrain launch: at least one site must start the run (not --join)\n");
-        rc = 2;
-        goto out;
+        return 2;
     }
-    if (cfg->n_sites < 2) {
-        fprintf(stderr, "geotrain launch: %s has one site; train it with `geotrain run`\n", config);
-        rc = 2;
-        goto out;
+    if (L->cfg->n_sites < 2) {
+        fprintf(stderr, "geotrain launch: %s has one site; train it with `geotrain run`\n",
+                L->config);
+        return 2;
     }
-    const char *names[GT_OUTER_MAX_SITES];
-    for (uint32_t i = 0; i < cfg->n_sites && i < GT_OUTER_MAX_SITES; i++) names[i] = sp[i].name;
-    g_site_names = names;
-    g_n_site_names = cfg->n_sites;
+    for (uint32_t i = 0; i < L->cfg->n_sites && i < GT_OUTER_MAX_SITES; i++)
+        L->names[i] = L->sp[i].name;
+    g_site_names = L->names;
+    g_n_site_names = L->cfg->n_sites;
     g_n_chaos = 0;
-    gt_chaos_params_t chp = {chaos_seed,
-                             mtbf,
-                             cfg->n_sites,
-                             cfg->run.rounds,
-                             cfg->membership.n_endpoints ? 0u : (uint32_t)etcd_members,
-                             (double)cfg->membership.lease_ttl_s,
-                             cfg->wan.emulation.enabled ? round_s : 0.0,
-                             cfg->wan.peer_timeout_ms * 1e-3,
-                             fault_rounds};
-    if (chaos) {
-        if (resume || n_kills || n_joins || n_restarts) {
+    L->chp = (gt_chaos_params_t){L->chaos_seed,
+                                 L->mtbf,
+                                 L->cfg->n_sites,
+                                 L->cfg->run.rounds,
+                                 L->cfg->membership.n_endpoints ? 0u : (uint32_t)L->etcd_members,
+                                 (double)L->cfg->membership.lease_ttl_s,
+                                 L->cfg->wan.emulation.enabled ? L->round_s : 0.0,
+                                 L->cfg->wan.peer_timeout_ms * 1e-3,
+                                 L->fault_rounds};
+    if (L->chaos) {
+        if (L->resume || L->n_kills || L->n_joins || L->n_restarts) {
             fprintf(stderr, "geotrain launch: --chaos draws its own faults: it does not go with "
                             "--resume, --kill, --join or --restart\n");
-            rc = 2;
-            goto out;
+            return 2;
         }
-        g_n_chaos = gt_chaos_draw(&chp, g_chaos, GT_CHAOS_MAX_EVENTS);
+        g_n_chaos = gt_chaos_draw(&L->chp, g_chaos, GT_CHAOS_MAX_EVENTS);
     }
-    if (dry_run) { /* the schedule only: nothing is started or written */
-        if (chaos) {
-            json_t *cj = gt_chaos_json(&chp, g_chaos, g_n_chaos, names);
+    if (L->dry_run) { /* the schedule only: nothing is started or written */
+        if (L->chaos) {
+            json_t *cj = gt_chaos_json(&L->chp, g_chaos, g_n_chaos, L->names);
             char *text = cj ? json_dumps(cj, JSON_INDENT(2)) : NULL;
             printf("%s\n", text ? text : "{}");
             free(text);
             json_decref(cj);
         } else {
             printf("geotrain launch: %u sites of %s; nothing to show without --chaos\n",
-                   cfg->n_sites, config);
+                   L->cfg->n_sites, L->config);
         }
-        rc = 0;
-        goto out;
+        return 0;
     }
+    return -1;
+}
+
+/* The run directory (locked), the local etcd, the keys, the --set list every site gets, and
+ * the header lines. -1 to go on, else the exit status. */
+static int prepare_run(launch_t *L)
+{
+    char sub[PATH_MAX + 32], site_cfg[PATH_MAX + 32];
     /* The run directory. */
-    if (run_dir_opt) {
-        snprintf(run_dir, sizeof run_dir, "%s", run_dir_opt);
+    if (L->run_dir_opt) {
+        snprintf(L->run_dir, sizeof L->run_dir, "%s", L->run_dir_opt);
     } else {
         char stamp[32];
         time_t t = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
-        snprintf(run_dir, sizeof run_dir, "%s/%s-%s", cfg->run.run_dir, cfg->run.name, stamp);
+        snprintf(L->run_dir, sizeof L->run_dir, "%s/%s-%s", L->cfg->run.run_dir, L->cfg->run.name,
+                 stamp);
     }
-    snprintf(sub, sizeof sub, "%s/logs", run_dir);
-    if (gt_mkdirs(sub) != GT_OK) goto out;
-    if (lock_run_dir(run_dir) != 0) {
-        rc = 2;
-        goto out;
+    snprintf(sub, sizeof sub, "%s/logs", L->run_dir);
+    if (gt_mkdirs(sub) != GT_OK) return 1;
+    if (lock_run_dir(L->run_dir) != 0) {
+        return 2;
     }
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0) goto out;
-    self[sl] = '\0';
+    ssize_t sl = readlink("/proc/self/exe", L->self, sizeof L->self - 1);
+    if (sl <= 0) return 1;
+    L->self[sl] = '\0';
 
     signal(SIGINT, on_interrupt);
     signal(SIGTERM, on_interrupt);
     for (int which = 0; which < 2; which++)
-        for (size_t e = 0; e < n_etcd_ev[which]; e++)
-            if (etcd_ev[which][e][0] >= etcd_members || cfg->membership.n_endpoints) {
+        for (size_t e = 0; e < L->n_etcd_ev[which]; e++)
+            if (L->etcd_ev[which][e][0] >= L->etcd_members || L->cfg->membership.n_endpoints) {
                 fprintf(stderr, "geotrain launch: --%s %ld: launch's etcd has members 0..%ld%s\n",
-                        which ? "restart-etcd" : "kill-etcd", etcd_ev[which][e][0],
-                        etcd_members - 1,
-                        cfg->membership.n_endpoints ? " (and none runs: the config names its "
-                                                      "own membership.endpoints)"
-                                                    : "");
-                rc = 2;
-                goto out;
+                        which ? "restart-etcd" : "kill-etcd", L->etcd_ev[which][e][0],
+                        L->etcd_members - 1,
+                        L->cfg->membership.n_endpoints ? " (and none runs: the config names its "
+                                                         "own membership.endpoints)"
+                                                       : "");
+                return 2;
             }
-    const char *endpoint = NULL, *tls_dir = NULL;
-    if (record_launch(run_dir, config, user_sets, n_user) != 0) goto out;
-    if (cfg->membership.n_endpoints == 0) {
+    if (record_launch(L->run_dir, L->config, L->user_sets, L->n_user) != 0) return 1;
+    if (L->cfg->membership.n_endpoints == 0) {
         /* A Raft cluster (3 members by default): membership survives the loss of one. Client
          * and peer TLS with certificates of a CA made for this run, unless --etcd-plain: any
          * process on the host could otherwise read and rewrite the run's membership. */
-        snprintf(sub, sizeof sub, "%s/etcd", run_dir);
-        snprintf(tls_path, sizeof tls_path, "%s/etcd/tls", run_dir);
-        if (!etcd_plain) tls_dir = tls_path;
+        snprintf(sub, sizeof sub, "%s/etcd", L->run_dir);
+        snprintf(L->tls_path, sizeof L->tls_path, "%s/etcd/tls", L->run_dir);
+        if (!L->etcd_plain) L->tls_dir = L->tls_path;
         /* A resumed run starts from its checkpoints with a fresh control plane: the old
          * members' leases and view belong to processes that are gone. */
-        if (resume) gt_rmtree(sub);
-        if (gt_etcd_cluster_start_tls(sub, (size_t)etcd_members, 30000, tls_dir, &etcd) != GT_OK)
-            goto out;
-        endpoint = etcd.endpoints;
+        if (L->resume) gt_rmtree(sub);
+        if (gt_etcd_cluster_start_tls(sub, (size_t)L->etcd_members, 30000, L->tls_dir, &L->etcd) !=
+            GT_OK)
+            return 1;
+        L->endpoint = L->etcd.endpoints;
     }
-    if (resume) { /* new key pairs for the restarted sites (every one of them restarts) */
-        snprintf(sub, sizeof sub, "%s/keys", run_dir);
+    if (L->resume) { /* new key pairs for the restarted sites (every one of them restarts) */
+        snprintf(sub, sizeof sub, "%s/keys", L->run_dir);
         gt_rmtree(sub);
     }
-    if (prepare_config(config, cfg, run_dir, endpoint, tls_dir, site_cfg, sizeof site_cfg) != 0)
-        goto out;
-    if (build_sets(cfg, run_dir, endpoint, tls_dir, user_sets, n_user, &sets, &n_sets) != 0 ||
-        add_cut_sets(cfg, &sets, &n_sets) != 0)
-        goto out;
+    if (prepare_config(L->config, L->cfg, L->run_dir, L->endpoint, L->tls_dir, site_cfg,
+                       sizeof site_cfg) != 0)
+        return 1;
+    if (build_sets(L->cfg, L->run_dir, L->endpoint, L->tls_dir, L->user_sets, L->n_user, &L->sets,
+                   &L->n_sets) != 0 ||
+        add_cut_sets(L->cfg, &L->sets, &L->n_sets) != 0)
+        return 1;
     if (g_cmd) {
         /* `geotrain run` writes RUN_DIR/config.yaml; for the user's CMD, launch does: the
          * config as every site resolves it (with the etcd endpoints and the keys). */
         gt_topo_load_params_t rp = GT_TOPO_LOAD_PARAMS_INIT;
-        rp.sets = (const char *const *)sets;
-        rp.n_sets = n_sets;
+        rp.sets = (const char *const *)L->sets;
+        rp.n_sets = L->n_sets;
         gt_topo_config_t *resolved = NULL;
-        snprintf(sub, sizeof sub, "%s/config.yaml", run_dir);
+        snprintf(sub, sizeof sub, "%s/config.yaml", L->run_dir);
         FILE *f = NULL;
-        if (gt_topo_load(config, &rp, &resolved) != GT_OK || !(f = fopen(sub, "w")) ||
+        if (gt_topo_load(L->config, &rp, &resolved) != GT_OK || !(f = fopen(sub, "w")) ||
             gt_topo_print(resolved, f) != GT_OK)
             fprintf(stderr, "geotrain launch: cannot write %s\n", sub);
         if (f) fclose(f);
         gt_topo_destroy(resolved);
     }
-    char run_id[PATH_MAX];
-    const char *base = strrchr(run_dir, '/');
-    snprintf(run_id, sizeof run_id, "%s", base ? base + 1 : run_dir);
+    const char *base = strrchr(L->run_dir, '/');
+    snprintf(L->run_id, sizeof L->run_id, "%s", base ? base + 1 : L->run_dir);
 
     /* The emulated WAN's clock (links[].cuts count from it): the launch's start, for every
      * site process, so that a site started again later (a restart, a joiner) sees the same
      * cut windows as the others instead of windows counted from its own start. */
     char emu_start[32];
-    uint64_t emu_start_ns = gt_time_ns();
-    snprintf(emu_start, sizeof emu_start, "%llu", (unsigned long long)emu_start_ns);
-    if (setenv("GT_EMU_START_NS", emu_start, 1) != 0) goto out;
-    printf("geotrain launch: %u sites of %s, run directory %s\n", cfg->n_sites, config, run_dir);
+    L->emu_start_ns = gt_time_ns();
+    snprintf(emu_start, sizeof emu_start, "%llu", (unsigned long long)L->emu_start_ns);
+    if (setenv("GT_EMU_START_NS", emu_start, 1) != 0) return 1;
+    printf("geotrain launch: %u sites of %s, run directory %s\n", L->cfg->n_sites, L->config,
+           L->run_dir);
     printf("  WAN: %s, %s, emulation %s; codec %s; H = %u, overlap %u; %u rounds\n",
-           cfg->wan.transport == GT_TRANSPORT_UCX ? "ucx" : "libfabric",
-           cfg->security.mode == GT_SECURITY_NONE ? "NOT encrypted" : "encrypted",
-           cfg->wan.emulation.enabled ? "on" : "off", cfg->codec.name, cfg->inner.steps,
-           cfg->outer.overlap_steps, cfg->run.rounds);
-    if (chaos) {
+           L->cfg->wan.transport == GT_TRANSPORT_UCX ? "ucx" : "libfabric",
+           L->cfg->security.mode == GT_SECURITY_NONE ? "NOT encrypted" : "encrypted",
+           L->cfg->wan.emulation.enabled ? "on" : "off", L->cfg->codec.name, L->cfg->inner.steps,
+           L->cfg->outer.overlap_steps, L->cfg->run.rounds);
+    if (L->chaos) {
         printf("  chaos: seed %llu, one fault per site per %g rounds (written to "
                "%s/chaos.json)\n",
-               chaos_seed, mtbf, run_dir);
-        gt_chaos_print(stdout, g_chaos, g_n_chaos, names);
-        json_t *cj = gt_chaos_json(&chp, g_chaos, g_n_chaos, names);
-        snprintf(sub, sizeof sub, "%s/chaos.json", run_dir);
+               L->chaos_seed, L->mtbf, L->run_dir);
+        gt_chaos_print(stdout, g_chaos, g_n_chaos, L->names);
+        json_t *cj = gt_chaos_json(&L->chp, g_chaos, g_n_chaos, L->names);
+        snprintf(sub, sizeof sub, "%s/chaos.json", L->run_dir);
         if (!cj || json_dump_file(cj, sub, JSON_INDENT(2)) != 0)
             fprintf(stderr, "geotrain launch: cannot write %s\n", sub);
         json_decref(cj);
@@ -1360,397 +1433,459 @@ int gt_cmd_launch(int argc, char **argv)
         printf("  trainer:");
         for (char **a = g_cmd; *a; a++) printf("%s%s", *a, a[1] ? " " : "\n");
     }
-    uint32_t expect = n_late ? cfg->n_sites - n_late : 0;
-    for (uint32_t i = 0; i < cfg->n_sites; i++) {
-        if (sp[i].join_round >= 0) continue; /* started later, in the loop below */
-        sp[i].pid =
-            spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, sp[i].corrupt_round,
-                       sp[i].kill_round, expect, resume ? 2 : 0, sets, n_sets, cfg->sites[i].ranks);
-        if (sp[i].pid < 0) goto stop;
-        sp[i].started = 1;
+    return -1;
+}
+
+/* Every site that starts the run (not --join). 0, or -1 when one cannot be started. */
+static int start_sites(launch_t *L)
+{
+    L->expect = L->n_late ? L->cfg->n_sites - L->n_late : 0;
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
+        if (L->sp[i].join_round >= 0) continue; /* started later, in the loop below */
+        L->sp[i].pid =
+            spawn_site(L->self, L->config, L->sp[i].name, L->run_dir, L->run_id, L->sp[i].slow,
+                       L->sp[i].corrupt_round, L->sp[i].kill_round, L->expect, L->resume ? 2 : 0,
+                       L->sets, L->n_sets, L->cfg->sites[i].ranks);
+        if (L->sp[i].pid < 0) return -1;
+        L->sp[i].started = 1;
     }
-    int tty = isatty(STDOUT_FILENO), drawn = 0;
-    uint64_t last_print = 0;
-    sync_chaos = chaos && cfg->outer.mode == GT_OUTER_SYNC_DP;
-    for (;;) {
-        uint32_t running = 0;
-        for (uint32_t i = 0; i < cfg->n_sites; i++) {
-            if (sp[i].started && !sp[i].exited) {
-                int status;
-                pid_t r = waitpid(sp[i].pid, &status, WNOHANG);
-                if (r == sp[i].pid) {
-                    sp[i].exited = 1;
-                    sp[i].status = status;
-                    /* A site restarted by --chaos or after exit 3 (a zombie, a partition's
-                     * minority) that fails after the run ended found nobody to rejoin (its lost
-                     * tokens are in goodput): reported, not a failure of the run */
-                    if (!sync_chaos && (chaos || sp[i].rejoins) && sp[i].restarted &&
-                        t_first_done && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-                        sp[i].ended_joining = 1;
-                        fprintf(tty ? stdout : stderr,
-                                "-- %s (restarted) ended without rejoining: the run was over\n",
-                                sp[i].name);
-                        drawn = 0;
+    return 0;
+}
+
+/* Reaps the site processes that ended (a removed site is started again as a joiner; under
+ * sync-dp chaos a failure stops the whole run for its restart) and reads every status.json;
+ * counts the running ones in L->running. 0, or -1 when a site cannot be started again. */
+static int reap_sites(launch_t *L)
+{
+    char sub[PATH_MAX + 32];
+    L->running = 0;
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
+        if (L->sp[i].started && !L->sp[i].exited) {
+            int status;
+            pid_t r = waitpid(L->sp[i].pid, &status, WNOHANG);
+            if (r == L->sp[i].pid) {
+                L->sp[i].exited = 1;
+                L->sp[i].status = status;
+                /* A site restarted by --chaos or after exit 3 (a zombie, a partition's
+                 * minority) that fails after the run ended found nobody to rejoin (its lost
+                 * tokens are in goodput): reported, not a failure of the run */
+                if (!L->sync_chaos && (L->chaos || L->sp[i].rejoins) && L->sp[i].restarted &&
+                    L->t_first_done && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+                    L->sp[i].ended_joining = 1;
+                    fprintf(L->tty ? stdout : stderr,
+                            "-- %s (restarted) ended without rejoining: the run was over\n",
+                            L->sp[i].name);
+                    L->drawn = 0;
+                }
+                /* Killed: SIGKILL itself, or (a multi-rank site) mpirun reporting that its
+                 * rank died of it. */
+                int sigkill = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+                if (L->cfg->sites[i].ranks > 1 && WIFEXITED(status) && WEXITSTATUS(status) != 0)
+                    sigkill = 1;
+                if (L->sp[i].chaos_down) L->sp[i].killed = 1;
+                int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+                if (L->sync_chaos && failed && !g_interrupted && !L->whole_down &&
+                    L->whole_restarts >= 20) {
+                    fprintf(stderr,
+                            "geotrain launch: sync-dp: %s failed after 20 restarts of "
+                            "the whole run; giving up\n",
+                            L->sp[i].name);
+                    g_interrupted = SIGTERM; /* stops every site below */
+                } else if (L->sync_chaos && failed && !g_interrupted && !L->whole_down) {
+                    /* sync-dp cannot go on without a site: the whole job stops and restarts
+                     * from its last checkpoint, as a synchronous job does */
+                    L->whole_down = 1;
+                    for (uint32_t k = 0; k < L->cfg->n_sites; k++) {
+                        if (k == i || !L->sp[k].started || L->sp[k].exited || L->sp[k].pid <= 0)
+                            continue;
+                        signal_site(L->sp[k].pid, SIGKILL);
+                        waitpid(L->sp[k].pid, &L->sp[k].status, 0);
+                        L->sp[k].exited = 1;
+                        L->sp[k].chaos_stopped = 0;
                     }
-                    /* Killed: SIGKILL itself, or (a multi-rank site) mpirun reporting that its
-                     * rank died of it. */
-                    int sigkill = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-                    if (cfg->sites[i].ranks > 1 && WIFEXITED(status) && WEXITSTATUS(status) != 0)
-                        sigkill = 1;
-                    if (sp[i].chaos_down) sp[i].killed = 1;
-                    int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-                    if (sync_chaos && failed && !g_interrupted && !whole_down &&
-                        whole_restarts >= 20) {
-                        fprintf(stderr,
-                                "geotrain launch: sync-dp: %s failed after 20 restarts of "
-                                "the whole run; giving up\n",
-                                sp[i].name);
-                        g_interrupted = SIGTERM; /* stops every site below */
-                    } else if (sync_chaos && failed && !g_interrupted && !whole_down) {
-                        /* sync-dp cannot go on without a site: the whole job stops and restarts
-                         * from its last checkpoint, as a synchronous job does */
-                        whole_down = 1;
-                        for (uint32_t k = 0; k < cfg->n_sites; k++) {
-                            if (k == i || !sp[k].started || sp[k].exited || sp[k].pid <= 0)
-                                continue;
-                            kill(sp[k].pid, SIGKILL);
-                            waitpid(sp[k].pid, &sp[k].status, 0);
-                            sp[k].exited = 1;
-                            sp[k].chaos_stopped = 0;
-                        }
-                        /* the run's mean round so far (training time, not start-up) */
-                        struct timespec rt;
-                        clock_gettime(CLOCK_REALTIME, &rt);
-                        double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
-                        double per_round = progress > 0 && t_first_unix > 0
-                                               ? (now_unix - t_first_unix) / progress
-                                               : 1.0;
-                        double down = down_s >= 0 ? down_s : down_rounds * per_round;
-                        down_s = -1;
-                        whole_restart_ns = gt_time_ns() + (uint64_t)(down * 1e9);
-                        fprintf(tty ? stdout : stderr,
-                                "-- sync-dp: %s failed; every site stopped, restarting from the "
-                                "last checkpoint in %.1f s\n",
-                                sp[i].name, down);
-                        drawn = 0;
-                    }
-                    if (!sync_chaos && WIFEXITED(status) && WEXITSTATUS(status) == 3 &&
-                        !g_interrupted && sp[i].rejoins < (chaos ? 50 : 5) && !t_first_done) {
-                        /* Removed from the run (a zombie, a partition past its lease): it
-                         * comes back as a joiner, fetching the current anchor. */
-                        sp[i].rejoins++;
-                        fprintf(tty ? stdout : stderr,
-                                "-- %s was removed from the run (exit 3): started again, it "
-                                "rejoins\n",
-                                sp[i].name);
-                        drawn = 0;
-                        sp[i].pid =
-                            spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, -1,
-                                       -1, 0, 1, sets, n_sets, cfg->sites[i].ranks);
-                        if (sp[i].pid < 0) goto stop;
-                        sp[i].exited = 0;
-                        sp[i].restarted = 1;
-                    }
-                    if (sp[i].kill_round >= 0 && sigkill) {
-                        sp[i].killed = 1;
-                        fprintf(tty ? stdout : stderr, "-- killed %s (SIGKILL) at round %lld\n",
-                                sp[i].name, (long long)sp[i].kill_round);
-                        drawn = 0;
-                    }
+                    /* the run's mean round so far (training time, not start-up) */
+                    struct timespec rt;
+                    clock_gettime(CLOCK_REALTIME, &rt);
+                    double now_unix = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
+                    double per_round = L->progress > 0 && L->t_first_unix > 0
+                                           ? (now_unix - L->t_first_unix) / L->progress
+                                           : 1.0;
+                    double down = L->down_s >= 0 ? L->down_s : L->down_rounds * per_round;
+                    L->down_s = -1;
+                    L->whole_restart_ns = gt_time_ns() + (uint64_t)(down * 1e9);
+                    fprintf(L->tty ? stdout : stderr,
+                            "-- sync-dp: %s failed; every site stopped, restarting from the "
+                            "last checkpoint in %.1f s\n",
+                            L->sp[i].name, down);
+                    L->drawn = 0;
+                }
+                if (!L->sync_chaos && WIFEXITED(status) && WEXITSTATUS(status) == 3 &&
+                    !g_interrupted && L->sp[i].rejoins < (L->chaos ? 50 : 5) && !L->t_first_done) {
+                    /* Removed from the run (a zombie, a partition past its lease): it
+                     * comes back as a joiner, fetching the current anchor. */
+                    L->sp[i].rejoins++;
+                    fprintf(L->tty ? stdout : stderr,
+                            "-- %s was removed from the run (exit 3): started again, it "
+                            "rejoins\n",
+                            L->sp[i].name);
+                    L->drawn = 0;
+                    L->sp[i].pid = spawn_site(L->self, L->config, L->sp[i].name, L->run_dir,
+                                              L->run_id, L->sp[i].slow, -1, -1, 0, 1, L->sets,
+                                              L->n_sets, L->cfg->sites[i].ranks);
+                    if (L->sp[i].pid < 0) return -1;
+                    L->sp[i].exited = 0;
+                    L->sp[i].restarted = 1;
+                }
+                if (L->sp[i].kill_round >= 0 && sigkill) {
+                    L->sp[i].killed = 1;
+                    fprintf(L->tty ? stdout : stderr, "-- killed %s (SIGKILL) at round %lld\n",
+                            L->sp[i].name, (long long)L->sp[i].kill_round);
+                    L->drawn = 0;
                 }
             }
-            running += sp[i].started && !sp[i].exited;
-            snprintf(sub, sizeof sub, "%s/%s/status.json", run_dir, sp[i].name);
-            json_t *st = read_json(sub);
-            if (st) {
-                json_decref(sp[i].st);
-                sp[i].st = st;
-            }
         }
-        /* --join / --restart: start a site once another one has applied that many rounds. */
-        for (uint32_t i = 0; i < cfg->n_sites; i++) {
-            int join = !sp[i].started, restart = sp[i].killed && sp[i].restart_round >= 0;
-            if (!join && !restart) continue;
-            int64_t when = join ? sp[i].join_round : sp[i].restart_round;
-            double most = 0;
-            for (uint32_t k = 0; k < cfg->n_sites; k++)
-                if (k != i && sp[k].started && jnum(sp[k].st, "rounds_applied") > most)
-                    most = jnum(sp[k].st, "rounds_applied");
-            if (most < (double)when) continue;
-            sp[i].pid = spawn_site(self, config, sp[i].name, run_dir, run_id, sp[i].slow, -1, -1, 0,
-                                   restart, sets, n_sets, cfg->sites[i].ranks);
-            if (sp[i].pid < 0) goto stop;
-            fprintf(tty ? stdout : stderr, "-- %s %s at round %lld\n",
-                    restart ? "restarted" : "started", sp[i].name, (long long)when);
-            drawn = 0;
-            sp[i].started = 1;
-            sp[i].exited = 0;
-            sp[i].status = 0;
-            if (restart) {
-                sp[i].killed = 0;
-                sp[i].kill_round = -1;
-                sp[i].restart_round = -1;
-                sp[i].restarted = 1;
-            }
-            running++;
+        L->running += L->sp[i].started && !L->sp[i].exited;
+        snprintf(sub, sizeof sub, "%s/%s/status.json", L->run_dir, L->sp[i].name);
+        json_t *st = read_json(sub);
+        if (st) {
+            json_decref(L->sp[i].st);
+            L->sp[i].st = st;
         }
-        /* --kill-etcd / --restart-etcd: once any site has applied that many rounds. */
-        double most_applied = 0;
-        for (uint32_t k = 0; k < cfg->n_sites; k++)
-            if (sp[k].started && jnum(sp[k].st, "rounds_applied") > most_applied)
-                most_applied = jnum(sp[k].st, "rounds_applied");
-        for (int which = 0; which < 2; which++)
-            for (size_t e = 0; e < n_etcd_ev[which]; e++) {
-                long *ev = etcd_ev[which][e];
-                if (ev[1] < 0 || most_applied < (double)ev[1]) continue;
-                if (which == 0) {
-                    gt_etcd_cluster_kill(&etcd, (size_t)ev[0]);
-                } else if (gt_etcd_cluster_restart(&etcd, (size_t)ev[0]) != GT_OK) {
-                    goto stop;
-                }
-                fprintf(tty ? stdout : stderr, "-- %s etcd member %ld at round %ld\n",
-                        which ? "restarted" : "killed", ev[0], ev[1]);
-                drawn = 0;
-                ev[1] = -1; /* done */
-            }
-        /* --chaos: fire the faults whose round the run has reached. */
-        for (uint32_t k = 0; k < cfg->n_sites; k++) {
-            /* in rounds, fractional (the furthest site's step over H): --fault-rounds below 1
-             * restarts a site or ends a slowdown inside a round */
-            double at = jnum(sp[k].st, "step") / (double)cfg->inner.steps;
-            if (sp[k].started && at > progress) progress = at;
-            double ts = jnum(sp[k].st, "train_start_unix");
-            if (ts > 0 && (t_first_unix <= 0 || ts < t_first_unix)) t_first_unix = ts;
+    }
+    return 0;
+}
+
+/* --join and --restart: a site started once another has applied that many rounds. */
+static int scripted_starts(launch_t *L)
+{
+    /* --join / --restart: start a site once another one has applied that many rounds. */
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
+        int join = !L->sp[i].started, restart = L->sp[i].killed && L->sp[i].restart_round >= 0;
+        if (!join && !restart) continue;
+        int64_t when = join ? L->sp[i].join_round : L->sp[i].restart_round;
+        double most = 0;
+        for (uint32_t k = 0; k < L->cfg->n_sites; k++)
+            if (k != i && L->sp[k].started && jnum(L->sp[k].st, "rounds_applied") > most)
+                most = jnum(L->sp[k].st, "rounds_applied");
+        if (most < (double)when) continue;
+        L->sp[i].pid =
+            spawn_site(L->self, L->config, L->sp[i].name, L->run_dir, L->run_id, L->sp[i].slow, -1,
+                       -1, 0, restart, L->sets, L->n_sets, L->cfg->sites[i].ranks);
+        if (L->sp[i].pid < 0) return -1;
+        fprintf(L->tty ? stdout : stderr, "-- %s %s at round %lld\n",
+                restart ? "restarted" : "started", L->sp[i].name, (long long)when);
+        L->drawn = 0;
+        L->sp[i].started = 1;
+        L->sp[i].exited = 0;
+        L->sp[i].status = 0;
+        if (restart) {
+            L->sp[i].killed = 0;
+            L->sp[i].kill_round = -1;
+            L->sp[i].restart_round = -1;
+            L->sp[i].restarted = 1;
         }
-        for (size_t e = 0; e < g_n_chaos && !whole_down; e++) {
-            gt_chaos_ev_t *ev = &g_chaos[e];
-            site_proc_t *v = ev->kind == GT_CHAOS_ETCD ? NULL : &sp[ev->target];
-            int alive = v && v->started && !v->exited && v->pid > 0;
-            uint64_t tnow = gt_time_ns();
-            const char *did = NULL;
-            if (ev->kind == GT_CHAOS_CUT) { /* the sites' emulators do it: only reported */
-                double t_emu = (double)(tnow - emu_start_ns) * 1e-9;
-                if (ev->state == 2 || t_emu < ev->start_s + (ev->state ? ev->duration_s : 0))
-                    continue;
-                fprintf(tty ? stdout : stderr,
-                        "-- chaos: link cut %s: %s%s%s for %.1f s at round "
-                        "%.1f (%.1f s on the emulation clock)\n",
-                        ev->state ? "healed" : "begins", sp[ev->target].name,
-                        ev->peer == GT_CHAOS_ALL_PEERS ? " off from every other site" : "-",
-                        ev->peer == GT_CHAOS_ALL_PEERS ? "" : sp[ev->peer].name, ev->duration_s,
-                        progress, t_emu);
-                ev->state++;
-                drawn = 0;
+        L->running++;
+    }
+    return 0;
+}
+
+/* --kill-etcd and --restart-etcd, once any site has applied that many rounds. */
+static int etcd_events(launch_t *L)
+{
+    /* --kill-etcd / --restart-etcd: once any site has applied that many rounds. */
+    double most_applied = 0;
+    for (uint32_t k = 0; k < L->cfg->n_sites; k++)
+        if (L->sp[k].started && jnum(L->sp[k].st, "rounds_applied") > most_applied)
+            most_applied = jnum(L->sp[k].st, "rounds_applied");
+    for (int which = 0; which < 2; which++)
+        for (size_t e = 0; e < L->n_etcd_ev[which]; e++) {
+            long *ev = L->etcd_ev[which][e];
+            if (ev[1] < 0 || most_applied < (double)ev[1]) continue;
+            if (which == 0) {
+                gt_etcd_cluster_kill(&L->etcd, (size_t)ev[0]);
+            } else if (gt_etcd_cluster_restart(&L->etcd, (size_t)ev[0]) != GT_OK) {
+                return -1;
+            }
+            fprintf(L->tty ? stdout : stderr, "-- %s etcd member %ld at round %ld\n",
+                    which ? "restarted" : "killed", ev[0], ev[1]);
+            L->drawn = 0;
+            ev[1] = -1; /* done */
+        }
+    return 0;
+}
+
+/* --chaos: the run's progress, and the faults whose round it has reached. */
+static int chaos_events(launch_t *L)
+{
+    /* --chaos: fire the faults whose round the run has reached. */
+    for (uint32_t k = 0; k < L->cfg->n_sites; k++) {
+        /* in rounds, fractional (the furthest site's step over H): --fault-rounds below 1
+         * restarts a site or ends a slowdown inside a round */
+        double at = jnum(L->sp[k].st, "step") / (double)L->cfg->inner.steps;
+        if (L->sp[k].started && at > L->progress) L->progress = at;
+        double ts = jnum(L->sp[k].st, "train_start_unix");
+        if (ts > 0 && (L->t_first_unix <= 0 || ts < L->t_first_unix)) L->t_first_unix = ts;
+    }
+    for (size_t e = 0; e < g_n_chaos && !L->whole_down; e++) {
+        gt_chaos_ev_t *ev = &g_chaos[e];
+        site_proc_t *v = ev->kind == GT_CHAOS_ETCD ? NULL : &L->sp[ev->target];
+        int alive = v && v->started && !v->exited && v->pid > 0;
+        uint64_t tnow = gt_time_ns();
+        const char *did = NULL;
+        if (ev->kind == GT_CHAOS_CUT) { /* the sites' emulators do it: only reported */
+            double t_emu = (double)(tnow - L->emu_start_ns) * 1e-9;
+            if (ev->state == 2 || t_emu < ev->start_s + (ev->state ? ev->duration_s : 0)) continue;
+            fprintf(L->tty ? stdout : stderr,
+                    "-- chaos: link cut %s: %s%s%s for %.1f s at round "
+                    "%.1f (%.1f s on the emulation clock)\n",
+                    ev->state ? "healed" : "begins", L->sp[ev->target].name,
+                    ev->peer == GT_CHAOS_ALL_PEERS ? " off from every other site" : "-",
+                    ev->peer == GT_CHAOS_ALL_PEERS ? "" : L->sp[ev->peer].name, ev->duration_s,
+                    L->progress, t_emu);
+            ev->state++;
+            L->drawn = 0;
+            continue;
+        }
+        if (ev->state == 0 && L->progress >= ev->at && !L->sync_chaos &&
+            (ev->kind == GT_CHAOS_KILL || ev->kind == GT_CHAOS_STOP)) {
+            /* A majority keeps training: a fault that would leave fewer is skipped (a
+             * site away at run time for longer than the schedule guessed, e.g. a zombie
+             * still rejoining). */
+            uint32_t up = 0;
+            for (uint32_t k = 0; k < L->cfg->n_sites; k++) {
+                const char *stt = json_string_value(json_object_get(L->sp[k].st, "state"));
+                up += k != ev->target && L->sp[k].started && !L->sp[k].exited &&
+                      !L->sp[k].chaos_stopped && stt &&
+                      (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
+            }
+            if (up < L->cfg->n_sites / 2 + 1) {
+                ev->state = 3;
+                L->chaos_skipped++;
+                fprintf(L->tty ? stdout : stderr,
+                        "-- chaos: skipped the %s of %s at round %.1f: only %u other sites "
+                        "are training\n",
+                        ev->kind == GT_CHAOS_KILL ? "kill" : "stop", v->name, L->progress, up);
+                L->drawn = 0;
                 continue;
             }
-            if (ev->state == 0 && progress >= ev->at && !sync_chaos &&
-                (ev->kind == GT_CHAOS_KILL || ev->kind == GT_CHAOS_STOP)) {
-                /* A majority keeps training: a fault that would leave fewer is skipped (a
-                 * site away at run time for longer than the schedule guessed, e.g. a zombie
-                 * still rejoining). */
-                uint32_t up = 0;
-                for (uint32_t k = 0; k < cfg->n_sites; k++) {
-                    const char *stt = json_string_value(json_object_get(sp[k].st, "state"));
-                    up += k != ev->target && sp[k].started && !sp[k].exited &&
-                          !sp[k].chaos_stopped && stt &&
-                          (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
-                }
-                if (up < cfg->n_sites / 2 + 1) {
-                    ev->state = 3;
-                    chaos_skipped++;
-                    fprintf(tty ? stdout : stderr,
-                            "-- chaos: skipped the %s of %s at round %.1f: only %u other sites "
-                            "are training\n",
-                            ev->kind == GT_CHAOS_KILL ? "kill" : "stop", v->name, progress, up);
-                    drawn = 0;
-                    continue;
-                }
-            }
-            if (ev->state == 0 && progress >= ev->at) {
-                ev->state = 2;
-                if (ev->kind == GT_CHAOS_KILL && alive) {
-                    if (v->chaos_stopped) kill(v->pid, SIGCONT);
-                    kill(v->pid, SIGKILL);
-                    v->chaos_down = 1;
-                    v->chaos_stopped = 0;
-                    ev->state = 1;
-                    down_rounds = ev->until - ev->at;
-                    did = "kill -9";
-                } else if (ev->kind == GT_CHAOS_STOP && alive && sync_chaos &&
-                           ev->stop_s >= cfg->membership.lease_ttl_s) {
-                    /* sync-dp: a worker away past its lease is a lost worker; the job fails
-                     * (rather than going on elastically without it) and restarts after the
-                     * outage */
-                    kill(v->pid, SIGKILL);
-                    v->chaos_down = 1;
-                    ev->state = 1;
-                    down_s = ev->stop_s;
-                    did = "SIGSTOP past the lease (sync-dp: lost)";
-                } else if (ev->kind == GT_CHAOS_STOP && alive && !v->chaos_stopped) {
-                    kill(v->pid, SIGSTOP);
-                    v->chaos_stopped = 1;
-                    ev->state = 1;
-                    did = "SIGSTOP";
-                } else if (ev->kind == GT_CHAOS_SLOW) {
-                    did = "slowed down";
-                } else if (ev->kind == GT_CHAOS_ETCD && etcd.n_members > 0) {
-                    gt_etcd_cluster_kill(&etcd, ev->target);
-                    ev->state = 1;
-                    did = "kill -9 etcd member";
-                }
-                ev->begun_ns = tnow;
-            } else if (ev->state == 1 && ev->kind == GT_CHAOS_STOP &&
-                       tnow - ev->begun_ns >= (uint64_t)(ev->stop_s * 1e9)) {
-                ev->state = 2;
-                if (alive && v->chaos_stopped) kill(v->pid, SIGCONT);
+        }
+        if (ev->state == 0 && L->progress >= ev->at) {
+            ev->state = 2;
+            if (ev->kind == GT_CHAOS_KILL && alive) {
+                if (v->chaos_stopped) signal_site(v->pid, SIGCONT);
+                signal_site(v->pid, SIGKILL);
+                v->chaos_down = 1;
                 v->chaos_stopped = 0;
-                did = "SIGCONT";
-            } else if (ev->state == 1 && ev->kind == GT_CHAOS_ETCD && progress >= ev->until) {
-                ev->state = 2;
-                if (gt_etcd_cluster_restart(&etcd, ev->target) != GT_OK) goto stop;
-                did = "restarted etcd member";
-            } else if (ev->state == 1 && ev->kind == GT_CHAOS_KILL && progress >= ev->until &&
-                       !sync_chaos && v->exited && v->chaos_down) {
-                ev->state = 2;
-                v->pid = spawn_site(self, config, v->name, run_dir, run_id, v->slow, -1, -1, 0, 1,
-                                    sets, n_sets, cfg->sites[ev->target].ranks);
-                if (v->pid < 0) goto stop;
-                v->exited = 0;
-                v->status = 0;
-                v->killed = 0;
-                v->chaos_down = 0;
-                v->restarted = 1;
-                did = "restarted";
-            } else if (ev->state == 1 && ev->kind == GT_CHAOS_KILL && sync_chaos) {
-                ev->state = 2; /* the whole run restarts instead */
+                ev->state = 1;
+                L->down_rounds = ev->until - ev->at;
+                did = "kill -9";
+            } else if (ev->kind == GT_CHAOS_STOP && alive && L->sync_chaos &&
+                       ev->stop_s >= L->cfg->membership.lease_ttl_s) {
+                /* sync-dp: a worker away past its lease is a lost worker; the job fails
+                 * (rather than going on elastically without it) and restarts after the
+                 * outage */
+                signal_site(v->pid, SIGKILL);
+                v->chaos_down = 1;
+                ev->state = 1;
+                L->down_s = ev->stop_s;
+                did = "SIGSTOP past the lease (sync-dp: lost)";
+            } else if (ev->kind == GT_CHAOS_STOP && alive && !v->chaos_stopped) {
+                signal_site(v->pid, SIGSTOP);
+                v->chaos_stopped = 1;
+                ev->state = 1;
+                did = "SIGSTOP";
+            } else if (ev->kind == GT_CHAOS_SLOW) {
+                did = "slowed down";
+            } else if (ev->kind == GT_CHAOS_ETCD && L->etcd.n_members > 0) {
+                gt_etcd_cluster_kill(&L->etcd, ev->target);
+                ev->state = 1;
+                did = "kill -9 etcd member";
             }
-            if (did) {
-                if (ev->kind == GT_CHAOS_ETCD)
-                    fprintf(tty ? stdout : stderr, "-- chaos: %s %u at round %.1f\n", did,
-                            ev->target, progress);
-                else
-                    fprintf(tty ? stdout : stderr, "-- chaos: %s %s at round %.1f\n", did, v->name,
-                            progress);
-                drawn = 0;
-            }
+            ev->begun_ns = tnow;
+        } else if (ev->state == 1 && ev->kind == GT_CHAOS_STOP &&
+                   tnow - ev->begun_ns >= (uint64_t)(ev->stop_s * 1e9)) {
+            ev->state = 2;
+            if (alive && v->chaos_stopped) signal_site(v->pid, SIGCONT);
+            v->chaos_stopped = 0;
+            did = "SIGCONT";
+        } else if (ev->state == 1 && ev->kind == GT_CHAOS_ETCD && L->progress >= ev->until) {
+            ev->state = 2;
+            if (gt_etcd_cluster_restart(&L->etcd, ev->target) != GT_OK) return -1;
+            did = "restarted etcd member";
+        } else if (ev->state == 1 && ev->kind == GT_CHAOS_KILL && L->progress >= ev->until &&
+                   !L->sync_chaos && v->exited && v->chaos_down) {
+            ev->state = 2;
+            v->pid = spawn_site(L->self, L->config, v->name, L->run_dir, L->run_id, v->slow, -1, -1,
+                                0, 1, L->sets, L->n_sets, L->cfg->sites[ev->target].ranks);
+            if (v->pid < 0) return -1;
+            v->exited = 0;
+            v->status = 0;
+            v->killed = 0;
+            v->chaos_down = 0;
+            v->restarted = 1;
+            did = "restarted";
+        } else if (ev->state == 1 && ev->kind == GT_CHAOS_KILL && L->sync_chaos) {
+            ev->state = 2; /* the whole run restarts instead */
         }
-        for (uint32_t k = 0; k < cfg->n_sites && !t_first_done; k++)
-            if (sp[k].exited && WIFEXITED(sp[k].status) && !WEXITSTATUS(sp[k].status))
-                t_first_done = gt_time_ns();
-        if (chaos && !sync_chaos) {
-            /* A site the chaos restarted that is still joining when the others have finished
-             * the run has nobody left to join from: once the first site finished, the restarted
-             * ones get 20 s and two leases to finish too; then they are stopped, and that is
-             * not counted a failure (their lost tokens are in goodput). */
-            uint32_t done = 0, other = 0;
-            for (uint32_t k = 0; k < cfg->n_sites; k++) {
-                int ok = sp[k].exited && WIFEXITED(sp[k].status) && !WEXITSTATUS(sp[k].status);
-                done += ok;
-                other += sp[k].started && !sp[k].exited && !sp[k].restarted;
-            }
-            if (done && !t_first_done) t_first_done = gt_time_ns();
-            /* Once a site has finished, the last round's result is final everywhere (a chunk's
-             * first result is final): a site still more than a round from the end (it fell
-             * behind: slowed, stopped under its lease) trains rounds whose contributions fold
-             * into rounds after the last, i.e. nowhere. It is stopped now instead of keeping the
-             * run going while the others idle; not a failure (docs/diloco.md#goodput). */
-            for (uint32_t k = 0; k < cfg->n_sites && done; k++) {
-                double step = jnum(sp[k].st, "step"), total = jnum(sp[k].st, "total_steps");
-                if (!sp[k].started || sp[k].exited || sp[k].ended_joining || sp[k].ended_behind ||
-                    sp[k].chaos_stopped || sp[k].chaos_down || !(total > 0) ||
-                    step + cfg->inner.steps >= total)
-                    continue;
-                sp[k].ended_behind = 1;
-                kill(sp[k].pid, SIGTERM);
-                fprintf(tty ? stdout : stderr,
-                        "-- chaos: %s stopped at step %.0f of %.0f: another site finished the run, "
-                        "so nothing more it trains can reach the final anchor\n",
-                        sp[k].name, step, total);
-                drawn = 0;
-            }
-            double grace = 20.0 + 2.0 * cfg->membership.lease_ttl_s;
-            if (done && !other && (gt_time_ns() - t_first_done) * 1e-9 > grace)
-                for (uint32_t k = 0; k < cfg->n_sites; k++)
-                    if (sp[k].started && !sp[k].exited && !sp[k].ended_joining) {
-                        sp[k].ended_joining = 1;
-                        kill(sp[k].pid, SIGTERM);
-                        fprintf(tty ? stdout : stderr,
-                                "-- chaos: %s (restarted) had not finished %.0f s after the run "
-                                "ended: stopped\n",
-                                sp[k].name, grace);
-                        drawn = 0;
-                    }
+        if (did) {
+            if (ev->kind == GT_CHAOS_ETCD)
+                fprintf(L->tty ? stdout : stderr, "-- chaos: %s %u at round %.1f\n", did,
+                        ev->target, L->progress);
+            else
+                fprintf(L->tty ? stdout : stderr, "-- chaos: %s %s at round %.1f\n", did, v->name,
+                        L->progress);
+            L->drawn = 0;
         }
-        if (whole_down && gt_time_ns() >= whole_restart_ns && !g_interrupted) {
-            /* sync-dp: a fresh control plane (the old leases are the dead processes'), every
-             * site resumed from the newest checkpoint all of them hold */
-            if (cfg->membership.n_endpoints == 0) {
-                gt_etcd_cluster_stop(&etcd);
-                snprintf(sub, sizeof sub, "%s/etcd", run_dir);
-                gt_rmtree(sub);
-                if (gt_etcd_cluster_start_tls(sub, (size_t)etcd_members, 30000, tls_dir, &etcd) !=
-                    GT_OK)
-                    goto stop;
-                for (size_t k = 0; k < n_sets; k++) free(sets[k]);
-                free(sets);
-                sets = NULL;
-                if (build_sets(cfg, run_dir, etcd.endpoints, tls_dir, user_sets, n_user, &sets,
-                               &n_sets) != 0 ||
-                    add_cut_sets(cfg, &sets, &n_sets) != 0)
-                    goto stop;
-            }
-            for (uint32_t k = 0; k < cfg->n_sites; k++) {
-                sp[k].pid = spawn_site(self, config, sp[k].name, run_dir, run_id, sp[k].slow, -1,
-                                       -1, 0, 2, sets, n_sets, cfg->sites[k].ranks);
-                if (sp[k].pid < 0) goto stop;
-                sp[k].started = 1;
-                sp[k].exited = 0;
-                sp[k].status = 0;
-                sp[k].killed = 0;
-                sp[k].chaos_down = 0;
-                sp[k].restarted = 1;
-            }
-            for (size_t e = 0; e < g_n_chaos; e++) /* the fresh cluster has every member */
-                if (g_chaos[e].kind == GT_CHAOS_ETCD && g_chaos[e].state == 1) g_chaos[e].state = 2;
-            whole_down = 0;
-            whole_restarts++;
-            down_rounds = 1;
-            fprintf(tty ? stdout : stderr,
-                    "-- sync-dp: every site restarted from its last checkpoint (restart %u)\n",
-                    whole_restarts);
-            drawn = 0;
-            running = cfg->n_sites;
+    }
+    return 0;
+}
+
+/* The end of a chaos run: when the first site finished; a site too far behind to reach the
+ * final anchor, or a restarted one still joining after a grace period, is stopped. */
+static int chaos_endgame(launch_t *L)
+{
+    for (uint32_t k = 0; k < L->cfg->n_sites && !L->t_first_done; k++)
+        if (L->sp[k].exited && WIFEXITED(L->sp[k].status) && !WEXITSTATUS(L->sp[k].status))
+            L->t_first_done = gt_time_ns();
+    if (L->chaos && !L->sync_chaos) {
+        /* A site the chaos restarted that is still joining when the others have finished
+         * the run has nobody left to join from: once the first site finished, the restarted
+         * ones get 20 s and two leases to finish too; then they are stopped, and that is
+         * not counted a failure (their lost tokens are in goodput). */
+        uint32_t done = 0, other = 0;
+        for (uint32_t k = 0; k < L->cfg->n_sites; k++) {
+            int ok = L->sp[k].exited && WIFEXITED(L->sp[k].status) && !WEXITSTATUS(L->sp[k].status);
+            done += ok;
+            other += L->sp[k].started && !L->sp[k].exited && !L->sp[k].restarted;
         }
+        if (done && !L->t_first_done) L->t_first_done = gt_time_ns();
+        /* Once a site has finished, the last round's result is final everywhere (a chunk's
+         * first result is final): a site still more than a round from the end (it fell
+         * behind: slowed, stopped under its lease) trains rounds whose contributions fold
+         * into rounds after the last, i.e. nowhere. It is stopped now instead of keeping the
+         * run going while the others idle; not a failure (docs/diloco.md#goodput). */
+        for (uint32_t k = 0; k < L->cfg->n_sites && done; k++) {
+            double step = jnum(L->sp[k].st, "step"), total = jnum(L->sp[k].st, "total_steps");
+            if (!L->sp[k].started || L->sp[k].exited || L->sp[k].ended_joining ||
+                L->sp[k].ended_behind || L->sp[k].chaos_stopped || L->sp[k].chaos_down ||
+                !(total > 0) || step + L->cfg->inner.steps >= total)
+                continue;
+            L->sp[k].ended_behind = 1;
+            kill(L->sp[k].pid, SIGTERM);
+            fprintf(L->tty ? stdout : stderr,
+                    "-- chaos: %s stopped at step %.0f of %.0f: another site finished the run, "
+                    "so nothing more it trains can reach the final anchor\n",
+                    L->sp[k].name, step, total);
+            L->drawn = 0;
+        }
+        double grace = 20.0 + 2.0 * L->cfg->membership.lease_ttl_s;
+        if (done && !other && (gt_time_ns() - L->t_first_done) * 1e-9 > grace)
+            for (uint32_t k = 0; k < L->cfg->n_sites; k++)
+                if (L->sp[k].started && !L->sp[k].exited && !L->sp[k].ended_joining) {
+                    L->sp[k].ended_joining = 1;
+                    kill(L->sp[k].pid, SIGTERM);
+                    fprintf(L->tty ? stdout : stderr,
+                            "-- chaos: %s (restarted) had not finished %.0f s after the run "
+                            "ended: stopped\n",
+                            L->sp[k].name, grace);
+                    L->drawn = 0;
+                }
+    }
+    return 0;
+}
+
+/* sync-dp under chaos: once the whole run's down time is over, every site restarts from its
+ * last checkpoint, with a fresh control plane. */
+static int sync_dp_restart(launch_t *L)
+{
+    char sub[PATH_MAX + 32];
+    if (L->whole_down && gt_time_ns() >= L->whole_restart_ns && !g_interrupted) {
+        /* sync-dp: a fresh control plane (the old leases are the dead processes'), every
+         * site resumed from the newest checkpoint all of them hold */
+        if (L->cfg->membership.n_endpoints == 0) {
+            gt_etcd_cluster_stop(&L->etcd);
+            snprintf(sub, sizeof sub, "%s/etcd", L->run_dir);
+            gt_rmtree(sub);
+            if (gt_etcd_cluster_start_tls(sub, (size_t)L->etcd_members, 30000, L->tls_dir,
+                                          &L->etcd) != GT_OK)
+                return -1;
+            for (size_t k = 0; k < L->n_sets; k++) free(L->sets[k]);
+            free(L->sets);
+            L->sets = NULL;
+            if (build_sets(L->cfg, L->run_dir, L->etcd.endpoints, L->tls_dir, L->user_sets,
+                           L->n_user, &L->sets, &L->n_sets) != 0 ||
+                add_cut_sets(L->cfg, &L->sets, &L->n_sets) != 0)
+                return -1;
+        }
+        for (uint32_t k = 0; k < L->cfg->n_sites; k++) {
+            L->sp[k].pid =
+                spawn_site(L->self, L->config, L->sp[k].name, L->run_dir, L->run_id, L->sp[k].slow,
+                           -1, -1, 0, 2, L->sets, L->n_sets, L->cfg->sites[k].ranks);
+            if (L->sp[k].pid < 0) return -1;
+            L->sp[k].started = 1;
+            L->sp[k].exited = 0;
+            L->sp[k].status = 0;
+            L->sp[k].killed = 0;
+            L->sp[k].chaos_down = 0;
+            L->sp[k].restarted = 1;
+        }
+        for (size_t e = 0; e < g_n_chaos; e++) /* the fresh cluster has every member */
+            if (g_chaos[e].kind == GT_CHAOS_ETCD && g_chaos[e].state == 1) g_chaos[e].state = 2;
+        L->whole_down = 0;
+        L->whole_restarts++;
+        L->down_rounds = 1;
+        fprintf(L->tty ? stdout : stderr,
+                "-- sync-dp: every site restarted from its last checkpoint (restart %u)\n",
+                L->whole_restarts);
+        L->drawn = 0;
+        L->running = L->cfg->n_sites;
+    }
+    return 0;
+}
+
+/* The launch's supervision: reap, start, fire events, show the live lines, until every site
+ * has ended or a signal came. */
+static void supervise(launch_t *L)
+{
+    L->tty = isatty(STDOUT_FILENO);
+    L->sync_chaos = L->chaos && L->cfg->outer.mode == GT_OUTER_SYNC_DP;
+    for (;;) {
+        if (reap_sites(L) != 0 || scripted_starts(L) != 0 || etcd_events(L) != 0 ||
+            chaos_events(L) != 0 || chaos_endgame(L) != 0 || sync_dp_restart(L) != 0)
+            return;
         uint64_t now = gt_time_ns();
-        if (tty || now - last_print > 5000000000ull || running == 0) {
-            show_lines(sp, cfg->n_sites, tty, drawn);
-            drawn = tty;
-            last_print = now;
+        if (L->tty || now - L->last_print > 5000000000ull || L->running == 0) {
+            show_lines(L->sp, L->cfg->n_sites, L->tty, L->drawn);
+            L->drawn = L->tty;
+            L->last_print = now;
         }
-        if (running == 0 && !whole_down) break;
+        if (L->running == 0 && !L->whole_down) return;
         if (g_interrupted) {
             printf("\ngeotrain launch: stopping every site (signal %d)\n", (int)g_interrupted);
-            break;
+            return;
         }
-        track_lives(sp, cfg->n_sites, run_dir, 0);
+        track_lives(L->sp, L->cfg->n_sites, L->run_dir, 0);
         struct timespec ts = {0, 250000000};
         nanosleep(&ts, NULL);
     }
-stop:
-    /* Orderly stop of whatever still runs: SIGTERM, then SIGKILL after 30 s. */
-    for (uint32_t i = 0; i < cfg->n_sites; i++)
-        if (sp[i].pid > 0 && !sp[i].exited) {
-            if (sp[i].chaos_stopped) kill(sp[i].pid, SIGCONT);
-            kill(sp[i].pid, SIGTERM);
+}
+
+/* Orderly stop of whatever still runs: SIGTERM, then SIGKILL after 30 s. */
+static void stop_sites(launch_t *L)
+{
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++)
+        if (L->sp[i].pid > 0 && !L->sp[i].exited) {
+            if (L->sp[i].chaos_stopped) signal_site(L->sp[i].pid, SIGCONT);
+            kill(L->sp[i].pid, SIGTERM);
         }
     for (int w = 0; w < 300; w++) {
         uint32_t running = 0;
-        for (uint32_t i = 0; i < cfg->n_sites; i++) {
-            if (sp[i].pid <= 0 || sp[i].exited) continue;
+        for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
+            if (L->sp[i].pid <= 0 || L->sp[i].exited) continue;
             int status;
-            if (waitpid(sp[i].pid, &status, WNOHANG) == sp[i].pid) {
-                sp[i].exited = 1;
-                sp[i].status = status;
+            if (waitpid(L->sp[i].pid, &status, WNOHANG) == L->sp[i].pid) {
+                L->sp[i].exited = 1;
+                L->sp[i].status = status;
             } else {
                 running++;
             }
@@ -1759,45 +1894,81 @@ stop:
         struct timespec ts = {0, 100000000};
         nanosleep(&ts, NULL);
     }
-    for (uint32_t i = 0; i < cfg->n_sites; i++)
-        if (sp[i].pid > 0 && !sp[i].exited) {
-            kill(sp[i].pid, SIGKILL);
-            waitpid(sp[i].pid, &sp[i].status, 0);
-            sp[i].exited = 1;
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++)
+        if (L->sp[i].pid > 0 && !L->sp[i].exited) {
+            signal_site(L->sp[i].pid, SIGKILL);
+            waitpid(L->sp[i].pid, &L->sp[i].status, 0);
+            L->sp[i].exited = 1;
         }
-    track_lives(sp, cfg->n_sites, run_dir, 1);
-    write_run_summary(run_dir, cfg, sp, (gt_time_ns() - t0) * 1e-9, t_first_unix, whole_restarts,
-                      chaos_skipped);
-    rc = g_interrupted ? 130 : 0;
-    for (uint32_t i = 0; i < cfg->n_sites; i++) {
+}
+
+/* The run's summary.json and the exit status: 0 when every site finished, 1 when one did
+ * not (or was never started again), 130 after a signal. */
+static int report(launch_t *L)
+{
+    track_lives(L->sp, L->cfg->n_sites, L->run_dir, 1);
+    write_run_summary(L->run_dir, L->cfg, L->sp, (gt_time_ns() - L->t0) * 1e-9, L->t_first_unix,
+                      L->whole_restarts, L->chaos_skipped);
+    int rc = g_interrupted ? 130 : 0;
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
         /* --chaos killed it and the run ended before its restart, or before it rejoined */
-        if (sp[i].chaos_down || sp[i].ended_joining || sp[i].ended_behind) continue;
-        if (!sp[i].started || (sp[i].killed && sp[i].restart_round >= 0)) {
+        if (L->sp[i].chaos_down || L->sp[i].ended_joining || L->sp[i].ended_behind) continue;
+        if (!L->sp[i].started || (L->sp[i].killed && L->sp[i].restart_round >= 0)) {
             fprintf(stderr,
                     "geotrain launch: site %s was never started again: the others ended first\n",
-                    sp[i].name);
+                    L->sp[i].name);
             if (rc == 0) rc = 1;
             continue;
         }
-        int ok = WIFEXITED(sp[i].status) && WEXITSTATUS(sp[i].status) == 0;
-        if (!ok && !sp[i].killed) {
+        int ok = WIFEXITED(L->sp[i].status) && WEXITSTATUS(L->sp[i].status) == 0;
+        if (!ok && !L->sp[i].killed) {
             fprintf(stderr, "geotrain launch: site %s did not finish (see %s/logs/%s.log)\n",
-                    sp[i].name, run_dir, sp[i].name);
+                    L->sp[i].name, L->run_dir, L->sp[i].name);
             if (rc == 0) rc = 1;
         }
     }
-out:
-    gt_etcd_cluster_stop(&etcd);
+    return rc;
+}
+
+/* What the launch holds: etcd, the Open MPI session folders, the --set list, the sites'
+ * status, the config. */
+static void cleanup(launch_t *L)
+{
+    gt_etcd_cluster_stop(&L->etcd);
     if (g_mpi_tmp[0]) gt_rmtree(g_mpi_tmp);
     g_mpi_tmp[0] = '\0';
-    for (size_t i = 0; sets && i < n_sets; i++) free(sets[i]);
-    free(sets);
-    for (uint32_t i = 0; sp && i < cfg->n_sites; i++) {
-        json_decref(sp[i].st);
-        json_decref(sp[i].lives);
+    for (size_t i = 0; L->sets && i < L->n_sets; i++) free(L->sets[i]);
+    free(L->sets);
+    for (uint32_t i = 0; L->sp && i < L->cfg->n_sites; i++) {
+        json_decref(L->sp[i].st);
+        json_decref(L->sp[i].lives);
     }
-    free(sp);
-    gt_topo_destroy(cfg);
-    json_decref(launch_rec);
+    free(L->sp);
+    gt_topo_destroy(L->cfg);
+    json_decref(L->launch_rec);
+}
+
+int gt_cmd_launch(int argc, char **argv)
+{
+    launch_t *L = calloc(1, sizeof *L);
+    if (!L) return 1;
+    L->etcd_members = 3;
+    L->mtbf = 20.0;
+    L->round_s = 2.0;
+    L->fault_rounds = 2.0;
+    L->down_rounds = 1;
+    L->down_s = -1;
+    L->t0 = gt_time_ns();
+    int rc = parse_options(L, argc, argv);
+    if (rc < 0) rc = load_config(L);
+    if (rc < 0) rc = plan_events(L);
+    if (rc < 0) rc = prepare_run(L);
+    if (rc < 0) {
+        if (start_sites(L) == 0) supervise(L);
+        stop_sites(L);
+        rc = report(L);
+    }
+    cleanup(L);
+    free(L);
     return rc;
 }

@@ -41,22 +41,44 @@ static void forward(int sig)
         if (g_ranks[k] > 0) kill(g_ranks[k], sig);
 }
 
-/* A port on 127.0.0.1 that nobody holds now (the kernel's pick). */
-static int free_port(void)
+/* 1 when 127.0.0.1:port can be bound now (then closed), else 0; port 0 asks the kernel. */
+static int bindable(int port, int *got_p)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+             getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+    if (ok && got_p) *got_p = ntohs(a.sin_port);
     close(fd);
-    return port;
+    return ok;
+}
+
+/* A port on 127.0.0.1 for a site's rendezvous (torch's MASTER_PORT), free now. It is bound
+ * later by the rank that hosts the rendezvous, so it is drawn below the kernel's ephemeral range
+ * (ip_local_port_range): a port the kernel picked could be handed to any other process's
+ * connect() or bind(0) in between (seen as "Address already in use" from torch with several
+ * launches on one machine), one outside that range only to an explicit bind of the same number. */
+static int free_port(void)
+{
+    int lo = 32768;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d", &lo) != 1) lo = 32768;
+        fclose(f);
+    }
+    unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL) * 2654435761u;
+    for (int tries = 0; lo > 12000 && tries < 64; tries++) {
+        int port = 10000 + (int)(rand_r(&seed) % (unsigned)(lo - 10000));
+        if (bindable(port, NULL)) return port;
+    }
+    int port = -1; /* the whole low range taken, or no room for it: the kernel's pick */
+    return bindable(0, &port) ? port : -1;
 }
 
 static void kill_all(int sig)

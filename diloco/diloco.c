@@ -146,7 +146,10 @@ static double env_double(const char *name, double dflt)
 /* SITE/site.lock, held (flock) by rank 0 for the process's life: a second process of the same
  * site in the same run directory (an operator's mistake, a stale supervisor) stops here, before
  * it truncates or overwrites any of the live site's files (metrics, anchors, status, summary).
- * The lock goes with the process however it ends. */
+ * The lock goes with the process however it ends, but not at once: a site restarted right after
+ * its previous life was killed can find that life's rank still on its way out (mpirun killed
+ * before its ranks), so the lock is waited for SITE_LOCK_WAIT_MS before the refusal. */
+#define SITE_LOCK_WAIT_MS 5000
 static gt_status_t lock_site_dir(gt_diloco_t *d)
 {
     char path[2400];
@@ -156,7 +159,16 @@ static gt_status_t lock_site_dir(gt_diloco_t *d)
         GT_ERROR("site %s: cannot open %s: %s", d->name, path, strerror(errno));
         return GT_ERR_IO;
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    for (int waited = 0; !locked && waited < SITE_LOCK_WAIT_MS; waited += 50) {
+        if (waited == 0)
+            GT_INFO("site %s: %s is held by another process; waiting up to %d ms for it to end",
+                    d->name, path, SITE_LOCK_WAIT_MS);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    }
+    if (!locked) {
         char pid[32] = "";
         ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
         pid[n > 0 ? n : 0] = '\0';
