@@ -97,7 +97,9 @@ int gt_bench_chaos(int argc, char **argv)
     const char *config = "bench/chaos.yaml", *dir_opt = NULL, *seed = "1", *round_s = "3";
     double mtbf[8];
     size_t n_mtbf = 0;
-    char sets[8192] = "", *end;
+    const char *sets[256];
+    size_t n_sets = 0;
+    char *end;
     int c, json = 0;
     double slow = 1.0, fault_rounds = 2.0;
     optind = 1;
@@ -127,7 +129,11 @@ int gt_bench_chaos(int argc, char **argv)
             break;
         }
         case 's':
-            if (gt_cli_append_set(sets, sizeof sets, optarg, "bench chaos", "--set") != 0) return 2;
+            if (n_sets == sizeof sets / sizeof sets[0]) {
+                fprintf(stderr, "geotrain bench chaos: too many --set\n");
+                return 2;
+            }
+            sets[n_sets++] = optarg;
             break;
         case 'r':
             if (!(strtod(optarg, &end) >= 0) || *end) {
@@ -164,23 +170,31 @@ int gt_bench_chaos(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (slow > 1.0) { /* every site's steps slower: rounds long against the lease */
+    /* what every launch gets: the user's --set list, and with --slow every site's steps
+     * slower (rounds long against the lease) */
+    gt_cli_argv_t common = {{NULL}, 0, 0};
+    for (size_t i = 0; i < n_sets; i++) {
+        gt_cli_argv_add(&common, "--set");
+        gt_cli_argv_add(&common, "%s", sets[i]);
+    }
+    if (slow > 1.0) {
         gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
         gt_topo_config_t *cfg = NULL;
-        if (gt_topo_load(config, &lp, &cfg) != GT_OK) return 2;
-        for (uint32_t i = 0; i < cfg->n_sites; i++)
-            snprintf(sets + strlen(sets), sizeof sets - strlen(sets), " --slow '%s=%g'",
-                     cfg->sites[i].name, slow);
+        if (gt_topo_load(config, &lp, &cfg) != GT_OK) {
+            gt_cli_argv_free(&common);
+            return 2;
+        }
+        for (uint32_t i = 0; i < cfg->n_sites; i++) {
+            gt_cli_argv_add(&common, "--slow");
+            gt_cli_argv_add(&common, "%s=%g", cfg->sites[i].name, slow);
+        }
         gt_topo_destroy(cfg);
     }
     if (!n_mtbf) {
         mtbf[n_mtbf++] = 20;
         mtbf[n_mtbf++] = 5;
     }
-    char self[PATH_MAX], dir[PATH_MAX];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0) return 1;
-    self[sl] = '\0';
+    char dir[PATH_MAX];
     if (dir_opt) {
         snprintf(dir, sizeof dir, "%s", dir_opt);
     } else {
@@ -189,27 +203,40 @@ int gt_bench_chaos(int argc, char **argv)
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
         snprintf(dir, sizeof dir, "runs/bench-chaos-%s", stamp);
     }
-    if (gt_mkdirs(dir) != GT_OK) return 1;
+    if (gt_mkdirs(dir) != GT_OK) {
+        gt_cli_argv_free(&common);
+        return 1;
+    }
     static const char *const modes[2] = {"diloco", "sync-dp"};
     int rc = 0;
     for (size_t k = 0; k < n_mtbf; k++) {
         double g[2] = {NAN, NAN}, b0 = NAN;
         for (int m = 0; m < 2; m++) {
-            char cmd[16384], run[PATH_MAX + 64], path[PATH_MAX + 96];
+            char run[PATH_MAX + 64], path[PATH_MAX + 96];
             snprintf(run, sizeof run, "%s/%s-mtbf%g", dir, modes[m], mtbf[k]);
-            snprintf(
-                cmd, sizeof cmd,
-                "'%s' launch '%s' --run-dir '%s' --chaos %s --mtbf-rounds %g --chaos-round-s %s "
-                "--fault-rounds %g %s %s > '%s.log' 2>&1",
-                self, config, run, seed, mtbf[k], round_s, fault_rounds, sets,
-                m ? "--set outer.mode=sync-dp --set outer.overlap_steps=0 --set "
-                    "outer.catch_up=false"
-                  : "",
-                run);
+            gt_cli_argv_t a = {{NULL}, 0, 0};
+            gt_cli_argv_add(&a, "launch");
+            gt_cli_argv_add(&a, "%s", config);
+            gt_cli_argv_add(&a, "--run-dir");
+            gt_cli_argv_add(&a, "%s", run);
+            gt_cli_argv_add(&a, "--chaos");
+            gt_cli_argv_add(&a, "%s", seed);
+            gt_cli_argv_add(&a, "--mtbf-rounds");
+            gt_cli_argv_add(&a, "%g", mtbf[k]);
+            gt_cli_argv_add(&a, "--chaos-round-s");
+            gt_cli_argv_add(&a, "%s", round_s);
+            gt_cli_argv_add(&a, "--fault-rounds");
+            gt_cli_argv_add(&a, "%g", fault_rounds);
+            for (int i = 0; i < common.n; i++) gt_cli_argv_add(&a, "%s", common.v[i]);
+            if (m)
+                gt_cli_argv_words(&a, "--set outer.mode=sync-dp --set outer.overlap_steps=0 "
+                                      "--set outer.catch_up=false");
             if (!json)
                 fprintf(stderr, "bench chaos: %s, one failure per site per %g rounds ...\n",
                         modes[m], mtbf[k]);
-            int r = system(cmd);
+            snprintf(path, sizeof path, "%s.log", run);
+            int r = gt_cli_launch_logged(&a, path);
+            gt_cli_argv_free(&a);
             snprintf(path, sizeof path, "%s/summary.json", run);
             json_t *sum = json_load_file(path, 0, NULL);
             if (r != 0 || !sum) {
@@ -260,5 +287,6 @@ int gt_bench_chaos(int argc, char **argv)
                    "(the schedule's faults leave at most %.3f)\n",
                    mtbf[k], g[0], g[1], b0);
     }
+    gt_cli_argv_free(&common);
     return rc;
 }

@@ -148,7 +148,8 @@ int gt_bench_outer(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     const char *config = "sites.yaml", *dir_opt = NULL, *overlap = NULL, *set_list[128];
     size_t n_sets = 0;
-    char sets[8192] = "", dp_sets[4096] = "", slows[2048] = "";
+    const char *dp_list[64];
+    size_t n_dp = 0;
     const char *slow_names[32];
     size_t n_slow = 0;
     int c, json = 0, split = 0, catch_up = 0;
@@ -160,12 +161,18 @@ int gt_bench_outer(int argc, char **argv)
         case 'd': dir_opt = optarg; break;
         case 'o': overlap = optarg; break;
         case 's':
-            if (gt_cli_append_set(sets, sizeof sets, optarg, "bench outer", "--set") != 0) return 2;
-            if (n_sets < 128) set_list[n_sets++] = optarg;
+            if (n_sets == sizeof set_list / sizeof set_list[0]) {
+                fprintf(stderr, "geotrain bench outer: too many --set\n");
+                return 2;
+            }
+            set_list[n_sets++] = optarg;
             break;
         case 'p':
-            if (gt_cli_append_set(dp_sets, sizeof dp_sets, optarg, "bench outer", "--dp-set") != 0)
+            if (n_dp == sizeof dp_list / sizeof dp_list[0]) {
+                fprintf(stderr, "geotrain bench outer: too many --dp-set\n");
                 return 2;
+            }
+            dp_list[n_dp++] = optarg;
             break;
         case 'j': json = 1; break;
         case 'S': split = 1; break;
@@ -178,23 +185,17 @@ int gt_bench_outer(int argc, char **argv)
             split = 1; /* two overlapped runs, as --split */
             break;
         case 'w':
-            if (strchr(optarg, '\'') || !strchr(optarg, '=') || n_slow == 32) {
-                fprintf(stderr, "geotrain bench outer: --slow takes SITE=FACTOR (no quotes)\n");
+            if (!strchr(optarg, '=') || n_slow == 32) {
+                fprintf(stderr, "geotrain bench outer: --slow takes SITE=FACTOR (at most 32)\n");
                 return 2;
             }
             slow_names[n_slow++] = optarg;
-            strncat(slows, " --slow '", sizeof slows - strlen(slows) - 1);
-            strncat(slows, optarg, sizeof slows - strlen(slows) - 1);
-            strncat(slows, "'", sizeof slows - strlen(slows) - 1);
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    char self[PATH_MAX], dir[PATH_MAX];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0) return 1;
-    self[sl] = '\0';
+    char dir[PATH_MAX];
     if (dir_opt) {
         snprintf(dir, sizeof dir, "%s", dir_opt);
     } else {
@@ -246,14 +247,35 @@ int gt_bench_outer(int argc, char **argv)
     gt_topo_destroy(cfg);
     int rc = 0;
     for (int i = 0; i < n_runs; i++) {
-        char cmd[16384], run[PATH_MAX + 64], path[PATH_MAX + 96];
+        char run[PATH_MAX + 64], path[PATH_MAX + 96];
         snprintf(run, sizeof run, "%s/%s", dir, runs[i].mode);
-        snprintf(cmd, sizeof cmd, "'%s' launch '%s' --run-dir '%s'%s %s %s %s %s > '%s.log' 2>&1",
-                 self, config, run, slows, sets, i == 0 || split || (catch_up && i == 1) ? tau : "",
-                 runs[i].extra ? runs[i].extra : "", i == 2 ? dp_sets : "", run);
-        if (gt_mkdirs(dir) != GT_OK) return 1;
+        gt_cli_argv_t a = {{NULL}, 0, 0};
+        gt_cli_argv_add(&a, "launch");
+        gt_cli_argv_add(&a, "%s", config);
+        gt_cli_argv_add(&a, "--run-dir");
+        gt_cli_argv_add(&a, "%s", run);
+        for (size_t k = 0; k < n_slow; k++) {
+            gt_cli_argv_add(&a, "--slow");
+            gt_cli_argv_add(&a, "%s", slow_names[k]);
+        }
+        for (size_t k = 0; k < n_sets; k++) {
+            gt_cli_argv_add(&a, "--set");
+            gt_cli_argv_add(&a, "%s", set_list[k]);
+        }
+        if (i == 0 || split || (catch_up && i == 1)) gt_cli_argv_words(&a, tau);
+        gt_cli_argv_words(&a, runs[i].extra);
+        for (size_t k = 0; i == 2 && k < n_dp; k++) {
+            gt_cli_argv_add(&a, "--set");
+            gt_cli_argv_add(&a, "%s", dp_list[k]);
+        }
+        if (gt_mkdirs(dir) != GT_OK) {
+            gt_cli_argv_free(&a);
+            return 1;
+        }
         fprintf(stderr, "bench outer: %s ...\n", runs[i].mode);
-        int r = system(cmd);
+        snprintf(path, sizeof path, "%s.log", run);
+        int r = gt_cli_launch_logged(&a, path);
+        gt_cli_argv_free(&a);
         snprintf(path, sizeof path, "%s/summary.json", run);
         runs[i].sum = json_load_file(path, 0, NULL);
         if (r != 0 || !runs[i].sum) {

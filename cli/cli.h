@@ -23,7 +23,23 @@ extern const gt_cli_cmd_t gt_cli_bench_targets[]; /* NULL-name terminated */
 /* Appends ` --set 'KV'` to the shell command line cmd[cap] (bench commands pass their --set
  * flags on to the launches they run). 0, or -1 with a message naming `who` and `flag` when kv
  * holds a quote (it could not be passed on safely). */
-int gt_cli_append_set(char *cmd, size_t cap, const char *kv, const char *who, const char *flag);
+/* An argument list built up for a command the CLI runs itself (the bench commands' launches):
+ * each argument a copy, no shell in between, so values need no quoting. */
+#define GT_CLI_ARGV_MAX 1024
+typedef struct {
+    char *v[GT_CLI_ARGV_MAX + 1]; /* NULL-terminated */
+    int n;
+    int overflow; /* an argument did not fit or could not be copied */
+} gt_cli_argv_t;
+/* Appends one argument, printf-style. */
+void gt_cli_argv_add(gt_cli_argv_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends the space-separated words of `words` (a constant list such as "--set a=1 --set b=2"). */
+void gt_cli_argv_words(gt_cli_argv_t *a, const char *words);
+void gt_cli_argv_free(gt_cli_argv_t *a);
+/* Runs `geotrain launch` with the arguments in a (a->v[0] "launch") in a child process of this
+ * one, its output to log_path, and waits: launch's exit status, 128 + a signal that ended it,
+ * or -1 when it could not be started. The child calls gt_cmd_launch itself (no exec, no shell). */
+int gt_cli_launch_logged(gt_cli_argv_t *a, const char *log_path);
 
 /* Commands (one file each: cmd_<name>.c). */
 int gt_cmd_config(int argc, char **argv);

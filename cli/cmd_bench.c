@@ -3,6 +3,12 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <string.h>
 
 const gt_cli_cmd_t gt_cli_bench_targets[] = {
@@ -43,13 +49,54 @@ int gt_cmd_bench(int argc, char **argv)
     return 2;
 }
 
-int gt_cli_append_set(char *cmd, size_t cap, const char *kv, const char *who, const char *flag)
+void gt_cli_argv_add(gt_cli_argv_t *a, const char *fmt, ...)
 {
-    if (strchr(kv, '\'')) {
-        fprintf(stderr, "geotrain %s: quotes are not allowed in %s\n", who, flag);
-        return -1;
+    char buf[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *copy = n >= 0 && (size_t)n < sizeof buf ? strdup(buf) : NULL;
+    if (!copy || a->n == GT_CLI_ARGV_MAX) {
+        free(copy);
+        a->overflow = 1;
+        return;
     }
-    size_t n = strlen(cmd);
-    snprintf(cmd + n, cap - n, " --set '%s'", kv);
-    return 0;
+    a->v[a->n++] = copy;
+    a->v[a->n] = NULL;
+}
+
+void gt_cli_argv_words(gt_cli_argv_t *a, const char *words)
+{
+    for (const char *p = words; p && *p;) {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, " ");
+        if (len) gt_cli_argv_add(a, "%.*s", (int)len, p);
+        p += len;
+    }
+}
+
+void gt_cli_argv_free(gt_cli_argv_t *a)
+{
+    for (int i = 0; i < a->n; i++) free(a->v[i]);
+    a->n = 0;
+    a->v[0] = NULL;
+}
+
+int gt_cli_launch_logged(gt_cli_argv_t *a, const char *log_path)
+{
+    if (a->overflow || a->n == 0) return -1;
+    fflush(NULL); /* or the child would write this process's buffered output a second time */
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
+        close(fd);
+        exit(gt_cmd_launch(a->n, a->v));
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
