@@ -179,6 +179,13 @@ gt_status_t outer_on_result(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t 
     double t = res.tokens;
     if (isfinite(t) && t > 0) r->tokens += t * (double)ch->count / (double)o->n;
     if ((int64_t)m->round > o->closed_upto[c]) o->closed_upto[c] = (int64_t)m->round;
+    /* The senders whose contribution to this round and chunk the result holds are taken here
+     * too: one of theirs that reaches this site later (a re-send after an ownership change, to
+     * an owner that lost the race to close it) is a duplicate, not a late one to fold into the
+     * next round, where it would count twice. */
+    took_t *tk = &o->took[c * RESULT_SLOTS + m->round % RESULT_SLOTS];
+    if (tk->round != m->round) *tk = (took_t){m->round, 0};
+    tk->senders |= res.mask;
     /* We were aggregating this chunk too (its owner changed): the first result is final; what
      * we collected is accounted as aggregated (in the result's mask) or as late. */
     agg_t *mine = outer_find_agg(o, m->round, c, 0);

@@ -1082,6 +1082,57 @@ static void test_duplicate_delta(void)
     teardown(n);
 }
 
+/* A contribution that reaches a site after that site took the chunk's RESULT, which already
+ * holds it: the chaos soak's run of seed 1547232613 (4 sites; owner c killed, d took c's chunks
+ * over and was sent every round-17 contribution again; c restarted, took them back and closed
+ * them first; a contribution re-sent to d arrived after c's result). Folded into the next round
+ * as late, it counted twice: round 18's result carried 962 tokens more than were submitted
+ * (I3). Here: round 0 closes everywhere, site 2 leaves, and site 1's round-0 DELTAs to site 2
+ * arrive at site 0 as re-sends would; each is in the RESULT site 0 took, so it is taken once:
+ * nothing folded into round 1 or passed on, and round 1's result carries round 1's tokens. */
+static void test_resend_after_result(void)
+{
+    const uint32_t n = 3;
+    three_submit_round0();
+    qmsg_t dup[16];
+    size_t nd = 0;
+    for (size_t i = 0; i < g_qn && nd < 16; i++)
+        if (g_q[i].src == 1 && g_q[i].dst == 2 && g_q[i].msg.type == GT_WAN_MSG_DELTA) {
+            dup[nd] = g_q[i];
+            dup[nd].buf = malloc(g_q[i].len);
+            memcpy(dup[nd].buf, g_q[i].buf, g_q[i].len);
+            nd++;
+        }
+    CHECK(nd > 0);
+    pump();
+    pump();
+    check_identical(n, 0);
+    g_dead[2] = 1;
+    const uint32_t live[] = {0, 1};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, live, 2, g_now), GT_OK);
+    pump();
+    gt_outer_stats_t before, after;
+    gt_outer_stats(g_o[0], &before);
+    for (size_t i = 0; i < nd; i++) {
+        CHECK_EQ_INT(gt_outer_deliver(g_o[0], &dup[i].msg, dup[i].buf, dup[i].len, g_now), GT_OK);
+        free(dup[i].buf);
+    }
+    gt_outer_stats(g_o[0], &after);
+    CHECK_EQ_INT(after.duplicate_deltas - before.duplicate_deltas, nd);
+    CHECK_EQ_INT(after.forwards, before.forwards);
+    CHECK_EQ_INT(after.open, 0);
+    pump();
+    make_deltas(2);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 1, g_delta[s], 1.0, 0, g_now), GT_OK);
+    for (int k = 0; k < 3; k++) pump();
+    check_identical(2, 1);
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_CLOSE(gt_outer_result_tokens(g_o[s], 1), 2.0, 1e-9, 1e-9); /* sites 0 and 1 only */
+    teardown(n);
+}
+
 static uint64_t ledger(uint32_t n, uint64_t *unreceived_p)
 {
     uint64_t sum = 0, unreceived = 0;
@@ -1347,6 +1398,7 @@ int main(void)
     test_detour();
     test_submit_order();
     test_duplicate_delta();
+    test_resend_after_result();
     test_peer_next();
     test_mean_exact();
     test_int8_identical_and_close();
