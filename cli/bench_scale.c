@@ -403,7 +403,8 @@ static int write_config(const char *path, const char *dir, const char *etcd, uin
             "codec: {name: %s}\n"
             "wan: {transport: ucx, lanes: %u, connect_timeout_ms: 60000, peer_timeout_ms: 30000,\n"
             "      emulation: {enabled: true, bandwidth_mbps: %g}}\n"
-            "membership: {endpoints: [\"%s\"], lease_ttl_s: 10, heartbeat_ms: 500}\n"
+            "membership: {endpoints: [\"%s\"], plain_http: true, lease_ttl_s: 10, "
+            "heartbeat_ms: 500}\n"
             "security: {mode: %s}\n"
             "sites:\n",
             rounds, H, tau, codec, lanes, mbps, etcd, encrypted ? "encrypted" : "none");

@@ -355,6 +355,10 @@ int gt_launch_build_sets(const gt_topo_config_t *cfg, const char *run_dir, const
         sprintf(sets[n++], "membership.endpoints=%s", endpoint);
     }
     g_n_tls_sets = 0;
+    if (endpoint && !tls_dir) { /* --etcd-plain: said explicitly, so the sites accept it */
+        sets[n] = strdup("membership.plain_http=true");
+        if (sets[n]) n++;
+    }
     if (tls_dir) { /* the CA every site trusts; each site's own client certificate */
         sets[n] = malloc(strlen(tls_dir) + 48);
         sprintf(sets[n++], "membership.tls.ca=%s/ca.crt", tls_dir);

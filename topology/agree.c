@@ -41,9 +41,10 @@ static const char *const per_site_keys[] = {
     "membership.tls.ca",        /* its own TLS files toward etcd */
     "membership.tls.cert",
     "membership.tls.key",
-    "security.cipher",  /* negotiated per connection */
-    "security.key_dir", /* its own secret key's folder */
-    "local.threads",    /* inside the site */
+    "membership.plain_http", /* how it reaches its etcd */
+    "security.cipher",       /* negotiated per connection */
+    "security.key_dir",      /* its own secret key's folder */
+    "local.threads",         /* inside the site */
     "local.grad_reduce",
     "local.overlap_grad_reduce",
     "metrics.listen", /* where its own /metrics is served */

@@ -177,6 +177,7 @@ typedef struct {
     char tls_ca[GT_TOPO_PATH_MAX];   /* membership.tls.ca: PEM ("": the system's CAs) */
     char tls_cert[GT_TOPO_PATH_MAX]; /* membership.tls.cert: client certificate ("": none) */
     char tls_key[GT_TOPO_PATH_MAX];  /* membership.tls.key: its private key */
+    int plain_http;                  /* membership.plain_http: http:// endpoints accepted */
 } gt_topo_membership_t;
 
 typedef struct {

@@ -541,7 +541,9 @@ static void walk_urls(loader_t *L, yaml_node_t *seq)
     char where[GT_TOPO_PATH_MAX + 32];
     gt_topo_membership_t *m = &L->full->cfg.membership;
     m->n_endpoints = 0;
-    if (!expect_sequence(L, seq, "membership.endpoints", "a list of http://host:port URLs")) return;
+    if (!expect_sequence(L, seq, "membership.endpoints",
+                         "a list of https://host:port (or http://) URLs"))
+        return;
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
          it++) {
         yaml_node_t *n = yaml_document_get_node(L->doc, *it);
@@ -550,7 +552,8 @@ static void walk_urls(loader_t *L, yaml_node_t *seq)
             strlen((char *)n->data.scalar.value) >= GT_TOPO_ADDR_MAX) {
             clip_t cv;
             report(L, where,
-                   "key 'membership.endpoints': invalid value '%s'; allowed: http://host:port",
+                   "key 'membership.endpoints': invalid value '%s'; allowed: https://host:port or "
+                   "http://host:port",
                    n->type == YAML_SCALAR_NODE ? clip((char *)n->data.scalar.value, &cv)
                                                : node_kind(n));
             continue;
@@ -920,7 +923,7 @@ static void set_url_list(loader_t *L, const char *where, const char *v)
             clip_t cv;
             report(L, where,
                    "key 'membership.endpoints': invalid value '%s'; allowed: a "
-                   "comma-separated list of at most %d http://host:port URLs",
+                   "comma-separated list of at most %d https:// (or http://) URLs",
                    clip(t, &cv), GT_TOPO_MAX_ENDPOINTS);
             return;
         }
@@ -1138,6 +1141,17 @@ static void check_tls(loader_t *L, char *where, size_t len)
         blame(L, given, NULL, where, len);
         report(L, where, "key '%s': given without %s; allowed: a client certificate with its key",
                given, m->tls_cert[0] ? keys[2] : keys[1]);
+    }
+    for (uint32_t i = 0; !any && !m->plain_http && i < m->n_endpoints; i++) {
+        if (strncmp(m->endpoints[i], "http://", 7) != 0) continue;
+        blame(L, "membership.endpoints", NULL, where, len);
+        report(L, where,
+               "key 'membership.endpoints': '%s' is plain HTTP: the run's membership would "
+               "travel in the clear, readable and writable by any host on the way; allowed: "
+               "https:// endpoints with membership.tls (docs/deploy.md), or "
+               "membership.plain_http: true to accept plain HTTP on a network you trust",
+               m->endpoints[i]);
+        break;
     }
     for (uint32_t i = 0; any && i < m->n_endpoints; i++) {
         if (strncmp(m->endpoints[i], "https://", 8) == 0) continue;

@@ -202,7 +202,8 @@ const gt_key_t gt_topo_keys[] = {
 
     SEC("membership", "the etcd cluster that holds the membership view"),
     {"membership.endpoints", GT_KEY_URLLIST, 0, 0, 0, 0, 0, 0, NULL, "[]",
-     "etcd v3 gateway URLs (http://host:port); empty: `geotrain launch` starts a local etcd"},
+     "etcd v3 gateway URLs (https://host:port with membership.tls; http:// only with "
+     "membership.plain_http); empty: `geotrain launch` starts a local etcd (TLS)"},
     {"membership.lease_ttl_s", GT_KEY_U32, NUM(membership.lease_ttl_s), 1, 3600, 0, 0, NULL, "5",
      "a site whose lease is not renewed for this long is removed from the view"},
     {"membership.heartbeat_ms", GT_KEY_U32, NUM(membership.heartbeat_ms), 50, 600000, 0, 0, NULL,
@@ -219,6 +220,9 @@ const gt_key_t gt_topo_keys[] = {
      "process exits with status 3, so the others see an ordinary site loss (0: never)"},
     {"membership.prefix", GT_KEY_STR, TXT(membership.prefix), 0, 0, 0, 0, NULL, "/geotrain",
      "etcd key prefix of this run's keys (starts with /)"},
+    {"membership.plain_http", GT_KEY_BOOL, NUM(membership.plain_http), 0, 0, 0, 0, NULL, "false",
+     "accept http:// endpoints: the membership travels in the clear and any host on the way "
+     "can read and rewrite it (a trusted loopback or lab network only; docs/security.md)"},
     SEC("membership.tls", "TLS to the etcd members (https:// endpoints; docs/deploy.md)"),
     {"membership.tls.ca", GT_KEY_PATH, TXT(membership.tls_ca), 0, 0, 0, 0, NULL, "\"\"",
      "CA certificate (PEM) that signed the members' certificates; empty: the system's CAs"},
@@ -402,7 +406,7 @@ void gt_topo_key_allowed(const gt_key_t *k, char *buf, size_t len)
         break;
     }
     case GT_KEY_B64KEY: snprintf(buf, len, "44 characters of base64 (a 32-byte X25519 key)"); break;
-    case GT_KEY_URLLIST: snprintf(buf, len, "a list of http://host:port URLs"); break;
+    case GT_KEY_URLLIST: snprintf(buf, len, "a list of https://host:port (or http://) URLs"); break;
     case GT_KEY_SITES: snprintf(buf, len, "a list of site mappings"); break;
     case GT_KEY_LINKS: snprintf(buf, len, "a list of link mappings"); break;
     case GT_KEY_PAIR: snprintf(buf, len, "a list of two different site names"); break;

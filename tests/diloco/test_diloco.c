@@ -230,7 +230,8 @@ static void write_config_with(const char *path, const char *endpoint, const char
              " deadline_max_ms: 20000%s}\n"
              "codec: {name: fp32, error_feedback: false, block_size: 16}\n"
              "wan: {transport: ucx, lanes: 2, connect_timeout_ms: 20000, peer_timeout_ms: 5000}\n"
-             "membership: {endpoints: [\"%s\"], lease_ttl_s: 3, heartbeat_ms: 500}\n"
+             "membership: {endpoints: [\"%s\"], plain_http: true, lease_ttl_s: 3, "
+             "heartbeat_ms: 500}\n"
              "security: {mode: none}\n"
              "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
              "  - {name: b, address: \"127.0.0.1:0\"}\n",
@@ -590,20 +591,21 @@ static void test_zombie_in_step(const char *tmp, gt_etcd_local_t *etcd)
     char run[1024], config[1100], log[3][1100], text[2048];
     snprintf(run, sizeof run, "%s/zombie", tmp);
     snprintf(config, sizeof config, "%s/zombie.yaml", tmp);
-    snprintf(text, sizeof text,
-             "run: {name: test-zombie, rounds: 6, log_every: 1}\n"
-             "inner: {steps: 8, emulated_step_ms: 200}\n"
-             "outer: {overlap_steps: 2, lr: 0.7, momentum: 0.9, clip_k: 0, deadline_min_ms: 300,"
-             " deadline_max_ms: 1000}\n"
-             "codec: {name: fp32, error_feedback: false, block_size: 16}\n"
-             "wan: {transport: ucx, lanes: 2, connect_timeout_ms: 20000, peer_timeout_ms: 20000}\n"
-             "membership: {endpoints: [\"%s\"], lease_ttl_s: 3, heartbeat_ms: 500,"
-             " evict_after_ms: 1500}\n"
-             "security: {mode: none}\n"
-             "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
-             "  - {name: b, address: \"127.0.0.1:0\"}\n"
-             "  - {name: c, address: \"127.0.0.1:0\"}\n",
-             etcd->url);
+    snprintf(
+        text, sizeof text,
+        "run: {name: test-zombie, rounds: 6, log_every: 1}\n"
+        "inner: {steps: 8, emulated_step_ms: 200}\n"
+        "outer: {overlap_steps: 2, lr: 0.7, momentum: 0.9, clip_k: 0, deadline_min_ms: 300,"
+        " deadline_max_ms: 1000}\n"
+        "codec: {name: fp32, error_feedback: false, block_size: 16}\n"
+        "wan: {transport: ucx, lanes: 2, connect_timeout_ms: 20000, peer_timeout_ms: 20000}\n"
+        "membership: {endpoints: [\"%s\"], plain_http: true, lease_ttl_s: 3, heartbeat_ms: 500,"
+        " evict_after_ms: 1500}\n"
+        "security: {mode: none}\n"
+        "sites:\n  - {name: a, address: \"127.0.0.1:0\"}\n"
+        "  - {name: b, address: \"127.0.0.1:0\"}\n"
+        "  - {name: c, address: \"127.0.0.1:0\"}\n",
+        etcd->url);
     CHECK_EQ_INT(gt_test_write_file(config, text), 0);
     pid_t pid[3];
     for (int s = 0; s < 3; s++) {

@@ -120,14 +120,14 @@ int main(int argc, char **argv)
     if (gt_etcd_local_start(path, 30000, &etcd) != GT_OK) return 1;
     snprintf(cfg, sizeof cfg, "%s/sites.yaml", tmp);
     FILE *f = fopen(cfg, "w");
-    fprintf(
-        f,
-        "run: {name: linreg, rounds: 8, log_every: 10}\ninner: {steps: 20}\n"
-        "outer: {overlap_steps: 5}\ncodec: {name: int8, block_size: 16}\n"
-        "wan: {lanes: 1}\nmembership: {endpoints: [\"%s\"], lease_ttl_s: 3, heartbeat_ms: 500}\n"
-        "security: {mode: none}\nsites:\n  - {name: east, address: \"127.0.0.1:0\"}\n"
-        "  - {name: west, address: \"127.0.0.1:0\"}\n",
-        etcd.url);
+    fprintf(f,
+            "run: {name: linreg, rounds: 8, log_every: 10}\ninner: {steps: 20}\n"
+            "outer: {overlap_steps: 5}\ncodec: {name: int8, block_size: 16}\n"
+            "wan: {lanes: 1}\nmembership: {endpoints: [\"%s\"], plain_http: true, lease_ttl_s: 3, "
+            "heartbeat_ms: 500}\n"
+            "security: {mode: none}\nsites:\n  - {name: east, address: \"127.0.0.1:0\"}\n"
+            "  - {name: west, address: \"127.0.0.1:0\"}\n",
+            etcd.url);
     fclose(f);
     snprintf(path, sizeof path, "%s/run", tmp);
     const char *names[2] = {"east", "west"};

@@ -28,7 +28,7 @@ launch() { # N [ARGS...]
   local n=$1; shift
   mkdir -p "$dir/$n"
   timeout 200 "$geotrain" launch "$config" --run-dir "$dir/$n/run" \
-    --set membership.endpoints="http://127.0.0.1:$cport" "$@" >"$dir/$n/out" 2>&1
+    --set membership.endpoints="http://127.0.0.1:$cport" --set membership.plain_http=true "$@" >"$dir/$n/out" 2>&1
 }
 status() { python3 -c "import json;print(json.load(open('$dir/$1/run/$2/summary.json'))['status'])" 2>/dev/null; }
 

@@ -165,6 +165,8 @@ static const bad_case_t cases[] = {
      "'membership.tls.ca'", "cannot read"},
     {"etcd client key without certificate", "membership:\n  tls:\n    key: /dev/null\n" SITES,
      "3:10", "'membership.tls.key'", "given without membership.tls.cert"},
+    {"plain-HTTP etcd not asked for", "membership:\n  endpoints: [http://h:2379]\n" SITES, "2:14",
+     "'membership.endpoints'", "membership.plain_http: true"},
     {"etcd TLS over http",
      "membership:\n  endpoints: [http://h:2379]\n  tls:\n    ca: /dev/null\n" SITES, "2:14",
      "'membership.endpoints'", "https://"},

@@ -134,7 +134,8 @@ int main(void)
     expect("inner.emulated_step_ms=30", NULL, NULL, NULL);
     expect("wan.connect_timeout_ms=60000", NULL, NULL, NULL);
     expect("wan.peer_timeout_ms=9000", NULL, NULL, NULL);
-    expect("membership.endpoints=http://10.0.0.9:2379", NULL, NULL, NULL);
+    expect("membership.endpoints=https://10.0.0.9:2379", NULL, NULL, NULL);
+    expect("membership.plain_http=true", NULL, NULL, NULL);
     expect("membership.stuck_after_s=30", NULL, NULL, NULL);
     expect("security.cipher=xchacha20poly1305", NULL, NULL, NULL);
     expect("local.threads=4", NULL, NULL, NULL);
