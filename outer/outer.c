@@ -350,13 +350,13 @@ static gt_status_t deliver_local(gt_outer_t *o, const gt_wan_msg_t *msg, const v
 {
     if (msg->lane >= o->layout->n_lanes || msg->sender >= o->p.n_sites)
         return outer_bad(o, msg, "lane or sender out of range");
-    uint32_t magic = msg->type == GT_WAN_MSG_DELTA ? outer_wire_magic(buf, len) : 0;
-    if (magic == JOIN_MAGIC) return outer_on_join(o, msg, buf, len, now_ns);
-    if (magic == FIN_MAGIC) return outer_on_fin(o, msg, buf, len);
+    /* Each kind by its own message type; the payload's magic must agree (wire.c checks it). */
+    if (msg->type == GT_WAN_MSG_JOIN) return outer_on_join(o, msg, buf, len, now_ns);
+    if (msg->type == GT_WAN_MSG_FIN) return outer_on_fin(o, msg, buf, len);
     const gt_topo_chunk_t *ch = outer_chunk_at(o, msg->lane, msg->chunk);
     if (!ch) return outer_bad(o, msg, "chunk out of range");
     size_t c = (size_t)(ch - o->layout->chunks);
-    if (magic == PULL_MAGIC) return outer_on_pull(o, msg, buf, len, c, now_ns);
+    if (msg->type == GT_WAN_MSG_PULL) return outer_on_pull(o, msg, buf, len, c, now_ns);
     if (msg->type == GT_WAN_MSG_DELTA) return outer_on_delta(o, msg, buf, len, c, now_ns);
     if (msg->type == GT_WAN_MSG_RESULT) return outer_on_result(o, msg, buf, len, now_ns, c);
     return outer_bad(o, msg, "unexpected message type");

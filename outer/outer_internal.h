@@ -28,7 +28,7 @@
 
 /* ---- the wire (wire.c): every payload starts with a magic and the protocol version ----
  *
- * JOIN, FIN and PULL travel as DELTA messages with their own payload magic. */
+ * JOIN, FIN and PULL are message types of their own; each payload starts with its magic too. */
 #define DELTA_MAGIC           0x444F5447u /* "GTOD" */
 #define RESULT_MAGIC          0x524F5447u /* "GTOR" */
 #define JOIN_MAGIC            0x4A4F5447u /* "GTOJ": a joining site announces its first round */
@@ -90,7 +90,7 @@ uint32_t outer_result_owner(const uint8_t *b);
 void outer_control_pack(uint8_t b[CONTROL_PRE], uint32_t magic, uint64_t value);
 /* 1 and *value_p when b is a JOIN or FIN of this version and size (the magic is the caller's
  * dispatch), else 0. */
-int outer_control_unpack(const uint8_t *b, size_t len, uint64_t *value_p);
+int outer_control_unpack(const uint8_t *b, size_t len, uint32_t magic, uint64_t *value_p);
 void outer_pull_pack(uint8_t b[PULL_PRE]);
 int outer_pull_unpack(const uint8_t *b, size_t len);
 

@@ -257,7 +257,7 @@ void outer_pull_missing(gt_outer_t *o, uint64_t dl, uint64_t now_ns)
                 if (r->have[c] || owner == o->p.site_id || owner == s) continue;
                 uint8_t b[PULL_PRE];
                 outer_pull_pack(b);
-                gt_wan_msg_t m = outer_make_msg(o, GT_WAN_MSG_DELTA, r->round, c);
+                gt_wan_msg_t m = outer_make_msg(o, GT_WAN_MSG_PULL, r->round, c);
                 outer_send_to(o, s, &m, b, sizeof b, now_ns);
                 asked++;
             }

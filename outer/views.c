@@ -35,8 +35,8 @@ static void resend_moved(gt_outer_t *o, uint64_t now_ns)
     }
 }
 
-/* A control frame (JOIN, FIN): a DELTA message whose 24-byte payload is the magic, the
- * protocol version, one 64-bit value and a reserved word. */
+/* A control message (JOIN, FIN: the message type says which): a 24-byte payload of its magic,
+ * the protocol version, one 64-bit value and a reserved word. */
 static void send_control(gt_outer_t *o, uint32_t dst, uint32_t magic, uint64_t value,
                          uint64_t round, uint64_t now_ns)
 {
@@ -44,7 +44,7 @@ static void send_control(gt_outer_t *o, uint32_t dst, uint32_t magic, uint64_t v
     outer_control_pack(b, magic, value);
     gt_wan_msg_t m;
     memset(&m, 0, sizeof m);
-    m.type = GT_WAN_MSG_DELTA;
+    m.type = magic == JOIN_MAGIC ? GT_WAN_MSG_JOIN : GT_WAN_MSG_FIN;
     m.sender = o->p.site_id;
     m.view_epoch = o->epoch;
     m.round = round;
@@ -124,7 +124,8 @@ gt_status_t outer_on_join(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b
                           uint64_t now_ns)
 {
     uint64_t r;
-    if (!outer_control_unpack(b, len, &r)) return outer_bad(o, m, "not a JOIN announcement");
+    if (!outer_control_unpack(b, len, JOIN_MAGIC, &r))
+        return outer_bad(o, m, "not a JOIN announcement");
     uint32_t s = m->sender;
     if (s == o->p.site_id || r == FIRST_UNKNOWN) return outer_bad(o, m, "a JOIN from ourselves");
     return take_join(o, s, r, m->view_epoch, "", now_ns);
@@ -167,7 +168,7 @@ gt_status_t outer_on_fin(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *b,
 {
     uint32_t s = m->sender;
     uint64_t took;
-    if (!outer_control_unpack(b, len, &took) || s == o->p.site_id)
+    if (!outer_control_unpack(b, len, FIN_MAGIC, &took) || s == o->p.site_id)
         return outer_bad(o, m, "not a FIN");
     if (took > o->sent_n[s]) /* a count from before our own restart, or a faulty peer */
         GT_WARN("outer: site %u finished and says it took %llu contributions from this site, "

@@ -2,11 +2,11 @@
  *
  * Every payload the engine sends starts with a magic and the protocol version, then a fixed
  * preamble, all little-endian: DELTA (a site's contribution to one chunk, then the codec frame),
- * RESULT (an owner's aggregate of one chunk, then the codec frame), and three control payloads
- * that travel as DELTA messages — JOIN (a site's first round), FIN (the contribution frames a
- * finished site took from the receiver) and PULL (a request to relay a RESULT chunk). Kept here,
- * beside each other, so that the byte layout of the protocol is read in one file, as the frame
- * header's is in wan/channel/frame.c; the engine's files see only the structs.
+ * RESULT (an owner's aggregate of one chunk, then the codec frame), and three control payloads,
+ * each under a message type of its own — JOIN (a site's first round), FIN (the contribution
+ * frames a finished site took from the receiver) and PULL (a request to relay a RESULT chunk). Kept
+ * here, beside each other, so that the byte layout of the protocol is read in one file, as the
+ * frame header's is in wan/channel/frame.c; the engine's files see only the structs.
  *
  * Unpacking checks the length, magic and version only; what the fields mean (a weight that must
  * be positive, a layout that must match) is judged by the caller, which knows the context to
@@ -116,9 +116,10 @@ void outer_control_pack(uint8_t b[CONTROL_PRE], uint32_t magic, uint64_t value)
     gt_le_put64(b + 16, 0);
 }
 
-int outer_control_unpack(const uint8_t *b, size_t len, uint64_t *value_p)
+int outer_control_unpack(const uint8_t *b, size_t len, uint32_t magic, uint64_t *value_p)
 {
-    if (len != CONTROL_PRE || gt_le_get32(b + 4) != PROTO_VERSION) return 0;
+    if (len != CONTROL_PRE || gt_le_get32(b) != magic || gt_le_get32(b + 4) != PROTO_VERSION)
+        return 0;
     *value_p = gt_le_get64(b + 8);
     return 1;
 }
@@ -133,5 +134,5 @@ void outer_pull_pack(uint8_t b[PULL_PRE])
 
 int outer_pull_unpack(const uint8_t *b, size_t len)
 {
-    return len == PULL_PRE && gt_le_get32(b + 4) == PROTO_VERSION;
+    return len == PULL_PRE && gt_le_get32(b) == PULL_MAGIC && gt_le_get32(b + 4) == PROTO_VERSION;
 }

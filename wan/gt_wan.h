@@ -86,7 +86,10 @@ typedef enum {
     GT_WAN_MSG_STATE_REQ = 4,   /* a joining site asks for outer state */
     GT_WAN_MSG_STATE_CHUNK = 5, /* a stripe of outer state */
     GT_WAN_MSG_BYE = 6,         /* orderly leave */
-    GT_WAN_MSG_ACK = 7          /* the mesh's acknowledgements (internal to the mesh) */
+    GT_WAN_MSG_ACK = 7,         /* the mesh's acknowledgements (internal to the mesh) */
+    GT_WAN_MSG_JOIN = 8,        /* a site announces the first round it contributes to */
+    GT_WAN_MSG_FIN = 9,         /* a site that finished says how many DELTAs it took */
+    GT_WAN_MSG_PULL = 10        /* a site asks a peer to relay a RESULT chunk it lacks */
 } gt_wan_msg_type_t;
 
 /* Largest message gt_wan_ep_send accepts. */

@@ -152,7 +152,7 @@ def ctl_port(run_dir, site):
 
 # ---- the man in the middle
 
-FRAME_MAGIC = struct.pack("<IH", 0x46577447, 1)  # "GtWF", version 1 (wan/channel/frame.c)
+FRAME_MAGIC = struct.pack("<IH", 0x46577447, 2)  # "GtWF", version 2 (wan/channel/frame.c)
 FRAME_HDR = 72
 MSG_DELTA, MSG_RESULT = 2, 3
 AEAD_TAG = 16

@@ -44,12 +44,14 @@ int main(void)
     bad[0] ^= 1;
     CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
     memcpy(bad, buf, sizeof bad);
-    bad[4] = 2;
+    bad[4] = 1; /* version 1: JOIN, FIN and PULL rode in DELTA then */
+    CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
+    bad[4] = 3;
     CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
     for (unsigned t = 0; t < 256; t++) {
         memcpy(bad, buf, sizeof bad);
         bad[6] = (uint8_t)t;
-        gt_status_t want = (t >= GT_WAN_MSG_HELLO && t <= GT_WAN_MSG_ACK) ? GT_OK : GT_ERR_CORRUPT;
+        gt_status_t want = (t >= GT_WAN_MSG_HELLO && t <= GT_WAN_MSG_PULL) ? GT_OK : GT_ERR_CORRUPT;
         CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), want);
     }
     memcpy(bad, buf, sizeof bad);

@@ -453,8 +453,12 @@ static void ctl_read(gt_wan_ep_t *ep)
             int decoded = gt_wan_frame_decode(ep->crx, GT_WAN_FRAME_HDR_LEN, &h) == GT_OK;
             if (!decoded || h.type != GT_WAN_MSG_HELLO || h.run_id != net->run_hash ||
                 h.msg_off != 0 || h.msg_len != h.payload_len) {
+                int other_version = gt_le_get32(ep->crx) == GT_WAN_FRAME_MAGIC &&
+                                    gt_le_get16(ep->crx + 4) != GT_WAN_FRAME_VERSION;
                 ctl_fail(ep, GT_ERR_CORRUPT,
-                         decoded && h.type == GT_WAN_MSG_HELLO && h.run_id != net->run_hash
+                         other_version ? "a handshake in another wire version (the sites run "
+                                         "different geotrain releases)"
+                         : decoded && h.type == GT_WAN_MSG_HELLO && h.run_id != net->run_hash
                              ? "a handshake of another run"
                              : "bytes that are not a handshake");
                 return;

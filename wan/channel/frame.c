@@ -32,7 +32,7 @@ void gt_wan_frame_encode(const gt_wan_frame_hdr_t *h, uint8_t out[GT_WAN_FRAME_H
 
 int gt_wan_msg_type_valid(unsigned type)
 {
-    return type >= GT_WAN_MSG_HELLO && type <= GT_WAN_MSG_ACK;
+    return type >= GT_WAN_MSG_HELLO && type <= GT_WAN_MSG_PULL;
 }
 
 gt_status_t gt_wan_frame_decode(const uint8_t *buf, size_t len, gt_wan_frame_hdr_t *h_p)

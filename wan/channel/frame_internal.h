@@ -15,7 +15,7 @@
 #include "gt_wan.h"
 
 #define GT_WAN_FRAME_MAGIC       0x46577447u /* "GtWF" read as little-endian bytes */
-#define GT_WAN_FRAME_VERSION     1u
+#define GT_WAN_FRAME_VERSION     2u /* 2: JOIN, FIN and PULL are message types of their own */
 #define GT_WAN_FRAME_HDR_LEN     72u
 /* Upper bound on one frame's payload; a message is pipelined in frames of at most this. */
 #define GT_WAN_FRAME_MAX_PAYLOAD (64u << 20)
