@@ -1051,20 +1051,27 @@ static void test_peer_next(void)
 
 /* A DELTA delivered again after its round closed (a re-send after a reconnect whose
  * acknowledgement was lost) is taken once: not folded into the next round as a late one. */
+/* Copies of the queued DELTAs from site src to site dst (at most cap), to deliver again. */
+static size_t keep_deltas(uint32_t src, uint32_t dst, qmsg_t *dup, size_t cap)
+{
+    size_t nd = 0;
+    for (size_t i = 0; i < g_qn && nd < cap; i++)
+        if (g_q[i].src == src && g_q[i].dst == dst && g_q[i].msg.type == GT_WAN_MSG_DELTA) {
+            dup[nd] = g_q[i];
+            dup[nd].buf = malloc(g_q[i].len);
+            memcpy(dup[nd].buf, g_q[i].buf, g_q[i].len);
+            nd++;
+        }
+    return nd;
+}
+
 static void test_duplicate_delta(void)
 {
     const uint32_t n = 3;
     three_submit_round0();
     /* keep copies of site 1's DELTAs to site 0 */
     qmsg_t dup[16];
-    size_t nd = 0;
-    for (size_t i = 0; i < g_qn && nd < 16; i++)
-        if (g_q[i].src == 1 && g_q[i].dst == 0 && g_q[i].msg.type == GT_WAN_MSG_DELTA) {
-            dup[nd] = g_q[i];
-            dup[nd].buf = malloc(g_q[i].len);
-            memcpy(dup[nd].buf, g_q[i].buf, g_q[i].len);
-            nd++;
-        }
+    size_t nd = keep_deltas(1, 0, dup, 16);
     CHECK(nd > 0);
     pump();
     pump();
@@ -1095,14 +1102,7 @@ static void test_resend_after_result(void)
     const uint32_t n = 3;
     three_submit_round0();
     qmsg_t dup[16];
-    size_t nd = 0;
-    for (size_t i = 0; i < g_qn && nd < 16; i++)
-        if (g_q[i].src == 1 && g_q[i].dst == 2 && g_q[i].msg.type == GT_WAN_MSG_DELTA) {
-            dup[nd] = g_q[i];
-            dup[nd].buf = malloc(g_q[i].len);
-            memcpy(dup[nd].buf, g_q[i].buf, g_q[i].len);
-            nd++;
-        }
+    size_t nd = keep_deltas(1, 2, dup, 16);
     CHECK(nd > 0);
     pump();
     pump();
