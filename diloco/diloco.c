@@ -372,6 +372,41 @@ static void drain_mesh(gt_diloco_t *d, uint64_t bound_ns)
     }
 }
 
+/* Waits, bounded, until every peer still in the view that this site's engines sent
+ * contributions to has said it finished (its FIN), so each engine's ledger with it is closed
+ * before the thread stops receiving: the ranks of one site leave at different moments, and a
+ * rank that stopped first would miss the FINs its peers send to its lanes. A peer that dies or
+ * is stopped leaves the view within a lease; one still training far behind is not waited for
+ * longer than deadline_max_ms + the lease. */
+static void wait_fins(gt_diloco_t *d)
+{
+    uint64_t bound = ((uint64_t)d->cfg->outer.deadline_max_ms +
+                      (uint64_t)d->cfg->membership.lease_ttl_s * 1000ull) *
+                     1000000ull,
+             t0 = gt_time_ns();
+    for (int said = 0; !d->sync_dp && !d->wan_error;) {
+        uint32_t missing = 0;
+        pthread_mutex_lock(&d->lock);
+        for (uint32_t e = 0; e < d->n_eng; e++) missing += gt_outer_fins_missing(d->outers[e]);
+        pthread_mutex_unlock(&d->lock);
+        uint64_t waited = gt_time_ns() - t0;
+        if (!missing) return;
+        if (waited > bound) {
+            GT_INFO("site %s: leaving without %u peer FIN(s) after %.1f s; those contribution "
+                    "ledgers stay open",
+                    d->name, missing, waited * 1e-9);
+            return;
+        }
+        if (!said && waited > 1000000000ull) {
+            GT_INFO("site %s: finished; waiting up to %.0f s for %u peer(s) to say they finished",
+                    d->name, bound * 1e-9, missing);
+            said = 1;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Leaves: the last messages out, the thread stopped, the summary written, deregistered. */
 static void leave(gt_diloco_t *d, gt_status_t result)
 {
@@ -416,6 +451,7 @@ static void leave(gt_diloco_t *d, gt_status_t result)
             struct timespec ts = {0, (long)linger_ms * 1000000L};
             nanosleep(&ts, NULL);
         }
+        wait_fins(d);
         drain_mesh(d, 2000000000ull);
     }
     dl_stop_thread(d);

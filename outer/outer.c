@@ -413,6 +413,14 @@ uint32_t gt_outer_final_missing(const gt_outer_t *o)
     return n;
 }
 
+uint32_t gt_outer_fins_missing(const gt_outer_t *o)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; o && s < o->p.n_sites && s < GT_OUTER_MAX_SITES; s++)
+        n += s != o->p.site_id && o->live[s] && o->sent_n[s] > 0 && !o->fin[s];
+    return n;
+}
+
 void gt_outer_set_last_round(gt_outer_t *o, uint64_t round)
 {
     if (o) o->last_round = round;

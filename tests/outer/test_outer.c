@@ -1157,6 +1157,8 @@ static void test_fin_ledger(void)
     /* Site 2's round 0 arrives before site 0 finishes: taken (late, folded into round 1). */
     CHECK_EQ_INT(gt_outer_submit(g_o[2], 0, g_delta[2], 1.0, 0, g_now), GT_OK);
     pump();
+    /* every site sent each peer contributions, and no FIN has come yet */
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_fins_missing(g_o[s]), 2);
     gt_outer_finish(g_o[0], g_now);
     gt_outer_finish(g_o[0], g_now);
     size_t fins = 0;
@@ -1166,6 +1168,10 @@ static void test_fin_ledger(void)
     uint64_t unreceived;
     CHECK_EQ_INT(ledger(n, &unreceived), 27);
     CHECK_EQ_INT(unreceived, 0);
+    /* site 0's FIN reached 1 and 2; site 0 still waits for theirs */
+    CHECK_EQ_INT(gt_outer_fins_missing(g_o[0]), 2);
+    CHECK_EQ_INT(gt_outer_fins_missing(g_o[1]), 1);
+    CHECK_EQ_INT(gt_outer_fins_missing(g_o[2]), 1);
     /* Its round 1 is on its way when site 1 finishes (site 0 finished before it was sent):
      * neither takes any of it. */
     gt_outer_stats_t before[2], after[2];
@@ -1183,6 +1189,16 @@ static void test_fin_ledger(void)
     /* 27 + site 2's 9 of round 1: 3 its own (open), 6 sent to the finished owners */
     CHECK_EQ_INT(ledger(n, &unreceived), 36);
     CHECK_EQ_INT(unreceived, 6);
+    CHECK_EQ_INT(gt_outer_fins_missing(g_o[0]), 1); /* site 2's */
+    CHECK_EQ_INT(gt_outer_fins_missing(g_o[1]), 1);
+    CHECK_EQ_INT(gt_outer_fins_missing(g_o[2]), 0);
+    /* a peer that leaves the view is not waited for */
+    const uint32_t without2[] = {0, 1};
+    CHECK_EQ_INT(gt_outer_set_view(g_o[1], 1000, without2, 2, g_now), GT_OK);
+    CHECK_EQ_INT(gt_outer_fins_missing(g_o[1]), 0);
+    gt_outer_finish(g_o[2], g_now);
+    pump();
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_fins_missing(g_o[s]), 0);
     teardown(n);
 }
 
