@@ -23,8 +23,8 @@
  * `launch CONFIG -- CMD ARGS...` runs a trainer of the user's own instead of `geotrain run`:
  * CMD once per site, told where it stands through the environment (GT_CONFIG and GT_SET: the
  * config and the overrides every site gets, one KEY=VALUE a line; GT_SITE, GT_RUN_DIR,
- * GT_RUN_ID; the chaos events as GT_SLOW, GT_KILL_AT_ROUND, GT_CORRUPT_ANCHOR,
- * GT_EXPECT_SITES), which gt_diloco_create (C) or geotrain.DiLoCo (Python) reads. Everything
+ * GT_RUN_ID, GT_EXPECT_SITES; the chaos events as the fault-injection variables of
+ * diloco/gt_faults.h), which gt_diloco_create (C) or geotrain.DiLoCo (Python) reads. Everything
  * else is the same: the library writes the status.json, anchors.jsonl and summary.json the
  * live lines, the events and the run summary are made of.
  */
@@ -124,9 +124,11 @@ static void usage(FILE *out)
             "(geotrain.DiLoCo), e.g. `geotrain launch sites.yaml -- python3 train.py`. CMD\n"
             "gets GT_CONFIG (the config file), GT_SET (the overrides every site gets: --set,\n"
             "the etcd endpoints, generated keys; one KEY=VALUE a line), GT_SITE, GT_RUN_DIR\n"
-            "and GT_RUN_ID, and for the events below GT_SLOW, GT_KILL_AT_ROUND,\n"
-            "GT_CORRUPT_ANCHOR and GT_EXPECT_SITES; the library reads them all (and\n"
-            "GT_LIBRARY, the libgeotrain.so beside this binary, for python/). A site of\n"
+            "and GT_RUN_ID, and for the events below GT_EXPECT_SITES, GT_SLOW,\n"
+            "GT_SLOW_WINDOWS, GT_CORRUPT_ANCHOR, GT_KILL_AT_ROUND and GT_FAULT_NOTIFY; the\n"
+            "library reads them all (and GT_LIBRARY, the libgeotrain.so beside this binary,\n"
+            "for python/). A site to --kill stops itself at its round and launch kills it\n"
+            "(the library never kills its own process). A site of\n"
             "R ranks runs CMD R times with torchrun's variables (RANK, LOCAL_RANK,\n"
             "WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT: one rendezvous per\n"
             "site, on a free loopback port) and GT_RANKS, so a script written for torchrun\n"

@@ -96,13 +96,16 @@ static void usage(FILE *out)
             "  --corrupt-anchor ROUND\n"
             "                    multi-site chaos: flip one bit of this site's anchor after\n"
             "                    ROUND; the anchor-hash check must catch it and re-fetch\n"
-            "  --kill-at ROUND   multi-site chaos: SIGKILL this process once the run has\n"
-            "                    applied ROUND rounds\n"
             "  --expect N        multi-site: start round 0 once N sites (not all) registered;\n"
             "                    the others join later\n"
             "  --set KEY=VALUE   override a config key (repeatable); precedence: file <\n"
             "                    GT_* environment < --set\n"
-            "  -h, --help        this text\n",
+            "  -h, --help        this text\n\n"
+            "Injected faults also come from the environment (GT_SLOW, GT_SLOW_WINDOWS,\n"
+            "GT_CORRUPT_ANCHOR, GT_KILL_AT_ROUND with GT_FAULT_NOTIFY: what `geotrain launch\n"
+            "--slow/--chaos/--corrupt-anchor/--kill` sets; docs/api.md#environment); --slow and\n"
+            "--corrupt-anchor override theirs. A site asked to be killed at a round stops\n"
+            "there and waits for its launcher to kill it.\n",
             KEEP_CKPTS);
 }
 
@@ -150,8 +153,8 @@ static gt_status_t write_summary(const char *path, const char *site, uint64_t st
 
 /* A site of a multi-site run: DiLoCo over the WAN (local/site.c). */
 static int run_site(const gt_topo_config_t *cfg, const char *site, const char *run_dir_opt,
-                    const char *run_id, double slow, long long corrupt, long long kill_at,
-                    long long expect, int resume, gt_local_comm_t *world)
+                    const char *run_id, const gt_faults_t *faults, long long expect, int resume,
+                    gt_local_comm_t *world)
 {
     char run_dir[GT_TOPO_PATH_MAX * 2 + 8], path[sizeof run_dir + 32];
     if (run_dir_opt)
@@ -170,10 +173,8 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
     sp.site = site;
     sp.run_dir = run_dir;
     sp.run_id = run_id ? run_id : cfg->run.name;
-    sp.slow_factor = slow;
+    sp.faults = faults;
     sp.stop = (const volatile int *)&stop_signal;
-    sp.corrupt_anchor_round = corrupt >= 0 ? (uint64_t)corrupt + 1 : 0;
-    sp.kill_at_round = kill_at;
     sp.expect_sites = expect > 0 ? (uint32_t)expect : 0;
     sp.comm = world;
     sp.resume = resume;
@@ -235,15 +236,20 @@ static gt_status_t open_world(const gt_topo_config_t *cfg, uint32_t si, gt_local
 
 int gt_cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},  {"site", required_argument, NULL, 's'},
-        {"run-dir", required_argument, NULL, 'd'}, {"resume", no_argument, NULL, 'r'},
-        {"init", required_argument, NULL, 'i'},    {"set", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},          {"run-id", required_argument, NULL, 'I'},
-        {"slow", required_argument, NULL, 'W'},    {"corrupt-anchor", required_argument, NULL, 'X'},
-        {"kill-at", required_argument, NULL, 'K'}, {"expect", required_argument, NULL, 'E'},
-        {"reuse-run-id", no_argument, NULL, 'U'},  {NULL, 0, NULL, 0}};
-    long long corrupt = -1, kill_at = -1, expect = 0;
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"site", required_argument, NULL, 's'},
+                                         {"run-dir", required_argument, NULL, 'd'},
+                                         {"resume", no_argument, NULL, 'r'},
+                                         {"init", required_argument, NULL, 'i'},
+                                         {"set", required_argument, NULL, 'S'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"run-id", required_argument, NULL, 'I'},
+                                         {"slow", required_argument, NULL, 'W'},
+                                         {"corrupt-anchor", required_argument, NULL, 'X'},
+                                         {"expect", required_argument, NULL, 'E'},
+                                         {"reuse-run-id", no_argument, NULL, 'U'},
+                                         {NULL, 0, NULL, 0}};
+    long long corrupt = -1, expect = 0;
     const char *run_id = NULL;
     double slow = 1.0;
     const char *config = NULL, *site = NULL, *run_dir_opt = NULL, *init = NULL;
@@ -263,7 +269,6 @@ int gt_cmd_run(int argc, char **argv)
             if (setenv("GT_REUSE_RUN_ID", "1", 1) != 0) return 1;
             break;
         case 'X': corrupt = strtoll(optarg, NULL, 10); break;
-        case 'K': kill_at = strtoll(optarg, NULL, 10); break;
         case 'E':
             expect = strtoll(optarg, NULL, 10);
             if (expect < 1) {
@@ -328,8 +333,15 @@ int gt_cmd_run(int argc, char **argv)
     }
     const int lead = gt_local_comm_rank(world) == 0; /* writes the site's files */
     if (cfg->n_sites != 1) {
-        rc =
-            run_site(cfg, site, run_dir_opt, run_id, slow, corrupt, kill_at, expect, resume, world);
+        gt_faults_t faults;
+        gt_faults_init(&faults);
+        if (gt_faults_from_env(&faults) != GT_OK) {
+            rc = 2;
+            goto out;
+        }
+        if (slow > 1.0) faults.slow = slow;
+        if (corrupt >= 0) faults.corrupt_anchor_round = corrupt;
+        rc = run_site(cfg, site, run_dir_opt, run_id, &faults, expect, resume, world);
         goto out;
     }
     if (lead) {

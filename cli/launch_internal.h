@@ -82,6 +82,7 @@ typedef struct {
     uint32_t running, whole_restarts, chaos_skipped;
     double progress, t_first_unix, down_rounds, down_s;
     uint64_t whole_restart_ns, t_first_done, last_print;
+    long notices_read; /* bytes of RUN_DIR/logs/kill-notices acted on */
 } launch_t;
 
 /* `-- CMD ARGS...`: the user's trainer, run once per site instead of `geotrain run`. */

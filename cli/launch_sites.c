@@ -24,8 +24,7 @@
 /* The environment a user's CMD reads (gt_diloco.h), set in the child before exec; whatever
  * launch's own environment held for these names is replaced or removed. */
 static int cmd_env(const char *self, const char *config, const char *site, const char *run_dir,
-                   const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
-                   uint32_t expect, char **sets, size_t n_sets, uint32_t ranks)
+                   const char *run_id, uint32_t expect, char **sets, size_t n_sets, uint32_t ranks)
 {
     char num[32], lib[PATH_MAX + 64];
     /* The library beside this binary (build tree: build/cli/geotrain and build/libgeotrain.so;
@@ -65,16 +64,28 @@ static int cmd_env(const char *self, const char *config, const char *site, const
              setenv("GT_SITE", site, 1) | setenv("GT_RUN_DIR", run_dir, 1) |
              setenv("GT_RUN_ID", run_id, 1);
     free(joined);
-    snprintf(num, sizeof num, "%g", slow);
-    rc |= slow > 1.0 ? setenv("GT_SLOW", num, 1) : unsetenv("GT_SLOW");
-    snprintf(num, sizeof num, "%lld", (long long)corrupt);
-    rc |= corrupt >= 0 ? setenv("GT_CORRUPT_ANCHOR", num, 1) : unsetenv("GT_CORRUPT_ANCHOR");
-    snprintf(num, sizeof num, "%lld", (long long)kill_at);
-    rc |= kill_at >= 0 ? setenv("GT_KILL_AT_ROUND", num, 1) : unsetenv("GT_KILL_AT_ROUND");
     snprintf(num, sizeof num, "%u", expect);
     rc |= expect > 0 ? setenv("GT_EXPECT_SITES", num, 1) : unsetenv("GT_EXPECT_SITES");
     snprintf(num, sizeof num, "%u", ranks);
     rc |= setenv("GT_RANKS", num, 1);
+    return rc ? -1 : 0;
+}
+
+/* The injected faults of a site (diloco/gt_faults.h), set in the child before exec for the
+ * built-in trainer and a user's CMD alike; whatever launch's own environment held for these
+ * names is replaced or removed. A site to be killed at a round stops there and appends a line
+ * to RUN_DIR/logs/kill-notices, which the supervision reads (gt_launch_kill_notices). */
+static int fault_env(const char *run_dir, double slow, int64_t corrupt, int64_t kill_at)
+{
+    char num[32], path[PATH_MAX + 32];
+    snprintf(num, sizeof num, "%g", slow);
+    int rc = slow > 1.0 ? setenv("GT_SLOW", num, 1) : unsetenv("GT_SLOW");
+    snprintf(num, sizeof num, "%lld", (long long)corrupt);
+    rc |= corrupt >= 0 ? setenv("GT_CORRUPT_ANCHOR", num, 1) : unsetenv("GT_CORRUPT_ANCHOR");
+    snprintf(num, sizeof num, "%lld", (long long)kill_at);
+    rc |= kill_at >= 0 ? setenv("GT_KILL_AT_ROUND", num, 1) : unsetenv("GT_KILL_AT_ROUND");
+    snprintf(path, sizeof path, "%s/logs/kill-notices", run_dir);
+    rc |= kill_at >= 0 ? setenv("GT_FAULT_NOTIFY", path, 1) : unsetenv("GT_FAULT_NOTIFY");
     return rc ? -1 : 0;
 }
 
@@ -84,9 +95,8 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
                         const char *run_id, double slow, int64_t corrupt, int64_t kill_at,
                         uint32_t expect, int append_log, char **sets, size_t n_sets, uint32_t ranks)
 {
-    char log[PATH_MAX + 64], slow_s[32], corrupt_s[32], kill_s[32], np_s[16], expect_s[16];
+    char log[PATH_MAX + 64], np_s[16], expect_s[16];
     snprintf(log, sizeof log, "%s/logs/%s.log", run_dir, site);
-    snprintf(slow_s, sizeof slow_s, "%g", slow);
     size_t argc = 0;
     char **argv = calloc(32 + 2 * (n_sets + g_n_site_sets + g_n_tls_sets), sizeof *argv);
     if (!argv) return -1;
@@ -138,20 +148,6 @@ static pid_t spawn_site(const char *self, const char *config, const char *site, 
     argv[argc++] = (char *)run_dir;
     argv[argc++] = "--run-id";
     argv[argc++] = (char *)run_id;
-    if (slow > 1.0) {
-        argv[argc++] = "--slow";
-        argv[argc++] = slow_s;
-    }
-    if (corrupt >= 0) {
-        snprintf(corrupt_s, sizeof corrupt_s, "%lld", (long long)corrupt);
-        argv[argc++] = "--corrupt-anchor";
-        argv[argc++] = corrupt_s;
-    }
-    if (kill_at >= 0) { /* the site kills itself at that round: exact, unlike polling it */
-        snprintf(kill_s, sizeof kill_s, "%lld", (long long)kill_at);
-        argv[argc++] = "--kill-at";
-        argv[argc++] = kill_s;
-    }
     if (expect > 0) { /* round 0 starts without the sites that join later */
         snprintf(expect_s, sizeof expect_s, "%u", expect);
         argv[argc++] = "--expect";
@@ -202,9 +198,10 @@ start:
             printf("geotrain launch: site %s's Open MPI session folder: %s\n", site, mpi_dir);
             fflush(stdout);
         }
-        if (g_cmd && (cmd_env(self, config, site, run_dir, run_id, slow, corrupt, kill_at, expect,
-                              sets, n_sets, ranks) != 0 ||
-                      (append_log == 2 ? setenv("GT_RESUME", "1", 1) : unsetenv("GT_RESUME")) != 0))
+        if (fault_env(run_dir, slow, corrupt, kill_at) != 0) _exit(126);
+        if (g_cmd &&
+            (cmd_env(self, config, site, run_dir, run_id, expect, sets, n_sets, ranks) != 0 ||
+             (append_log == 2 ? setenv("GT_RESUME", "1", 1) : unsetenv("GT_RESUME")) != 0))
             _exit(126);
         if (torch_ranks) gt_launch_ranks(argv, ranks, site); /* does not return */
         if (g_cmd && ranks <= 1 && gt_launch_rank_env(1, site) != 0) _exit(126);
@@ -407,6 +404,43 @@ static int reap_sites(launch_t *L)
         }
     }
     return 0;
+}
+
+/* --kill SITE@ROUND: a site asked to die at a round stops there (every thread at once) and
+ * appends "kill SITE PID ROUND" to RUN_DIR/logs/kill-notices (diloco/faults.c); its whole
+ * process tree is SIGKILLed here, and reap_sites reports it killed. 1 while a kill is still
+ * to come (the supervision then looks more often), else 0. */
+static int kill_notices(launch_t *L)
+{
+    int pending = 0;
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++)
+        pending |=
+            L->sp[i].kill_round >= 0 && L->sp[i].started && !L->sp[i].exited && !L->sp[i].killed;
+    if (!pending) return 0;
+    char path[PATH_MAX + 32], line[512];
+    snprintf(path, sizeof path, "%s/logs/kill-notices", L->run_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    if (fseek(f, L->notices_read, SEEK_SET) != 0) {
+        fclose(f);
+        return 1;
+    }
+    while (fgets(line, sizeof line, f) && strchr(line, '\n')) {
+        L->notices_read += (long)strlen(line);
+        char name[256];
+        long pid;
+        unsigned long long round;
+        if (sscanf(line, "kill %255s %ld %llu", name, &pid, &round) != 3) {
+            fprintf(stderr, "geotrain launch: %s: ignoring a malformed line: %s", path, line);
+            continue;
+        }
+        for (uint32_t i = 0; i < L->cfg->n_sites; i++)
+            if (strcmp(L->sp[i].name, name) == 0 && L->sp[i].kill_round >= 0 && L->sp[i].started &&
+                !L->sp[i].exited)
+                signal_site(L->sp[i].pid, SIGKILL);
+    }
+    fclose(f);
+    return 1;
 }
 
 /* --join and --restart: a site started once another has applied that many rounds. */
@@ -720,8 +754,11 @@ void gt_launch_supervise(launch_t *L)
             return;
         }
         gt_launch_track_lives(L->sp, L->cfg->n_sites, L->run_dir, 0);
-        struct timespec ts = {0, 250000000};
-        nanosleep(&ts, NULL);
+        /* while a --kill is to come, look for its notice every 20 ms: a site stopped for its
+         * kill dies within 20 ms, not a whole tick later */
+        struct timespec tick = {0, 250000000}, often = {0, 20000000};
+        if (!kill_notices(L)) nanosleep(&tick, NULL);
+        for (int t = 0; t < 12 && kill_notices(L); t++) nanosleep(&often, NULL);
     }
 }
 

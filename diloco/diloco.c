@@ -8,12 +8,9 @@
  * caller's thread: the WAN thread (connect.c) answers peers. A stop request or a lost lease is
  * agreed across the site's ranks at every step, so they leave together.
  *
- * What a launcher passes to a trainer it did not write comes through the environment:
- * GT_CONFIG, GT_SET, GT_SITE, GT_RUN_DIR, GT_RUN_ID, and the chaos knobs GT_SLOW,
- * GT_KILL_AT_ROUND, GT_CORRUPT_ANCHOR, GT_EXPECT_SITES (`geotrain launch -- CMD`). One knob
- * is read whatever params.env says, because launch sets it for its own trainer too:
- * GT_SLOW_WINDOWS, the slowdowns of a chaos schedule (`launch --chaos`), as
- * "FACTOR@FROM-TO,..." (steps FACTOR times slower while step / H is in [FROM, TO)).
+ * What a launcher passes to a trainer it did not write comes through the environment
+ * (params.env): GT_CONFIG, GT_SET, GT_SITE, GT_RUN_DIR, GT_RUN_ID, GT_EXPECT_SITES, and the
+ * injected faults, whose variables faults.c reads (gt_faults.h has their table).
  */
 #include "diloco_internal.h"
 
@@ -107,34 +104,6 @@ static gt_status_t load_config(gt_diloco_t *d)
     return st;
 }
 
-/* GT_SLOW_WINDOWS="FACTOR@FROM-TO,...": chaos slowdowns, from the step where the site
- * reaches round FROM, for TO - FROM rounds of wall time at its usual speed (fractions
- * allowed). */
-static gt_status_t parse_slow_windows(gt_diloco_t *d)
-{
-    const char *v = getenv("GT_SLOW_WINDOWS");
-    d->n_slow_win = 0;
-    while (v && *v) {
-        double f, from, to;
-        int used = 0;
-        if (sscanf(v, "%lf@%lf-%lf%n", &f, &from, &to, &used) != 3 || !(f >= 1.0 && f <= 1000) ||
-            !(from >= 0 && to > from) ||
-            d->n_slow_win >= (int)(sizeof d->slow_win / sizeof d->slow_win[0])) {
-            GT_ERROR("diloco: GT_SLOW_WINDOWS='%s': expected FACTOR@FROM-TO[,...] with FACTOR in "
-                     "[1, 1000], 0 <= FROM < TO (rounds, fractions allowed), at most 16 windows",
-                     getenv("GT_SLOW_WINDOWS"));
-            return GT_ERR_INVALID;
-        }
-        d->slow_win[d->n_slow_win].factor = f;
-        d->slow_win[d->n_slow_win].from = from;
-        d->slow_win[d->n_slow_win].to = to;
-        d->n_slow_win++;
-        v += used;
-        if (*v == ',') v++;
-    }
-    return GT_OK;
-}
-
 static double env_double(const char *name, double dflt)
 {
     const char *v = getenv(name);
@@ -194,19 +163,11 @@ static gt_status_t resolve(gt_diloco_t *d)
         if (!p->site) p->site = getenv("GT_SITE");
         if (!p->run_dir) p->run_dir = getenv("GT_RUN_DIR");
         if (!p->run_id) p->run_id = getenv("GT_RUN_ID");
-        if (p->slow_factor == 1.0) p->slow_factor = env_double("GT_SLOW", 1.0);
-        if (p->kill_at_round < 0) p->kill_at_round = (int64_t)env_double("GT_KILL_AT_ROUND", -1);
-        if (p->corrupt_anchor_round < 0)
-            p->corrupt_anchor_round = (int64_t)env_double("GT_CORRUPT_ANCHOR", -1);
         if (!p->expect_sites) p->expect_sites = (uint32_t)env_double("GT_EXPECT_SITES", 0);
     }
-    if (!(p->slow_factor >= 1.0 && p->slow_factor <= 1000.0)) {
-        GT_ERROR("diloco: the slow factor must be in [1, 1000], not %g", p->slow_factor);
-        return GT_ERR_INVALID;
-    }
-    gt_status_t st = parse_slow_windows(d);
-    if (st != GT_OK) return st;
-    st = load_config(d);
+    gt_faults_init(&d->faults);
+    if (p->env && gt_faults_from_env(&d->faults) != GT_OK) return GT_ERR_INVALID;
+    gt_status_t st = load_config(d);
     if (st != GT_OK) return st;
     const gt_topo_config_t *c = d->cfg;
     if (!p->site || gt_topo_site_index(c, p->site, &d->site) != GT_OK) {
@@ -757,7 +718,7 @@ static gt_status_t schedule(gt_diloco_t *d)
  * as slept, since on a busy machine a sleep overruns and that overrun is neither compute nor a
  * wait for the WAN; but a sleep that overran by more than itself and a quarter second was
  * paused (SIGSTOP): then `s`, and the pause goes to paused_s. */
-static double emu_sleep(gt_diloco_t *d, double s)
+double dl_emu_sleep(gt_diloco_t *d, double s)
 {
     if (!(s > 0)) return 0.0;
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
@@ -825,37 +786,11 @@ static gt_status_t step_timed(gt_diloco_t *d, uint64_t tokens, double loss, doub
     }
     double pace = d->cfg->inner.emulated_step_ms * 1e-3;
     if (compute_s < pace) /* an emulated accelerator: the step takes at least `pace` */
-        compute_s += emu_sleep(d, pace - compute_s);
-    if (d->p.slow_factor > 1.0) /* an emulated slow site: its steps take longer */
-        compute_s += emu_sleep(d, compute_s * (d->p.slow_factor - 1.0));
+        compute_s += dl_emu_sleep(d, pace - compute_s);
+    compute_s += dl_fault_slow(d, compute_s); /* injected: a slow site (its usual speed) */
     double slow0 = d->chaos_slow_s;
     d->base_ema = d->base_ema > 0 ? 0.9 * d->base_ema + 0.1 * compute_s : compute_s;
-    /* A chaos slowdown: from the step where the site reaches round `from`, for (to - from)
-     * rounds of wall time at its usual speed — a straggler is slow for a while, not for a
-     * number of its own steps, which a site slowed 8x would take 8x as long to get through
-     * (its slowdowns cost 1.8x what the schedule's bound takes them to). */
-    for (int w = 0; w < d->n_slow_win; w++) {
-        struct dl_slow_win *sw = &d->slow_win[w];
-        if (sw->over) continue;
-        if (!sw->start_ns) {
-            double round = (double)d->step / (double)d->H; /* where in the rounds this step is */
-            if (round < sw->from) continue;
-            if (round >= sw->to) { /* started past it (a process started again later) */
-                sw->over = 1;
-                continue;
-            }
-            sw->start_ns = gt_time_ns();
-            sw->len_s = (sw->to - sw->from) * (double)d->H * d->base_ema;
-        }
-        if ((gt_time_ns() - sw->start_ns) * 1e-9 >= sw->len_s) {
-            sw->over = 1;
-            continue;
-        }
-        double extra = emu_sleep(d, compute_s * (sw->factor - 1.0));
-        compute_s += extra;
-        d->chaos_slow_s += extra;
-        break;
-    }
+    compute_s += dl_fault_windows(d, compute_s); /* injected: chaos slowdowns, for a while */
     d->life_compute_s += compute_s - (d->chaos_slow_s - slow0);
     d->compute_s += compute_s;
     d->step++;
@@ -880,14 +815,7 @@ static gt_status_t step_timed(gt_diloco_t *d, uint64_t tokens, double loss, doub
         d->t_train_end = gt_time_ns();
     }
     if (st == GT_OK && (d->step % log_every == 0 || d->step == d->total)) dl_metrics_line(d);
-    if (st == GT_OK && d->p.kill_at_round >= 0 && d->applied_upto >= (uint64_t)d->p.kill_at_round &&
-        d->rank == d->ranks - 1) { /* the last rank: its MPI job must go down with it */
-        /* Chaos (--kill): die abruptly, as a crashed machine would. */
-        dl_write_status(d, 1);
-        GT_WARN("site %s: chaos: SIGKILL after %llu rounds", d->name,
-                (unsigned long long)d->rounds_applied);
-        raise(SIGKILL);
-    }
+    if (st == GT_OK) dl_fault_kill_point(d); /* injected: a site killed at a round */
     dl_write_status(d, 0);
     double held = (gt_time_ns() - held0) * 1e-9 - (d->wait_s - wait0);
     if (held > d->held_max_s) {

@@ -39,6 +39,7 @@
 #define GT_DILOCO_INTERNAL_H
 
 #include "gt_diloco.h"
+#include "gt_faults.h"
 #include "gt_outer.h"
 #include "gt_wan.h"
 
@@ -226,18 +227,15 @@ struct gt_diloco {
     double compute_s, wait_s;
     double *exch; /* per applied round: submit to the last result chunk (s), for the median */
     size_t exch_n, exch_cap;
-    /* Chaos (launch --chaos, GT_SLOW_WINDOWS): from the step where step / H reaches `from`,
-     * steps `factor` times slower for (to - from) rounds of wall time at the site's usual
-     * speed (len_s, fixed when the window starts); the time that added, kept apart so goodput
-     * can use the site's own speed. */
-    struct dl_slow_win {
-        double factor;
-        double from, to;
+    /* Fault injection (faults.c): what was asked for, and each slow window's progress: when
+     * it began and how long it lasts (fixed when it begins), or that it is over. The time a
+     * window added is kept apart (chaos_slow_s) so goodput can use the site's own speed. */
+    gt_faults_t faults;
+    struct dl_win {
         uint64_t start_ns; /* 0: not begun */
         double len_s;
         int over;
-    } slow_win[16];
-    int n_slow_win;
+    } win[GT_FAULTS_MAX_WINDOWS];
     double chaos_slow_s;
     double base_ema; /* a step's time at the site's usual speed (no chaos slowdown), moving avg */
     /* the trainer's step time (a moving average, pauses left out), and the pauses: steps or
@@ -426,6 +424,15 @@ void dl_log_void(gt_diloco_t *d);
 /* One line of submits.jsonl: this site submitted round r's delta, weighted by `tokens`. */
 void dl_log_submit(gt_diloco_t *d, uint64_t r, uint64_t tokens);
 void dl_write_status(gt_diloco_t *d, int force);
+/* faults.c: the injected faults' hooks. The time a slow site's step takes longer, and the time
+ * a chaos window adds to it (both slept); whether to flip a bit of the anchor after `round`;
+ * the kill point (at a step, after its applies). */
+double dl_fault_slow(gt_diloco_t *d, double compute_s);
+double dl_fault_windows(gt_diloco_t *d, double compute_s);
+int dl_fault_corrupts(const gt_diloco_t *d, uint64_t round);
+void dl_fault_kill_point(gt_diloco_t *d);
+/* diloco.c: sleeps an emulated step time; the seconds that count as compute */
+double dl_emu_sleep(gt_diloco_t *d, double s);
 void dl_metrics_line(gt_diloco_t *d);
 gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char **text_p);
 gt_status_t dl_write_summary(gt_diloco_t *d, gt_status_t result);

@@ -107,16 +107,11 @@ typedef struct {
     void *hook_ctx;
     const volatile int *stop; /* polled at every step; non-zero: leave the run (may be NULL) */
     int metrics;              /* 1: write SITE/metrics.jsonl (0: the caller writes its own) */
-    /* 1: the chaos and emulation settings below, left at these defaults, are taken from
-     * GT_SLOW, GT_KILL_AT_ROUND, GT_CORRUPT_ANCHOR and GT_EXPECT_SITES when set (what `geotrain
-     * launch --slow/--kill/--corrupt-anchor/--join` pass to CMD). */
+    /* 1: what is left unset here comes from the environment a launcher sets (GT_SITE,
+     * GT_RUN_DIR, GT_RUN_ID, GT_EXPECT_SITES; docs/api.md#environment), and so do the injected
+     * faults (gt_faults.h: GT_SLOW, GT_SLOW_WINDOWS, GT_CORRUPT_ANCHOR, GT_KILL_AT_ROUND). */
     int env;
-    double slow_factor;           /* > 1: each step takes this many times longer (emulation) */
-    int64_t kill_at_round;        /* chaos: SIGKILL this process once it has applied this many
-                                     rounds (-1: never) */
-    int64_t corrupt_anchor_round; /* chaos: flip one bit of the anchor after this round (-1:
-                                     never); the hash vote must catch it and re-fetch */
-    uint32_t expect_sites;        /* round 0 starts once this many sites registered (0: all) */
+    uint32_t expect_sites; /* round 0 starts once this many sites registered (0: all) */
     /* Resume a stopped run (gt_diloco_save wrote the outer state into this directory; NULL:
      * start or join). Every site that registers before round 0 offers the steps it can resume
      * at; the run continues from the newest step every one of them offers (none in common:
@@ -138,7 +133,7 @@ typedef struct {
 #define GT_DILOCO_PARAMS_INIT                                                                 \
     {                                                                                         \
         NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, {NULL, 0, 1, NULL, NULL}, NULL, NULL, \
-            NULL, NULL, 1, 1, 1.0, -1, -1, 0, NULL, NULL, 0, NULL                             \
+            NULL, NULL, 1, 1, 0, NULL, NULL, 0, NULL                                          \
     }
 
 /* The same defaults for callers that cannot use the macro (language bindings), and the

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "gt_base.h"
+#include "gt_faults.h"
 #include "gt_kernels.h"
 #include "gt_topology.h"
 
@@ -432,14 +433,10 @@ typedef struct {
     const char *site;            /* this site's name */
     const char *run_dir;         /* the run directory (shared by all sites of the run) */
     const char *run_id;          /* names the run in etcd and in the secure channel */
-    double slow_factor;          /* > 1: every step takes this many times longer (emulation) */
-    const volatile int *stop;    /* polled; may be NULL */
-    /* Chaos: flip one bit of the anchor after round N - 1 (N > 0; 0 = never), to exercise the
-     * anchor-hash check and re-fetch (invariant I1). */
-    uint64_t corrupt_anchor_round;
-    /* Chaos: the process kills itself with SIGKILL (no goodbye, no deregistration) once it has
-     * applied this many rounds (-1 = never): a site dying at a deterministic point. */
-    int64_t kill_at_round;
+    /* Injected faults (gt_faults.h: a slow site, chaos slowdowns, a corrupted anchor, a kill
+     * at a round), copied; NULL: none. */
+    const gt_faults_t *faults;
+    const volatile int *stop; /* polled; may be NULL */
     /* The site's ranks (borrowed; NULL: one rank). Every rank of the site calls
      * gt_local_site_run; rank k carries the WAN traffic and outer state of lanes
      * {l : l mod R = k} (DESIGN §3) and rank 0 writes the site's files. */
@@ -453,9 +450,9 @@ typedef struct {
     int resume;
 } gt_local_site_params_t;
 
-#define GT_LOCAL_SITE_PARAMS_INIT                                  \
-    {                                                              \
-        NULL, NULL, NULL, "geotrain", 1.0, NULL, 0, -1, NULL, 0, 0 \
+#define GT_LOCAL_SITE_PARAMS_INIT                            \
+    {                                                        \
+        NULL, NULL, NULL, "geotrain", NULL, NULL, NULL, 0, 0 \
     }
 
 GT_API gt_status_t gt_local_site_run(const gt_local_site_params_t *params) GT_MUST_USE;

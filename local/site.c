@@ -194,9 +194,6 @@ static gt_status_t join_run(site_t *s, float *params, const uint64_t *steps, siz
     dp.stop = p->stop;
     dp.metrics = 0; /* ours below has the trainer's lr and gradient norm */
     dp.env = 0;
-    dp.slow_factor = p->slow_factor;
-    dp.kill_at_round = p->kill_at_round;
-    dp.corrupt_anchor_round = p->corrupt_anchor_round ? (int64_t)p->corrupt_anchor_round - 1 : -1;
     dp.expect_sites = p->expect_sites;
     char outer_dir[2200];
     snprintf(outer_dir, sizeof outer_dir, "%s/checkpoints/outer", s->site_dir);
@@ -205,7 +202,9 @@ static gt_status_t join_run(site_t *s, float *params, const uint64_t *steps, siz
         dp.resume_steps = steps;
         dp.n_resume_steps = n_steps;
     }
-    return gt_diloco_create(&dp, &s->dl);
+    gt_status_t st = gt_diloco_create(&dp, &s->dl);
+    if (st == GT_OK && p->faults) st = gt_diloco_set_faults(s->dl, p->faults);
+    return st;
 }
 
 gt_status_t gt_local_site_run(const gt_local_site_params_t *p)

@@ -17,6 +17,7 @@
  */
 #include "gt_test.h"
 #include "gt_diloco.h"
+#include "gt_faults.h"
 #include "gt_outer.h"
 #include "gt_wan.h"
 #include "etcd_local.h"
@@ -106,9 +107,15 @@ static int run_site(const char *config, const char *site, const char *run_dir, s
     p.n_params = n;
     p.env = 0;
     const char *slow = getenv("GT_TEST_SLOW_B"); /* site b's steps this many times longer */
-    if (slow && index == 1) p.slow_factor = atof(slow);
     gt_diloco_t *d = NULL;
     gt_status_t st = gt_diloco_create(&p, &d);
+    if (st == GT_OK) { /* env = 0: the faults the test asks for are handed in */
+        gt_faults_t faults;
+        gt_faults_init(&faults);
+        st = gt_faults_from_env(&faults); /* GT_SLOW_WINDOWS (test_slow_window) */
+        if (slow && index == 1) faults.slow = atof(slow);
+        if (st == GT_OK) st = gt_diloco_set_faults(d, &faults);
+    }
     if (st != GT_OK) {
         fprintf(stderr, "site %s: create failed: %s: %s\n", site, gt_status_str(st),
                 gt_diloco_error_message());
