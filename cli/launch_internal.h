@@ -27,6 +27,7 @@ typedef struct {
     pid_t pid;
     int exited, status;
     int killed;         /* by a --kill event */
+    uint64_t kill_sent_ns; /* --kill: when its stopped rank was SIGKILLed (0: not yet) */
     int64_t kill_round; /* -1: none */
     double slow;
     int64_t corrupt_round; /* --corrupt-anchor: -1 none */

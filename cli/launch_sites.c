@@ -406,16 +406,33 @@ static int reap_sites(launch_t *L)
     return 0;
 }
 
-/* --kill SITE@ROUND: a site asked to die at a round stops there (every thread at once) and
- * appends "kill SITE PID ROUND" to RUN_DIR/logs/kill-notices (diloco/faults.c); its whole
- * process tree is SIGKILLed here, and reap_sites reports it killed. 1 while a kill is still
- * to come (the supervision then looks more often), else 0. */
+/* Whether pid is root or one of its descendants. */
+static int in_tree(pid_t root, pid_t pid)
+{
+    for (int depth = 0; pid > 1 && depth < 64; depth++, pid = parent_of(pid))
+        if (pid == root) return 1;
+    return 0;
+}
+
+/* --kill SITE@ROUND: the site's last rank stops at that round (every thread at once) and
+ * appends "kill SITE PID ROUND" to RUN_DIR/logs/kill-notices (diloco/faults.c); that rank is
+ * SIGKILLed here — as if it had crashed: mpirun or launch's torch supervisor take its other
+ * ranks down as they do for any rank that dies — and reap_sites reports the site killed. Were
+ * the site still up 5 s later, its whole process tree is. 1 while a kill is still to come (the
+ * supervision then looks more often), else 0. */
 static int kill_notices(launch_t *L)
 {
     int pending = 0;
-    for (uint32_t i = 0; i < L->cfg->n_sites; i++)
-        pending |=
-            L->sp[i].kill_round >= 0 && L->sp[i].started && !L->sp[i].exited && !L->sp[i].killed;
+    uint64_t now = gt_time_ns();
+    for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
+        site_proc_t *p = &L->sp[i];
+        if (p->kill_round < 0 || !p->started || p->exited || p->killed) continue;
+        pending = 1;
+        if (p->kill_sent_ns && now - p->kill_sent_ns > 5000000000ull) {
+            signal_site(p->pid, SIGKILL);
+            p->kill_sent_ns = now;
+        }
+    }
     if (!pending) return 0;
     char path[PATH_MAX + 32], line[512];
     snprintf(path, sizeof path, "%s/logs/kill-notices", L->run_dir);
@@ -430,14 +447,22 @@ static int kill_notices(launch_t *L)
         char name[256];
         long pid;
         unsigned long long round;
-        if (sscanf(line, "kill %255s %ld %llu", name, &pid, &round) != 3) {
+        if (sscanf(line, "kill %255s %ld %llu", name, &pid, &round) != 3 || pid <= 1) {
             fprintf(stderr, "geotrain launch: %s: ignoring a malformed line: %s", path, line);
             continue;
         }
-        for (uint32_t i = 0; i < L->cfg->n_sites; i++)
-            if (strcmp(L->sp[i].name, name) == 0 && L->sp[i].kill_round >= 0 && L->sp[i].started &&
-                !L->sp[i].exited)
-                signal_site(L->sp[i].pid, SIGKILL);
+        for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
+            site_proc_t *p = &L->sp[i];
+            if (strcmp(p->name, name) != 0 || p->kill_round < 0 || !p->started || p->exited)
+                continue;
+            if (!in_tree(p->pid, (pid_t)pid)) { /* a stale notice: never an unrelated process */
+                fprintf(stderr, "geotrain launch: %s: process %ld is not site %s's\n", path, pid,
+                        name);
+                continue;
+            }
+            kill((pid_t)pid, SIGKILL);
+            if (!p->kill_sent_ns) p->kill_sent_ns = gt_time_ns();
+        }
     }
     fclose(f);
     return 1;

@@ -76,11 +76,16 @@ gt_status_t dl_carry_save(gt_diloco_t *d)
     }
     char path[2300];
     carry_path(d, path, sizeof path);
-    float *v = malloc(d->n * sizeof(float));
+    float *v = malloc(d->n_sub * sizeof(float)); /* our lanes, laid out as θ_a */
     gt_status_t st = v ? GT_OK : GT_ERR_NOMEM;
     char *head = NULL;
     if (st == GT_OK) {
-        for (size_t i = 0; i < d->n; i++) v[i] = d->x[i] - base[i];
+        for (uint32_t i = 0; i < d->n_own; i++) {
+            const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+            const float *x = d->x + ln->offset, *b = base + d->apos[i];
+            float *o = v + d->apos[i];
+            for (size_t j = 0; j < ln->count; j++) o[j] = x[j] - b[j];
+        }
         json_t *j =
             json_pack("{s:s, s:s, s:I, s:i, s:i, s:I, s:I, s:I, s:I}", "site", d->name, "run_id",
                       d->run_id, "n_params", (json_int_t)d->n, "rank", (int)d->rank, "ranks",
@@ -92,7 +97,7 @@ gt_status_t dl_carry_save(gt_diloco_t *d)
     }
     if (st == GT_OK) {
         const void *parts[1] = {v};
-        const size_t lens[1] = {d->n * sizeof(float)};
+        const size_t lens[1] = {d->n_sub * sizeof(float)};
         st = dl_write_sealed(path, CW_MAGIC, CW_VERSION, head, parts, lens, 1);
     }
     if (st == GT_OK)
@@ -128,7 +133,7 @@ static int carry_read(gt_diloco_t *d, const char *path, float *v, int64_t *round
         memcpy(&c, buf + size - 16, sizeof c);
         json_int_t n = -1, rank = -1, ranks = -1, round = -2, tok = -1;
         const char *run_id = NULL;
-        if (hl > (uint64_t)size || 16 + hl + d->n * sizeof(float) + 16 != (uint64_t)size)
+        if (hl > (uint64_t)size || 16 + hl + d->n_sub * sizeof(float) + 16 != (uint64_t)size)
             why = "its size does not match this run's vector (truncated, or another model)";
         else if (!XXH128_isEqual(XXH128_hashFromCanonical(&c),
                                  XXH3_128bits(buf, (size_t)size - 16)))
@@ -143,7 +148,7 @@ static int carry_read(gt_diloco_t *d, const char *path, float *v, int64_t *round
                  (uint32_t)ranks != d->ranks)
             why = "written by another run, model or rank";
         else {
-            memcpy(v, buf + 16 + hl, d->n * sizeof(float));
+            memcpy(v, buf + 16 + hl, d->n_sub * sizeof(float));
             *round_p = round;
             *tok_p = (uint64_t)tok;
         }
@@ -160,7 +165,7 @@ gt_status_t dl_carry_take(gt_diloco_t *d, int64_t from)
     if (!carry_on(d)) return GT_OK;
     char path[2300];
     carry_path(d, path, sizeof path);
-    float *v = malloc(d->n * sizeof(float));
+    float *v = malloc(d->n_sub * sizeof(float));
     if (!v) return GT_ERR_NOMEM;
     int64_t round = -1;
     uint64_t tok = 0;
@@ -190,7 +195,13 @@ gt_status_t dl_carry_take(gt_diloco_t *d, int64_t from)
     gt_status_t st = dl_allreduce(d, &bad, 1, GT_DILOCO_OP_MAX);
     if (st == GT_OK && !bad) {
         const float k = 1.0f / (float)(1 + s);
-        for (size_t i = 0; i < d->n; i++) d->x[i] += k * v[i];
+        for (uint32_t i = 0; i < d->n_own; i++) { /* our lanes, then every rank's gathered */
+            const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+            float *x = d->x + ln->offset;
+            const float *w = v + d->apos[i];
+            for (size_t j = 0; j < ln->count; j++) x[j] += k * w[j];
+        }
+        st = dl_gather_x(d);
         d->round_tokens += tok;
         d->carried_tokens += tok;
         GT_INFO("site %s: adds the work its last life kept (%llu tokens, trained on the anchor "

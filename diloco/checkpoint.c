@@ -205,6 +205,8 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
         /* the tokens of the round in flight trained before this step (τ of them): the
          * round's weight, and goodput's count, are the whole round's after a resume too */
         if (j) json_object_set_new(j, "round_tokens", json_integer((json_int_t)d->round_tokens));
+        /* θ_a's floats: this rank's lanes (a file without it holds the whole vector) */
+        if (j) json_object_set_new(j, "anchor_floats", json_integer((json_int_t)d->n_sub));
         if (j) json_object_set_new(j, "steps_skipped", json_integer((json_int_t)d->steps_skipped));
         if (j) json_object_set_new(j, "rounds_cut", json_integer((json_int_t)d->rounds_cut));
         head = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
@@ -212,8 +214,8 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
         if (!head) st = GT_ERR_NOMEM;
     }
     if (st == GT_OK) {
-        const void *parts[3] = {d->anchor, d->mom, res};
-        const size_t lens[3] = {d->n * sizeof(float), d->n_sub * sizeof(float),
+        const void *parts[3] = {d->anchor, d->mom, res}; /* θ_a: our lanes (n_sub floats) */
+        const size_t lens[3] = {d->n_sub * sizeof(float), d->n_sub * sizeof(float),
                                 2 * len * sizeof(float)};
         st = dl_write_sealed(path, OS_MAGIC, OS_VERSION, head, parts, lens, 3);
     }
@@ -247,7 +249,9 @@ static gt_status_t read_checked(gt_diloco_t *d, const char *path, uint64_t step,
     gt_status_t st = GT_ERR_CORRUPT;
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     size_t len = engine_len(d);
-    size_t floats = d->n + d->n_sub + 2 * len;
+    /* θ_a: this rank's lanes, or (files from before sites split it over their ranks) the whole
+     * vector; the header says which */
+    size_t floats = d->n_sub + d->n_sub + 2 * len, floats_full = d->n + d->n_sub + 2 * len;
     const char *why = NULL;
     if (size < 32 || fseek(f, 0, SEEK_SET) != 0) {
         why = "shorter than a header (truncated)";
@@ -266,7 +270,8 @@ static gt_status_t read_checked(gt_diloco_t *d, const char *path, uint64_t step,
         why = "not a geotrain outer-state file (magic or version)";
         goto out;
     }
-    if (hl > (uint64_t)size || 16 + hl + floats * sizeof(float) + 16 != (uint64_t)size) {
+    if (hl > (uint64_t)size || (16 + hl + floats * sizeof(float) + 16 != (uint64_t)size &&
+                                16 + hl + floats_full * sizeof(float) + 16 != (uint64_t)size)) {
         why = "its size does not match this run's vectors (truncated, or another model)";
         goto out;
     }
@@ -284,6 +289,13 @@ static gt_status_t read_checked(gt_diloco_t *d, const char *path, uint64_t step,
         json_unpack(head, "{s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "n_params", &n, "n_sub", &n_sub,
                     "H", &H, "tau", &tau, "ranks", &ranks, "rank", &rank, "sync_dp", &sync) != 0) {
         why = "bad header";
+        goto out;
+    }
+    json_t *afj = json_object_get(head, "anchor_floats");
+    size_t af = json_is_integer(afj) ? (size_t)json_integer_value(afj) : d->n;
+    if ((af != d->n_sub && af != d->n) ||
+        16 + hl + (af + d->n_sub + 2 * len) * sizeof(float) + 16 != (uint64_t)size) {
+        why = "its size does not match its header (truncated, or another model)";
         goto out;
     }
     if ((size_t)n != d->n || (size_t)n_sub != d->n_sub || (uint64_t)H != d->H ||
@@ -540,11 +552,20 @@ gt_status_t dl_resume(gt_diloco_t *d)
         os.hash_checks = (uint64_t)c[5];
         os.hash_mismatches = (uint64_t)c[6];
         size_t len = engine_len(d);
-        memcpy(d->anchor, fl, d->n * sizeof(float));
-        memcpy(d->mom, fl + d->n, d->n_sub * sizeof(float));
+        json_t *afj = json_object_get(head, "anchor_floats");
+        size_t af = json_is_integer(afj) ? (size_t)json_integer_value(afj) : d->n;
+        /* θ_a as saved (our lanes, laid out as in memory) or, from an older file of a rank of
+         * several, the whole vector: our lanes of it */
+        int whole = d->ranks > 1 && !json_is_integer(afj);
+        for (uint32_t i = 0; i < d->n_own; i++) {
+            const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+            const float *src = fl + (whole ? ln->offset : d->apos[i]);
+            memcpy(d->anchor + d->apos[i], src, ln->count * sizeof(float));
+        }
+        memcpy(d->mom, fl + af, d->n_sub * sizeof(float));
         pthread_mutex_lock(&d->lock);
-        residuals_load(d, 0, fl + d->n + d->n_sub);
-        residuals_load(d, 1, fl + d->n + d->n_sub + len);
+        residuals_load(d, 0, fl + af + d->n_sub);
+        residuals_load(d, 1, fl + af + d->n_sub + len);
         /* the counters were the engines' sum: they continue on engine 0 */
         for (uint32_t e = 0; e < d->n_eng && st == GT_OK; e++)
             st = gt_outer_resume(d->outers[e], d->sync_dp ? step : (uint64_t)rounds,

@@ -223,8 +223,9 @@ static gt_status_t resolve(gt_diloco_t *d)
 
 static gt_status_t alloc_vectors(gt_diloco_t *d)
 {
-    d->anchor = gt_mem_alloc(&d->mem, d->n * sizeof(float), 0);
-    d->snap = gt_mem_alloc(&d->mem, d->n * sizeof(float), 0);
+    /* θ_a and snap hold this rank's lanes (n_sub = n with one rank; outer_step.c dl_layout) */
+    d->anchor = gt_mem_alloc(&d->mem, d->n_sub * sizeof(float), 0);
+    d->snap = gt_mem_alloc(&d->mem, d->n_sub * sizeof(float), 0);
     d->mom = gt_mem_alloc(&d->mem, d->n_sub * sizeof(float), 1);
     if (!d->anchor || !d->snap || !d->mom) {
         GT_ERROR("site %s: out of memory for %zu parameters", d->name, d->n);
@@ -233,7 +234,10 @@ static gt_status_t alloc_vectors(gt_diloco_t *d)
     /* The anchor starts as the caller's parameters (every site agrees on them at start). */
     gt_status_t st = d->p.before_read ? d->p.before_read(d->p.hook_ctx) : GT_OK;
     if (st != GT_OK) return st;
-    memcpy(d->anchor, d->x, d->n * sizeof(float));
+    for (uint32_t i = 0; i < d->n_own; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        memcpy(d->anchor + d->apos[i], d->x + ln->offset, ln->count * sizeof(float));
+    }
     d->own_hash = dl_own_hash(d);
     return GT_OK;
 }
@@ -308,6 +312,8 @@ static void destroy(gt_diloco_t *d)
     gt_mem_free(&d->mem, d->delta);
     for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) gt_mem_free(&d->mem, d->g[e]);
     free(d->own_lanes);
+    free(d->apos);
+    free(d->owner);
     free(d->grp);
     gt_mem_free(&d->mem, d->hist[0]);
     gt_mem_free(&d->mem, d->hist[1]);
@@ -738,6 +744,7 @@ gt_status_t gt_diloco_step_timed(gt_diloco_t *d, uint64_t tokens, double loss, d
     if (!d || d->magic != GT_DILOCO_MAGIC) return GT_ERR_INVALID;
     if (d->state == GT_DILOCO_FAILED || d->state == GT_DILOCO_STOPPED) return GT_ERR_CLOSED;
     __atomic_store_n(&d->in_step, 1, __ATOMIC_SEQ_CST); /* for the stuck-site watch */
+    d->stepped = 1;
     gt_status_t st = step_timed(d, tokens, loss, compute_s);
     __atomic_store_n(&d->t_out, gt_time_ns(), __ATOMIC_SEQ_CST); /* arms the watch */
     __atomic_store_n(&d->in_step, 0, __ATOMIC_SEQ_CST);

@@ -13,9 +13,11 @@
  *   checkpoint.c  the outer state saved at a round boundary, and a whole run resumed from it
  *
  * Vectors (n = the full parameter vector, n_sub = this rank's lanes; n_sub = n with one rank):
- *   x       (n)      θ_s, the caller's
- *   anchor  (n)      θ_a, full; this rank updates its own lanes, the all-gather the others'
- *   snap    (n)      θ_s at the last submit, for the rebase
+ *   x       (n)      θ_s, the caller's; after an apply every rank's lanes of it are all-gathered
+ *   anchor  (n_sub)  θ_a, this rank's lanes only (a site's outer state is split over its ranks)
+ *   snap    (n_sub)  θ_s at the last submit, for the rebase, this rank's lanes only
+ *                    (anchor and snap: own lane i at apos[i] — its full-vector offset with one
+ *                    rank, so they are laid out as x; packed as mom with several)
  *   mom     (n_sub)  outer momentum, this rank's lanes
  *   delta   (n_sub)  sync-dp only: the step's gradient, packed (DiLoCo's Δ = θ_a − snap is
  *                    computed chunk by chunk as the engine encodes it: no vector)
@@ -130,6 +132,8 @@ struct gt_diloco {
     /* Streaming fragments, and engines (a fragment of a group) */
     uint32_t F, n_eng;                        /* n_eng = F·n_grp */
     uint32_t *own_lanes, n_own;               /* this rank's lanes, fragment after fragment */
+    size_t *apos;    /* [n_own]: where own lane i lies in anchor and snap */
+    uint32_t *owner; /* [lanes]: own_lanes index of lane l, or UINT32_MAX (another rank's) */
     uint32_t frag_lane[DL_MAX_FRAGMENTS + 1]; /* fragment f: own_lanes[frag_lane[f] ..) */
     size_t frag_off[DL_MAX_FRAGMENTS + 1];    /* fragment f: packed [frag_off[f] ..) */
     uint32_t eng_lane[DL_MAX_ENGINES + 1];    /* engine e: own_lanes[eng_lane[e] ..) */
@@ -231,6 +235,7 @@ struct gt_diloco {
      * it began and how long it lasts (fixed when it begins), or that it is over. The time a
      * window added is kept apart (chaos_slow_s) so goodput can use the site's own speed. */
     gt_faults_t faults;
+    int stepped; /* gt_diloco_step was called in this process (faults are set before) */
     struct dl_win {
         uint64_t start_ns; /* 0: not begun */
         double len_s;
@@ -342,7 +347,9 @@ void dl_live_tick(gt_diloco_t *d, uint64_t now);
 void dl_live_watch(gt_diloco_t *d);
 uint32_t dl_heard_first(gt_diloco_t *d, uint32_t *peers, uint32_t n);
 gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final);
-gt_status_t dl_gather_anchor(gt_diloco_t *d);
+/* θ_s ← θ_a + (θ_s − snap) on our lanes of fragment f (all: f < 0), or θ_s ← θ_a (final),
+ * then every rank's lanes of x all-gathered. Collective. */
+gt_status_t dl_rebase_own(gt_diloco_t *d, int f, int final);
 void dl_keep_state(gt_diloco_t *d, int64_t round);
 uint64_t dl_own_hash(const gt_diloco_t *d);
 void dl_own_to_packed(const gt_diloco_t *d, const float *full, float *packed);
@@ -350,6 +357,8 @@ void dl_packed_to_own(const gt_diloco_t *d, const float *packed, float *full);
 /* Engine e's lanes of a full vector from its packed slice `src` (eng_off[e + 1] - eng_off[e]
  * floats). */
 void dl_engine_to_full(const gt_diloco_t *d, uint32_t e, const float *src, float *full);
+/* Engine e's lanes of θ_a from its packed slice `src`. */
+void dl_engine_to_anchor(gt_diloco_t *d, uint32_t e, const float *src);
 gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t tokens);
 
 /* state.c */
@@ -424,6 +433,13 @@ void dl_log_void(gt_diloco_t *d);
 /* One line of submits.jsonl: this site submitted round r's delta, weighted by `tokens`. */
 void dl_log_submit(gt_diloco_t *d, uint64_t r, uint64_t tokens);
 void dl_write_status(gt_diloco_t *d, int force);
+/* outer_step.c: the XXH3 of the whole anchor, as one rank holding all of it would compute it
+ * (anchors.jsonl); collective over the site's ranks. x ← θ_a on every rank (the run's end, a
+ * join); collective. */
+gt_status_t dl_anchor_hash(gt_diloco_t *d, uint64_t *hash_p);
+gt_status_t dl_anchor_to_x(gt_diloco_t *d);
+/* Every rank's lanes of x, all-gathered. Collective. */
+gt_status_t dl_gather_x(gt_diloco_t *d);
 /* faults.c: the injected faults' hooks. The time a slow site's step takes longer, and the time
  * a chaos window adds to it (both slept); whether to flip a bit of the anchor after `round`;
  * the kill point (at a step, after its applies). */

@@ -113,7 +113,7 @@ gt_status_t gt_faults_from_env(gt_faults_t *f)
 gt_status_t gt_diloco_set_faults(gt_diloco_t *d, const gt_faults_t *f)
 {
     if (!d || d->magic != GT_DILOCO_MAGIC || gt_faults_check(f) != GT_OK) return GT_ERR_INVALID;
-    if (d->steps_trained > 0) {
+    if (d->stepped) {
         GT_ERROR("site %s: faults are set before the first step", d->name);
         return GT_ERR_INVALID;
     }
@@ -165,7 +165,10 @@ int dl_fault_corrupts(const gt_diloco_t *d, uint64_t round)
 
 void dl_fault_kill_point(gt_diloco_t *d)
 {
-    if (d->faults.kill_at_round < 0 || d->applied_upto < (uint64_t)d->faults.kill_at_round) return;
+    /* the last rank: its death takes the site's others down (mpirun, launch's supervisor) */
+    if (d->faults.kill_at_round < 0 || d->applied_upto < (uint64_t)d->faults.kill_at_round ||
+        d->rank != d->ranks - 1)
+        return;
     dl_write_status(d, 1);
     GT_WARN("site %s: chaos: stopping after %llu rounds for the launcher to kill it", d->name,
             (unsigned long long)d->rounds_applied);

@@ -112,6 +112,19 @@ gt_status_t dl_layout(gt_diloco_t *d)
     }
     d->frag_lane[F] = d->eng_lane[d->n_eng] = d->n_own;
     d->frag_off[F] = d->eng_off[d->n_eng] = d->n_sub;
+    /* θ_a and snap: laid out as x with one rank (the fused apply sweeps them with x), packed
+     * as mom with several, where a rank keeps only its lanes */
+    d->apos = calloc(d->n_own ? d->n_own : 1, sizeof *d->apos);
+    d->owner = calloc(L, sizeof *d->owner);
+    if (!d->apos || !d->owner) return GT_ERR_NOMEM;
+    for (uint32_t l = 0; l < L; l++) d->owner[l] = UINT32_MAX;
+    size_t packed = 0;
+    for (uint32_t i = 0; i < d->n_own; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        d->apos[i] = R == 1 ? ln->offset : packed;
+        d->owner[d->own_lanes[i]] = i;
+        packed += ln->count;
+    }
     d->gcounts = calloc(R, sizeof *d->gcounts);
     d->gdispls = calloc(R, sizeof *d->gdispls);
     return d->gcounts && d->gdispls ? GT_OK : GT_ERR_NOMEM;
@@ -154,6 +167,16 @@ void dl_engine_to_full(const gt_diloco_t *d, uint32_t e, const float *src, float
     }
 }
 
+void dl_engine_to_anchor(gt_diloco_t *d, uint32_t e, const float *src)
+{
+    size_t o = 0;
+    for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1]; i++) {
+        size_t cnt = d->layout->lanes[d->own_lanes[i]].count;
+        memcpy(d->anchor + d->apos[i], src + o, cnt * sizeof(float));
+        o += cnt;
+    }
+}
+
 /* The hash of engine e's lanes of θ_a, as if packed (what its vote compares: the same lanes at
  * every site, whatever its ranks). */
 static uint64_t eng_hash(const gt_diloco_t *d, uint32_t e)
@@ -162,7 +185,7 @@ static uint64_t eng_hash(const gt_diloco_t *d, uint32_t e)
     XXH3_64bits_reset(&h);
     for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1]; i++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
-        XXH3_64bits_update(&h, d->anchor + ln->offset, ln->count * sizeof(float));
+        XXH3_64bits_update(&h, d->anchor + d->apos[i], ln->count * sizeof(float));
     }
     return XXH3_64bits_digest(&h);
 }
@@ -185,7 +208,11 @@ void dl_keep_state(gt_diloco_t *d, int64_t round)
     if (round >= 0) dl_hold_slot(d, k, (uint64_t)round);
     if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n_sub * sizeof(float), 0);
     if (d->hist[k]) {
-        dl_own_to_packed(d, d->anchor, d->hist[k]);
+        for (uint32_t i = 0, o = 0; i < d->n_own; i++) { /* θ_a's lanes, packed */
+            uint32_t cnt = (uint32_t)d->layout->lanes[d->own_lanes[i]].count;
+            memcpy(d->hist[k] + o, d->anchor + d->apos[i], cnt * sizeof(float));
+            o += cnt;
+        }
         memcpy(d->hist[k] + d->n_sub, d->mom, d->n_sub * sizeof(float));
         for (uint32_t f = 0; f < d->F; f++) d->hist_round[f][k] = round;
     }
@@ -220,9 +247,65 @@ static gt_status_t gather_full(gt_diloco_t *d, float *full)
     return gather_frag(d, full, -1);
 }
 
-gt_status_t dl_gather_anchor(gt_diloco_t *d)
+gt_status_t dl_gather_x(gt_diloco_t *d)
 {
-    return gather_full(d, d->anchor);
+    return gather_full(d, d->x);
+}
+
+gt_status_t dl_anchor_to_x(gt_diloco_t *d)
+{
+    for (uint32_t i = 0; i < d->n_own; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        memcpy(d->x + ln->offset, d->anchor + d->apos[i], ln->count * sizeof(float));
+    }
+    return gather_full(d, d->x);
+}
+
+/* The rank that holds lane l: its group (layout "rank" mod G) mod R. */
+static uint32_t lane_rank(const gt_diloco_t *d, uint32_t l)
+{
+    return (d->layout->lanes[l].rank % d->G) % d->ranks;
+}
+
+/* XXH3 of the whole θ_a in lane order. With several ranks no rank holds it all: the hash's
+ * streaming state goes from rank to rank in lane order (an all-gather of its bytes from the
+ * rank that hashed the lanes before), so the hash is the one a site of one rank computes over
+ * its whole vector, whatever the site's ranks. Collective. */
+gt_status_t dl_anchor_hash(gt_diloco_t *d, uint64_t *hash_p)
+{
+    if (d->ranks == 1) {
+        *hash_p = gt_outer_hash(d->anchor, d->n);
+        return GT_OK;
+    }
+    _Static_assert(sizeof(XXH3_state_t) % sizeof(float) == 0, "a whole number of floats");
+    enum { S = sizeof(XXH3_state_t) / sizeof(float) };
+    XXH3_state_t h;
+    float buf[S];
+    XXH3_64bits_reset(&h);
+    gt_status_t st = GT_OK;
+    for (uint32_t l = 0, L = d->layout->n_lanes; l < L && st == GT_OK;) {
+        uint32_t k = lane_rank(d, l), l1 = l;
+        for (; l1 < L && (lane_rank(d, l1) == k || !d->layout->lanes[l1].count); l1++)
+            if (k == d->rank && d->owner[l1] != UINT32_MAX)
+                XXH3_64bits_update(&h, d->anchor + d->apos[d->owner[l1]],
+                                   d->layout->lanes[l1].count * sizeof(float));
+        if (k == d->rank) memcpy(buf, &h, sizeof h);
+        for (uint32_t j = 0; j < d->ranks; j++) {
+            d->gcounts[j] = j == k ? S : 0;
+            d->gdispls[j] = 0;
+        }
+        st = d->p.comm.allgatherv(d->p.comm.ctx, buf, d->gcounts, d->gdispls);
+        if (k != d->rank) {
+            /* the state is plain bytes but for its pointer to the (default) secret, which
+             * is an address in the sender's process: ours stands in for it */
+            const unsigned char *secret = h.extSecret;
+            memcpy(&h, buf, sizeof h);
+            h.extSecret = secret;
+        }
+        l = l1;
+    }
+    *hash_p = XXH3_64bits_digest(&h);
+    return st;
 }
 
 /* Engine e's Δ = θ_a − snap, chunk by chunk as the engine encodes it (gt_outer_submit_fill):
@@ -253,8 +336,9 @@ static void delta_fill(void *ctx, size_t off, size_t count, float *dst)
             continue;
         }
         size_t in = off - fc->at, k = ln->count - in < count ? ln->count - in : count;
-        const float *restrict a = d->anchor + ln->offset + in, *restrict s =
-                                                                   d->snap + ln->offset + in;
+        const float *restrict a = d->anchor + d->apos[fc->i] + in, *restrict s = d->snap +
+                                                                                 d->apos[fc->i] +
+                                                                                 in;
         for (size_t j = 0; j < k; j++) dst[j] = a[j] - s[j];
         dst += k;
         off += k;
@@ -270,16 +354,15 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
     gt_status_t st = dl_fence(d, "submit", r, 0); /* nothing leaves a removed site */
     if (st == GT_OK && d->p.before_read) st = d->p.before_read(d->p.hook_ctx);
     if (st != GT_OK) return st;
-    if (d->F == 1) {
+    if (d->F == 1 && d->ranks == 1) {
         memcpy(d->snap, d->x, d->n * sizeof(float));
-    } else {
-        for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-            const gt_topo_lane_t *ln = &d->layout->lanes[l];
-            if (gt_topo_lane_fragment(l, d->G, d->F) != f) continue; /* another fragment's */
-            memcpy(d->snap + ln->offset, d->x + ln->offset, ln->count * sizeof(float));
+    } else { /* our lanes of fragment f */
+        for (uint32_t i = d->frag_lane[f]; i < d->frag_lane[f + 1]; i++) {
+            const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+            memcpy(d->snap + d->apos[i], d->x + ln->offset, ln->count * sizeof(float));
         }
     }
-    d->passes += 1.0 / d->F;
+    d->passes += (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n;
     dl_dump_delta(d, r); /* run.dump: rounds (dump.c; one rank, fragments 1) */
     dl_dump_event(d, "submit", r, (double)d->round_tokens);
     d->fsubmit_ns[f] = gt_time_ns(); /* its result is due from now (dl_live_watch) */
@@ -1019,7 +1102,7 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
         const float *g = d->g[e]; /* the engine's result: g[o - o0] is packed position o */
         for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1] && st == GT_OK; i++) {
             const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
-            float *a = d->anchor + ln->offset;
+            float *a = d->anchor + d->apos[i];
             st = outer_update(d, a, d->mom + o, g + (o - o0), ln->count);
             memcpy(hist + o, a, ln->count * sizeof(float));
             memcpy(hist + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
@@ -1036,21 +1119,28 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
     return st;
 }
 
-/* Fragment f's part of the rebase (every rank's lanes of it): θ_s ← θ_a + (θ_s − snap). */
-static void rebase_frag(gt_diloco_t *d, uint32_t f)
+/* Our lanes of fragment f (every fragment: f < 0) rebased, θ_s ← θ_a + (θ_s − snap), or θ_s ←
+ * θ_a after the run's last round (the final model is the anchor); then every rank's lanes of x
+ * all-gathered (the replicas of a site hold the same θ_s, so each rank's lanes of it are
+ * everybody's). Collective. */
+gt_status_t dl_rebase_own(gt_diloco_t *d, int f, int final)
 {
-    float *x = d->x;
-    const float *a = d->anchor, *snap = d->snap;
-    for (uint32_t l = 0; l < d->layout->n_lanes; l++) {
-        const gt_topo_lane_t *ln = &d->layout->lanes[l];
-        if (gt_topo_lane_fragment(l, d->G, d->F) != f) continue;
-        for (size_t i = ln->offset; i < ln->offset + ln->count; i++) x[i] = a[i] + (x[i] - snap[i]);
+    uint32_t i0 = f < 0 ? 0 : d->frag_lane[f], i1 = f < 0 ? d->n_own : d->frag_lane[f + 1];
+    for (uint32_t i = i0; i < i1; i++) {
+        const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
+        float *restrict x = d->x + ln->offset;
+        const float *restrict a = d->anchor + d->apos[i], *restrict snap = d->snap + d->apos[i];
+        if (final)
+            memcpy(x, a, ln->count * sizeof(float));
+        else
+            for (size_t j = 0; j < ln->count; j++) x[j] = a[j] + (x[j] - snap[j]);
     }
-    d->passes += 1.0 / d->F;
+    d->passes += (double)(f < 0 ? d->n_sub : d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n;
+    return gather_frag(d, d->x, f);
 }
 
-/* θ_s ← θ_a + (θ_s − snap) over the whole vector (θ_s ← θ_a after the run's last round: the
- * final model is the anchor), with the hash of θ_a in the same sweep. */
+/* One rank: θ_s ← θ_a + (θ_s − snap) over the whole vector (θ_s ← θ_a after the run's last
+ * round), with the hash of θ_a in the same sweep. */
 static uint64_t rebase(gt_diloco_t *d, int final)
 {
     float *x = d->x;
@@ -1105,12 +1195,12 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
     return st;
 }
 
-/* Where the packed position p of our lanes lies in the full vector. */
-static size_t full_index(const gt_diloco_t *d, size_t p)
+/* Where the packed position p of our lanes lies in θ_a. */
+static size_t anchor_index(const gt_diloco_t *d, size_t p)
 {
     for (uint32_t i = 0; i < d->n_own; i++) {
         const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
-        if (p < ln->count) return ln->offset + p;
+        if (p < ln->count) return d->apos[i] + p;
         p -= ln->count;
     }
     return 0;
@@ -1227,7 +1317,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         if (st == GT_OK) st = update_own(d, f, r);
         if (st == GT_OK && chaos) {
             /* Chaos (--corrupt-anchor): one bit of fragment 0's part of the anchor. */
-            size_t at = full_index(d, (d->frag_off[0] + d->frag_off[1]) / 2);
+            size_t at = anchor_index(d, (d->frag_off[0] + d->frag_off[1]) / 2);
             uint32_t bits;
             memcpy(&bits, &d->anchor[at], 4);
             bits ^= 1u << 20;
@@ -1238,15 +1328,14 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         }
         if (st == GT_OK && verdict < 0) st = dl_refetch(d, f, r, bad);
         if ((st = dl_agree(d, st)) != GT_OK) return st;
-        if ((st = gather_frag(d, d->anchor, (int)f)) != GT_OK) return st;
-        rebase_frag(d, f);
-        if (final) memcpy(d->x, d->anchor, d->n * sizeof(float));
-        if (f == d->F - 1) hash = gt_outer_hash(d->anchor, d->n);
+        /* after the run's last round the final model is the whole anchor, every fragment */
+        if ((st = dl_rebase_own(d, final ? -1 : (int)f, final)) != GT_OK) return st;
+        if (f == d->F - 1 && (st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
     } else {
         if (st == GT_OK) st = update_own(d, 0, r);
         if (st == GT_OK && chaos) {
             /* Chaos (--corrupt-anchor): silent data corruption of one bit of the anchor. */
-            size_t at = full_index(d, d->n_sub / 2);
+            size_t at = anchor_index(d, d->n_sub / 2);
             uint32_t bits;
             memcpy(&bits, &d->anchor[at], 4);
             bits ^= 1u << 20;
@@ -1257,8 +1346,12 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         }
         if (st == GT_OK && verdict < 0) st = dl_refetch(d, 0, r, bad);
         if ((st = dl_agree(d, st)) != GT_OK) return st;
-        if ((st = dl_gather_anchor(d)) != GT_OK) return st;
-        hash = rebase(d, final);
+        if (d->ranks == 1) {
+            hash = rebase(d, final);
+        } else {
+            if ((st = dl_rebase_own(d, -1, final)) != GT_OK) return st;
+            if ((st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
+        }
     }
     /* The results are in θ_a and m now: their buffers go (the next round's result is decoded
      * into a fresh one as it arrives), rather than stay as the engine's spares, so a round holds

@@ -333,7 +333,7 @@ static void take_fetched(gt_diloco_t *d, uint32_t i)
     for (uint32_t f = 0; f < d->F; f++) {
         uint32_t e = f * d->n_grp + i;
         size_t el = d->eng_off[e + 1] - d->eng_off[e];
-        dl_engine_to_full(d, e, d->fetch + p, d->anchor);
+        dl_engine_to_anchor(d, e, d->fetch + p);
         memcpy(d->mom + d->eng_off[e], d->fetch + half + p, el * sizeof(float));
         p += el;
     }
@@ -344,7 +344,7 @@ static void take_fetched_frag(gt_diloco_t *d, uint32_t i, uint32_t f)
 {
     uint32_t e = f * d->n_grp + i;
     size_t o = d->eng_off[e], fl = d->eng_off[e + 1] - o;
-    dl_engine_to_full(d, e, d->fetch, d->anchor);
+    dl_engine_to_anchor(d, e, d->fetch);
     memcpy(d->mom + o, d->fetch + fl, fl * sizeof(float));
     int k = 0; /* the kept state: the fragment's slice of the slot that holds its newest round */
     if (d->hist_round[f][1] > d->hist_round[f][0]) k = 1;
@@ -448,8 +448,7 @@ gt_status_t dl_start_check(gt_diloco_t *d)
     uint64_t any = (uint64_t)fetch;
     if ((st = dl_agree(d, st)) != GT_OK) return st;
     if ((st = dl_allreduce(d, &any, 1, GT_DILOCO_OP_MAX)) != GT_OK || !any) return st;
-    if ((st = dl_gather_anchor(d)) != GT_OK) return st;
-    memcpy(d->x, d->anchor, d->n * sizeof(float));
+    if ((st = dl_anchor_to_x(d)) != GT_OK) return st;
     dl_keep_state(d, HIST_INITIAL);
     return d->p.after_write ? d->p.after_write(d->p.hook_ctx) : GT_OK;
 }
@@ -819,9 +818,8 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
      * and is where the peers are in round R - 1, without taking part in it. */
     uint64_t from = early ? R - 3 : fast ? R - 2 : R - 1;
     dl_keep_state(d, (int64_t)from);
-    gt_status_t st = dl_gather_anchor(d);
+    gt_status_t st = dl_anchor_to_x(d);
     if (st != GT_OK) return st;
-    memcpy(d->x, d->anchor, d->n * sizeof(float));
     /* what a removed earlier life of this site trained and kept (carry.c) */
     if ((st = dl_carry_take(d, (int64_t)from)) != GT_OK) return st;
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;
@@ -829,7 +827,9 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
     d->applied_upto = R;
     d->join_trainers = trainers;
     d->join_quiet = quiet;
-    dl_log_anchor(d, from, gt_outer_hash(d->anchor, d->n), -1.0);
+    uint64_t hash = 0;
+    if ((st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
+    dl_log_anchor(d, from, hash, -1.0);
     d->confirmed_round = (int64_t)from; /* the peers' own state */
     *start_p = R * d->H + d->tau;
     if (fast) {
@@ -837,7 +837,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         *start_p = fast_step < lo ? lo : fast_step > hi ? hi : fast_step;
         d->join_rebase = (int64_t)R - 1;
         d->fpending[0] = (int64_t)R - 1;                  /* "applied" at R·H + τ: the rebase */
-        memcpy(d->snap, d->anchor, d->n * sizeof(float)); /* what it trains on, until then */
+        memcpy(d->snap, d->anchor, d->n_sub * sizeof(float)); /* what it trains on, until then */
     }
     GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)%s",
             name, (unsigned long long)*start_p, (unsigned long long)from,
@@ -858,7 +858,7 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
     uint64_t r = (uint64_t)d->join_rebase, t0 = gt_time_ns();
     uint64_t limit = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
                      (uint64_t)c->wan.peer_timeout_ms * 2000000ull + 60000000000ull;
-    memcpy(d->snap, d->anchor, d->n * sizeof(float));
+    memcpy(d->snap, d->anchor, d->n_sub * sizeof(float)); /* laid out alike */
     uint64_t have_grp = 0;
     gt_status_t st = GT_OK;
     struct dl_watch watch = {0, 0};
@@ -912,12 +912,11 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
     dl_watch_end(d);
     double waited = (gt_time_ns() - t0) * 1e-9;
     d->wait_s += waited;
-    if ((st = dl_gather_anchor(d)) != GT_OK) return st;
-    const float *a = d->anchor, *snap = d->snap;
-    for (size_t i = 0; i < d->n; i++) d->x[i] = a[i] + (d->x[i] - snap[i]);
-    d->passes += 1.0;
+    if ((st = dl_rebase_own(d, -1, 0)) != GT_OK) return st;
     dl_keep_state(d, (int64_t)r);
-    dl_log_anchor(d, r, gt_outer_hash(d->anchor, d->n), -1.0);
+    uint64_t hash = 0;
+    if ((st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
+    dl_log_anchor(d, r, hash, -1.0);
     d->confirmed_round = (int64_t)r; /* the peers' own state */
     d->join_rebase = -1;
     if (d->p.after_write && (st = d->p.after_write(d->p.hook_ctx)) != GT_OK) return st;

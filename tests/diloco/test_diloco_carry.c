@@ -19,10 +19,25 @@
 static gt_topo_config_t cfg;
 static char dir[64];
 
+/* One rank, one lane: θ_a and snap laid out as x (outer_step.c dl_layout). */
+static gt_topo_lane_t lane = {0};
+static gt_topo_layout_t layout = {0};
+static uint32_t own_lane = 0;
+static size_t apos = 0;
+
 static gt_diloco_t *site(float *x, float *anchor, float *snap)
 {
     gt_diloco_t *d = calloc(1, sizeof *d);
     if (!d) return NULL;
+    lane.offset = 0;
+    lane.count = N;
+    layout.n_elems = N;
+    layout.n_lanes = 1;
+    layout.lanes = &lane;
+    d->layout = &layout;
+    d->own_lanes = &own_lane;
+    d->n_own = 1;
+    d->apos = &apos;
     d->cfg = &cfg;
     d->name = "c";
     snprintf(d->site_dir, sizeof d->site_dir, "%s", dir);

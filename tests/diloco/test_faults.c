@@ -108,7 +108,7 @@ static void test_set_and_hooks(void)
     nanosleep(&ts, NULL); /* past the window's 10 ms */
     CHECK(dl_fault_windows(&d, 0.002) == 0.0);
     CHECK(d.win[0].over);
-    d.steps_trained = 1; /* after the first step: too late to change */
+    d.stepped = 1; /* after the first step: too late to change */
     CHECK_EQ_INT(gt_diloco_set_faults(&d, &f), GT_ERR_INVALID);
 }
 
@@ -127,10 +127,14 @@ static void test_kill_point(void)
         memset(&d, 0, sizeof d);
         d.magic = GT_DILOCO_MAGIC;
         d.name = "b";
-        d.rank = 1; /* no status file */
+        d.rank = 0; /* of 2: the last rank stops, whose death takes the other down */
+        d.ranks = 2;
         gt_faults_init(&d.faults);
         d.faults.kill_at_round = 3;
         snprintf(d.faults.notify, sizeof d.faults.notify, "%s", notice);
+        d.applied_upto = 3;
+        dl_fault_kill_point(&d); /* not the last rank */
+        d.rank = 1;              /* no status file either */
         d.applied_upto = 2;
         dl_fault_kill_point(&d); /* not yet */
         d.applied_upto = 3;

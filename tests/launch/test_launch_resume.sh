@@ -32,7 +32,7 @@ last_hash() { tail -n 1 "$1/$2/anchors.jsonl" | sed 's/.*"anchor_hash":"\([0-9a-
 for s in a b c; do
   # (with ranks, mpirun takes the other rank down at once and may lose the line its killed
   # rank wrote: then the missing rounds say it)
-  grep -q "chaos: SIGKILL after 3 rounds" "$dir/cut/logs/$s.log" ||
+  grep -q "chaos: stopping after 3 rounds for the launcher to kill it" "$dir/cut/logs/$s.log" ||
     { [ "${R[$s]}" -gt 1 ] && ! grep -q '"round":5' "$dir/cut/$s/anchors.jsonl"; } ||
     fail "site $s was not killed"
 done

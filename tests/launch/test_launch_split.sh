@@ -27,7 +27,7 @@ grep -q 'outer.chunk_split: bandwidth\|chunk_split: bandwidth' "$dir/run/config.
 
 # c (the thin site) killed after round 2: a and b go on and agree.
 "$geotrain" launch "$config" --run-dir "$dir/kill" "${sets[@]}" --kill c@2 >"$dir/kill.out" 2>&1
-grep -q "chaos: SIGKILL after 2 rounds" "$dir/kill/logs/c.log" || fail "site c was not killed"
+grep -q "chaos: stopping after 2 rounds for the launcher to kill it" "$dir/kill/logs/c.log" || fail "site c was not killed"
 for s in a b; do
   grep -q '"status": "finished"' "$dir/kill/$s/summary.json" || fail "site $s did not finish after c's loss"
   [ "$(grep -c '"round"' "$dir/kill/$s/anchors.jsonl")" -eq 4 ] || fail "site $s did not log 4 rounds after c's loss"
