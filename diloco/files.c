@@ -281,11 +281,20 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         (uint64_t)llround(d->submit_s * 1e9),     (uint64_t)llround(d->apply_s * 1e9),
         (uint64_t)llround(d->submit_max_s * 1e9), (uint64_t)llround(d->apply_max_s * 1e9),
         (uint64_t)llround(tmed[0] * 1e9),         (uint64_t)llround(tmed[1] * 1e9)};
+    /* each rank's peak, in its slot (the outer state is split over the ranks: each holds its
+     * lanes' share) */
+    uint64_t *by_rank = calloc(d->ranks, sizeof *by_rank);
+    if (!by_rank) return GT_ERR_NOMEM;
+    by_rank[d->rank] = mem_peak;
     if (d->ranks > 1) {
         uint64_t mv[2] = {mem_peak, mem_now};
         gt_status_t st = dl_allreduce(d, mv, 2, GT_DILOCO_OP_SUM);
         if (st == GT_OK) st = dl_allreduce(d, tt, 6, GT_DILOCO_OP_MAX);
-        if (st != GT_OK) return st;
+        if (st == GT_OK) st = dl_allreduce(d, by_rank, d->ranks, GT_DILOCO_OP_SUM);
+        if (st != GT_OK) {
+            free(by_rank);
+            return st;
+        }
         mem_peak = mv[0];
         mem_now = mv[1];
     }
@@ -319,7 +328,10 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         (int)d->ranks, "joined_round", (json_int_t)d->joined_round, "steps_trained",
         (json_int_t)d->steps_trained, "joins_seen", (json_int_t)os.joins, "param_passes", d->passes,
         "param_passes_per_round", per_round);
-    if (!o) return GT_ERR_NOMEM;
+    if (!o) {
+        free(by_rank);
+        return GT_ERR_NOMEM;
+    }
     /* goodput (launch): this life's speed without chaos slowdowns, and when it trained */
     double now_unix = gt_unix_time();
     double end_unix = now_unix - (d->t_train_end ? (now - d->t_train_end) * 1e-9 : 0.0);
@@ -328,6 +340,12 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "outer_state_bytes_now", json_integer((json_int_t)mem_now));
     json_object_set_new(o, "outer_state_bytes_per_param",
                         json_real(d->n ? (double)mem_peak / (double)d->n : 0.0));
+    json_t *per_rank = json_array();
+    for (uint32_t k = 0; per_rank && k < d->ranks; k++)
+        json_array_append_new(per_rank, json_real(d->n ? (double)by_rank[k] / (double)d->n : 0.0));
+    free(by_rank);
+    json_object_set_new(o, "outer_state_bytes_per_param_by_rank",
+                        per_rank ? per_rank : json_null());
     /* per round: a round is F submits and F applies (streaming fragments) */
     double rounds_s = d->submits_timed ? (double)d->submits_timed / d->F : 0.0;
     double rounds_a = d->applies_timed ? (double)d->applies_timed / d->F : 0.0;
