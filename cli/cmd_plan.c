@@ -28,12 +28,12 @@
 #include <string.h>
 
 /* Wire facts of geotrain's WAN layer (docs/wan.md, outer/wire.c, wan/channel/frame_internal.h):
- * each message is sent in sealed frames of at most FRAME_BYTES, each with a 72-byte header and a
+ * each message is sent in sealed frames of at most FRAME_BYTES, each with an 80-byte header and a
  * 16-byte AEAD tag on the wire; a DELTA's payload is a 32-byte preamble and the codec frame, a
  * RESULT's a 56-byte preamble (outer/wire.c: DELTA_PRE, RESULT_PRE) and the codec frame;
  * summary.json counts payload bytes. test_plan_validate checks these against measured bytes. */
 #define FRAME_BYTES     1048576.0
-#define FRAME_HEADER    72.0
+#define FRAME_HEADER    80.0
 #define FRAME_TAG       16.0
 #define DELTA_PREAMBLE  32.0
 #define RESULT_PREAMBLE 56.0
@@ -43,10 +43,12 @@
  * per message; summary.json counts both. */
 #define MESH_HEADER     24.0
 #define MESH_ACK        32.0
-/* diloco/state.c dl_start_check: before the first step every site sends each peer its
- * parameter count and initial hash (two 64-bit words). */
-#define START_HELLO     16.0
-#define STATE_HEADER    24.0 /* a STATE_CHUNK's header (diloco/diloco_internal.h) */
+/* diloco/state.c dl_start_check: before the first step every site sends each peer a START
+ * message, its parameter count and initial hash (diloco_internal.h: START_BYTES). The liveness
+ * watch's probe and its answer (diloco/probe.c: PROBE_BYTES, PROBE_INFO_HDR). */
+#define START_HELLO     24.0
+#define LIVE_PROBE      16.0
+#define LIVE_ANSWER     24.0
 /* The WAN emulator's token-bucket depth (wan/emu/emu_internal.h): max(64 KiB, 10 ms at the
  * rate). */
 #define EMU_MIN_BURST   65536.0
@@ -402,11 +404,11 @@ static int build(const inputs_t *in, codec_t *c, uint64_t H, uint64_t tau, gt_pl
         FRAME_HEADER + (cfg->security.mode == GT_SECURITY_ENCRYPTED ? FRAME_TAG : 0);
     m->hello_bytes = MESH_HEADER + START_HELLO;
     m->ack_bytes = MESH_ACK;
-    /* the liveness watch (diloco/outer_step.c): DiLoCo with three sites or more; a probe is a
-     * bare message, its answer a state header */
+    /* the liveness watch (diloco/outer_step.c): DiLoCo with three sites or more; a PROBE and
+     * its PROBE_INFO, both without a body */
     m->live_period_s = H > 1 && in->S >= 3 ? cfg->membership.heartbeat_ms * 1e-3 : 0;
-    m->live_probe_bytes = MESH_HEADER;
-    m->live_answer_bytes = MESH_HEADER + STATE_HEADER;
+    m->live_probe_bytes = MESH_HEADER + LIVE_PROBE;
+    m->live_answer_bytes = MESH_HEADER + LIVE_ANSWER;
     m->window = in->trace_n[0] ? 0 : in->window; /* a replay is simulated whole */
     return 0;
 }

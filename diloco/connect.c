@@ -37,9 +37,9 @@ gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st)
     return d->agreed = (gt_status_t)(-(int64_t)v);
 }
 
-/* A group's fragments share its mesh: an engine's message carries lane·F + f in the header's
- * lane field (its own lane index, which is per engine, and its fragment), so it reaches
- * fragment f's engine of the same group at the peer. With F = 1 the field is the lane. */
+/* A group's fragments share its mesh: an engine's message carries its fragment f in the
+ * header's fragment field (and its own lane index, which is per engine, in the lane field), so
+ * it reaches fragment f's engine of the same group at the peer. With F = 1 the fragment is 0. */
 static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
 {
     struct dl_group *gr = ctx;
@@ -48,16 +48,23 @@ static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size
         dl_on_state(gr, msg, buf, len);
         return;
     }
+    if (msg->type == GT_WAN_MSG_PROBE || msg->type == GT_WAN_MSG_PROBE_INFO ||
+        msg->type == GT_WAN_MSG_START) {
+        dl_on_probe(gr, msg, buf, len);
+        return;
+    }
+    if (msg->fragment >= d->F) {
+        dl_bad_message(d, msg, "fragment out of range");
+        return;
+    }
     /* A peer's message from a later view: it has moved on (a site removed, or one added), so
      * this site reads the view at once rather than at its next heartbeat (up to
      * membership.heartbeat_ms later), and the chunks that moved close sooner. */
     if ((msg->type == GT_WAN_MSG_DELTA || msg->type == GT_WAN_MSG_RESULT) &&
         msg->view_epoch > gr->view.epoch)
         __atomic_store_n(&gr->refresh_soon, 1, __ATOMIC_RELEASE);
-    gt_wan_msg_t m = *msg;
-    uint32_t f = m.lane % d->F;
-    m.lane /= d->F;
-    (void)gt_outer_deliver(d->outers[f * d->n_grp + gr->i], &m, buf, len, gt_time_ns());
+    (void)gt_outer_deliver(d->outers[msg->fragment * d->n_grp + gr->i], msg, buf, len,
+                           gt_time_ns());
 }
 
 static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
@@ -66,7 +73,7 @@ static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, con
     struct dl_frag_io *io = ctx;
     gt_diloco_t *d = io->d;
     gt_wan_msg_t m = *msg;
-    m.lane = m.lane * d->F + io->f;
+    m.fragment = (uint16_t)io->f;
     return gt_wan_mesh_send(d->grp[io->i].mesh, dst, &m, buf, len);
 }
 
@@ -119,6 +126,7 @@ void dl_outer_stats(const gt_diloco_t *d, gt_outer_stats_t *os)
         const uint64_t *add = (const uint64_t *)&one;
         for (size_t i = 0; i < sizeof one / sizeof(uint64_t); i++) sum[i] += add[i];
     }
+    os->bad_messages += d->bad_messages; /* the STATE, PROBE and START messages' (probe.c) */
 }
 
 static gt_status_t codec_params(const gt_topo_config_t *cfg, int sync_dp, gt_cmp_params_t *cp)

@@ -4,8 +4,9 @@
  *              r·H + H + τ), status, sync-dp
  *   outer_step.c  the outer step over the vectors: submit, wait, apply + rebase, the hash vote
  *              and re-fetch, the in-site all-gather of the anchor; counts passes over the vector
- *   state.c    the STATE protocol between sites: the start check (HELLO), probes, serving and
- *              fetching (θ_a, m), joining a run in progress
+ *   state.c    the STATE protocol between sites: the start check, serving and fetching (θ_a, m),
+ *              joining a run in progress
+ *   probe.c    the START, PROBE and PROBE_INFO messages: their payloads, serving and taking them
  *   connect.c  the outer engines (outer/, gt_outer.h), mesh and membership; the background WAN
  *              thread; views
  *   files.c    anchors.jsonl, status.json, metrics.jsonl, summary.json
@@ -79,23 +80,40 @@ struct dl_group {
 };
 
 /* STATE_REQ / STATE_CHUNK (between the same rank of two sites). A request names a round — or
- * STATE_PROBE ("what round are you at"), STATE_HELLO (the start check) or STATE_INITIAL (the
- * initial anchor) — and a stripe (lane = k of chunk = n servers; 0 of 0 = the whole state), and
- * carries a fetch id in its view_epoch field, which every reply echoes. A reply: u32 status, u32
- * reserved, u64 offset (in floats, into the 2 n_sub floats θ_a then m), u64 hash of the server's
- * whole state, then the floats. A probe's answer (STATE_INFO): u64 the round the server submits
- * next, u64 its n_params, u32 sites, then every site's first round as its outer engine knows it.
- * A HELLO (a request with a payload, no answer): u64 n_params, u64 hash of the initial vector. */
-#define STATE_HDR     24u
-#define STATE_PROBE   UINT64_MAX
-#define STATE_HELLO   (UINT64_MAX - 1)
-#define STATE_INITIAL (UINT64_MAX - 2)
-#define HIST_INITIAL  (-2) /* hist_round of the initial state */
-/* The id (view_epoch) of the liveness watch's probes (outer_step.c): its two high bits set,
- * unlike a fetch id (high bit clear) or the partition rule's reach_id (bit 62 clear). Answered
- * with a bare STATE_INFO header. */
-#define STATE_LIVE_ID (3ull << 62)
-enum { STATE_OK = 0, STATE_NOT_YET = 1, STATE_INFO = 2, STATE_GONE = 3, STATE_BUSY = 4 };
+ * STATE_INITIAL (the initial anchor) —, a fragment (the header's fragment field;
+ * STATE_ALL_FRAGMENTS: the group's whole state) and a stripe (lane = k of chunk = n servers; 0
+ * of 0 = the whole state), and carries a fetch id in its view_epoch field, which every reply
+ * echoes. A reply: u32 status, u32 reserved, u64 offset (in floats, into the 2 n_sub floats θ_a
+ * then m), u64 hash of the server's whole state, then the floats. */
+#define STATE_HDR           24u
+#define STATE_INITIAL       (UINT64_MAX - 2)
+#define STATE_ALL_FRAGMENTS UINT16_MAX
+/* dl_fetch_state's round that asks a PROBE_JOIN instead of state (never on the wire). */
+#define STATE_PROBE         UINT64_MAX
+#define HIST_INITIAL        (-2) /* hist_round of the initial state */
+/* A reply's status, and a fetch's outcome (STATE_BUSY: the peer a join probed does not train) */
+enum { STATE_OK = 0, STATE_NOT_YET = 1, STATE_GONE = 3, STATE_BUSY = 4 };
+
+/* PROBE / PROBE_INFO and START (probe.c): the small messages between the same rank of two sites
+ * outside the outer rounds, each payload starting with its magic, all little-endian.
+ * PROBE (PROBE_BYTES): u32 PROBE_MAGIC, u32 kind, u64 id. The kind says what the question is
+ * for: a joiner's plan (PROBE_JOIN, the id its fetch id), the liveness watch (PROBE_LIVE, id 0:
+ * any answer counts) or the partition rule (PROBE_REACH, the id reach_id).
+ * PROBE_INFO, the answer: u32 PROBE_INFO_MAGIC, u32 kind, u64 id (both the probe's), u32 status
+ * (PROBE_TRAINING, or PROBE_BUSY: the peer does not train yet, a joiner), u32 reserved; then,
+ * for PROBE_JOIN only: u64 the round the peer submits next, u64 its n_params, u32 sites n, n x
+ * u64 every site's first round as its outer engine knows it, u64 the step it is at.
+ * START (START_BYTES, no answer): u32 START_MAGIC, u32 reserved, u64 n_params, u64 hash of the
+ * initial vector. */
+#define PROBE_MAGIC        0x51505447u /* "GTPQ" */
+#define PROBE_INFO_MAGIC   0x49505447u /* "GTPI" */
+#define START_MAGIC        0x53535447u /* "GTSS" */
+#define PROBE_BYTES        16u
+#define PROBE_INFO_HDR     24u
+#define PROBE_JOIN_BODY(n) (28u + 8u * (size_t)(n))
+#define START_BYTES        24u
+enum { PROBE_JOIN = 1, PROBE_LIVE = 2, PROBE_REACH = 3 };
+enum { PROBE_TRAINING = 0, PROBE_BUSY = 1 };
 
 struct gt_diloco {
     uint32_t magic;
@@ -184,8 +202,8 @@ struct gt_diloco {
     uint64_t probe_next, probe_params;
     uint64_t probe_step; /* the step the peer was at (UINT64_MAX: it did not say) */
     uint64_t probe_first[GT_OUTER_MAX_SITES];
-    /* The partition rule's probe (outer_step.c): a STATE_PROBE sent to every member at once and
-     * never waited on; reach_id (high bit set, unlike a fetch id) tells its answers apart. */
+    /* The partition rule's probe (outer_step.c): a PROBE_REACH sent to every member at once and
+     * never waited on; reach_id (0: none sent yet) tells its answers apart. */
     uint64_t reach_id, reach_sent_ns;
     uint8_t reach_asked[GT_OUTER_MAX_SITES], reach_got[GT_OUTER_MAX_SITES];
     uint32_t reach_members, reach_first; /* the view's members when sent; its first site */
@@ -202,8 +220,9 @@ struct gt_diloco {
     uint64_t heard_ns[GT_OUTER_MAX_SITES], live_from_ns[GT_OUTER_MAX_SITES];
     int64_t live_lease[GT_OUTER_MAX_SITES];
     uint64_t fsubmit_ns[DL_MAX_FRAGMENTS];
-    uint8_t hello_got[GT_OUTER_MAX_SITES];
+    uint8_t hello_got[GT_OUTER_MAX_SITES]; /* the peers' START messages (probe.c) */
     uint64_t hello_params[GT_OUTER_MAX_SITES], hello_hash[GT_OUTER_MAX_SITES];
+    uint64_t bad_messages; /* malformed STATE, PROBE and START messages (dl_bad_message) */
     /* The schedule (diloco.c) */
     uint64_t step, first_step, steps_trained;
     uint64_t steps_skipped, rounds_cut; /* outer.catch_up: steps a round ended early skipped */
@@ -364,6 +383,15 @@ gt_status_t dl_sync_grads(gt_diloco_t *d, uint64_t step, float *grads, uint64_t 
 /* state.c */
 /* A STATE message on group gr's mesh (the WAN thread, under `lock`). */
 void dl_on_state(struct dl_group *gr, const gt_wan_msg_t *msg, const void *buf, size_t len);
+/* probe.c: a PROBE, PROBE_INFO or START on group gr's mesh (the WAN thread, under `lock`). */
+void dl_on_probe(struct dl_group *gr, const gt_wan_msg_t *msg, const void *buf, size_t len);
+/* Under `lock`: a PROBE of `kind` and `id` to site `peer` over group i's mesh. */
+gt_status_t dl_probe_send(gt_diloco_t *d, uint32_t i, uint32_t peer, uint32_t kind, uint64_t id);
+/* Under `lock`: our START (n_params, hash of the initial vector) to `peer` over group i's mesh. */
+gt_status_t dl_start_send(gt_diloco_t *d, uint32_t i, uint32_t peer, uint64_t hash);
+/* Under `lock`: a malformed message from a peer, rejected: counted (bad_messages, reported with
+ * the outer engines' count) and logged; it changes nothing. */
+void dl_bad_message(gt_diloco_t *d, const gt_wan_msg_t *m, const char *why);
 /* Over group i's mesh: (θ_a, m) of the group's lanes (fetch_state), or of fragment frag's
  * engine of the group only (fetch_frag; frag -1: the whole group's). */
 gt_status_t dl_fetch_state(gt_diloco_t *d, uint32_t i, uint64_t round, const uint32_t *peers,

@@ -415,7 +415,7 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
  * exactly half, the side without the view's first site) is the cut-off side: it leaves, so the
  * majority moves to a view without it and takes over its chunks, rather than every site
  * waiting on it until the cut heals or the wait gives up. "Reaches" means the peer answered a
- * probe just now (a STATE_REQ round trip, within wan.peer_timeout_ms): whether a connection is
+ * probe just now (a PROBE_REACH round trip, within wan.peer_timeout_ms): whether a connection is
  * up says little — across a cut that drops traffic, connections come up and fail again — and
  * silence says nothing, as a slower peer may be computing a long round.
  *
@@ -429,7 +429,7 @@ static void reach_start(gt_diloco_t *d)
     pthread_mutex_lock(&d->lock);
     gt_wan_view_t v = d->grp[0].view; /* every group's view holds the same sites, give or
                                           take a heartbeat; the probe goes over group 0's mesh */
-    d->reach_id = (1ull << 63) | (d->reach_id + 1);
+    d->reach_id++;
     d->reach_sent_ns = gt_time_ns();
     d->reach_members = 0;
     d->reach_first = UINT32_MAX;
@@ -442,13 +442,7 @@ static void reach_start(gt_diloco_t *d)
         if (i < d->reach_first) d->reach_first = i;
         if (i == d->site) continue;
         d->reach_asked[i] = 1;
-        gt_wan_msg_t m;
-        memset(&m, 0, sizeof m);
-        m.type = GT_WAN_MSG_STATE_REQ;
-        m.round = STATE_PROBE;
-        m.view_epoch = d->reach_id;
-        m.chunk = 1;
-        if (gt_wan_mesh_send(d->grp[0].mesh, i, &m, "", 0) != GT_OK)
+        if (dl_probe_send(d, 0, i, PROBE_REACH, d->reach_id) != GT_OK)
             d->reach_asked[i] = 0; /* unsent */
     }
     pthread_mutex_unlock(&d->lock);
@@ -712,12 +706,7 @@ void dl_live_tick(gt_diloco_t *d, uint64_t now)
             d->live_lease[i] = v->members[k].lease;
             d->heard_ns[i] = 0;
         }
-        gt_wan_msg_t m;
-        memset(&m, 0, sizeof m);
-        m.type = GT_WAN_MSG_STATE_REQ;
-        m.round = STATE_PROBE;
-        m.view_epoch = STATE_LIVE_ID;
-        if (gt_wan_mesh_send(d->grp[0].mesh, i, &m, "", 0) != GT_OK) {
+        if (dl_probe_send(d, 0, i, PROBE_LIVE, 0) != GT_OK) {
             /* unsent (no connection up): counts as silence, as a lost probe does */
         }
     }

@@ -1,16 +1,17 @@
 /* state.c — moving outer state between sites: the start check, probes, (θ_a, m) transfers, and
  * joining a run in progress (docs/design.md §6).
  *
- * Everything rides on two message types of the mesh, STATE_REQ and STATE_CHUNK (formats in
+ * The state rides on two message types of the mesh, STATE_REQ and STATE_CHUNK (formats in
  * diloco_internal.h), between two sites' ends of one WAN group (a rank runs G / R groups; a
- * group's state is (θ_a, m) of its lanes, the same lanes at every site whatever its ranks):
- * - HELLO at start: every site tells every peer its parameter count and the hash of its
- *   initial vector. A count that differs is an error on both sides, at once, naming both
+ * group's state is (θ_a, m) of its lanes, the same lanes at every site whatever its ranks); the
+ * questions around it on START, PROBE and PROBE_INFO (probe.c):
+ * - the start check: every site tells every peer (START) its parameter count and the hash of
+ *   its initial vector. A count that differs is an error on both sides, at once, naming both
  *   counts (a model that differs between sites would otherwise show up as frames that never
  *   decode and rounds that never close). A differing initial vector is replaced by the one of
  *   the first site in sites.yaml order (STATE_INITIAL), so every site starts from one θ_a.
- * - a probe asks a peer which round it submits next, its parameter count and its table of
- *   first rounds (a joiner plans with it);
+ * - a joiner's probe (PROBE_JOIN) asks a peer which round it submits next, its parameter count
+ *   and its table of first rounds (a joiner plans with it);
  * - a fetch asks for (θ_a, m) of a group's lanes after round r, striped across n peers, each stripe
  *   in parts that fit every site's receive buffer, with the hash of the server's whole state;
  *   peers keep the state after their last two rounds to serve it.
@@ -46,9 +47,6 @@ static void state_reply(struct dl_group *gr, const gt_wan_msg_t *req, uint32_t s
         GT_WARN("site %s: cannot answer site %u's state request", d->name, req->sender);
 }
 
-/* A peer asks where we are (a probe), says hello, or asks for (θ_a, m) of group gr's lanes
- * after req->round (or the initial state) — all of it, or stripe k of n: sent in parts that
- * fit every site's receive buffer; or a status when we do not hold that round. */
 void dl_hold_slot(gt_diloco_t *d, int k, uint64_t r)
 {
     uint64_t first[GT_OUTER_MAX_SITES];
@@ -82,51 +80,28 @@ const float *dl_hold_lookup(const gt_diloco_t *d, int64_t want)
     return d->hold && d->F == 1 && want >= 0 && d->hold_round == want ? d->hold : NULL;
 }
 
-static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint8_t *in, size_t len)
+/* A peer asks for (θ_a, m) of group gr's lanes after req->round (or the initial state) — of
+ * every fragment or of one, all of it or stripe k of n: sent in parts that fit every site's
+ * receive buffer; or a status when we do not hold that round. */
+static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req)
 {
     gt_diloco_t *d = gr->d;
-    if (req->round == STATE_HELLO) {
-        if (len != 16 || req->sender >= d->cfg->n_sites || req->sender == d->site) {
-            GT_WARN("site %s: rejected a malformed hello from site %u", d->name, req->sender);
-            return;
-        }
-        d->hello_params[req->sender] = gt_le_get64(in);
-        d->hello_hash[req->sender] = gt_le_get64(in + 8);
-        d->hello_got[req->sender] = 1;
-        return;
-    }
-    if (req->round == STATE_PROBE && req->view_epoch == STATE_LIVE_ID) {
-        uint8_t hdr[STATE_HDR]; /* the liveness watch's: the answer is all it asks */
-        state_reply(gr, req, STATE_INFO, 0, 0, NULL, 0, 0, 1, hdr);
+    if (req->round > (uint64_t)INT64_MAX && req->round != STATE_INITIAL) {
+        dl_bad_message(d, req, "a state request for no round");
         return;
     }
     size_t total = 2 * d->n_sub, pf = d->part_floats;
     uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
     if (!buf) return;
-    if (req->round == STATE_PROBE) {
-        uint64_t first[GT_OUTER_MAX_SITES];
-        uint8_t info[8 + 8 + 4 + 8 * GT_OUTER_MAX_SITES + 8];
-        uint32_t n = d->cfg->n_sites;
-        gt_outer_first_rounds(d->outers[gr->i], first);
-        gt_le_put64(info, d->next_submit);
-        gt_le_put64(info + 8, d->n);
-        gt_le_put32(info + 16, n);
-        for (uint32_t i = 0; i < n; i++) gt_le_put64(info + 20 + 8 * i, first[i]);
-        /* the step we are at: a joiner starts training there (dl_join) */
-        gt_le_put64(info + 20 + 8 * n, __atomic_load_n(&d->step, __ATOMIC_RELAXED));
-        state_reply(gr, req, d->training ? STATE_INFO : STATE_BUSY, 0, 0, info, 28 + 8 * n, 0, 1,
-                    buf);
-        free(buf);
-        return;
-    }
-    /* Round r of every fragment (or of fragment `frag` only, lane's high bits) lives in
-     * hist[r mod 2]; it is gone when a fragment asked for has moved past it. */
+    /* Round r of every fragment (or of fragment req->fragment only) lives in hist[r mod 2]; it
+     * is gone when a fragment asked for has moved past it. */
     const float *src = NULL;
     int64_t want = req->round == STATE_INITIAL ? HIST_INITIAL : (int64_t)req->round;
     int kw = (int)((uint64_t)want % 2);
-    uint32_t n = req->chunk ? req->chunk : 1, k = req->lane & 0xFFFFu, fq = req->lane >> 16;
-    uint32_t f0 = fq ? fq - 1 : 0, f1 = fq ? fq : d->F;
-    int held = fq <= d->F && d->hist[kw] != NULL, gone = 0;
+    uint32_t n = req->chunk ? req->chunk : 1, k = req->lane;
+    int all = req->fragment == STATE_ALL_FRAGMENTS;
+    uint32_t f0 = all ? 0 : req->fragment, f1 = all ? d->F : req->fragment + 1u;
+    int held = (all || req->fragment < d->F) && d->hist[kw] != NULL, gone = 0;
     for (uint32_t f = f0; f < f1 && held; f++) {
         if (d->hist_round[f][kw] == want) continue;
         held = 0;
@@ -135,10 +110,11 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
         gone = req->round != STATE_INITIAL && want <= newest;
     }
     /* the round's slot has moved on, but a joiner's rebase still needs it: held aside */
-    const float *kept = held ? d->hist[kw] : fq <= 1 ? dl_hold_lookup(d, want) : NULL;
+    int holdable = all || req->fragment == 0; /* a hold is kept with one fragment only */
+    const float *kept = held ? d->hist[kw] : holdable ? dl_hold_lookup(d, want) : NULL;
     if (kept && !held) held = 1, gone = 0;
     float *part_buf = NULL;
-    if (held && fq == 0 && d->n_grp == 1) {
+    if (held && all && d->n_grp == 1) {
         src = kept; /* our one group: the whole kept state */
     } else if (held) {
         /* the group's engines of the fragments asked for: their θ_a, then their m */
@@ -181,48 +157,16 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req, const uint
     gt_mem_free(&d->mem, part_buf);
 }
 
-/* A reply to our probe or fetch. Hostile input is checked before anything is written. */
+/* A reply to our fetch. Hostile input is checked before anything is written. */
 static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8_t *buf, size_t len)
 {
     gt_diloco_t *d = gr->d;
-    if (msg->round == STATE_PROBE && msg->view_epoch == STATE_LIVE_ID) {
-        if (msg->sender < GT_OUTER_MAX_SITES && d->live_from_ns[msg->sender])
-            d->heard_ns[msg->sender] = gt_time_ns();
-        return;
-    }
-    if (msg->round == STATE_PROBE && d->reach_id && msg->view_epoch == d->reach_id) {
-        /* any answer, even "busy" (a joiner's), shows the peer is reachable */
-        if (msg->sender < GT_OUTER_MAX_SITES && d->reach_asked[msg->sender])
-            d->reach_got[msg->sender] = 1;
-        return;
-    }
-    if (!d->fetching || gr->i != d->fetch_grp || msg->view_epoch != d->fetch_id || len < STATE_HDR)
+    if (!d->fetching || d->fetch_round == STATE_PROBE || gr->i != d->fetch_grp ||
+        msg->view_epoch != d->fetch_id || len < STATE_HDR)
         return;
     uint32_t status = gt_le_get32(buf), k = 0;
     while (k < d->fetch_n && d->fetch_peer[k] != msg->sender) k++;
     if (k == d->fetch_n || d->fetch_round != msg->round) return;
-    if (msg->round == STATE_PROBE) {
-        uint32_t n = len >= STATE_HDR + 20 ? gt_le_get32(buf + STATE_HDR + 16) : 0;
-        if (status == STATE_BUSY) {
-            d->fetch_status = STATE_BUSY;
-        } else if (status != STATE_INFO || n != d->cfg->n_sites ||
-                   (len != STATE_HDR + 20 + 8 * (size_t)n &&
-                    len != STATE_HDR + 28 + 8 * (size_t)n)) {
-            GT_WARN("site %s: rejected a malformed probe answer from site %u", d->name,
-                    msg->sender);
-            d->fetch_status = STATE_GONE;
-        } else {
-            d->probe_next = gt_le_get64(buf + STATE_HDR);
-            d->probe_params = gt_le_get64(buf + STATE_HDR + 8);
-            for (uint32_t i = 0; i < n; i++)
-                d->probe_first[i] = gt_le_get64(buf + STATE_HDR + 20 + 8 * i);
-            d->probe_step = len == STATE_HDR + 28 + 8 * (size_t)n
-                                ? gt_le_get64(buf + STATE_HDR + 20 + 8 * (size_t)n)
-                                : UINT64_MAX;
-            d->probe_got = 1;
-        }
-        return;
-    }
     if (status != STATE_OK) {
         if ((int)status > d->fetch_status) d->fetch_status = (int)status;
         return;
@@ -246,16 +190,17 @@ static void take_state(struct dl_group *gr, const gt_wan_msg_t *msg, const uint8
 void dl_on_state(struct dl_group *gr, const gt_wan_msg_t *msg, const void *buf, size_t len)
 {
     if (msg->type == GT_WAN_MSG_STATE_REQ)
-        serve_state(gr, msg, buf, len);
+        serve_state(gr, msg);
     else
         take_state(gr, msg, buf, len);
 }
 
 /* Asks peers[0..n) of group i for stripe k of n of the group's lanes' (θ_a, m) after `round`
- * (or, with STATE_PROBE, the first of them where it is) and waits for the answer, at most
- * wan.peer_timeout_ms. GT_OK: d->fetch holds the state, its hash checked against the one every
- * server sent; GT_ERR_AGAIN: a server does not hold the round yet; GT_ERR_NOT_FOUND: a server
- * no longer holds it; GT_ERR_TIMEOUT / GT_ERR_CORRUPT otherwise. Not under the lock. */
+ * (or, with STATE_PROBE, the first of them where it is: a PROBE_JOIN) and waits for the answer,
+ * at most wan.peer_timeout_ms. GT_OK: d->fetch holds the state, its hash checked against the one
+ * every server sent (a probe: d->probe_* hold its answer); GT_ERR_AGAIN: a server does not hold
+ * the round yet (a probe: the peer does not train); GT_ERR_NOT_FOUND: a server no longer holds
+ * it; GT_ERR_TIMEOUT / GT_ERR_CORRUPT otherwise. Not under the lock. */
 gt_status_t dl_fetch_state(gt_diloco_t *d, uint32_t i, uint64_t round, const uint32_t *peers,
                            uint32_t n)
 {
@@ -287,13 +232,15 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
     d->fetch_status = 0;
     d->probe_got = 0;
     gt_status_t st = GT_OK;
-    for (uint32_t k = 0; k < d->fetch_n && st == GT_OK; k++) {
+    if (round == STATE_PROBE) st = dl_probe_send(d, i, peers[0], PROBE_JOIN, d->fetch_id);
+    for (uint32_t k = 0; round != STATE_PROBE && k < d->fetch_n && st == GT_OK; k++) {
         gt_wan_msg_t m;
         memset(&m, 0, sizeof m);
         m.type = GT_WAN_MSG_STATE_REQ;
         m.round = round;
         m.view_epoch = d->fetch_id;
-        m.lane = k | (frag >= 0 ? (uint32_t)(frag + 1) << 16 : 0u);
+        m.lane = k;
+        m.fragment = frag >= 0 ? (uint16_t)frag : STATE_ALL_FRAGMENTS;
         m.chunk = d->fetch_n;
         st = gt_wan_mesh_send(d->grp[i].mesh, peers[k], &m, "", 0);
     }
@@ -375,22 +322,13 @@ gt_status_t dl_start_check(gt_diloco_t *d)
     uint32_t peers[GT_WAN_MAX_MEMBERS];
     int self_in = 0;
     uint32_t n = dl_view_peers(d, 0, peers, &self_in);
-    uint8_t hello[16];
-    gt_le_put64(hello, d->n);
-    gt_le_put64(hello + 8, mine);
     gt_status_t st = GT_OK;
     /* over every group's mesh: each of a peer's ranks waits for it on its own groups */
     for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
         uint32_t gp[GT_WAN_MAX_MEMBERS];
         uint32_t gn = dl_view_peers(d, i, gp, &self_in);
         pthread_mutex_lock(&d->lock);
-        for (uint32_t k = 0; k < gn && st == GT_OK; k++) {
-            gt_wan_msg_t m;
-            memset(&m, 0, sizeof m);
-            m.type = GT_WAN_MSG_STATE_REQ;
-            m.round = STATE_HELLO;
-            st = gt_wan_mesh_send(d->grp[i].mesh, gp[k], &m, hello, sizeof hello);
-        }
+        for (uint32_t k = 0; k < gn && st == GT_OK; k++) st = dl_start_send(d, i, gp[k], mine);
         pthread_mutex_unlock(&d->lock);
     }
     uint64_t t0 = gt_time_ns();

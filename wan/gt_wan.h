@@ -65,8 +65,8 @@ GT_API void gt_wan_keypair_wipe(gt_wan_keypair_t *kp);
  * `wan.transport`), the site's static key and the pinned keys of its peers, and optionally a
  * WAN emulator. It listens and connects; every connection runs a handshake (X25519 static +
  * ephemeral keys, see docs/wan.md) before it is usable, then carries framed messages:
- * a header (type, view epoch, round, lane, chunk; the library adds magic, version, run id,
- * sender, lengths and a sequence number) and a payload of any size up to
+ * a header (type, view epoch, round, lane, fragment, chunk; the library adds magic, version,
+ * run id, sender, lengths and a sequence number) and a payload of any size up to
  * GT_WAN_MSG_MAX_BYTES, pipelined internally in sealed frames of `frame_bytes`.
  *
  * Nothing blocks: post with gt_wan_ep_send / gt_wan_ep_recv, drive with
@@ -83,13 +83,17 @@ typedef enum {
     GT_WAN_MSG_HELLO = 1,       /* handshake (internal to the channel) */
     GT_WAN_MSG_DELTA = 2,       /* a site's compressed pseudo-gradient chunk -> its owner */
     GT_WAN_MSG_RESULT = 3,      /* an owner's aggregated chunk -> every site */
-    GT_WAN_MSG_STATE_REQ = 4,   /* a joining site asks for outer state */
+    GT_WAN_MSG_STATE_REQ = 4,   /* a site asks a peer for outer state (a join, a re-fetch) */
     GT_WAN_MSG_STATE_CHUNK = 5, /* a stripe of outer state */
     GT_WAN_MSG_BYE = 6,         /* orderly leave */
     GT_WAN_MSG_ACK = 7,         /* the mesh's acknowledgements (internal to the mesh) */
     GT_WAN_MSG_JOIN = 8,        /* a site announces the first round it contributes to */
     GT_WAN_MSG_FIN = 9,         /* a site that finished says how many DELTAs it took */
-    GT_WAN_MSG_PULL = 10        /* a site asks a peer to relay a RESULT chunk it lacks */
+    GT_WAN_MSG_PULL = 10,       /* a site asks a peer to relay a RESULT chunk it lacks */
+    GT_WAN_MSG_PROBE = 11,      /* a site asks a peer for an answer (where it is, or only
+                                   that it answers: a joiner's plan, liveness, reachability) */
+    GT_WAN_MSG_PROBE_INFO = 12, /* the answer to a PROBE */
+    GT_WAN_MSG_START = 13       /* a site's start check: its parameter count and initial hash */
 } gt_wan_msg_type_t;
 
 /* Largest message gt_wan_ep_send accepts. */
@@ -160,8 +164,10 @@ typedef struct gt_wan_ep gt_wan_ep_t;
 
 /* The routing header of a message (the wire frame carries more; see docs/wan.md). */
 typedef struct {
-    uint8_t type;    /* gt_wan_msg_type_t, not HELLO */
-    uint32_t sender; /* on receive: the peer's site id (set by the library on send) */
+    uint8_t type;      /* gt_wan_msg_type_t, not HELLO */
+    uint16_t fragment; /* a sub-stream of the lane, for the caller (streaming DiLoCo's fragment);
+                          0 when unused */
+    uint32_t sender;   /* on receive: the peer's site id (set by the library on send) */
     uint64_t view_epoch;
     uint64_t round;
     uint32_t lane;

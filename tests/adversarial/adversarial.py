@@ -152,8 +152,8 @@ def ctl_port(run_dir, site):
 
 # ---- the man in the middle
 
-FRAME_MAGIC = struct.pack("<IH", 0x46577447, 2)  # "GtWF", version 2 (wan/channel/frame.c)
-FRAME_HDR = 72
+FRAME_MAGIC = struct.pack("<IH", 0x46577447, 3)  # "GtWF", version 3 (wan/channel/frame.c)
+FRAME_HDR = 80
 MSG_DELTA, MSG_RESULT = 2, 3
 AEAD_TAG = 16
 
@@ -163,7 +163,7 @@ class FrameFinder:
     flips one byte inside a chosen frame's ciphertext or AEAD tag, deterministically, whatever
     the stream's chunking, and never in the transport's own framing.
 
-    A frame (wan/channel/frame.c: 72-byte header, then payload_len bytes of ciphertext and the 16-byte
+    A frame (wan/channel/frame.c: 80-byte header, then payload_len bytes of ciphertext and the 16-byte
     tag) is recognised by its magic and version, a DELTA or RESULT type, zero flags and a
     payload length that fits its message (msg_off + payload_len <= msg_len), so that random
     ciphertext is not taken for one. It is flipped only when the transport's framing right in
@@ -307,7 +307,7 @@ TUNNEL_CHUNK = 256 << 10  # wan/channel/channel_internal.h GT_WAN_TUNNEL_CHUNK
 
 class TunnelStream:
     """Follows one direction of a connection to a site's control port (wan/channel/ctl.c, wan/channel/relay.c):
-    frames (72-byte header, payload_len at byte 44) while they start with our magic — the
+    frames (80-byte header, payload_len at byte 44) while they start with our magic — the
     handshake messages (plain: the first two from the dialling side, the first one from the
     other) and then sealed frames (payload + 16-byte tag) — and, on a relay tunnel (UCX's TCP
     data path through the relay), tunnel frames after them: a u32 length n, then n bytes of
@@ -326,7 +326,7 @@ class TunnelStream:
         self.armed, self.at, self.what, self.flips, self.skipped = False, None, None, [], 0
 
     def _boundary(self, head):
-        """A frame starts at self.next_at with these bytes (at least 6 / 72 / 4 of them)."""
+        """A frame starts at self.next_at with these bytes (at least 6 / 80 / 4 of them)."""
         if not self.tunnel and head[:6] != FRAME_MAGIC:
             self.tunnel = True
         if self.tunnel:
@@ -686,7 +686,7 @@ def wan(s, site, key):
 # ---- scenarios
 
 def garbage_payloads():
-    hdr = bytearray(72)
+    hdr = bytearray(FRAME_HDR)
     struct.pack_into("<IHBB", hdr, 0, 0x46577447, 1, 1, 0)
     struct.pack_into("<I", hdr, 44, 0xFFFFFFFF)
     hdr2 = bytearray(hdr)
@@ -918,7 +918,7 @@ def scenario_tamper(tmp, tp):
     check(got == n_ctl - px.msg2_dups, f"{got} handshakes refused or timed out, {n_ctl} "
           f"altered ({px.msg2_dups} of them a duplicated msg2, not counted by the responder)")
     # (payload bytes, offset past the header) of each flip: UCX's are tunnel frames (a 4-byte
-    # length in front), libfabric's our own frames (a 72-byte header in front).
+    # length in front), libfabric's our own frames (an 80-byte header in front).
     flips = [f[-2:] if tp == "libfabric" else (f[0], f[1] - 4)
              for x in px.finders for f in x.flips]
     log(f"tamper: {len(flips)} frames flipped (" + "; ".join(

@@ -4,7 +4,7 @@
  * For any input: decode never reads past `len`, and when it accepts a header the lengths it
  * returns are in bounds (payload <= GT_WAN_FRAME_MAX_PAYLOAD, msg_len <= GT_WAN_FRAME_MAX_MSG,
  * the frame inside its message), and encoding the decoded header gives back exactly the
- * first 72 input bytes (the format has one encoding per header: decode and encode are
+ * first 80 input bytes (the format has one encoding per header: decode and encode are
  * inverse and deterministic).
  *
  * Build and run (clang): cmake -DGT_FUZZ=ON -DGT_SANITIZE=ON ... && ninja fuzz_wan_frame &&

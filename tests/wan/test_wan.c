@@ -575,12 +575,12 @@ static void tamper(void *arg, gt_wan_ep_t *ep, uint8_t *frame, size_t *len_p)
         /* B is preceded by a 3 MiB message on the wire: more than any frame can be. */
         size_t big = (size_t)3 << 20;
         uint8_t *junk = calloc(1, big);
-        if (junk) memcpy(junk, frame, 72);
+        if (junk) memcpy(junk, frame, GT_WAN_FRAME_HDR_LEN);
         if (junk) (void)gt_wan_ep_send_raw(ep, junk, big);
         free(junk);
         return;
     }
-    if (strcmp(t->mode, "flipbit") == 0) frame[72 + 3] ^= 0x10;
+    if (strcmp(t->mode, "flipbit") == 0) frame[GT_WAN_FRAME_HDR_LEN + 3] ^= 0x10;
     if (strcmp(t->mode, "truncate") == 0) *len_p -= 10;
     if (strcmp(t->mode, "oversize") == 0) {
         /* payload_len = 32 MiB (above the 1 MiB frame limit), msg_len to match */
@@ -736,12 +736,14 @@ static void case_wrongkey(const wt_cfg_t *cfg)
 /* ---- a handshake frame's header ------------------------------------------------------ */
 
 /* The frame header around a handshake message is not authenticated (the handshake authenticates
- * its own bytes), so the control connection checks its fields: lane, chunk, view epoch and
- * round must be zero and the sender must be the site the handshake proves. Three raw
- * connections send a real msg1 of ours: with lane 1 and with another sender (both refused at
- * once, no answer), and unaltered (answered with msg2: the control, which shows the first two
- * were refused for that field alone; we then close it). The server must count exactly 3
- * refused handshakes and authenticate nobody. */
+ * its own bytes), so the control connection checks its fields: lane, fragment, chunk, view
+ * epoch and round must be zero and the sender must be the site the handshake proves. Five raw
+ * connections send a real msg1 of ours: in wire version 2's frame (a 72-byte header: a peer that
+ * runs an older release; the server logs "another wire version"), with lane 1, with fragment 1
+ * and with another sender — each refused at once, no answer — and unaltered (answered with msg2:
+ * the control, which shows the others were refused for that alone; we then close it). The
+ * server must count exactly 5 refused handshakes (the control's among them) and authenticate
+ * nobody. */
 static int srv_hello_hdr(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg)
 {
     (void)cfg;
@@ -752,7 +754,7 @@ static int srv_hello_hdr(const wt_cfg_t *cfg, gt_wan_net_t *net, const char *arg
     fprintf(stderr, "server: accepted %s, handshakes refused %llu, timed out %llu, ok %llu\n",
             ep ? "a peer" : "nobody", (unsigned long long)gs.handshakes_refused,
             (unsigned long long)gs.handshakes_timed_out, (unsigned long long)gs.handshakes_ok);
-    return (!ep && gs.handshakes_refused == 3 && gs.handshakes_timed_out == 0 &&
+    return (!ep && gs.handshakes_refused == 5 && gs.handshakes_timed_out == 0 &&
             gs.handshakes_ok == 0)
                ? 0
                : 20;
@@ -792,7 +794,10 @@ static void case_hello_hdr(const wt_cfg_t *cfg)
     CHECK(pid > 0);
     gt_wan_net_t *net = NULL;
     CHECK_EQ_INT(wt_net(cfg, SITE_CLIENT, &net), GT_OK);
-    for (int variant = 0; net && pid > 0 && variant < 3; variant++) {
+    enum { VERSION2, LANE, FRAGMENT, SENDER, UNALTERED };
+    static const char *const what[] = {"wire version 2", "lane 1", "fragment 1", "another sender",
+                                       "unaltered"};
+    for (int variant = VERSION2; net && pid > 0 && variant <= UNALTERED; variant++) {
         gt_wan_hs_t *hs = NULL;
         uint8_t frame[GT_WAN_FRAME_HDR_LEN + GT_WAN_HS_MSG_MAX];
         size_t len = 0;
@@ -802,20 +807,23 @@ static void case_hello_hdr(const wt_cfg_t *cfg)
             GT_OK);
         gt_wan_hs_destroy(hs);
         gt_wan_frame_hdr_t h = {.type = GT_WAN_MSG_HELLO,
-                                .sender = variant == 1 ? SITE_INTRUDER : SITE_CLIENT,
-                                .lane = variant == 0 ? 1u : 0u,
+                                .sender = variant == SENDER ? SITE_INTRUDER : SITE_CLIENT,
+                                .lane = variant == LANE ? 1u : 0u,
+                                .fragment = variant == FRAGMENT ? 1u : 0u,
                                 .run_id = net->run_hash,
                                 .payload_len = (uint32_t)len,
                                 .msg_len = len};
         gt_wan_frame_encode(&h, frame);
-        size_t want = 2 * GT_WAN_FRAME_HDR_LEN; /* msg2's frame header and more */
-        size_t got = raw_exchange(port, frame, GT_WAN_FRAME_HDR_LEN + len, want);
-        fprintf(stderr, "%s: %zu bytes of answer\n",
-                variant == 0   ? "lane 1"
-                : variant == 1 ? "another sender"
-                               : "unaltered",
-                got);
-        if (variant < 2)
+        size_t hdr = GT_WAN_FRAME_HDR_LEN;
+        if (variant == VERSION2) { /* version 2's header: the first 72 bytes of ours */
+            hdr = 72;
+            gt_le_put16(frame + 4, 2);
+            memmove(frame + hdr, frame + GT_WAN_FRAME_HDR_LEN, len);
+        }
+        size_t want = GT_WAN_FRAME_HDR_LEN + 1; /* msg2's frame header and more */
+        size_t got = raw_exchange(port, frame, hdr + len, want);
+        fprintf(stderr, "%s: %zu bytes of answer\n", what[variant], got);
+        if (variant != UNALTERED)
             CHECK_EQ_INT(got, 0); /* refused at once */
         else
             CHECK(got >= want); /* answered: the frame is otherwise a good msg1 */

@@ -10,6 +10,7 @@ static gt_wan_frame_hdr_t sample(void)
                             .flags = 0,
                             .sender = 0x01020304u,
                             .lane = 17,
+                            .fragment = 0x0A0B,
                             .chunk = 3,
                             .run_id = 0x1122334455667788ull,
                             .view_epoch = 9,
@@ -30,13 +31,17 @@ int main(void)
     CHECK_EQ_INT(buf[1], 't');
     CHECK_EQ_INT(gt_wan_frame_decode(buf, sizeof buf, &d), GT_OK);
     CHECK(memcmp(&h, &d, sizeof h) == 0 ||
-          (h.type == d.type && h.sender == d.sender && h.lane == d.lane && h.chunk == d.chunk &&
-           h.run_id == d.run_id && h.round == d.round && h.seq == d.seq && h.msg_len == d.msg_len &&
+          (h.type == d.type && h.sender == d.sender && h.lane == d.lane &&
+           h.fragment == d.fragment && h.chunk == d.chunk && h.run_id == d.run_id &&
+           h.round == d.round && h.seq == d.seq && h.msg_len == d.msg_len &&
            h.msg_off == d.msg_off));
     CHECK_EQ_INT(d.round, 123456789012ull);
+    CHECK_EQ_INT(d.fragment, 0x0A0B);
+    CHECK_EQ_INT(buf[72], 0x0B); /* the fragment: after every field of version 2 */
+    CHECK_EQ_INT(buf[73], 0x0A);
     CHECK_EQ_INT(d.run_id == 0x1122334455667788ull, 1);
 
-    /* Short input, wrong magic, version, type, flags. */
+    /* Short input, wrong magic, version, type, flags, reserved bytes. */
     CHECK_EQ_INT(gt_wan_frame_decode(buf, GT_WAN_FRAME_HDR_LEN - 1, &d), GT_ERR_CORRUPT);
     CHECK_EQ_INT(gt_wan_frame_decode(NULL, 100, &d), GT_ERR_CORRUPT);
     uint8_t bad[GT_WAN_FRAME_HDR_LEN];
@@ -46,17 +51,29 @@ int main(void)
     memcpy(bad, buf, sizeof bad);
     bad[4] = 1; /* version 1: JOIN, FIN and PULL rode in DELTA then */
     CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
-    bad[4] = 3;
+    bad[4] = 2; /* version 2: probes rode in STATE_REQ, the fragment in the lane */
     CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
+    bad[4] = 4;
+    CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
+    CHECK_EQ_INT(GT_WAN_MSG_PROBE, 11); /* the numbers are the wire's */
+    CHECK_EQ_INT(GT_WAN_MSG_PROBE_INFO, 12);
+    CHECK_EQ_INT(GT_WAN_MSG_START, 13);
     for (unsigned t = 0; t < 256; t++) {
         memcpy(bad, buf, sizeof bad);
         bad[6] = (uint8_t)t;
-        gt_status_t want = (t >= GT_WAN_MSG_HELLO && t <= GT_WAN_MSG_PULL) ? GT_OK : GT_ERR_CORRUPT;
+        gt_status_t want =
+            (t >= GT_WAN_MSG_HELLO && t <= GT_WAN_MSG_START) ? GT_OK : GT_ERR_CORRUPT;
         CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), want);
     }
     memcpy(bad, buf, sizeof bad);
     bad[7] = 0x80;
     CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
+    for (size_t i = 74; i < GT_WAN_FRAME_HDR_LEN; i++) { /* reserved: zero, one encoding */
+        memcpy(bad, buf, sizeof bad);
+        bad[i] = 1;
+        CHECK_EQ_INT(gt_wan_frame_decode(bad, sizeof bad, &d), GT_ERR_CORRUPT);
+    }
+    CHECK_EQ_INT(GT_WAN_FRAME_HDR_LEN, 80);
 
     /* Oversized lengths. */
     h = sample();

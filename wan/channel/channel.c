@@ -3,7 +3,7 @@
  *
  * Shape: an endpoint owns `window` transmit slots and `window` receive slots. A message is
  * cut into frames of at most frame_bytes; each frame is sealed into its slot's buffer with
- * the 72-byte header as associated data (or sent as header + the caller's bytes, zero copy,
+ * the 80-byte header as associated data (or sent as header + the caller's bytes, zero copy,
  * with `security: none`) and handed to the transport, or first to the emulator's delay queue.
  * Receive slots stay posted; a completed slot is processed in order: header checks, then the
  * session's open() decrypts straight into the caller's buffer at the frame's offset. A frame
@@ -307,6 +307,7 @@ void gt_wan_ch_tx_pump(gt_wan_ep_t *ep)
         gt_wan_frame_hdr_t h = {.type = r->msg.type,
                                 .sender = net->p.site_id,
                                 .lane = r->msg.lane,
+                                .fragment = r->msg.fragment,
                                 .chunk = r->msg.chunk,
                                 .run_id = net->run_hash,
                                 .view_epoch = r->msg.view_epoch,
@@ -472,8 +473,8 @@ static gt_status_t rx_post(gt_wan_ep_t *ep, gt_wan_ch_rx_slot_t *s)
 static int same_message(const gt_wan_frame_hdr_t *a, const gt_wan_frame_hdr_t *b)
 {
     return a->type == b->type && a->view_epoch == b->view_epoch && a->round == b->round &&
-           a->lane == b->lane && a->chunk == b->chunk && a->msg_len == b->msg_len &&
-           a->sender == b->sender;
+           a->lane == b->lane && a->fragment == b->fragment && a->chunk == b->chunk &&
+           a->msg_len == b->msg_len && a->sender == b->sender;
 }
 
 /* One received frame, committed in arrival order. GT_ERR_AGAIN: it starts a message and no
@@ -617,6 +618,7 @@ static gt_status_t rx_frame(gt_wan_ep_t *ep, uint8_t *buf, size_t len, gt_wan_ch
             r->msg.view_epoch = h.view_epoch;
             r->msg.round = h.round;
             r->msg.lane = h.lane;
+            r->msg.fragment = h.fragment;
             r->msg.chunk = h.chunk;
             r->length = h.msg_len;
             ep->stats.msgs_received++;

@@ -5,7 +5,7 @@
  * Why our own socket: UCX's and libfabric's connection managers parse whatever reaches their
  * listening ports, and one 16-byte packet of 0xff aborted a site inside UCX. Here the only
  * port a stranger can find is a plain TCP socket of ours (bound to the configured address),
- * and what it reads is bounded before it is parsed: a 72-byte frame header, then at most
+ * and what it reads is bounded before it is parsed: an 80-byte frame header, then at most
  * GT_WAN_CTL_MAX bytes, from a peer that must finish the X25519 handshake (secure.c) within
  * preauth_timeout_ms. A connection costs constant memory until it authenticates (one
  * gt_wan_ep_t without frame slots or transport state: about 4 KiB, plus the handshake state
@@ -323,7 +323,7 @@ static void ctl_on_hello(gt_wan_ep_t *ep, const gt_wan_frame_hdr_t *h, const uin
      * nothing here must be zero and its sender must be the site the handshake proves: no byte
      * of a handshake frame can then be altered without costing the handshake, and each such
      * alteration is counted once (the adversarial suite counts them exactly). */
-    if (h->lane || h->chunk || h->view_epoch || h->round) {
+    if (h->lane || h->fragment || h->chunk || h->view_epoch || h->round) {
         ctl_fail(ep, GT_ERR_CORRUPT, "bytes that are not a handshake");
         return;
     }

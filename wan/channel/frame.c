@@ -11,7 +11,12 @@
 /* Layout (offsets in bytes):
  *  0 magic u32 | 4 version u16 | 6 type u8 | 7 flags u8 | 8 sender u32 | 12 lane u32
  * 16 run_id u64 | 24 view_epoch u64 | 32 round u64 | 40 chunk u32 | 44 payload_len u32
- * 48 seq u64 | 56 msg_len u64 | 64 msg_off u64 | 72 end */
+ * 48 seq u64 | 56 msg_len u64 | 64 msg_off u64 | 72 fragment u16 | 74 reserved, zero (6 bytes)
+ * 80 end
+ * Fields are only ever added at the end (magic and version stay where they are, so a frame of
+ * another version is recognised as one). */
+#define RESERVED_AT    74u
+#define RESERVED_BYTES (GT_WAN_FRAME_HDR_LEN - RESERVED_AT)
 void gt_wan_frame_encode(const gt_wan_frame_hdr_t *h, uint8_t out[GT_WAN_FRAME_HDR_LEN])
 {
     gt_le_put32(out + 0, GT_WAN_FRAME_MAGIC);
@@ -28,11 +33,13 @@ void gt_wan_frame_encode(const gt_wan_frame_hdr_t *h, uint8_t out[GT_WAN_FRAME_H
     gt_le_put64(out + 48, h->seq);
     gt_le_put64(out + 56, h->msg_len);
     gt_le_put64(out + 64, h->msg_off);
+    gt_le_put16(out + 72, h->fragment);
+    memset(out + RESERVED_AT, 0, RESERVED_BYTES);
 }
 
 int gt_wan_msg_type_valid(unsigned type)
 {
-    return type >= GT_WAN_MSG_HELLO && type <= GT_WAN_MSG_PULL;
+    return type >= GT_WAN_MSG_HELLO && type <= GT_WAN_MSG_START;
 }
 
 gt_status_t gt_wan_frame_decode(const uint8_t *buf, size_t len, gt_wan_frame_hdr_t *h_p)
@@ -54,7 +61,10 @@ gt_status_t gt_wan_frame_decode(const uint8_t *buf, size_t len, gt_wan_frame_hdr
     h.seq = gt_le_get64(buf + 48);
     h.msg_len = gt_le_get64(buf + 56);
     h.msg_off = gt_le_get64(buf + 64);
+    h.fragment = gt_le_get16(buf + 72);
     if (!gt_wan_msg_type_valid(h.type)) return GT_ERR_CORRUPT;
+    for (size_t i = RESERVED_AT; i < GT_WAN_FRAME_HDR_LEN; i++) /* one encoding per header */
+        if (buf[i]) return GT_ERR_CORRUPT;
     if ((h.flags & ~GT_WAN_FRAME_FLAG_PLAIN) != 0) return GT_ERR_CORRUPT;
     if (h.payload_len > GT_WAN_FRAME_MAX_PAYLOAD) return GT_ERR_OVERFLOW;
     if (h.msg_len > GT_WAN_FRAME_MAX_MSG) return GT_ERR_OVERFLOW;

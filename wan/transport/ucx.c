@@ -19,7 +19,7 @@
  * UCX_WINDOW_NS passes. The listener is found as the listening socket that appears while the
  * worker is created (under the process-wide listen lock).
  *
- * Data layout: a message whose first buffer is small (the channel's 72-byte frame header)
+ * Data layout: a message whose first buffer is small (the channel's 80-byte frame header)
  * goes as that buffer in the AM header plus one contiguous data buffer, and a one-buffer
  * message as a contiguous buffer. UCX 1.13 moves a contiguous rendezvous zero-copy (TCP
  * put_zcopy straight from our buffer into the receiver's), while an iov datatype makes it
