@@ -148,9 +148,9 @@ struct gt_diloco {
     int64_t hist_round[DL_MAX_FRAGMENTS][2]; /* the round each fragment's slice of hist[k] holds */
     uint64_t own_hash; /* hash of engine 0's lanes of θ_a after the last applied round */
     /* Streaming fragments, and engines (a fragment of a group) */
-    uint32_t F, n_eng;                        /* n_eng = F·n_grp */
-    uint32_t *own_lanes, n_own;               /* this rank's lanes, fragment after fragment */
-    size_t *apos;    /* [n_own]: where own lane i lies in anchor and snap */
+    uint32_t F, n_eng;          /* n_eng = F·n_grp */
+    uint32_t *own_lanes, n_own; /* this rank's lanes, fragment after fragment */
+    size_t *apos;               /* [n_own]: where own lane i lies in anchor and snap */
     uint32_t *owner; /* [lanes]: own_lanes index of lane l, or UINT32_MAX (another rank's) */
     uint32_t frag_lane[DL_MAX_FRAGMENTS + 1]; /* fragment f: own_lanes[frag_lane[f] ..) */
     size_t frag_off[DL_MAX_FRAGMENTS + 1];    /* fragment f: packed [frag_off[f] ..) */

@@ -774,7 +774,7 @@ gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p)
         uint64_t lo = (R - 1) * d->H + (early ? 0 : d->tau), hi = R * d->H + d->tau - 1;
         *start_p = fast_step < lo ? lo : fast_step > hi ? hi : fast_step;
         d->join_rebase = (int64_t)R - 1;
-        d->fpending[0] = (int64_t)R - 1;                  /* "applied" at R·H + τ: the rebase */
+        d->fpending[0] = (int64_t)R - 1; /* "applied" at R·H + τ: the rebase */
         memcpy(d->snap, d->anchor, d->n_sub * sizeof(float)); /* what it trains on, until then */
     }
     GT_INFO("site %s: joined at step %llu with the anchor after round %llu (%.1f s to join)%s",
