@@ -26,9 +26,9 @@ typedef struct {
     char name[GT_TOPO_NAME_MAX];
     pid_t pid;
     int exited, status;
-    int killed;         /* by a --kill event */
+    int killed;            /* by a --kill event */
     uint64_t kill_sent_ns; /* --kill: when its stopped rank was SIGKILLed (0: not yet) */
-    int64_t kill_round; /* -1: none */
+    int64_t kill_round;    /* -1: none */
     double slow;
     int64_t corrupt_round; /* --corrupt-anchor: -1 none */
     int64_t join_round;    /* --join: start once another site applied this many rounds; -1 */
