@@ -340,11 +340,12 @@ static void drain_mesh(gt_diloco_t *d, uint64_t bound_ns)
 }
 
 /* Waits, bounded, until every peer still in the view that this site's engines sent
- * contributions to has said it finished (its FIN), so each engine's ledger with it is closed
- * before the thread stops receiving: the ranks of one site leave at different moments, and a
- * rank that stopped first would miss the FINs its peers send to its lanes. A peer that dies or
- * is stopped leaves the view within a lease; one still training far behind is not waited for
- * longer than deadline_max_ms + the lease. */
+ * contributions to, and that sent its contribution to the last round (it is finishing too), has
+ * said it finished (its FIN), so each engine's ledger with it is closed before the thread stops
+ * receiving: the ranks of one site leave at different moments, and a rank that stopped first
+ * would miss the FINs its peers send to its lanes. A peer still training rounds behind is not
+ * waited for (gt_outer_fins_missing); one that dies or is stopped leaves the view within a
+ * lease; the wait is at most deadline_max_ms + the lease. */
 static void wait_fins(gt_diloco_t *d)
 {
     uint64_t bound = ((uint64_t)d->cfg->outer.deadline_max_ms +

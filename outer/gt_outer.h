@@ -243,11 +243,13 @@ GT_API uint32_t gt_outer_final_missing(const gt_outer_t *o);
  * every contribution of the run ends in exactly one counter. Call it after the last wait for
  * stragglers (gt_outer_final_missing) and before the last messages are flushed. Idempotent. */
 GT_API void gt_outer_finish(gt_outer_t *o, uint64_t now_ns);
-/* Sites in this engine's view that it sent contributions to and whose FIN has not arrived yet.
- * A site that finished waits (bounded) for them after its own FINs went out, so that every
- * engine of a multi-rank site sees each peer's FIN before it stops receiving: otherwise a rank
- * that leaves early leaves that peer's ledger open (the count is still right, in the peer's
- * `unreceived`, but not checked). A peer that leaves the view is no longer waited for. */
+/* Sites in this engine's view that it sent contributions to, that have sent it their
+ * contribution to the run's last round (gt_outer_set_last_round: they are finishing too), and
+ * whose FIN has not arrived yet. A site that finished waits (bounded) for them after its own
+ * FINs went out, so that every engine of a multi-rank site sees each such peer's FIN before it
+ * stops receiving: otherwise a rank that leaves early leaves that peer's ledger open (the count
+ * is still right, in the peer's `unreceived`, but not checked). A peer still training rounds
+ * behind, or that leaves the view, is not waited for. */
 GT_API uint32_t gt_outer_fins_missing(const gt_outer_t *o);
 /* Floats in this engine's vectors (submit's delta, a result): n_params, or with several ranks
  * the rank's share of the lanes. */

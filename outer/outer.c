@@ -417,7 +417,8 @@ uint32_t gt_outer_fins_missing(const gt_outer_t *o)
 {
     uint32_t n = 0;
     for (uint32_t s = 0; o && s < o->p.n_sites && s < GT_OUTER_MAX_SITES; s++)
-        n += s != o->p.site_id && o->live[s] && o->sent_n[s] > 0 && !o->fin[s];
+        n += s != o->p.site_id && o->live[s] && o->sent_n[s] > 0 && !o->fin[s] &&
+             o->last_round != UINT64_MAX && o->seen_round[s] > o->last_round;
     return n;
 }
 
