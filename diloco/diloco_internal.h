@@ -2,8 +2,11 @@
  *
  *   diloco.c   create / close, configuration, the step schedule (submit at r·H, apply at
  *              r·H + H + τ), status, sync-dp
- *   outer_step.c  the outer step over the vectors: submit, wait, apply + rebase, the hash vote
- *              and re-fetch, the in-site all-gather of the anchor; counts passes over the vector
+ *   outer_step.c  the outer step over the vectors: submit, apply + rebase, the hash vote and
+ *              re-fetch, the in-site all-gather of θ_s, the anchor's hash; counts passes
+ *   liveness.c the wait for a round's result, and the rules that decide meanwhile that a peer
+ *              is gone (minority partition, eviction by the majority, the liveness watch)
+ *   faults.c   fault injection (gt_faults.h): slow steps, a corrupted anchor, a kill point
  *   state.c    the STATE protocol between sites: the start check, serving and fetching (θ_a, m),
  *              joining a run in progress
  *   probe.c    the START, PROBE and PROBE_INFO messages: their payloads, serving and taking them
