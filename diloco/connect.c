@@ -37,50 +37,18 @@ gt_status_t dl_agree(gt_diloco_t *d, gt_status_t st)
     return d->agreed = (gt_status_t)(-(int64_t)v);
 }
 
-/* A group's fragments share its mesh: an engine's message carries its fragment f in the
- * header's fragment field (and its own lane index, which is per engine, in the lane field), so
- * it reaches fragment f's engine of the same group at the peer. With F = 1 the fragment is 0. */
-static void on_message(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
+/* What reaches a group's mesh besides the outer protocol's messages, which its port gives to
+ * the engines (outer/port.c): the state transfer and the probes. */
+static void on_other(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len)
 {
     struct dl_group *gr = ctx;
-    gt_diloco_t *d = gr->d;
-    if (msg->type == GT_WAN_MSG_STATE_REQ || msg->type == GT_WAN_MSG_STATE_CHUNK) {
+    if (msg->type == GT_WAN_MSG_STATE_REQ || msg->type == GT_WAN_MSG_STATE_CHUNK)
         dl_on_state(gr, msg, buf, len);
-        return;
-    }
-    if (msg->type == GT_WAN_MSG_PROBE || msg->type == GT_WAN_MSG_PROBE_INFO ||
-        msg->type == GT_WAN_MSG_START) {
+    else if (msg->type == GT_WAN_MSG_PROBE || msg->type == GT_WAN_MSG_PROBE_INFO ||
+             msg->type == GT_WAN_MSG_START)
         dl_on_probe(gr, msg, buf, len);
-        return;
-    }
-    if (msg->fragment >= d->F) {
-        dl_bad_message(d, msg, "fragment out of range");
-        return;
-    }
-    /* A peer's message from a later view: it has moved on (a site removed, or one added), so
-     * this site reads the view at once rather than at its next heartbeat (up to
-     * membership.heartbeat_ms later), and the chunks that moved close sooner. */
-    if ((msg->type == GT_WAN_MSG_DELTA || msg->type == GT_WAN_MSG_RESULT) &&
-        msg->view_epoch > gr->view.epoch)
-        __atomic_store_n(&gr->refresh_soon, 1, __ATOMIC_RELEASE);
-    (void)gt_outer_deliver(d->outers[msg->fragment * d->n_grp + gr->i], msg, buf, len,
-                           gt_time_ns());
-}
-
-static gt_status_t io_send(void *ctx, uint32_t dst, const gt_wan_msg_t *msg, const void *buf,
-                           size_t len)
-{
-    struct dl_frag_io *io = ctx;
-    gt_diloco_t *d = io->d;
-    gt_wan_msg_t m = *msg;
-    m.fragment = (uint16_t)io->f;
-    return gt_wan_mesh_send(d->grp[io->i].mesh, dst, &m, buf, len);
-}
-
-static int io_reachable(void *ctx, uint32_t site)
-{
-    struct dl_frag_io *io = ctx;
-    return gt_wan_mesh_peer_ready(io->d->grp[io->i].mesh, site);
+    else
+        dl_bad_message(gr->d, msg, "a message type the site does not take");
 }
 
 const gt_wan_view_t *dl_view(const gt_diloco_t *d)
@@ -127,6 +95,8 @@ void dl_outer_stats(const gt_diloco_t *d, gt_outer_stats_t *os)
         for (size_t i = 0; i < sizeof one / sizeof(uint64_t); i++) sum[i] += add[i];
     }
     os->bad_messages += d->bad_messages; /* the STATE, PROBE and START messages' (probe.c) */
+    for (uint32_t i = 0; d->grp && i < d->n_grp; i++) /* outer messages of no fragment here */
+        os->bad_messages += gt_outer_port_bad(d->grp[i].port);
 }
 
 static gt_status_t codec_params(const gt_topo_config_t *cfg, int sync_dp, gt_cmp_params_t *cp)
@@ -180,20 +150,22 @@ gt_status_t dl_connect(gt_diloco_t *d)
     /* a peer's view follows ours within about a heartbeat (it reads etcd that often, sooner
      * when our messages carry a later epoch): its forward of a leaver's result comes by then */
     op.handover_ms = cfg->membership.heartbeat_ms;
-    op.io.send = io_send;
-    op.io.reachable = io_reachable;
     double shares[GT_OUTER_MAX_SITES];
     if (cfg->n_sites <= GT_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
         op.shares = shares;
+    /* A group's fragments share its mesh through its port: an engine's messages carry its
+     * fragment in the header's fragment field and reach fragment f's engine of the same group at
+     * the peer (its own lane index, which is per engine, rides in the lane field). */
+    for (uint32_t i = 0; i < d->n_grp; i++)
+        if ((st = gt_outer_port_create(d->F, on_other, &d->grp[i], &d->grp[i].port)) != GT_OK)
+            goto out;
     size_t max_chunk = 0;
     for (uint32_t e = 0; e < d->n_eng; e++) {
         uint32_t f = e / d->n_grp, i = e % d->n_grp;
-        d->fio[e].d = d;
-        d->fio[e].f = f;
-        d->fio[e].i = i;
-        op.io.ctx = &d->fio[e];
+        op.io = gt_outer_port_io(d->grp[i].port, f);
         op.rank = d->grp[i].g + d->G * f;
         if ((st = gt_outer_create(&op, &d->outers[e])) != GT_OK) goto out;
+        if ((st = gt_outer_port_attach(d->grp[i].port, f, d->outers[e])) != GT_OK) goto out;
         /* The run's last round waits longer for every site. sync-dp is synchronous: every
          * round does (every site waits for the slowest, as an all-reduce does; a site left
          * behind by deadline closes would fall out of the kept results and time out). */
@@ -259,9 +231,10 @@ gt_status_t dl_connect(gt_diloco_t *d)
         mp.keypair = have_kp ? &kp : NULL;
         mp.max_message = max_msg;
         mp.start_ns = start_ns;
-        mp.on_message = on_message;
-        mp.ctx = gr;
+        mp.on_message = gt_outer_port_on_message;
+        mp.ctx = gr->port;
         if ((st = gt_wan_mesh_create(&mp, &gr->mesh)) != GT_OK) goto out;
+        gt_outer_port_set_mesh(gr->port, gr->mesh);
 
         gt_wan_member_params_t mbp = GT_WAN_MEMBER_PARAMS_INIT;
         mbp.endpoints = eps;
@@ -317,8 +290,10 @@ void dl_disconnect(gt_diloco_t *d)
     for (uint32_t i = 0; d->grp && i < d->n_grp; i++) {
         gt_wan_member_destroy(d->grp[i].member); /* deregisters: the others see us leave */
         gt_wan_mesh_destroy(d->grp[i].mesh);
+        gt_outer_port_destroy(d->grp[i].port);
         d->grp[i].member = NULL;
         d->grp[i].mesh = NULL;
+        d->grp[i].port = NULL;
     }
     for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) {
         gt_outer_destroy(d->outers[e]);
@@ -398,6 +373,11 @@ static gt_status_t refresh_group(struct dl_group *gr, int force)
     uint64_t now = gt_time_ns();
     /* Asked to read it soon (an eviction here, a peer's later view): at most every eighth of a
      * heartbeat, whatever a peer's messages claim. */
+    /* A peer's DELTA or RESULT from a later view: it has moved on (a site removed, or one
+     * added), so this site reads the view now rather than at its next heartbeat, and the chunks
+     * that moved close sooner. */
+    if (gt_outer_port_epoch_seen(gr->port) > gr->view.epoch)
+        __atomic_store_n(&gr->refresh_soon, 1, __ATOMIC_RELEASE);
     if (__atomic_load_n(&gr->refresh_soon, __ATOMIC_ACQUIRE) &&
         now - gr->last_view_ns >= (uint64_t)d->cfg->membership.heartbeat_ms * 125000ull &&
         __atomic_exchange_n(&gr->refresh_soon, 0, __ATOMIC_ACQ_REL))

@@ -58,11 +58,6 @@
 #define DL_MAX_FRAGMENTS 64
 #define DL_MAX_ENGINES   64 /* outer engines of one rank: its WAN groups x fragments */
 
-struct dl_frag_io { /* the io context of engine e = f·n_grp + i: fragment f of group i */
-    struct gt_diloco *d;
-    uint32_t f, i;
-};
-
 /* One WAN group this rank runs (docs/diloco.md#lanes-across-ranks): group g of the run carries
  * lanes {l : l mod G = g} and rank k of a site of R ranks runs the groups g mod R = k. A group
  * has, at every site, the same mesh port (the site's port + g) and run id (RUN.rankG when
@@ -74,6 +69,7 @@ struct dl_group {
     char run_id[640]; /* membership keys and secure-channel id */
     gt_wan_member_t *member;
     gt_wan_mesh_t *mesh;
+    gt_outer_port_t *port; /* the group's engines (one a fragment) on its mesh (outer/port.c) */
     gt_wan_view_t view;
     uint64_t last_view_ns;
     int refresh_soon; /* set (atomically) by a thread that changed the membership (an eviction):
@@ -160,7 +156,6 @@ struct gt_diloco {
     uint32_t eng_lane[DL_MAX_ENGINES + 1];    /* engine e: own_lanes[eng_lane[e] ..) */
     size_t eng_off[DL_MAX_ENGINES + 1];       /* engine e: packed [eng_off[e] ..) */
     gt_outer_t *outers[DL_MAX_ENGINES];
-    struct dl_frag_io fio[DL_MAX_ENGINES];
     int64_t fpending[DL_MAX_FRAGMENTS]; /* fragment f's round still to apply (-1: none) */
     uint64_t fnext[DL_MAX_FRAGMENTS];   /* the next round fragment f submits */
     uint64_t ehash[DL_MAX_ENGINES];     /* hash of engine e's lanes of θ_a (its vote) */

@@ -62,6 +62,7 @@ extern "C" {
  */
 
 #define GT_OUTER_MAX_SITES 64
+#define GT_OUTER_MAX_FRAGMENTS 64 /* engines a port multiplexes (outer.fragments) */
 #define GT_OUTER_SLOTS     4 /* rounds an owner or sender keeps at once */
 
 typedef struct {
@@ -373,6 +374,38 @@ GT_API int gt_outer_policy_punctual(double late_share);
  * the site's arrives): the first sample as is, then a moving average (0.8 old + 0.2 new).
  * *samples counts them (saturating). */
 GT_API void gt_outer_policy_lateness(double *lateness, uint32_t *samples, double offset);
+
+/* ---- the port: a WAN group's engines on one mesh ----
+ *
+ * A site runs, per WAN group, one engine per streaming fragment (outer.fragments), and they
+ * share the group's mesh. The port multiplexes them: the io it gives fragment f's engine sends
+ * through the mesh with f in the header's fragment field, and the mesh hands every incoming
+ * message to the port (gt_outer_port_on_message as its on_message, the port as its ctx), which
+ * gives the outer protocol's messages (DELTA, RESULT, JOIN, FIN, PULL) to the engine of their
+ * fragment and any other to `other` (diloco/'s state transfer and probes). An outer message for
+ * a fragment the port does not run is rejected, counted (gt_outer_port_bad) and logged. Called
+ * from the thread that drives the mesh, as the engines are. */
+typedef struct gt_outer_port gt_outer_port_t;
+typedef void (*gt_outer_other_fn)(void *ctx, const gt_wan_msg_t *msg, const void *buf, size_t len);
+
+GT_API gt_status_t gt_outer_port_create(uint32_t n_fragments, gt_outer_other_fn other,
+                                        void *other_ctx, gt_outer_port_t **port_p) GT_MUST_USE;
+GT_API void gt_outer_port_destroy(gt_outer_port_t *port);
+/* The io for fragment f's engine (gt_outer_params_t.io): sends through the port's mesh once it
+ * has one (gt_outer_port_set_mesh; before: GT_ERR_CLOSED). */
+GT_API gt_outer_io_t gt_outer_port_io(gt_outer_port_t *port, uint32_t fragment);
+/* The engine that takes fragment f's messages (NULL: none yet; its messages are rejected). */
+GT_API gt_status_t gt_outer_port_attach(gt_outer_port_t *port, uint32_t fragment,
+                                        gt_outer_t *engine);
+GT_API void gt_outer_port_set_mesh(gt_outer_port_t *port, gt_wan_mesh_t *mesh);
+/* The mesh's on_message, with the port as its ctx. */
+GT_API void gt_outer_port_on_message(void *port, const gt_wan_msg_t *msg, const void *buf,
+                                     size_t len);
+/* The latest view epoch a DELTA or RESULT carried: a peer that has moved to a later view (the
+ * caller reads the view sooner). */
+GT_API uint64_t gt_outer_port_epoch_seen(const gt_outer_port_t *port);
+/* Outer messages rejected for their fragment. */
+GT_API uint64_t gt_outer_port_bad(const gt_outer_port_t *port);
 
 #ifdef __cplusplus
 }
