@@ -43,7 +43,8 @@ typedef enum {
     GT_ERR_UNSUPPORTED = -12, /* not available in this build or on this machine */
     GT_ERR_OVERFLOW = -13,    /* a size or count is out of range */
     GT_ERR_CLOSED = -14,      /* the object was shut down */
-    GT_ERR_INTERNAL = -15     /* a bug: an invariant did not hold */
+    GT_ERR_INTERNAL = -15,    /* a bug: an invariant did not hold */
+    GT_ERR_RETIRED = -16 /* the site was retired from the run for good (geotrain sites remove) */
 } gt_status_t;
 
 /* A short, static, human-readable name for a status ("invalid argument"). Never NULL. */

@@ -20,6 +20,7 @@ const char *gt_status_str(gt_status_t status)
     case GT_ERR_OVERFLOW: return "size out of range";
     case GT_ERR_CLOSED: return "closed";
     case GT_ERR_INTERNAL: return "internal error";
+    case GT_ERR_RETIRED: return "retired from the run";
     }
     return "unknown status";
 }

@@ -45,6 +45,7 @@ int gt_cli_launch_logged(gt_cli_argv_t *a, const char *log_path);
 int gt_cmd_config(int argc, char **argv);
 int gt_cmd_keygen(int argc, char **argv);
 int gt_cmd_certs(int argc, char **argv);
+int gt_cmd_sites(int argc, char **argv);
 int gt_cmd_bench(int argc, char **argv);
 int gt_cmd_launch(int argc, char **argv);
 int gt_cmd_report(int argc, char **argv);

@@ -68,6 +68,7 @@ static void usage(FILE *out)
             "skipped: --resume falls back to the previous one.\n\n"
             "Exit status of a site of several: 0 done, 3 removed from the run (stopped or cut\n"
             "off past its lease: start it again and it rejoins as a joiner; launch does),\n"
+            "4 retired from the run for good (geotrain sites remove: it does not rejoin),\n"
             "128 + N stopped by signal N, 1 failed.\n\n"
             "Several sites: every run.checkpoint_every rounds, right after a round is applied\n"
             "(step r*H + outer.overlap_steps), each site saves its trainer checkpoint and the\n"
@@ -184,6 +185,13 @@ static int run_site(const gt_topo_config_t *cfg, const char *site, const char *r
         fprintf(stderr, "geotrain run: site %s stopped by signal %d; it left the run\n", site,
                 (int)stop_signal);
         return 128 + (int)stop_signal;
+    }
+    if (s == GT_ERR_RETIRED) {
+        fprintf(stderr,
+                "geotrain run: site %s was retired from the run for good (geotrain sites "
+                "remove); it does not rejoin (exit 4)\n",
+                site);
+        return 4;
     }
     if (s == GT_ERR_PEER_LOST) {
         fprintf(stderr,

@@ -10,6 +10,7 @@ const gt_cli_cmd_t gt_cli_commands[] = {
     {"config", "validate a sites.yaml and print the resolved configuration", gt_cmd_config},
     {"keygen", "make a site's X25519 key pair for the secure WAN channel", gt_cmd_keygen},
     {"certs", "make a CA and the certificates etcd's client and peer TLS take", gt_cmd_certs},
+    {"sites", "retire a site from a running run for good (sites remove)", gt_cmd_sites},
     {"bench", "benchmarks (see `geotrain bench --help`)", gt_cmd_bench},
     {"plan", "size a multi-site run: H, codec, utilization and WAN bytes on the links it has",
      gt_cmd_plan},

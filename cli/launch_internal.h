@@ -27,6 +27,7 @@ typedef struct {
     pid_t pid;
     int exited, status;
     int killed;            /* by a --kill event */
+    int retired;           /* exit 4: retired for good (geotrain sites remove), not restarted */
     uint64_t kill_sent_ns; /* --kill: when its stopped rank was SIGKILLed (0: not yet) */
     int64_t kill_round;    /* -1: none */
     double slow;

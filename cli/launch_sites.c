@@ -274,7 +274,9 @@ static void show_lines(site_proc_t *sp, uint32_t n, int tty, int redraw)
     for (uint32_t i = 0; i < n; i++) {
         json_t *s = sp[i].st;
         const char *state =
-            sp[i].killed ? "killed" : json_string_value(json_object_get(s, "state"));
+            sp[i].killed    ? "killed"
+            : sp[i].retired ? "retired"
+                            : json_string_value(json_object_get(s, "state"));
         if (sp[i].exited && !sp[i].killed && (!state || strcmp(state, "done") != 0))
             state = "exited";
         if (!sp[i].started) state = "to join";
@@ -368,6 +370,14 @@ static int reap_sites(launch_t *L)
                             "-- sync-dp: %s failed; every site stopped, restarting from the "
                             "last checkpoint in %.1f s\n",
                             L->sp[i].name, down);
+                    L->drawn = 0;
+                }
+                if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
+                    L->sp[i].retired = 1;
+                    fprintf(L->tty ? stdout : stderr,
+                            "-- %s was retired from the run (geotrain sites remove, exit 4): it "
+                            "is not started again\n",
+                            L->sp[i].name);
                     L->drawn = 0;
                 }
                 if (!L->sync_chaos && WIFEXITED(status) && WEXITSTATUS(status) == 3 &&
@@ -819,8 +829,8 @@ void gt_launch_stop_sites(launch_t *L)
         }
 }
 
-/* The run's summary.json and the exit status: 0 when every site finished, 1 when one did
- * not (or was never started again), 130 after a signal. */
+/* The run's summary.json and the exit status: 0 when every site finished (or was retired),
+ * 1 when one did not (or was never started again), 130 after a signal. */
 int gt_launch_report(launch_t *L)
 {
     gt_launch_track_lives(L->sp, L->cfg->n_sites, L->run_dir, 1);
@@ -829,7 +839,9 @@ int gt_launch_report(launch_t *L)
     int rc = g_interrupted ? 130 : 0;
     for (uint32_t i = 0; i < L->cfg->n_sites; i++) {
         /* --chaos killed it and the run ended before its restart, or before it rejoined */
-        if (L->sp[i].chaos_down || L->sp[i].ended_joining || L->sp[i].ended_behind) continue;
+        if (L->sp[i].chaos_down || L->sp[i].ended_joining || L->sp[i].ended_behind ||
+            L->sp[i].retired)
+            continue;
         if (!L->sp[i].started || (L->sp[i].killed && L->sp[i].restart_round >= 0)) {
             fprintf(stderr,
                     "geotrain launch: site %s was never started again: the others ended first\n",

@@ -279,6 +279,16 @@ gt_status_t dl_connect(gt_diloco_t *d)
             nanosleep(&ts, NULL);
         }
         if (st != GT_OK) goto out;
+        int retired = 0;
+        if ((st = gt_wan_member_retired(gr->member, &retired)) != GT_OK) goto out;
+        if (retired) {
+            GT_ERROR("site %s was retired from run '%s' (geotrain sites remove): it does not take "
+                     "part in it any more; a run under another id (--run-id, run.name) can have "
+                     "it, or --reuse-run-id once this run is over",
+                     d->name, d->run_id);
+            st = GT_ERR_RETIRED;
+            goto out;
+        }
     }
 out:
     if (have_kp) gt_wan_keypair_wipe(&kp);
@@ -386,6 +396,13 @@ static gt_status_t refresh_group(struct dl_group *gr, int force)
         return GT_OK;
     gr->last_view_ns = now;
     if (gt_wan_member_health(gr->member) != GT_OK) {
+        int retired = 0;
+        if (gt_wan_member_retired(gr->member, &retired) == GT_OK && retired) {
+            GT_ERROR("site %s: retired from the run for good (geotrain sites remove): it leaves "
+                     "without sending or applying anything more, and does not rejoin",
+                     d->name);
+            return GT_ERR_RETIRED;
+        }
         GT_ERROR("site %s: lost its membership lease; the others have removed it (it leaves "
                  "without sending or applying anything more, and rejoins as a joiner when "
                  "started again)",
@@ -517,9 +534,9 @@ static void *view_main(void *arg)
     gt_diloco_t *d = arg;
     while (!d->thread_stop) {
         watch_stuck(d);
-        if (d->wan_error != (int)GT_ERR_PEER_LOST) {
+        if (d->wan_error != (int)GT_ERR_PEER_LOST && d->wan_error != (int)GT_ERR_RETIRED) {
             gt_status_t st = dl_refresh_view(d, 0);
-            if (st == GT_ERR_PEER_LOST) dl_leave(d);
+            if (st == GT_ERR_PEER_LOST || st == GT_ERR_RETIRED) dl_leave(d);
             if (st != GT_OK) d->wan_error = (int)st;
         }
         struct timespec ts = {0, 2000000}; /* refresh_group itself keeps to its period */

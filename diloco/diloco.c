@@ -773,9 +773,9 @@ static gt_status_t step_timed(gt_diloco_t *d, uint64_t tokens, double loss, doub
         }
         now = gt_time_ns();
     }
-    if (d->wan_error == GT_ERR_PEER_LOST) { /* removed: nothing more goes out or gets applied */
-        d->state = GT_DILOCO_FAILED;
-        return dl_agree(d, GT_ERR_PEER_LOST);
+    if (d->wan_error == GT_ERR_PEER_LOST || d->wan_error == GT_ERR_RETIRED) {
+        d->state = GT_DILOCO_FAILED; /* removed: nothing more goes out or gets applied */
+        return dl_agree(d, (gt_status_t)d->wan_error);
     }
     /* A step's compute time is at most the wall time since the previous call (a caller that
      * reports more would make the site look slower than it is, and goodput exceed 1). */

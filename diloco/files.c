@@ -304,10 +304,11 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     double train = d->t_train ? (t_end - d->t_train) * 1e-9 : 0.0;
     double final_loss = d->loss_n ? d->loss_acc / d->loss_n : NAN;
     double per_round = d->rounds_applied ? d->passes / (double)d->rounds_applied : 0.0;
-    const char *status = !final                    ? dl_state_name(d->state)
-                         : result == GT_OK         ? "finished"
-                         : result == GT_ERR_CLOSED ? "stopped"
-                                                   : "failed";
+    const char *status = !final                     ? dl_state_name(d->state)
+                         : result == GT_OK          ? "finished"
+                         : result == GT_ERR_CLOSED  ? "stopped"
+                         : result == GT_ERR_RETIRED ? "retired"
+                                                    : "failed";
     json_t *o = json_pack(
         "{s:I,s:f,s:s,s:s,s:I,s:I,s:I,s:o,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:"
         "I,s:I,s:I},s:I,s:I,s:I,s:I,s:s,s:i,s:I,s:I,s:I,s:f,s:f}",

@@ -364,6 +364,17 @@ typedef struct gt_wan_member gt_wan_member_t;
 GT_API gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *params,
                                            int *cleared_p) GT_MUST_USE;
 
+/* Retires site `name` from the run for good (`geotrain sites remove`; params as for
+ * gt_wan_member_clear_run): marks it retired under the run id (PREFIX/RUN/retired/NAME), then,
+ * when it is registered, deletes its member key and revokes its lease as an eviction does
+ * (*was_live_p: 1). The site sees its lease go, finds the mark and leaves for good
+ * (GT_ERR_RETIRED); started again it is refused after it registers. --reuse-run-id clears the
+ * marks with the rest of a finished run's keys. */
+GT_API gt_status_t gt_wan_run_retire(const gt_wan_member_params_t *params, const char *name,
+                                     int *was_live_p) GT_MUST_USE;
+/* Whether this site is marked retired under its run id (gt_wan_run_retire). */
+GT_API gt_status_t gt_wan_member_retired(gt_wan_member_t *m, int *retired_p) GT_MUST_USE;
+
 /* Registers this site: grants a lease and creates its member key with it. Fails with
  * GT_ERR_EXISTS when a live site already holds the name, GT_ERR_TIMEOUT / GT_ERR_IO when no
  * endpoint answers. Starts the heartbeat thread. */

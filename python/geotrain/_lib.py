@@ -24,6 +24,7 @@ _STATUS_NAMES = {
     -4: "invalid configuration", -5: "not found", -6: "exists", -7: "timed out",
     -8: "try again", -9: "corrupt data", -10: "authentication failed", -11: "peer lost",
     -12: "unsupported", -13: "overflow", -14: "closed", -15: "internal error",
+    -16: "retired from the run",
 }
 
 STATES = ("starting", "joining", "training", "waiting", "done", "stopped", "failed")

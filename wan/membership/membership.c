@@ -34,6 +34,7 @@ struct gt_wan_member {
     char view_key[512];
     char started_key[512];
     char suspects_prefix[512]; /* PREFIX/RUN/suspects/ */
+    char retired_prefix[512];  /* PREFIX/RUN/retired/: sites retired for good */
     char site[GT_WAN_MEMBER_NAME_MAX];
     char address[GT_WAN_MEMBER_ADDR_MAX];
     int64_t lease;
@@ -435,6 +436,7 @@ static gt_status_t member_new(const gt_wan_member_params_t *p, gt_wan_member_t *
     snprintf(m->started_key, sizeof m->started_key, "%s/%s/started", p->prefix, p->run_id);
     snprintf(m->suspects_prefix, sizeof m->suspects_prefix, "%s/%s/suspects/", p->prefix,
              p->run_id);
+    snprintf(m->retired_prefix, sizeof m->retired_prefix, "%s/%s/retired/", p->prefix, p->run_id);
     m->ttl_s = p->lease_ttl_s;
     m->heartbeat_ms = p->heartbeat_ms;
     m->timeout_ms = p->request_timeout_ms ? p->request_timeout_ms : 2000;
@@ -570,11 +572,11 @@ gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleare
     if (st == GT_OK && !registered) st = gt_wan_member_started(m, &started);
     /* Nobody registered: what is left is a finished or abandoned run's (the sites of a new run
      * under this id delete before they register, and mark it started only once all have). */
-    const char *keys[2] = {m->started_key, m->view_key};
-    for (int i = 0; st == GT_OK && !registered && started && i < 3; i++) {
-        const char *k = i < 2 ? keys[i] : m->suspects_prefix;
+    const char *keys[4] = {m->started_key, m->view_key, m->suspects_prefix, m->retired_prefix};
+    for (int i = 0; st == GT_OK && !registered && started && i < 4; i++) {
+        const char *k = keys[i];
         json_t *req = json_pack("{s:o}", "key", b64(k, strlen(k)));
-        if (req && i == 2) json_object_set_new(req, "range_end", prefix_end(k));
+        if (req && i >= 2) json_object_set_new(req, "range_end", prefix_end(k));
         st = api_call(m, "/v3/kv/deleterange", req, &reply);
         json_decref(reply);
         reply = NULL;
@@ -583,6 +585,76 @@ gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleare
     if (st != GT_OK) return st;
     *cleared_p = !registered && started;
     return registered ? GT_ERR_EXISTS : GT_OK;
+}
+
+gt_status_t gt_wan_run_retire(const gt_wan_member_params_t *p, const char *name, int *was_live_p)
+{
+    if (!p || !p->n_endpoints || !p->prefix || p->prefix[0] != '/' || !p->run_id || !name ||
+        !*name || strchr(name, '/') || !was_live_p)
+        return GT_ERR_INVALID;
+    gt_wan_member_params_t q = *p;
+    q.site = name;
+    gt_wan_member_t *m = NULL;
+    gt_status_t st = member_new(&q, &m);
+    if (st != GT_OK) return st;
+    *was_live_p = 0;
+    char key[1024];
+    int n = snprintf(key, sizeof key, "%s%s", m->retired_prefix, name);
+    json_t *reply = NULL;
+    if (n <= 0 || (size_t)n >= sizeof key) st = GT_ERR_INVALID;
+    /* the mark first: a site that sees its lease go looks for it (no lease: it stays) */
+    if (st == GT_OK) {
+        char val[64];
+        snprintf(val, sizeof val, "{\"retired_unix\":%.3f}", gt_unix_time());
+        st = api_call(
+            m, "/v3/kv/put",
+            json_pack("{s:o,s:o}", "key", b64(key, strlen(key)), "value", b64(val, strlen(val))),
+            &reply);
+        json_decref(reply);
+        reply = NULL;
+    }
+    /* then its member key, if it is registered: deleted with its lease revoked, as an eviction */
+    int64_t lease = 0;
+    if (st == GT_OK) {
+        st = api_call(m, "/v3/kv/range",
+                      json_pack("{s:o}", "key", b64(m->member_key, strlen(m->member_key))), &reply);
+        json_t *kv = st == GT_OK ? json_array_get(json_object_get(reply, "kvs"), 0) : NULL;
+        if (kv) lease = get_i64(kv, "lease");
+        json_decref(reply);
+        reply = NULL;
+    }
+    if (st == GT_OK && lease) {
+        json_t *req = json_pack("{s:[{s:s,s:o,s:o}],s:[{s:{s:o}}]}", "compare", "target", "LEASE",
+                                "key", b64(m->member_key, strlen(m->member_key)), "lease",
+                                i64_string(lease), "success", "request_delete_range", "key",
+                                b64(m->member_key, strlen(m->member_key)));
+        st = api_call(m, "/v3/kv/txn", req, &reply);
+        if (st == GT_OK) *was_live_p = json_is_true(json_object_get(reply, "succeeded"));
+        json_decref(reply);
+        reply = NULL;
+        if (st == GT_OK && *was_live_p) {
+            st = api_call(m, "/v3/lease/revoke", json_pack("{s:o}", "ID", i64_string(lease)),
+                          &reply);
+            json_decref(reply);
+        }
+    }
+    gt_wan_member_destroy(m);
+    return st;
+}
+
+gt_status_t gt_wan_member_retired(gt_wan_member_t *m, int *retired_p)
+{
+    if (!m || !retired_p) return GT_ERR_INVALID;
+    char key[1024];
+    int n = snprintf(key, sizeof key, "%s%s", m->retired_prefix, m->site);
+    if (n <= 0 || (size_t)n >= sizeof key) return GT_ERR_INVALID;
+    json_t *reply = NULL;
+    gt_status_t st =
+        api_call(m, "/v3/kv/range",
+                 json_pack("{s:o,s:b}", "key", b64(key, strlen(key)), "count_only", 1), &reply);
+    if (st == GT_OK) *retired_p = get_i64(reply, "count") > 0;
+    json_decref(reply);
+    return st;
 }
 
 static void revoke_lease(gt_wan_member_t *m)
