@@ -273,10 +273,9 @@ static void show_lines(site_proc_t *sp, uint32_t n, int tty, int redraw)
            "WAN MB/s", "wait s", "state", tty ? "\033[K" : "");
     for (uint32_t i = 0; i < n; i++) {
         json_t *s = sp[i].st;
-        const char *state =
-            sp[i].killed    ? "killed"
-            : sp[i].retired ? "retired"
-                            : json_string_value(json_object_get(s, "state"));
+        const char *state = sp[i].killed    ? "killed"
+                            : sp[i].retired ? "retired"
+                                            : json_string_value(json_object_get(s, "state"));
         if (sp[i].exited && !sp[i].killed && (!state || strcmp(state, "done") != 0))
             state = "exited";
         if (!sp[i].started) state = "to join";
