@@ -61,9 +61,9 @@ extern "C" {
  * A site that leaves the view forgets its first round: coming back means announcing again.
  */
 
-#define GT_OUTER_MAX_SITES 64
+#define GT_OUTER_MAX_SITES     64
 #define GT_OUTER_MAX_FRAGMENTS 64 /* engines a port multiplexes (outer.fragments) */
-#define GT_OUTER_SLOTS     4 /* rounds an owner or sender keeps at once */
+#define GT_OUTER_SLOTS         4  /* rounds an owner or sender keeps at once */
 
 typedef struct {
     void *ctx;
