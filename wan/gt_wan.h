@@ -372,6 +372,12 @@ GT_API gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *params,
  * marks with the rest of a finished run's keys. */
 GT_API gt_status_t gt_wan_run_retire(const gt_wan_member_params_t *params, const char *name,
                                      int *was_live_p) GT_MUST_USE;
+/* The sites registered under params' run id now (*registered_p, as gt_wan_member_list), and the
+ * names of those retired from it (*retired_p: n_retired_p strings; free each and the array),
+ * without registering (`geotrain sites list`). */
+GT_API gt_status_t gt_wan_run_sites(const gt_wan_member_params_t *params,
+                                    gt_wan_view_t *registered_p, char ***retired_p,
+                                    size_t *n_retired_p) GT_MUST_USE;
 /* Whether this site is marked retired under its run id (gt_wan_run_retire). */
 GT_API gt_status_t gt_wan_member_retired(gt_wan_member_t *m, int *retired_p) GT_MUST_USE;
 

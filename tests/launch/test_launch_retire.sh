@@ -5,7 +5,8 @@
 # marks c retired and revokes its lease: c leaves (exit 4, summary status "retired", its log says why), launch does
 # not start it again and exits 0, a and b finish every round with the same anchors, and c's
 # anchors are theirs for every round it applied. A second launch under the same run id: c is
-# refused after it registers (exit 4), naming the retirement.
+# refused after it registers (exit 4), naming the retirement. `geotrain sites list` shows c
+# registered before, retired after.
 set -u
 geotrain=$1 config=$2
 dir=$(mktemp -d /tmp/gt-retire-XXXXXX)
@@ -37,10 +38,17 @@ launch_pid=$!
 round() { python3 -c "import json;print(json.load(open('$dir/run/$1/status.json')).get('round',0))" 2>/dev/null || echo 0; }
 for _ in $(seq 600); do [ "$(round a)" -ge 3 ] && break; sleep 0.2; done
 [ "$(round a)" -ge 3 ] || fail "site a did not reach round 3"
+"$geotrain" sites list "$config" --run-id run "${sets[@]}" >"$dir/list1.out" 2>&1 ||
+  fail "sites list failed: $(cat "$dir/list1.out")"
+grep -Eq "^  c +registered +127\.0\.0\.1:" "$dir/list1.out" || fail "sites list before: $(cat "$dir/list1.out")"
 "$geotrain" sites remove "$config" c --run-id run "${sets[@]}" >"$dir/remove.out" 2>&1 ||
   fail "sites remove failed: $(cat "$dir/remove.out")"
 grep -q "c retired from run 'run': it was registered" "$dir/remove.out" ||
   fail "sites remove did not find c registered: $(cat "$dir/remove.out")"
+"$geotrain" sites list "$config" --run-id run "${sets[@]}" >"$dir/list2.out" 2>&1 ||
+  fail "sites list failed: $(cat "$dir/list2.out")"
+grep -Eq "^  c +retired" "$dir/list2.out" || fail "sites list after: $(cat "$dir/list2.out")"
+grep -Eq "^  a +registered" "$dir/list2.out" || fail "sites list after: $(cat "$dir/list2.out")"
 wait "$launch_pid"
 rc=$?
 launch_pid=

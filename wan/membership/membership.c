@@ -642,6 +642,43 @@ gt_status_t gt_wan_run_retire(const gt_wan_member_params_t *p, const char *name,
     return st;
 }
 
+gt_status_t gt_wan_run_sites(const gt_wan_member_params_t *p, gt_wan_view_t *registered_p,
+                             char ***retired_p, size_t *n_retired_p)
+{
+    if (!p || !p->n_endpoints || !p->prefix || p->prefix[0] != '/' || !p->run_id || !registered_p ||
+        !retired_p || !n_retired_p)
+        return GT_ERR_INVALID;
+    *retired_p = NULL;
+    *n_retired_p = 0;
+    gt_wan_member_params_t q = *p;
+    if (!q.site || !*q.site) q.site = "-"; /* the member key is not used */
+    gt_wan_member_t *m = NULL;
+    gt_status_t st = member_new(&q, &m);
+    if (st != GT_OK) return st;
+    st = gt_wan_member_list(m, registered_p);
+    json_t *reply = NULL;
+    if (st == GT_OK)
+        st = api_call(m, "/v3/kv/range",
+                      json_pack("{s:o,s:o,s:b}", "key",
+                                b64(m->retired_prefix, strlen(m->retired_prefix)), "range_end",
+                                prefix_end(m->retired_prefix), "keys_only", 1),
+                      &reply);
+    json_t *kvs = st == GT_OK ? json_object_get(reply, "kvs") : NULL;
+    size_t n = json_array_size(kvs), plen = strlen(m->retired_prefix);
+    char **names = n ? calloc(n, sizeof *names) : NULL;
+    if (n && !names) st = GT_ERR_NOMEM;
+    for (size_t i = 0; st == GT_OK && i < n; i++) {
+        size_t klen = 0;
+        char *key = unb64(json_object_get(json_array_get(kvs, i), "key"), &klen);
+        if (key && klen > plen) names[(*n_retired_p)++] = strdup(key + plen);
+        free(key);
+    }
+    json_decref(reply);
+    gt_wan_member_destroy(m);
+    *retired_p = names;
+    return st;
+}
+
 gt_status_t gt_wan_member_retired(gt_wan_member_t *m, int *retired_p)
 {
     if (!m || !retired_p) return GT_ERR_INVALID;
