@@ -354,6 +354,21 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
             sub[j["round"]] += j["tokens"]
             sub_by_site.setdefault(s, collections.defaultdict(float))[j["round"]] += j["tokens"]
             max_sub[s] = max(max_sub[s], j["tokens"])
+    # A round whose only logged result tokens are in a removed life's voided lines (it applied
+    # the round, then was removed before the hash vote confirmed it, while every other site
+    # took that round's anchor by a fetch, which logs no tokens): those tokens count when the
+    # voided line's anchor is one a kept line holds for the round (the same result).
+    kept = collections.defaultdict(set)
+    for s in sites:
+        for j in site_anchors(run_dir, s):
+            kept[j.get("round")].add(j.get("anchor_hash"))
+    for s in sites:
+        for j in read_jsonl(f"{run_dir}/{s}/anchors.jsonl"):
+            r = j.get("round")
+            if "tokens" in j and r not in res and j.get("anchor_hash") in kept.get(r, ()):
+                res[r] = j["tokens"]
+                res_min[r] = j["tokens"]
+                facts.setdefault("result_tokens_from_voided_lines", []).append(r)
     R = rounds if rounds else (max(list(res) + list(sub)) + 1 if res or sub else 0)
     # Sites holding the same anchor may put a result's tokens in different rounds (a share of
     # one round's tokens in the next): listed, and the prefix check allows the spread so far.
