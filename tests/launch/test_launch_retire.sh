@@ -18,17 +18,8 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$dir"/*/logs/*.log "$dir"/*.out; do echo "== $f" >&2; tail -n 15 "$f" >&2; done; exit 1; }
-read -r cport pport < <(python3 -c 'import socket
-s=[socket.socket() for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])')
-etcd --name retire --data-dir "$dir/etcd" --listen-client-urls "http://127.0.0.1:$cport" \
-  --advertise-client-urls "http://127.0.0.1:$cport" --listen-peer-urls "http://127.0.0.1:$pport" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-  --initial-cluster "retire=http://127.0.0.1:$pport" --log-level error >"$dir/etcd.log" 2>&1 &
-etcd_pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$cport/health" >/dev/null && break; sleep 0.2; done
-curl -sf "http://127.0.0.1:$cport/health" >/dev/null || fail "etcd did not come up"
+. "$(dirname "$0")/etcd_one.sh"
+start_etcd retire "$dir" || fail "etcd did not come up"
 sets=(--set membership.endpoints="http://127.0.0.1:$cport" --set membership.plain_http=true)
 # the run id is the run directory's name: "run"
 timeout 240 "$geotrain" launch "$config" --run-dir "$dir/run" --set run.rounds=14 \

@@ -550,14 +550,23 @@ fail:
     return st;
 }
 
-gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleared_p)
+/* A client of the run's keys that does not register (clear_run, retire, sites): params' etcd,
+ * prefix and run id; `site` names the member key it may touch (NULL: none). */
+static gt_status_t run_client(const gt_wan_member_params_t *p, const char *site,
+                              gt_wan_member_t **m_p)
 {
-    if (!p || !p->n_endpoints || !p->prefix || p->prefix[0] != '/' || !p->run_id || !cleared_p)
+    if (!p || !p->n_endpoints || !p->prefix || p->prefix[0] != '/' || !p->run_id)
         return GT_ERR_INVALID;
     gt_wan_member_params_t q = *p;
-    if (!q.site || !*q.site) q.site = "-"; /* the member key is not used */
+    q.site = site ? site : "-"; /* "-": the member key is not used */
+    return member_new(&q, m_p);
+}
+
+gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleared_p)
+{
+    if (!cleared_p) return GT_ERR_INVALID;
     gt_wan_member_t *m = NULL;
-    gt_status_t st = member_new(&q, &m);
+    gt_status_t st = run_client(p, NULL, &m);
     if (st != GT_OK) return st;
     json_t *reply = NULL;
     int registered = 1, started = 0;
@@ -589,13 +598,9 @@ gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleare
 
 gt_status_t gt_wan_run_retire(const gt_wan_member_params_t *p, const char *name, int *was_live_p)
 {
-    if (!p || !p->n_endpoints || !p->prefix || p->prefix[0] != '/' || !p->run_id || !name ||
-        !*name || strchr(name, '/') || !was_live_p)
-        return GT_ERR_INVALID;
-    gt_wan_member_params_t q = *p;
-    q.site = name;
+    if (!name || !*name || strchr(name, '/') || !was_live_p) return GT_ERR_INVALID;
     gt_wan_member_t *m = NULL;
-    gt_status_t st = member_new(&q, &m);
+    gt_status_t st = run_client(p, name, &m);
     if (st != GT_OK) return st;
     *was_live_p = 0;
     char key[1024];
@@ -645,15 +650,11 @@ gt_status_t gt_wan_run_retire(const gt_wan_member_params_t *p, const char *name,
 gt_status_t gt_wan_run_sites(const gt_wan_member_params_t *p, gt_wan_view_t *registered_p,
                              char ***retired_p, size_t *n_retired_p)
 {
-    if (!p || !p->n_endpoints || !p->prefix || p->prefix[0] != '/' || !p->run_id || !registered_p ||
-        !retired_p || !n_retired_p)
-        return GT_ERR_INVALID;
+    if (!registered_p || !retired_p || !n_retired_p) return GT_ERR_INVALID;
     *retired_p = NULL;
     *n_retired_p = 0;
-    gt_wan_member_params_t q = *p;
-    if (!q.site || !*q.site) q.site = "-"; /* the member key is not used */
     gt_wan_member_t *m = NULL;
-    gt_status_t st = member_new(&q, &m);
+    gt_status_t st = run_client(p, NULL, &m);
     if (st != GT_OK) return st;
     st = gt_wan_member_list(m, registered_p);
     json_t *reply = NULL;
