@@ -28,7 +28,11 @@ for _ in $(seq 600); do
     done
     break
   fi
-  pids=$(pgrep -f -- "--site b --run-dir $dir/run" | tr '\n' ' ')
+  # accumulated, not replaced: a sample taken after the kill but before launch printed it is
+  # empty, and replacing lost the pids seen before (CI: "no process of b's first life seen")
+  for p in $(pgrep -f -- "--site b --run-dir $dir/run"); do
+    case " $pids " in *" $p "*) ;; *) pids="$pids $p" ;; esac
+  done
   sleep 0.1
 done
 wait $lp
