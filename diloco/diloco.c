@@ -545,7 +545,7 @@ fail:
 }
 
 /* The highest round a peer has submitted, plus one (0: none seen), over the engines. */
-static uint64_t peers_next(gt_diloco_t *d)
+uint64_t dl_peers_next(gt_diloco_t *d)
 {
     uint64_t seen = 0;
     pthread_mutex_lock(&d->lock);
@@ -568,7 +568,7 @@ static gt_status_t catch_up_joiner(gt_diloco_t *d)
 {
     uint64_t to = d->joined_round * d->H + d->tau;
     if (d->F != 1 || d->step >= to) return GT_OK;
-    uint64_t end = peers_next(d) > d->joined_round;
+    uint64_t end = dl_peers_next(d) > d->joined_round;
     if (d->ranks > 1) {
         gt_status_t st = dl_allreduce(d, &end, 1, GT_DILOCO_OP_MAX);
         if (st != GT_OK) return st;
@@ -603,7 +603,7 @@ static gt_status_t catch_up(gt_diloco_t *d)
      * peers: the slowdowns of bench/chaos.yaml cost 1.7x what they should). */
     int ckpt = K && r > 0 && r % K == 0;
     if (ckpt && step == r * H + d->tau) return GT_OK; /* the caller saves it now */
-    seen = peers_next(d);
+    seen = dl_peers_next(d);
     /* The first peer to submit round r trains τ more steps before it needs r's result: steps
      * of ours that fit in half of that (the other half for the exchange) cost it nothing, so a
      * site a step or two behind an equal peer finishes its round — unless they take longer

@@ -397,6 +397,9 @@ gt_status_t dl_fetch_state(gt_diloco_t *d, uint32_t i, uint64_t round, const uin
 gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
                           const uint32_t *peers, uint32_t n);
 gt_status_t dl_start_check(gt_diloco_t *d);
+/* The highest round a peer has submitted (a DELTA of it came here, or a RESULT chunk), plus one;
+ * 0 when none has been seen. Over the engines, under d->lock (takes it). */
+uint64_t dl_peers_next(gt_diloco_t *d);
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
 gt_status_t dl_join_rebase(gt_diloco_t *d);
 /* Under `lock`, before hist[k] is overwritten by the state after round r: when the round it

@@ -312,7 +312,8 @@ static gt_status_t params_mismatch(gt_diloco_t *d, uint32_t peer, uint64_t their
 }
 
 /* The start of a run (collective over the site's ranks): tell every peer of the view our
- * parameter count and initial hash, wait for theirs (at most wan.connect_timeout_ms), refuse a
+ * parameter count and initial hash, wait for theirs (at most wan.connect_timeout_ms, and no
+ * longer once the first site has said hello and a peer has submitted a round), refuse a
  * count that differs, and take the initial state of the first site in config order when ours
  * differs from it. */
 gt_status_t dl_start_check(gt_diloco_t *d)
@@ -333,26 +334,48 @@ gt_status_t dl_start_check(gt_diloco_t *d)
     }
     uint64_t t0 = gt_time_ns();
     uint32_t got = 0;
-    /* Our hello out first: a peer must learn of a mismatch even if we fail at once. */
-    for (size_t queued = 1; st == GT_OK && queued && gt_time_ns() - t0 < 5000000000ull;) {
-        pthread_mutex_lock(&d->lock);
-        queued = dl_mesh_pending(d);
-        pthread_mutex_unlock(&d->lock);
-        struct timespec ts = {0, 1000000};
-        if (queued) nanosleep(&ts, NULL);
-    }
+    uint32_t first = d->site; /* the first of the view in config order */
+    for (uint32_t k = 0; k < n; k++)
+        if (peers[k] < first) first = peers[k];
+    int started = 0; /* the others train already: the wait ended early */
+    int marked = 0;  /* etcd holds the run's started mark */
+    uint64_t polled = 0;
     while (st == GT_OK && gt_time_ns() - t0 < (uint64_t)c->wan.connect_timeout_ms * 1000000ull) {
         got = 0;
         pthread_mutex_lock(&d->lock);
         for (uint32_t k = 0; k < n; k++) got += d->hello_got[peers[k]];
         pthread_mutex_unlock(&d->lock);
         if (got == n || (d->p.stop && *d->p.stop) || d->wan_error) break;
+        /* The others train already: the missing hellos are from sites we cannot reach (a cut
+         * at the start), and waiting longer only puts this site behind. Seen in the soak (seed
+         * 414778740, a cut between a and c from 0.9 s): both waited the whole connect timeout
+         * (5 s; the wait for our own hellos to go out, since moved below, held them most of it)
+         * while b and d trained, started at round 0 six rounds behind and, with catch-up off,
+         * stayed six behind for the run, every contribution folded late at a seventh of its
+         * weight. So the wait ends once a peer has said hello (or this site is the first) and
+         * the run is marked started in etcd (a site that heard every hello set it) or a peer's
+         * round came here. It costs the check of the silent peers' parameter count, as the
+         * timeout does; the initial state is the first heard from's, as after the timeout, and
+         * should it differ from the first site's (the first's hello is what is missing), round
+         * 0's hash vote finds this site's anchor in the minority and it re-fetches (I1). */
+        uint64_t now = gt_time_ns();
+        int heard = got > 0 || first == d->site;
+        if (heard && !marked && now - polled > 50000000ull) {
+            int m = 0;
+            polled = now;
+            marked = gt_wan_member_started(d->grp[0].member, &m) == GT_OK && m;
+        }
+        if (heard && (marked || dl_peers_next(d) > 0)) {
+            started = 1;
+            break;
+        }
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
     if (st == GT_OK && got < n)
-        GT_WARN("site %s: %u of %u peers said hello in %u ms; starting without checking the others",
-                d->name, got, n, c->wan.connect_timeout_ms);
+        GT_WARN("site %s: %u of %u peers said hello %s; starting without checking the others",
+                d->name, got, n,
+                started ? "before the others started training" : "in wan.connect_timeout_ms");
     uint32_t src = d->site;
     pthread_mutex_lock(&d->lock);
     for (uint32_t k = 0; k < n && st == GT_OK; k++) {
@@ -363,7 +386,19 @@ gt_status_t dl_start_check(gt_diloco_t *d)
     }
     int fetch = st == GT_OK && src != d->site && d->hello_hash[src] != mine;
     pthread_mutex_unlock(&d->lock);
-    if (st != GT_OK) { /* let the peers hear our hello before we leave */
+    /* Before we leave, our hello out: a peer must learn of the mismatch too (at most 5 s). This
+     * waited before the hellos were awaited, at every start: a hello held by a link cut at the
+     * start (the soak's seed 414778740, a cut between a and c from 0.9 s) kept both of its ends
+     * there for the 5 s while the others trained, and they started six rounds behind. */
+    uint64_t tq = gt_time_ns();
+    for (size_t queued = st != GT_OK; queued && gt_time_ns() - tq < 5000000000ull;) {
+        pthread_mutex_lock(&d->lock);
+        queued = dl_mesh_pending(d);
+        pthread_mutex_unlock(&d->lock);
+        struct timespec ts = {0, 1000000};
+        if (queued) nanosleep(&ts, NULL);
+    }
+    if (st != GT_OK) {
         struct timespec ts = {0, 300000000};
         nanosleep(&ts, NULL);
     }
