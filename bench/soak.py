@@ -353,7 +353,10 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
                 continue
             sub[j["round"]] += j["tokens"]
             sub_by_site.setdefault(s, collections.defaultdict(float))[j["round"]] += j["tokens"]
-            max_sub[s] = max(max_sub[s], j["tokens"])
+    # a site's largest round (with outer.fragments F a round is F lines of a fragment each: the
+    # largest line was half a round with two, and the bound below half what it should be)
+    for s, rs in sub_by_site.items():
+        max_sub[s] = max(rs.values())
     # A round whose only logged result tokens are in a removed life's voided lines (it applied
     # the round, then was removed before the hash vote confirmed it, while every other site
     # took that round's anchor by a fetch, which logs no tokens): those tokens count when the
@@ -398,14 +401,17 @@ def check_i3(run_dir, sites, summary, plan, finished, rounds, stopped_late):
             v.append(f"I3: rounds without result tokens: {missing[:8]}")
         # a site that died or was removed with rounds in flight loses at most its own
         # contribution to the rounds it had submitted and not seen applied (two with overlap)
-        # and the chunks it owned of those; a SIGSTOP under the lease loses nothing, but counts
+        # and, as an owner, what its open aggregations of those rounds held: its share of the
+        # chunks (1/sites) of every site's contribution to them, late ones folded in included;
+        # a SIGSTOP under the lease loses nothing, but counts
         events = collections.Counter(e.get("site") for e in (plan or {}).get("events", [])
                                      if e.get("kind") in ("kill", "stop"))
+        owned = sum(max_sub.values()) / max(1, len(sites))
         bound = 1.0
         for s in sites:
             ends = [l.get("end") for l in ssum.get(s, {}).get("lives", [])]
             k = max(events.get(s, 0), sum(1 for e in ends if e != "exit 0"))
-            bound += k * 2 * max_sub.get(s, 0)
+            bound += k * 2 * (max_sub.get(s, 0) + owned)
         # a site launch stopped behind (another finished the run) may be several rounds behind:
         # what it submitted from its last applied round on (late, folded into rounds nobody
         # closes any more: open at the end, or unreceived) is in flight, however many rounds
