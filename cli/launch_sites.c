@@ -235,6 +235,24 @@ static pid_t parent_of(pid_t pid)
  * rank in a process group of its own, so neither kill(pid) nor a group signal reaches them all:
  * a chaos kill of mpirun alone left its ranks running, holding the site's lock and ports, when
  * the site was started again. */
+/* Whether pid is Open MPI's launcher (its command name). */
+static int is_mpirun(pid_t pid)
+{
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int ok = fgets(comm, sizeof comm, f) != NULL;
+    fclose(f);
+    comm[strcspn(comm, "\n")] = 0;
+    return ok && (strcmp(comm, "mpirun") == 0 || strcmp(comm, "mpiexec") == 0 ||
+                  strcmp(comm, "orterun") == 0 || strcmp(comm, "prterun") == 0);
+}
+
+/* A chaos SIGSTOP or SIGCONT of an MPI site goes to its ranks only: mpirun passes a SIGCONT it
+ * receives on to the job, and Debian's Open MPI 4.1 died of SIGSEGV in PMIx_Finalize when that
+ * forwarding met the abort it starts as the ranks exit non-zero (a removed site: both ranks
+ * exit 3 on waking) — 5 of 224 soak runs. mpirun itself holds nothing a frozen site holds. */
 static void signal_site(pid_t pid, int sig)
 {
     enum { MAX_TREE = 256 };
@@ -252,7 +270,8 @@ static void signal_site(pid_t pid, int sig)
         }
         if (dir) closedir(dir);
     }
-    for (size_t i = 0; i < n; i++) kill(tree[i], sig);
+    size_t first = (sig == SIGSTOP || sig == SIGCONT) && n > 1 && is_mpirun(pid) ? 1 : 0;
+    for (size_t i = first; i < n; i++) kill(tree[i], sig);
 }
 
 json_t *gt_launch_read_json(const char *path)
