@@ -133,7 +133,8 @@ gt_status_t gt_outer_create(const gt_outer_params_t *p, gt_outer_t **outer_p)
     o->final_from = calloc(nc, sizeof *o->final_from);
     o->final_closed = calloc(nc, sizeof *o->final_closed);
     o->took = calloc(nc * RESULT_SLOTS, sizeof *o->took);
-    o->scratch_cap = RESULT_PRE + gt_cmp_bound(o->codec, o->max_chunk);
+    o->scratch_cap =
+        RESULT_PRE + GT_OUTER_MAX_SITES * RESULT_FOLD_BYTES + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
     o->xbuf = gt_mem_alloc(o->mem, o->max_chunk * sizeof(float), 0);
     GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->handover_ns &&

@@ -34,15 +34,23 @@
 #define JOIN_MAGIC            0x4A4F5447u /* "GTOJ": a joining site announces its first round */
 #define FIN_MAGIC             0x464F5447u /* "GTOF": a site that finished says how many DELTAs it took */
 #define PULL_MAGIC            0x514F5447u /* "GTOQ": a site asks a peer for a RESULT chunk it lacks */
-#define PROTO_VERSION         1u
+#define PROTO_VERSION         2u  /* 2: a RESULT lists the late contributions folded into it */
 #define DELTA_PRE             32u /* magic, version, weight, anchor hash, n_sites, flags */
 #define RESULT_PRE            56u /* magic, version, owner, count, mask, hash, votes, folded, sums */
+/* A RESULT's preamble is followed by one entry per late contribution folded into it (`folded`
+ * of them: contributor u8, 0 u8, rounds back u16 — its own round is the result's round minus
+ * that; 0: not known), then the codec frame. A site that holds the result so knows those
+ * contributions are taken: one re-sent later to another owner (its first owner left before the
+ * sender had the result of the contribution's own round) is a duplicate, not a late one to fold
+ * again (issue 31's soak, seed 58031987: 640 tokens counted twice). */
+#define RESULT_FOLD_BYTES     4u
 #define CONTROL_PRE           24u /* JOIN and FIN: magic, version, one 64-bit value, reserved */
 #define JOIN_PRE              CONTROL_PRE /* the value: the first round */
 #define FIN_PRE               CONTROL_PRE /* the value: DELTA frames taken from the receiver */
 #define PULL_PRE              16u         /* magic, version, reserved */
 /* DELTA preamble flags: a late contribution passed on to the owner of the round it folds into
- * (contributor in bits 8-15); never passed on again. */
+ * (contributor in bits 8-15, the rounds between its own round and that one in bits 16-23, 0
+ * when not known); never passed on again. */
 #define FLAG_FORWARDED        1u
 /* DELTA preamble flags: a contribution sent through a peer (its owner was unreachable from its
  * sender: a cut link); the peer passes it on to the site in bits 16-23 as sent, adding
@@ -87,6 +95,11 @@ void outer_result_pack(uint8_t b[RESULT_PRE], const outer_result_t *r);
 int outer_result_unpack(const uint8_t *b, size_t len, outer_result_t *r_p);
 /* The owner of a RESULT frame already checked (a kept one). */
 uint32_t outer_result_owner(const uint8_t *b);
+/* Where the codec frame of a RESULT frame already checked begins (after its folded list). */
+size_t outer_result_frame_at(const uint8_t *b);
+/* Entry i of a RESULT's folded list: write (b: the frame) and read. */
+void outer_result_fold_put(uint8_t *b, uint32_t i, uint32_t sender, uint32_t back);
+void outer_result_fold_get(const uint8_t *b, uint32_t i, uint32_t *sender_p, uint32_t *back_p);
 void outer_control_pack(uint8_t b[CONTROL_PRE], uint32_t magic, uint64_t value);
 /* 1 and *value_p when b is a JOIN or FIN of this version and size (the magic is the caller's
  * dispatch), else 0. */
@@ -110,6 +123,7 @@ typedef struct {
     double weight; /* already divided by 1 + staleness when folded */
     double tokens; /* the weight as sent: the tokens behind it, for goodput */
     int late;
+    uint64_t from; /* the round it was sent for (UINT64_MAX: not known, a forward of old) */
     uint64_t hash; /* sender's anchor hash for round-1 */
     float *x;      /* chunk length */
 } contrib_t;

@@ -139,6 +139,7 @@ static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
     double wsum = 0, tsum = 0;
     uint64_t mask = 0;
     uint32_t folded = 0;
+    uint32_t fold_from[GT_OUTER_MAX_SITES], fold_back[GT_OUTER_MAX_SITES];
     double scale[GT_OUTER_MAX_SITES];
     for (uint32_t i = 0; i < a->n; i++) {
         scale[i] = 1.0;
@@ -154,6 +155,8 @@ static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
         wsum += a->c[i].weight;
         tsum += a->c[i].tokens;
         if (a->c[i].late) {
+            fold_from[folded] = a->c[i].sender;
+            fold_back[folded] = a->c[i].from < a->round ? (uint32_t)(a->round - a->c[i].from) : 0;
             folded++;
             o->st.late++;
         } else {
@@ -174,10 +177,10 @@ static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
     uint32_t best_votes = 0;
     if (a->round > 0) majority_hash(a, &best, &best_votes);
     /* Encode and broadcast. */
-    size_t flen = 0;
+    size_t flen = 0, at = RESULT_PRE + (size_t)folded * RESULT_FOLD_BYTES;
     int ef = o->p.codec.error_feedback;
     gt_status_t st = gt_cmp_encode(o->codec, g, n, ef ? o->result_residual + ch->offset : NULL,
-                                   o->scratch + RESULT_PRE, o->scratch_cap - RESULT_PRE, &flen);
+                                   o->scratch + at, o->scratch_cap - at, &flen);
     a->closed = 1;
     if ((int64_t)a->round > o->closed_upto[a->chunk]) o->closed_upto[a->chunk] = (int64_t)a->round;
     for (uint32_t i = 0; i < a->n; i++) {
@@ -197,7 +200,8 @@ static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
     outer_result_pack(b,
                       &(outer_result_t){o->p.site_id, (uint32_t)__builtin_popcountll(mask) + folded,
                                         mask, best, best_votes, folded, wsum, tsum});
-    size_t len = RESULT_PRE + flen;
+    for (uint32_t i = 0; i < folded; i++) outer_result_fold_put(b, i, fold_from[i], fold_back[i]);
+    size_t len = at + flen;
     gt_wan_msg_t m = outer_make_msg(o, GT_WAN_MSG_RESULT, a->round, a->chunk);
     uint64_t round = a->round;
     a->used = 0; /* before sending: delivering to ourselves may open new aggregations */
@@ -360,7 +364,12 @@ gt_status_t outer_on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *
     uint64_t round = m->round;
     uint32_t flags = d.flags, sender = m->sender;
     int forwarded = (flags & FLAG_FORWARDED) != 0;
-    if (forwarded) sender = FLAGS_FROM(flags); /* the site that contributed it */
+    uint64_t from = m->round; /* the round it was sent for */
+    if (forwarded) {
+        sender = FLAGS_FROM(flags); /* the site that contributed it, rounds back */
+        from = FLAGS_TO(flags) && FLAGS_TO(flags) <= m->round ? m->round - FLAGS_TO(flags)
+                                                              : UINT64_MAX;
+    }
     if (flags & FLAG_DETOUR) {
         uint32_t to = FLAGS_TO(flags), passed = (flags & FLAG_PASSED) != 0;
         if (forwarded || to >= o->p.n_sites || (passed && to != o->p.site_id) ||
@@ -426,7 +435,8 @@ gt_status_t outer_on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *
             }
             memcpy(fw, b, len);
             outer_delta_set_weight(fw, w);
-            outer_delta_set_flags(fw, FLAGS(FLAG_FORWARDED, sender, 0));
+            uint64_t back = from < round && round - from <= 0xFFu ? round - from : 0;
+            outer_delta_set_flags(fw, FLAGS(FLAG_FORWARDED, sender, back));
             gt_wan_msg_t fm = outer_make_msg(o, GT_WAN_MSG_DELTA, round, c);
             o->st.forwards++;
             outer_send_to(o, to, &fm, fw, len, now_ns);
@@ -466,7 +476,7 @@ gt_status_t outer_on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *
         gt_outer_policy_lateness(&o->lateness[sender], &o->lateness_n[sender],
                                  (double)(now_ns - a->first_ns));
     }
-    a->c[a->n++] = (contrib_t){sender, w, tokens, late, d.anchor_hash, x};
+    a->c[a->n++] = (contrib_t){sender, w, tokens, late, from, d.anchor_hash, x};
     if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o, a->round)) a->quorum_ns = now_ns;
     return gt_outer_progress(o, now_ns);
 }

@@ -162,8 +162,9 @@ gt_status_t outer_on_result(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t 
     const gt_topo_chunk_t *ch = &o->layout->chunks[c];
     /* Decoded once, here (which also validates it), into the round's result vector. */
     float *g = take_decoded(o, r);
-    gt_status_t st = gt_cmp_decode(o->codec, b + RESULT_PRE, len - RESULT_PRE,
-                                   g ? g + ch->offset : o->xbuf, ch->count);
+    size_t at = outer_result_frame_at(b);
+    gt_status_t st =
+        gt_cmp_decode(o->codec, b + at, len - at, g ? g + ch->offset : o->xbuf, ch->count);
     if (st != GT_OK) return outer_bad(o, m, "the result frame does not decode to this chunk");
     if (m->round + 1 > o->peer_next && m->round <= o->last_round)
         o->peer_next = m->round + 1; /* the round closed */
@@ -186,6 +187,20 @@ gt_status_t outer_on_result(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t 
     took_t *tk = &o->took[c * RESULT_SLOTS + m->round % RESULT_SLOTS];
     if (tk->round != m->round) *tk = (took_t){m->round, 0};
     tk->senders |= res.mask;
+    /* So are the late ones folded into it, in the rounds they were sent for: a sender whose
+     * contribution came late to an owner that then left re-sends it to the new owner when it
+     * lacks the result of its own round (it cannot know the old owner took it); taken twice,
+     * it counted twice. A slot that holds a later round already is left alone. */
+    for (uint32_t i = 0; i < res.folded; i++) {
+        uint32_t from, back;
+        outer_result_fold_get(b, i, &from, &back);
+        if (back == 0 || back > m->round || back >= RESULT_SLOTS || from >= 64) continue;
+        uint64_t q = m->round - back;
+        took_t *tq = &o->took[c * RESULT_SLOTS + q % RESULT_SLOTS];
+        if (tq->round > q && tq->senders) continue;
+        if (tq->round != q) *tq = (took_t){q, 0};
+        tq->senders |= 1ull << from;
+    }
     /* We were aggregating this chunk too (its owner changed): the first result is final; what
      * we collected is accounted as aggregated (in the result's mask) or as late. */
     agg_t *mine = outer_find_agg(o, m->round, c, 0);
@@ -309,8 +324,9 @@ static gt_status_t finish_decoded(gt_outer_t *o, result_slot_t *r)
     for (size_t c = 0; c < o->layout->n_chunks; c++) {
         if (r->dec[c]) continue;
         const gt_topo_chunk_t *ch = &o->layout->chunks[c];
-        gt_status_t st = gt_cmp_decode(o->codec, r->frame[c] + RESULT_PRE, r->len[c] - RESULT_PRE,
-                                       r->g + ch->offset, ch->count);
+        size_t at = outer_result_frame_at(r->frame[c]);
+        gt_status_t st =
+            gt_cmp_decode(o->codec, r->frame[c] + at, r->len[c] - at, r->g + ch->offset, ch->count);
         if (st != GT_OK) return st;
         r->dec[c] = 1;
     }

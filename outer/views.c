@@ -96,8 +96,10 @@ static gt_status_t take_join(gt_outer_t *o, uint32_t s, uint64_t r, uint64_t epo
                         a->c[k].sender, (unsigned long long)a->round, a->chunk, s);
                 continue;
             }
+            uint64_t fr = a->c[k].from,
+                     back = fr < a->round && a->round - fr <= 0xFFu ? a->round - fr : 0;
             outer_delta_pack(fb, &(outer_delta_t){a->c[k].weight, a->c[k].hash, o->p.n_sites,
-                                                  FLAGS(FLAG_FORWARDED, a->c[k].sender, 0)});
+                                                  FLAGS(FLAG_FORWARDED, a->c[k].sender, back)});
             gt_wan_msg_t fm = outer_make_msg(o, GT_WAN_MSG_DELTA, a->round, a->chunk);
             o->st.forwards++;
             outer_send_to(o, s, &fm, fb, DELTA_PRE + flen, now_ns);

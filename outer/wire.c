@@ -73,7 +73,8 @@ void outer_delta_set_weight(uint8_t *b, double weight)
 }
 
 /* RESULT: 0 magic, 4 version, 8 owner, 12 contributions, 16 on-time mask, 24 majority hash,
- * 32 its votes, 36 folded, 40 weight sum (f64), 48 tokens (f64). */
+ * 32 its votes, 36 folded, 40 weight sum (f64), 48 tokens (f64); 56 the folded list
+ * (RESULT_FOLD_BYTES an entry), then the codec frame. */
 void outer_result_pack(uint8_t b[RESULT_PRE], const outer_result_t *r)
 {
     gt_le_put32(b, RESULT_MAGIC);
@@ -91,6 +92,9 @@ void outer_result_pack(uint8_t b[RESULT_PRE], const outer_result_t *r)
 int outer_result_unpack(const uint8_t *b, size_t len, outer_result_t *r_p)
 {
     if (!is(b, len, RESULT_PRE, RESULT_MAGIC)) return 0;
+    uint32_t folded = gt_le_get32(b + 36);
+    if (folded > GT_OUTER_MAX_SITES || len < RESULT_PRE + (size_t)folded * RESULT_FOLD_BYTES)
+        return 0;
     r_p->owner = gt_le_get32(b + 8);
     r_p->n_contrib = gt_le_get32(b + 12);
     r_p->mask = gt_le_get64(b + 16);
@@ -105,6 +109,26 @@ int outer_result_unpack(const uint8_t *b, size_t len, outer_result_t *r_p)
 uint32_t outer_result_owner(const uint8_t *b)
 {
     return gt_le_get32(b + 8);
+}
+
+size_t outer_result_frame_at(const uint8_t *b)
+{
+    return RESULT_PRE + (size_t)gt_le_get32(b + 36) * RESULT_FOLD_BYTES;
+}
+
+void outer_result_fold_put(uint8_t *b, uint32_t i, uint32_t sender, uint32_t back)
+{
+    uint8_t *e = b + RESULT_PRE + (size_t)i * RESULT_FOLD_BYTES;
+    e[0] = (uint8_t)sender;
+    e[1] = 0;
+    gt_le_put16(e + 2, (uint16_t)(back > 0xFFFFu ? 0 : back));
+}
+
+void outer_result_fold_get(const uint8_t *b, uint32_t i, uint32_t *sender_p, uint32_t *back_p)
+{
+    const uint8_t *e = b + RESULT_PRE + (size_t)i * RESULT_FOLD_BYTES;
+    *sender_p = e[0];
+    *back_p = gt_le_get16(e + 2);
 }
 
 /* JOIN and FIN: 0 magic, 4 version, 8 value, 16 reserved (0). */

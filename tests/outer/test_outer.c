@@ -1408,8 +1408,99 @@ static void test_forward_only_missing(void)
     teardown(n);
 }
 
+/* Tokens in results over rounds 0..upto at site s (its own view of every chunk's result). */
+static double result_tokens_upto(uint32_t s, uint64_t upto)
+{
+    double t = 0;
+    for (uint64_t r = 0; r <= upto; r++) t += gt_outer_result_tokens(g_o[s], r);
+    return t;
+}
+
+/* A late contribution folded by its owner, which is then removed (issue 31's soak, seed
+ * 58031987: 640 tokens counted twice, on 2 of 12 chunks, around a cut and two removals). Three
+ * sites. Round 1 closes at the deadline without site 0, and site 1's results do not reach site
+ * 0 (a cut 1 -> 0). Site 0's round-1 contribution then arrives late at sites 1 and 2, which
+ * fold it into round 2 and close round 2 without site 0 (still waiting for round 1's result).
+ * Site 1 is removed: site 0, which holds no result of round 1 for site 1's chunks, re-sends its
+ * round-1 contribution to their new owner, site 2, which holds site 1's round-2 results — the
+ * fold included. Before RESULTs listed their folds, site 2 took the re-send as a late one and
+ * folded it into round 3 as well: counted twice. Now every token submitted is counted at most
+ * once, and the sites' results agree. */
+static void test_late_fold_then_owner_lost(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 0.5, 1, 0);
+    const uint32_t after[] = {0, 2};
+    double submitted = 0;
+    make_deltas(n);
+    for (uint32_t s = 0; s < n; s++) {
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 0, g_delta[s], 100.0, 7, g_now), GT_OK);
+        submitted += 100.0;
+    }
+    pump();
+    pump();
+    check_identical(n, 0);
+    g_cut[1][0] = 1;
+    make_deltas(n);
+    for (uint32_t s = 1; s < n; s++) {
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 1, g_delta[s], 100.0, 7, g_now), GT_OK);
+        submitted += 100.0;
+    }
+    pump();
+    g_now += 300000000ull;
+    for (uint32_t s = 0; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    CHECK_EQ_INT(gt_outer_submit(g_o[0], 1, g_delta[0], 100.0, 7, g_now), GT_OK);
+    submitted += 100.0;
+    pump(); /* late at sites 1 and 2: folded into round 2 */
+    make_deltas(n);
+    for (uint32_t s = 1; s < n; s++) {
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 2, g_delta[s], 100.0, 7, g_now), GT_OK);
+        submitted += 100.0;
+    }
+    pump();
+    g_now += 300000000ull;
+    for (uint32_t s = 1; s < n; s++) CHECK_EQ_INT(gt_outer_progress(g_o[s], g_now), GT_OK);
+    pump();
+    CHECK(gt_outer_result(g_o[0], 1, g_res[0]) == GT_ERR_AGAIN); /* site 1's chunks missing */
+    g_dead[1] = 1;
+    for (uint32_t k = 0; k < 2; k++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[after[k]], 2, after, 2, g_now), GT_OK);
+    for (int i = 0; i < 4; i++) {
+        pump();
+        g_now += 300000000ull;
+        for (uint32_t k = 0; k < 2; k++) (void)gt_outer_progress(g_o[after[k]], g_now);
+    }
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[0], &st);
+    CHECK(st.resends > 0); /* its round-1 chunks of site 1's went to site 2 */
+    gt_outer_stats(g_o[2], &st);
+    uint64_t folded_before = st.late;
+    /* and were known there as taken (site 1 owned 3 of the 9 chunks), not folded again */
+    CHECK_EQ_INT(st.duplicate_deltas, 3);
+    /* site 0 has rounds 1 and 2 now (site 2 forwarded the leaver's results); round 3 */
+    make_deltas(n);
+    for (uint32_t k = 0; k < 2; k++) {
+        CHECK_EQ_INT(gt_outer_submit(g_o[after[k]], 3, g_delta[after[k]], 100.0, 7, g_now), GT_OK);
+        submitted += 100.0;
+    }
+    for (int i = 0; i < 4; i++) {
+        pump();
+        g_now += 300000000ull;
+        for (uint32_t k = 0; k < 2; k++) (void)gt_outer_progress(g_o[after[k]], g_now);
+    }
+    for (uint64_t r = 1; r <= 3; r++) check_identical(n, r);
+    gt_outer_stats(g_o[2], &st);
+    CHECK_EQ_INT(st.late, folded_before); /* round 3 folded nothing of round 1's */
+    double t = result_tokens_upto(0, 3);
+    CHECK_MSG(t <= submitted + 1e-6, "%.3f tokens in results of rounds 0-3, %.3f submitted", t,
+              submitted);
+    teardown(n);
+}
+
 int main(void)
 {
+    test_late_fold_then_owner_lost();
     test_forward_only_missing();
     test_fin_ledger();
     test_relay();
