@@ -65,10 +65,17 @@ static gt_status_t take_join(gt_outer_t *o, uint32_t s, uint64_t r, uint64_t epo
                              uint64_t now_ns)
 {
     if (o->first[s] == r && outer_receiver(o, s)) return GT_OK; /* a repeat */
-    /* A new life of s (or its first announcement): the ledger with it starts again. */
-    if (o->fin[s] && o->sent_n[s] > o->fin_n[s]) o->unreceived_before += o->sent_n[s] - o->fin_n[s];
-    o->sent_n[s] = o->took_n[s] = o->fin_n[s] = 0;
-    o->fin[s] = 0;
+    /* A new life of s (its first announcement since it left or restarted, which set first[s]
+     * unknown): the ledger with it starts again, as its own counts do. Not at a re-plan of the
+     * same life (a later round: the anchor it planned from was gone): its process kept counting
+     * what it took from us, and ours restarting made its FIN say it took more than we sent (the
+     * soak's seed 1697282378: 90 taken of 8 sent). */
+    if (o->first[s] == FIRST_UNKNOWN || !outer_receiver(o, s)) {
+        if (o->fin[s] && o->sent_n[s] > o->fin_n[s])
+            o->unreceived_before += o->sent_n[s] - o->fin_n[s];
+        o->sent_n[s] = o->took_n[s] = o->fin_n[s] = 0;
+        o->fin[s] = 0;
+    }
     o->first[s] = r;
     o->first_epoch[s] = epoch;
     if (!o->live[s]) {

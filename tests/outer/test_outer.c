@@ -1498,8 +1498,73 @@ static void test_late_fold_then_owner_lost(void)
     teardown(n);
 }
 
+/* A joiner that plans again (the anchor it planned from was gone) announces a later first round
+ * from the same process: the ledger with it goes on. Before, each announcement restarted the
+ * others' count of what they sent it while its own count of what it took went on, so its FIN
+ * said it took more than they sent (the soak's seed 1697282378: 90 taken of 8 sent). A new life
+ * (it left the view and came back) still starts the ledger again. */
+static void test_join_replan_ledger(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    g_dead[2] = 1;
+    const uint32_t two[] = {0, 1}, three[] = {0, 1, 2};
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+    gt_outer_destroy(g_o[2]);
+    CHECK_EQ_INT(gt_outer_create(&g_params[2], &g_o[2]), GT_OK);
+    g_dead[2] = 0;
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+    uint64_t first[MAXS];
+    gt_outer_first_rounds(g_o[0], first);
+    first[2] = UINT64_MAX;
+    CHECK_EQ_INT(gt_outer_start_at(g_o[2], 1, first, g_now), GT_OK);
+    pump();
+    make_deltas(n);
+    for (uint32_t s = 0; s < 2; s++) /* round 1's chunks of site 2 go to it */
+        CHECK_EQ_INT(gt_outer_submit(g_o[s], 1, g_delta[s], 1.0, 7, g_now), GT_OK);
+    pump();
+    gt_outer_ledger_t sent, took;
+    CHECK_EQ_INT(gt_outer_ledger(g_o[0], 2, &sent), GT_OK);
+    CHECK(sent.sent > 0);
+    CHECK_EQ_INT(gt_outer_start_at(g_o[2], 4, NULL, g_now), GT_OK); /* planned again */
+    pump();
+    gt_outer_first_rounds(g_o[0], first);
+    CHECK_EQ_INT(first[2], 4);
+    for (uint32_t s = 0; s < 2; s++) {
+        CHECK_EQ_INT(gt_outer_ledger(g_o[s], 2, &sent), GT_OK);
+        CHECK_EQ_INT(gt_outer_ledger(g_o[2], s, &took), GT_OK);
+        CHECK_MSG(sent.sent == took.took, "site %u sent site 2 %llu DELTAs, site 2 took %llu", s,
+                  (unsigned long long)sent.sent, (unsigned long long)took.took);
+    }
+    /* round 1 closes once, at the owners before the join (the senders re-sent to them) */
+    for (int i = 0; i < 4; i++) {
+        pump();
+        g_now += 300000000ull;
+        for (uint32_t s = 0; s < n; s++) (void)gt_outer_progress(g_o[s], g_now);
+    }
+    check_identical(n, 1);
+    for (uint32_t s = 0; s < n; s++) CHECK_CLOSE(gt_outer_result_tokens(g_o[s], 1), 2.0, 1e-9, 0);
+    /* a new life: site 2 leaves the view and comes back, announcing again */
+    for (uint32_t s = 0; s < 2; s++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 3, two, 2, g_now), GT_OK);
+    gt_outer_destroy(g_o[2]);
+    CHECK_EQ_INT(gt_outer_create(&g_params[2], &g_o[2]), GT_OK);
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 4, three, 3, g_now), GT_OK);
+    gt_outer_first_rounds(g_o[0], first);
+    first[2] = UINT64_MAX;
+    CHECK_EQ_INT(gt_outer_start_at(g_o[2], 6, first, g_now), GT_OK);
+    pump();
+    CHECK_EQ_INT(gt_outer_ledger(g_o[0], 2, &sent), GT_OK);
+    CHECK_EQ_INT(sent.sent, 0);
+    teardown(n);
+}
+
 int main(void)
 {
+    test_join_replan_ledger();
     test_late_fold_then_owner_lost();
     test_forward_only_missing();
     test_fin_ledger();
