@@ -274,6 +274,28 @@ static void signal_site(pid_t pid, int sig)
     for (size_t i = first; i < n; i++) kill(tree[i], sig);
 }
 
+/* Asks a site to stop (SIGTERM). mpirun forwards a SIGTERM to its job, and Debian's Open MPI
+ * 4.1 died of SIGSEGV in PMIx_Finalize when one reached it during the abort it runs as a
+ * failing site's ranks call MPI_Abort (the soak's seed 139081561: a restarted 2-rank site found
+ * the run over as launch stopped it for being behind). So an MPI site's ranks get it directly,
+ * mpirun nothing: it sees them exit. Any other site (one process, or launch's torch supervisor,
+ * which passes it on) gets it as before. */
+static void terminate_site(pid_t pid)
+{
+    if (!is_mpirun(pid)) {
+        kill(pid, SIGTERM);
+        return;
+    }
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+        char *end = NULL;
+        long p = strtol(e->d_name, &end, 10);
+        if (!*end && p > 0 && parent_of((pid_t)p) == pid) kill((pid_t)p, SIGTERM);
+    }
+    if (dir) closedir(dir);
+}
+
 json_t *gt_launch_read_json(const char *path)
 {
     return json_load_file(path, 0, NULL);
@@ -713,7 +735,7 @@ static int chaos_endgame(launch_t *L)
                 !(total > 0) || step + L->cfg->inner.steps >= total)
                 continue;
             L->sp[k].ended_behind = 1;
-            kill(L->sp[k].pid, SIGTERM);
+            terminate_site(L->sp[k].pid);
             fprintf(L->tty ? stdout : stderr,
                     "-- chaos: %s stopped at step %.0f of %.0f: another site finished the run, "
                     "so nothing more it trains can reach the final anchor\n",
@@ -725,7 +747,7 @@ static int chaos_endgame(launch_t *L)
             for (uint32_t k = 0; k < L->cfg->n_sites; k++)
                 if (L->sp[k].started && !L->sp[k].exited && !L->sp[k].ended_joining) {
                     L->sp[k].ended_joining = 1;
-                    kill(L->sp[k].pid, SIGTERM);
+                    terminate_site(L->sp[k].pid);
                     fprintf(L->tty ? stdout : stderr,
                             "-- chaos: %s (restarted) had not finished %.0f s after the run "
                             "ended: stopped\n",
@@ -821,7 +843,7 @@ void gt_launch_stop_sites(launch_t *L)
     for (uint32_t i = 0; i < L->cfg->n_sites; i++)
         if (L->sp[i].pid > 0 && !L->sp[i].exited) {
             if (L->sp[i].chaos_stopped) signal_site(L->sp[i].pid, SIGCONT);
-            kill(L->sp[i].pid, SIGTERM);
+            terminate_site(L->sp[i].pid);
         }
     for (int w = 0; w < 300; w++) {
         uint32_t running = 0;
