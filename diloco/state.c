@@ -313,7 +313,7 @@ static gt_status_t params_mismatch(gt_diloco_t *d, uint32_t peer, uint64_t their
 
 /* The start of a run (collective over the site's ranks): tell every peer of the view our
  * parameter count and initial hash, wait for theirs (at most wan.connect_timeout_ms, and no
- * longer once the first site has said hello and a peer has submitted a round), refuse a
+ * longer once a peer has said hello and the others train: a cut at the start), refuse a
  * count that differs, and take the initial state of the first site in config order when ours
  * differs from it. */
 gt_status_t dl_start_check(gt_diloco_t *d)
