@@ -249,7 +249,10 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
     uint64_t limit =
         d->fetch_limit_ns ? d->fetch_limit_ns : (uint64_t)d->cfg->wan.peer_timeout_ms * 1000000ull;
     int done = 0, status = 0;
-    while (st == GT_OK && !done && !status && gt_time_ns() - t0 < limit) {
+    /* A site removed (or failed) meanwhile stops asking at once: its peers dropped its
+     * connections and answer nothing more, and its caller leaves on d->wan_error anyway (a
+     * removed joiner waited out this limit once per peer before, 15 s of a chaos run). */
+    while (st == GT_OK && !done && !status && !d->wan_error && gt_time_ns() - t0 < limit) {
         struct timespec ts = {0, 500000};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&d->lock);
@@ -261,6 +264,7 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
     d->fetching = 0;
     pthread_mutex_unlock(&d->lock);
     if (st != GT_OK) return st;
+    if (!done && !status && d->wan_error) return (gt_status_t)d->wan_error;
     if (status == STATE_NOT_YET || status == STATE_BUSY) return GT_ERR_AGAIN;
     if (status == STATE_GONE) return GT_ERR_NOT_FOUND;
     if (!done) return GT_ERR_TIMEOUT;
