@@ -517,7 +517,10 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->step = d->first_step;
     d->state = d->step >= d->total ? GT_DILOCO_DONE : GT_DILOCO_TRAINING;
     d->t_train = d->t_last = d->metrics_t = gt_time_ns();
-    d->train_start_unix = gt_unix_time();
+    if (d->state == GT_DILOCO_TRAINING)
+        d->train_start_unix = gt_unix_time();
+    else /* a joiner too late to take part: it never trains (no span for goodput's window) */
+        d->t_train_end = d->t_train;
     d->life_wait0 = d->wait_s;
     pthread_mutex_lock(&d->lock);
     d->training = 1;
