@@ -155,7 +155,9 @@ gt_status_t gt_diloco_save(gt_diloco_t *d, const char *dir, unsigned keep)
 {
     gt_log_errors_reset();
     if (!d || d->magic != GT_DILOCO_MAGIC || !dir || !*dir) return GT_ERR_INVALID;
-    gt_status_t st = GT_OK;
+    /* the residuals and θ_a as the encoder leaves them (it is idle at a round boundary) */
+    gt_status_t st = dl_agree(d, dl_encode_wait(d));
+    if (st != GT_OK) return st;
     if (d->F > 1) {
         GT_ERROR("site %s: gt_diloco_save: outer-state checkpoints of streaming fragments "
                  "(outer.fragments = %u) are not built yet",

@@ -321,6 +321,9 @@ static void destroy(gt_diloco_t *d)
     gt_mem_free(&d->mem, d->fetch);
     free(d->resume_note);
     gt_topo_destroy(d->own_cfg);
+    dl_encode_stop(d);
+    pthread_cond_destroy(&d->enc_cv);
+    pthread_mutex_destroy(&d->enc_mu);
     pthread_mutex_destroy(&d->lock);
     d->magic = 0;
     free(d);
@@ -378,6 +381,11 @@ static void wait_fins(gt_diloco_t *d)
 /* Leaves: the last messages out, the thread stopped, the summary written, deregistered. */
 static void leave(gt_diloco_t *d, gt_status_t result)
 {
+    /* The last submit's frames posted (a removed site's are not), and the encoder stopped:
+     * nothing below races it for θ_a, the snapshot or the residuals. */
+    gt_status_t est = dl_encode_wait(d);
+    if (est != GT_OK && result == GT_OK) result = est;
+    dl_encode_stop(d);
     if (result == GT_OK && d->grp && d->grp[0].mesh) {
         /* Let our last messages (results we own) reach the others before leaving. */
         drain_mesh(d, 5000000000ull);
@@ -469,6 +477,8 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->t_start = gt_time_ns();
     d->start_unix = gt_unix_time();
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->enc_mu, NULL);
+    pthread_cond_init(&d->enc_cv, NULL);
     gt_status_t st = resolve(d);
     if (st == GT_OK) st = dl_layout(d);
     if (st == GT_OK) st = alloc_vectors(d);

@@ -172,6 +172,21 @@ struct gt_diloco {
     double *t_calls[2]; /* each submit's [0] and apply's [1] time, for the medians */
     size_t t_cap[2];
     int dump_failed; /* run.dump: a write failed, dumping stopped (dump.c) */
+    /* The encoder (outer_step.c): a submit's Δ encoded and posted off the training thread,
+     * one job at a time (fragment enc_f's round enc_r, weighed enc_tok, voting enc_hash). The
+     * training thread waits for it (dl_encode_wait) before anything that reads or writes what
+     * it reads — θ_a, the snapshot, the engines' residuals: the next submit, an apply, a
+     * joiner's rebase, a checkpoint, the end. */
+    pthread_mutex_t enc_mu;
+    pthread_cond_t enc_cv;
+    pthread_t enc_thread;
+    int enc_running, enc_stop, enc_busy;
+    uint32_t enc_f;
+    uint64_t enc_r;
+    double enc_tok;
+    uint64_t enc_hash[DL_MAX_ENGINES];
+    gt_status_t enc_status;
+    double enc_wait_s; /* the training thread's waits for it (summary.json encode_wait_s) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
     gt_outer_t *outer;
     size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */
@@ -346,6 +361,10 @@ gt_status_t dl_layout(gt_diloco_t *d);
 /* The step at which fragment f submits round r: r·H + off_f. */
 uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f);
 gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r);
+/* Waits until the encoder has posted the last submit; its status (an encode's error once). */
+gt_status_t dl_encode_wait(gt_diloco_t *d);
+/* Waits for the encoder and stops its thread (idempotent). */
+void dl_encode_stop(gt_diloco_t *d);
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
 /* A wait on the run outside dl_wait_result (a joiner's rebase) takes part in the eviction by
  * the majority: dl_watch_step at every turn of the wait (`waited`: ns so far; `suspects`: bit s,

@@ -277,10 +277,11 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
         tmed[w] = (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) * d->F;
         free(v);
     }
-    uint64_t tt[6] = {
+    uint64_t tt[7] = {
         (uint64_t)llround(d->submit_s * 1e9),     (uint64_t)llround(d->apply_s * 1e9),
         (uint64_t)llround(d->submit_max_s * 1e9), (uint64_t)llround(d->apply_max_s * 1e9),
-        (uint64_t)llround(tmed[0] * 1e9),         (uint64_t)llround(tmed[1] * 1e9)};
+        (uint64_t)llround(tmed[0] * 1e9),         (uint64_t)llround(tmed[1] * 1e9),
+        (uint64_t)llround(d->enc_wait_s * 1e9)};
     /* each rank's peak, in its slot (the outer state is split over the ranks: each holds its
      * lanes' share) */
     uint64_t *by_rank = calloc(d->ranks, sizeof *by_rank);
@@ -289,7 +290,7 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     if (d->ranks > 1) {
         uint64_t mv[2] = {mem_peak, mem_now};
         gt_status_t st = dl_allreduce(d, mv, 2, GT_DILOCO_OP_SUM);
-        if (st == GT_OK) st = dl_allreduce(d, tt, 6, GT_DILOCO_OP_MAX);
+        if (st == GT_OK) st = dl_allreduce(d, tt, 7, GT_DILOCO_OP_MAX);
         if (st == GT_OK) st = dl_allreduce(d, by_rank, d->ranks, GT_DILOCO_OP_SUM);
         if (st != GT_OK) {
             free(by_rank);
@@ -358,6 +359,8 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "apply_s_max", json_real(tt[3] * 1e-9));
     json_object_set_new(o, "submit_s_median", json_real(tt[4] * 1e-9));
     json_object_set_new(o, "apply_s_median", json_real(tt[5] * 1e-9));
+    /* the training thread's waits for the encoder (part of the submit and apply seconds) */
+    json_object_set_new(o, "encode_wait_s", json_real(tt[6] * 1e-9));
     /* this life's contribution ledger with each peer (launch closes it where no FIN came) */
     json_t *ledger = NULL;
     gt_status_t lst = dl_ledger_json(d, &ledger);

@@ -6,7 +6,9 @@
  * (`passes`, reported as param_passes_per_round: one pass = one sweep over the n floats of the
  * vector, each array it touches read and/or written once; a sweep over part of it counts its
  * fraction). A round costs, with one rank:
- *   submit  1 pass   snap ← θ_s and Δ ← θ_a − θ_s in one sweep (the engine then encodes Δ)
+ *   submit  1 pass   snap ← θ_s on the training thread; Δ = θ_a − snap is computed chunk by
+ *                    chunk as the engine encodes it, on the encoder thread (encode_job), while
+ *                    the training thread trains on
  *   apply   1 pass   blockwise: the outer step on θ_a and m, the copy of (θ_a, m) kept for
  *                    peers, the hash of θ_a, and the rebase θ_s ← θ_a + (θ_s − snap), each
  *                    block while it is in cache
@@ -347,14 +349,116 @@ static void delta_fill(void *ctx, size_t off, size_t count, float *dst)
     }
 }
 
-/* θ_s of fragment f's lanes kept for the rebase (one sweep over the fragment), and Δ = θ_a − θ_s
- * on our lanes of it submitted for its round r: computed from θ_a and that snapshot chunk by
- * chunk while the engine encodes (delta_fill), so no vector holds it. */
+/* The encoder's job: Δ = θ_a − snapshot of fragment f's lanes encoded by each of its engines
+ * (one per WAN group of ours), chunk by chunk (delta_fill: no vector holds Δ), without d->lock —
+ * the WAN thread goes on delivering and aggregating meanwhile, and the training thread training
+ * —, then posted under it. A site removed meanwhile posts nothing (what a removed site would
+ * send, the fence keeps back). */
+static gt_status_t encode_job(gt_diloco_t *d, uint32_t f, uint64_t r, double tok,
+                              const uint64_t *hash)
+{
+    gt_status_t st = GT_OK;
+    if (d->cfg->outer.optimizer == GT_OUTER_SPARSELOCO) {
+        /* SparseLoCo (arXiv 2508.15706): e <- beta * e before the codec adds Delta and keeps
+         * what it did not send, so e = sum_j beta^(r-j) (unsent part of Delta_j) is a momentum
+         * over exactly what top-k has not sent yet; no separate m. The residual is the engine's,
+         * written only by the encode (here) and read by checkpoints, which wait for it. */
+        for (uint32_t i = 0; i < d->n_grp; i++) {
+            gt_outer_t *outer = d->outers[f * d->n_grp + i];
+            float *e = gt_outer_residual(outer, 0);
+            const float beta = (float)d->cfg->outer.momentum;
+            size_t len = gt_outer_len(outer);
+            for (size_t k = 0; k < len; k++) e[k] *= beta;
+            d->passes += (double)len / (double)d->n;
+        }
+    }
+    for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
+        uint32_t e = f * d->n_grp + i;
+        struct delta_fill fc = {d, e, d->eng_lane[e], 0};
+        st = gt_outer_encode(d->outers[e], r, delta_fill, &fc, tok, hash[e]);
+    }
+    if (st != GT_OK || d->wan_error) return st;
+    pthread_mutex_lock(&d->lock);
+    /* Each of the fragment's engines sends its slice, weighted by the site's tokens: a group's
+     * average weighs every site by what it trained, whatever share of the site's ranks
+     * carries the group. */
+    for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++)
+        st = gt_outer_post(d->outers[f * d->n_grp + i], r, gt_time_ns());
+    d->fnext[f] = r + 1;
+    uint64_t next = d->fnext[0];
+    for (uint32_t k = 1; k < d->F; k++)
+        if (d->fnext[k] < next) next = d->fnext[k];
+    d->next_submit = next; /* a joiner starts after the round every fragment has yet to send */
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static void *enc_main(void *arg)
+{
+    gt_diloco_t *d = arg;
+    pthread_mutex_lock(&d->enc_mu);
+    for (;;) {
+        while (!d->enc_busy && !d->enc_stop) pthread_cond_wait(&d->enc_cv, &d->enc_mu);
+        if (!d->enc_busy) break; /* stopped, nothing left to do */
+        uint32_t f = d->enc_f;
+        uint64_t r = d->enc_r, hash[DL_MAX_ENGINES];
+        double tok = d->enc_tok;
+        memcpy(hash, d->enc_hash, sizeof hash);
+        pthread_mutex_unlock(&d->enc_mu);
+        gt_status_t st = encode_job(d, f, r, tok, hash);
+        pthread_mutex_lock(&d->enc_mu);
+        if (d->enc_status == GT_OK) d->enc_status = st;
+        d->enc_busy = 0;
+        pthread_cond_broadcast(&d->enc_cv);
+    }
+    pthread_mutex_unlock(&d->enc_mu);
+    return NULL;
+}
+
+gt_status_t dl_encode_wait(gt_diloco_t *d)
+{
+    if (!d->enc_running) return GT_OK;
+    pthread_mutex_lock(&d->enc_mu);
+    if (d->enc_busy) {
+        uint64_t t0 = gt_time_ns();
+        while (d->enc_busy) pthread_cond_wait(&d->enc_cv, &d->enc_mu);
+        d->enc_wait_s += (gt_time_ns() - t0) * 1e-9;
+    }
+    gt_status_t st = d->enc_status;
+    d->enc_status = GT_OK;
+    pthread_mutex_unlock(&d->enc_mu);
+    return st;
+}
+
+void dl_encode_stop(gt_diloco_t *d)
+{
+    if (!d->enc_running) return;
+    pthread_mutex_lock(&d->enc_mu);
+    d->enc_stop = 1;
+    pthread_cond_broadcast(&d->enc_cv);
+    pthread_mutex_unlock(&d->enc_mu);
+    pthread_join(d->enc_thread, NULL);
+    d->enc_running = 0;
+}
+
+/* θ_s of fragment f's lanes kept for the rebase (one sweep over the fragment) on the training
+ * thread; Δ = θ_a − θ_s on our lanes of it, submitted for its round r, encoded and sent by the
+ * encoder thread (encode_job) while the training thread goes on. */
 gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
 {
-    gt_status_t st = dl_fence(d, "submit", r, 0); /* nothing leaves a removed site */
+    /* the last submit's frames are out (or failed: the ranks stop together) */
+    gt_status_t st = dl_agree(d, dl_encode_wait(d));
+    if (st == GT_OK) st = dl_fence(d, "submit", r, 0); /* nothing leaves a removed site */
     if (st == GT_OK && d->p.before_read) st = d->p.before_read(d->p.hook_ctx);
     if (st != GT_OK) return st;
+    if (!d->enc_running) {
+        d->enc_stop = d->enc_busy = 0;
+        if (pthread_create(&d->enc_thread, NULL, enc_main, d) != 0) {
+            GT_ERROR("site %s: cannot start the encoder thread", d->name);
+            return GT_ERR_INTERNAL;
+        }
+        d->enc_running = 1;
+    }
     if (d->F == 1 && d->ranks == 1) {
         memcpy(d->snap, d->x, d->n * sizeof(float));
     } else { /* our lanes of fragment f */
@@ -367,21 +471,6 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
     dl_dump_delta(d, r); /* run.dump: rounds (dump.c; one rank, fragments 1) */
     dl_dump_event(d, "submit", r, (double)d->round_tokens);
     d->fsubmit_ns[f] = gt_time_ns(); /* its result is due from now (dl_live_watch) */
-    pthread_mutex_lock(&d->lock);
-    if (d->cfg->outer.optimizer == GT_OUTER_SPARSELOCO) {
-        /* SparseLoCo (arXiv 2508.15706): e <- beta * e before the codec adds Delta and keeps
-         * what it did not send, so e = sum_j beta^(r-j) (unsent part of Delta_j) is a momentum
-         * over exactly what top-k has not sent yet; no separate m. The residual is the WAN
-         * engine's, written only by submit (here, under the lock) and read by checkpoints. */
-        for (uint32_t i = 0; i < d->n_grp; i++) {
-            gt_outer_t *outer = d->outers[f * d->n_grp + i];
-            float *e = gt_outer_residual(outer, 0);
-            const float beta = (float)d->cfg->outer.momentum;
-            size_t len = gt_outer_len(outer);
-            for (size_t k = 0; k < len; k++) e[k] *= beta;
-            d->passes += (double)len / (double)d->n;
-        }
-    }
     /* logged before the frames can leave: a site killed in between is then in the ledger with
      * a contribution that may not have gone out (counted lost), never the other way round */
     uint64_t tok = d->F > 1 ? d->ftokens[f] : d->round_tokens;
@@ -391,24 +480,17 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
         d->F > 1 ? (uint64_t)llround((double)tok * (double)(d->frag_off[f + 1] - d->frag_off[f]) /
                                      (double)d->n_sub)
                  : tok);
-    /* Each of the fragment's engines (one per WAN group of ours) sends its slice, weighted by
-     * the site's tokens: a group's average weighs every site by what it trained, whatever
-     * share of the site's ranks carries the group. */
-    for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
-        uint32_t e = f * d->n_grp + i;
-        struct delta_fill fc = {d, e, d->eng_lane[e], 0};
-        st = gt_outer_submit_fill(d->outers[e], r, delta_fill, &fc, (double)tok, d->ehash[e],
-                                  gt_time_ns());
-    }
-    d->fnext[f] = r + 1;
-    uint64_t next = d->fnext[0];
-    for (uint32_t k = 1; k < d->F; k++)
-        if (d->fnext[k] < next) next = d->fnext[k];
-    d->next_submit = next; /* a joiner starts after the round every fragment has yet to send */
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_lock(&d->enc_mu);
+    d->enc_f = f;
+    d->enc_r = r;
+    d->enc_tok = (double)tok;
+    memcpy(d->enc_hash, d->ehash, sizeof d->enc_hash);
+    d->enc_busy = 1;
+    pthread_cond_broadcast(&d->enc_cv);
+    pthread_mutex_unlock(&d->enc_mu);
     d->ftokens[f] = 0;
     if (f == d->F - 1) d->round_tokens = 0;
-    return st;
+    return GT_OK;
 }
 
 /* θ_a ← outer step(θ_a, m, g) on [a, a + n) of the anchor with [m, g) at the packed offset. */
@@ -590,6 +672,9 @@ static gt_status_t result_tokens(gt_diloco_t *d, uint32_t f, uint64_t r, double 
  * its last fragment is: every fragment then holds round r and none r + 1 yet (τ < H/F). */
 gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
 {
+    /* θ_a changes below: the encode has read it (the ranks stop together on its error) */
+    gt_status_t est = dl_agree(d, dl_encode_wait(d));
+    if (est != GT_OK) return est;
     uint32_t e0 = f * d->n_grp, e1 = e0 + d->n_grp; /* the fragment's engines, one a group */
     gt_status_t st = dl_wait_result(d, f, r);
     /* The wait outlasted a lease — or this process was stopped inside it (SIGSTOP): the others

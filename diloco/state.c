@@ -835,9 +835,10 @@ gt_status_t dl_join_rebase(gt_diloco_t *d)
     uint64_t r = (uint64_t)d->join_rebase, t0 = gt_time_ns();
     uint64_t limit = (uint64_t)c->outer.deadline_max_ms * 4000000ull +
                      (uint64_t)c->wan.peer_timeout_ms * 2000000ull + 60000000000ull;
+    gt_status_t st = dl_agree(d, dl_encode_wait(d)); /* it rewrites the snapshot and θ_a */
+    if (st != GT_OK) return st;
     memcpy(d->snap, d->anchor, d->n_sub * sizeof(float)); /* laid out alike */
     uint64_t have_grp = 0;
-    gt_status_t st = GT_OK;
     struct dl_watch watch = {0, 0};
     for (;;) {
         int64_t code = 0; /* 0 done, 1 retry, 3 give up */

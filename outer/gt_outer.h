@@ -199,6 +199,18 @@ GT_API gt_status_t gt_outer_submit_fill(gt_outer_t *o, uint64_t round, gt_outer_
                                         void *fill_ctx, double weight, uint64_t anchor_hash,
                                         uint64_t now_ns) GT_MUST_USE;
 
+/* gt_outer_submit_fill in two halves, so that the encode can run off the caller's lock:
+ * gt_outer_encode encodes every chunk (the residual updated) into frames the engine stages,
+ * touching nothing that gt_outer_deliver, gt_outer_progress or the other entry points use, so
+ * it may run on another thread beside them (never beside another encode, nor beside a reader of
+ * gt_outer_residual: checkpoints); gt_outer_post then sends the staged frames of that round to
+ * the chunks' owners, under the same serialisation as every other call. The frames and the
+ * residual are those gt_outer_submit_fill makes. A round posted that was not the last encoded
+ * is GT_ERR_INVALID. */
+GT_API gt_status_t gt_outer_encode(gt_outer_t *o, uint64_t round, gt_outer_fill_fn fill,
+                                   void *fill_ctx, double weight, uint64_t anchor_hash) GT_MUST_USE;
+GT_API gt_status_t gt_outer_post(gt_outer_t *o, uint64_t round, uint64_t now_ns) GT_MUST_USE;
+
 /* Feeds one received message (DELTA or RESULT). Hostile input is rejected, counted in
  * bad_messages and logged; it never changes state. */
 GT_API gt_status_t gt_outer_deliver(gt_outer_t *o, const gt_wan_msg_t *msg, const void *buf,

@@ -137,9 +137,14 @@ gt_status_t gt_outer_create(const gt_outer_params_t *p, gt_outer_t **outer_p)
         RESULT_PRE + GT_OUTER_MAX_SITES * RESULT_FOLD_BYTES + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
     o->xbuf = gt_mem_alloc(o->mem, o->max_chunk * sizeof(float), 0);
+    GT_CHECK_GOTO(gt_cmp_create(&p->codec, &o->enc_codec), st, fail);
+    o->enc_xbuf = gt_mem_alloc(o->mem, o->max_chunk * sizeof(float), 0);
+    o->stage_frame = calloc(nc ? nc : 1, sizeof *o->stage_frame);
+    o->stage_len = calloc(nc ? nc : 1, sizeof *o->stage_len);
     GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->handover_ns &&
                         o->handover_upto && o->closed_due && o->final_from && o->final_closed &&
-                        o->took && o->scratch && o->xbuf,
+                        o->took && o->scratch && o->xbuf && o->enc_xbuf && o->stage_frame &&
+                        o->stage_len,
                     st, GT_ERR_NOMEM, fail, "outer: out of memory");
     for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
     for (size_t i = 0; i < nc * RESULT_SLOTS; i++) o->took[i].round = UINT64_MAX;
@@ -207,6 +212,11 @@ void gt_outer_destroy(gt_outer_t *o)
     free(o->took);
     free(o->scratch);
     gt_mem_free(o->mem, o->xbuf);
+    for (size_t c = 0; c < nc && o->stage_frame; c++) gt_mem_free(o->mem, o->stage_frame[c]);
+    free(o->stage_frame);
+    free(o->stage_len);
+    gt_mem_free(o->mem, o->enc_xbuf);
+    gt_cmp_destroy(o->enc_codec);
     gt_cmp_destroy(o->codec);
     gt_topo_layout_destroy(o->layout);
     free(o);
@@ -247,11 +257,60 @@ gt_wan_msg_t outer_make_msg(const gt_outer_t *o, uint8_t type, uint64_t round, s
     return m;
 }
 
-/* delta: the whole vector, or NULL and fill(fill_ctx, ...) gives each chunk into xbuf. */
-static gt_status_t submit(gt_outer_t *o, uint64_t round, const float *delta, gt_outer_fill_fn fill,
-                          void *fill_ctx, double weight, uint64_t anchor_hash, uint64_t now_ns)
+/* Encodes every chunk of this site's Δ for `round` into the staging frames (the NaN/Inf check
+ * just before each encode, on data in cache): delta is the whole vector, or NULL and
+ * fill(fill_ctx, ...) gives each chunk into enc_xbuf. Touches only what no other entry point
+ * uses — the residual, enc_codec, enc_xbuf and the staging frames — so it may run on a thread
+ * of its own beside gt_outer_deliver / gt_outer_progress (docs/api.md#threads). */
+static gt_status_t encode(gt_outer_t *o, uint64_t round, const float *delta, gt_outer_fill_fn fill,
+                          void *fill_ctx, double weight, uint64_t anchor_hash)
+{
+    if (!(weight > 0) || !isfinite(weight)) {
+        GT_ERROR("outer: round %llu has weight %g; it must be positive", (unsigned long long)round,
+                 weight);
+        return GT_ERR_INVALID;
+    }
+    size_t nc = o->layout->n_chunks;
+    int ef = o->p.codec.error_feedback;
+    o->staged = 0;
+    for (size_t c = 0; c < nc; c++) {
+        const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+        const float *x = delta ? delta + ch->offset : o->enc_xbuf;
+        if (!delta) fill(fill_ctx, ch->offset, ch->count, o->enc_xbuf);
+        for (size_t i = 0; i < ch->count; i++) {
+            if (!isfinite(x[i])) {
+                GT_ERROR("outer: round %llu: this site's pseudo-gradient has a NaN or Inf at %zu; "
+                         "not sending it",
+                         (unsigned long long)round, ch->offset + i);
+                return GT_ERR_INVALID;
+            }
+        }
+        size_t cap = DELTA_PRE + gt_cmp_bound(o->enc_codec, ch->count), flen = 0;
+        uint8_t *buf = gt_mem_realloc(o->mem, o->stage_frame[c], cap);
+        if (!buf) return GT_ERR_NOMEM;
+        o->stage_frame[c] = buf;
+        gt_status_t st =
+            gt_cmp_encode(o->enc_codec, x, ch->count, ef ? o->residual + ch->offset : NULL,
+                          buf + DELTA_PRE, cap - DELTA_PRE, &flen);
+        if (st != GT_OK) return st;
+        outer_delta_pack(buf, &(outer_delta_t){weight, anchor_hash, o->p.n_sites, 0});
+        o->stage_len[c] = DELTA_PRE + flen;
+    }
+    o->stage_round = round;
+    o->stage_weight = weight;
+    o->stage_hash = anchor_hash;
+    o->staged = 1;
+    return GT_OK;
+}
+
+/* The staged frames of `round` become its send slot's and go to the chunks' owners. */
+static gt_status_t post(gt_outer_t *o, uint64_t round, uint64_t now_ns)
 {
     send_slot_t *s = &o->send[round % GT_OUTER_SLOTS];
+    if (!o->staged || o->stage_round != round) {
+        GT_ERROR("outer: round %llu posted, but it was not encoded", (unsigned long long)round);
+        return GT_ERR_INVALID;
+    }
     if (round < o->first[o->p.site_id]) {
         GT_ERROR("outer: round %llu submitted, but this site joined at round %llu",
                  (unsigned long long)round, (unsigned long long)o->first[o->p.site_id]);
@@ -262,12 +321,19 @@ static gt_status_t submit(gt_outer_t *o, uint64_t round, const float *delta, gt_
                  (unsigned long long)round, (unsigned long long)s->round);
         return GT_ERR_INVALID;
     }
-    if (!(weight > 0) || !isfinite(weight)) {
-        GT_ERROR("outer: round %llu has weight %g; it must be positive", (unsigned long long)round,
-                 weight);
-        return GT_ERR_INVALID;
-    }
+    o->staged = 0;
     size_t nc = o->layout->n_chunks;
+    double weight = o->stage_weight;
+    uint64_t anchor_hash = o->stage_hash;
+    /* The staged frames swap in; the slot's old ones (freed at its round's apply, so normally
+     * none) are the next encode's buffers. */
+    for (size_t c = 0; c < nc; c++) {
+        uint8_t *f = s->frame[c];
+        s->frame[c] = o->stage_frame[c];
+        s->len[c] = o->stage_len[c];
+        o->stage_frame[c] = f;
+        o->stage_len[c] = 0;
+    }
     o->submitted = 1;
     s->used = 1;
     s->applied = 0;
@@ -287,32 +353,6 @@ static gt_status_t submit(gt_outer_t *o, uint64_t round, const float *delta, gt_
         for (size_t c = 0; c < o->layout->n_chunks && r->verdict == 0; c++)
             if (r->have[c] && r->frame[c] && outer_result_unpack(r->frame[c], r->len[c], &res))
                 outer_judge_hash(o, r, &res);
-    }
-    int ef = o->p.codec.error_feedback;
-    /* Encode every chunk first (the NaN/Inf check just before each encode, on data in cache),
-     * then send: a bad vector sends nothing. */
-    for (size_t c = 0; c < nc; c++) {
-        const gt_topo_chunk_t *ch = &o->layout->chunks[c];
-        const float *x = delta ? delta + ch->offset : o->xbuf;
-        if (!delta) fill(fill_ctx, ch->offset, ch->count, o->xbuf);
-        for (size_t i = 0; i < ch->count; i++) {
-            if (!isfinite(x[i])) {
-                s->used = 0;
-                GT_ERROR("outer: round %llu: this site's pseudo-gradient has a NaN or Inf at %zu; "
-                         "not sending it",
-                         (unsigned long long)round, ch->offset + i);
-                return GT_ERR_INVALID;
-            }
-        }
-        size_t cap = DELTA_PRE + gt_cmp_bound(o->codec, ch->count), flen = 0;
-        uint8_t *buf = gt_mem_realloc(o->mem, s->frame[c], cap);
-        if (!buf) return GT_ERR_NOMEM;
-        s->frame[c] = buf;
-        gt_status_t st = gt_cmp_encode(o->codec, x, ch->count, ef ? o->residual + ch->offset : NULL,
-                                       buf + DELTA_PRE, cap - DELTA_PRE, &flen);
-        if (st != GT_OK) return st;
-        outer_delta_pack(buf, &(outer_delta_t){weight, anchor_hash, o->p.n_sites, 0});
-        s->len[c] = DELTA_PRE + flen;
     }
     /* The peers' chunks first, then our own: folding our own contribution can close a chunk
      * and queue its RESULT on the links, and a RESULT queued ahead of a DELTA holds the DELTA
@@ -335,7 +375,8 @@ static gt_status_t submit(gt_outer_t *o, uint64_t round, const float *delta, gt_
 gt_status_t gt_outer_submit(gt_outer_t *o, uint64_t round, const float *delta, double weight,
                             uint64_t anchor_hash, uint64_t now_ns)
 {
-    return submit(o, round, delta, NULL, NULL, weight, anchor_hash, now_ns);
+    gt_status_t st = encode(o, round, delta, NULL, NULL, weight, anchor_hash);
+    return st == GT_OK ? post(o, round, now_ns) : st;
 }
 
 gt_status_t gt_outer_submit_fill(gt_outer_t *o, uint64_t round, gt_outer_fill_fn fill,
@@ -343,7 +384,21 @@ gt_status_t gt_outer_submit_fill(gt_outer_t *o, uint64_t round, gt_outer_fill_fn
                                  uint64_t now_ns)
 {
     if (!fill) return GT_ERR_INVALID;
-    return submit(o, round, NULL, fill, fill_ctx, weight, anchor_hash, now_ns);
+    gt_status_t st = encode(o, round, NULL, fill, fill_ctx, weight, anchor_hash);
+    return st == GT_OK ? post(o, round, now_ns) : st;
+}
+
+gt_status_t gt_outer_encode(gt_outer_t *o, uint64_t round, gt_outer_fill_fn fill, void *fill_ctx,
+                            double weight, uint64_t anchor_hash)
+{
+    if (!o || !fill) return GT_ERR_INVALID;
+    return encode(o, round, NULL, fill, fill_ctx, weight, anchor_hash);
+}
+
+gt_status_t gt_outer_post(gt_outer_t *o, uint64_t round, uint64_t now_ns)
+{
+    if (!o) return GT_ERR_INVALID;
+    return post(o, round, now_ns);
 }
 
 static gt_status_t deliver_local(gt_outer_t *o, const gt_wan_msg_t *msg, const void *buf,

@@ -255,6 +255,16 @@ struct gt_outer {
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
     size_t max_chunk;
+    /* gt_outer_encode's own (it runs beside the WAN thread's decodes and aggregations, which
+     * use codec and xbuf): a codec, a chunk of Δ, and the DELTA frames it staged for
+     * stage_round until gt_outer_post moves them into the round's send slot. */
+    gt_cmp_ctx_t *enc_codec;
+    float *enc_xbuf;
+    uint8_t **stage_frame;
+    size_t *stage_len;
+    uint64_t stage_round, stage_hash;
+    double stage_weight;
+    int staged;
     /* what the buffers that grow with n hold (residuals, frames, decoded results,
      * contributions): params.mem, or the engine's own count */
     gt_mem_count_t *mem, own_mem;

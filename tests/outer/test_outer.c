@@ -1562,8 +1562,58 @@ static void test_join_replan_ledger(void)
     teardown(n);
 }
 
+static void fill_from(void *ctx, size_t off, size_t count, float *dst)
+{
+    memcpy(dst, (const float *)ctx + off, count * sizeof(float));
+}
+
+/* gt_outer_encode then gt_outer_post (diloco's encoder thread encodes while the WAN thread
+ * delivers) makes the same frames and residual as gt_outer_submit: site 0 encodes each round,
+ * the others' contributions are delivered to it before it posts, and every round's result equals
+ * the one of a run where site 0 submitted at once. A post of a round that was not encoded, or
+ * posted twice, is refused. */
+static void test_encode_post(void)
+{
+    const uint32_t n = 3, rounds = 4;
+    static float ref[4][N_PARAMS];
+    static float deltas[4][MAXS][N_PARAMS];
+    for (uint64_t r = 0; r < rounds; r++) {
+        make_deltas(n);
+        memcpy(deltas[r], g_delta, sizeof deltas[r]);
+    }
+    setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
+    for (uint64_t r = 0; r < rounds; r++) {
+        for (uint32_t s = 0; s < n; s++)
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, deltas[r][s], 1.0 + s, 77, g_now), GT_OK);
+        pump();
+        pump();
+        check_identical(n, r);
+        memcpy(ref[r], g_res[0], sizeof ref[r]);
+    }
+    teardown(n);
+    setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
+    CHECK_EQ_INT(gt_outer_post(g_o[0], 0, g_now), GT_ERR_INVALID); /* nothing encoded */
+    for (uint64_t r = 0; r < rounds; r++) {
+        CHECK_EQ_INT(gt_outer_encode(g_o[0], r, fill_from, deltas[r][0], 1.0, 77), GT_OK);
+        for (uint32_t s = 1; s < n; s++)
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, deltas[r][s], 1.0 + s, 77, g_now), GT_OK);
+        pump(); /* the others' DELTAs reach site 0 between its encode and its post */
+        CHECK_EQ_INT(gt_outer_post(g_o[0], r + 1, g_now), GT_ERR_INVALID); /* not this round */
+        CHECK_EQ_INT(gt_outer_post(g_o[0], r, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_post(g_o[0], r, g_now), GT_ERR_INVALID); /* already posted */
+        pump();
+        pump();
+        check_identical(n, r);
+        CHECK_MSG(memcmp(ref[r], g_res[0], sizeof ref[r]) == 0,
+                  "round %llu: encode + post gave another result than submit",
+                  (unsigned long long)r);
+    }
+    teardown(n);
+}
+
 int main(void)
 {
+    test_encode_post();
     test_join_replan_ledger();
     test_late_fold_then_owner_lost();
     test_forward_only_missing();
