@@ -124,6 +124,8 @@ typedef struct {
     uint64_t stale_results;                /* RESULTs for a round already applied */
     uint64_t joins;                        /* JOIN announcements from other sites */
     uint64_t duplicate_deltas; /* a DELTA this owner had taken already (a re-send): not counted */
+    uint64_t stale_deltas;     /* a DELTA for a round before this engine's first (sent to an
+                                  earlier life of this site, re-sent to this one): not taken */
     /* Contributions received and not aggregated yet (in rounds still open): at the end of a
      * run, those folded into a round after the last one, or sent for a round that never closed. */
     uint64_t open;

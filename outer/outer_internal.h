@@ -120,6 +120,7 @@ int outer_pull_unpack(const uint8_t *b, size_t len);
 
 typedef struct {
     uint32_t sender;
+    uint32_t via;  /* the site it came from (the sender, or the site that passed a detour on) */
     double weight; /* already divided by 1 + staleness when folded */
     double tokens; /* the weight as sent: the tokens behind it, for goodput */
     int late;
@@ -200,6 +201,10 @@ struct gt_outer {
      * site in a later view (a new incarnation) makes that announcement its previous life's. */
     uint64_t first_epoch[GT_OUTER_MAX_SITES];
     int submitted;       /* a round was submitted (start_at must come before) */
+    int started_at;      /* gt_outer_start_at was called: first_life is set */
+    uint64_t first_life; /* this life's first round at its first start_at (re-plans move
+                            first[self] on, not this): DELTAs of rounds before it were sent to
+                            an earlier life of this site, under a ledger its peers restarted */
     uint64_t last_round; /* the run's last: closed complete only (UINT64_MAX: not set) */
     send_slot_t send[GT_OUTER_SLOTS];
     result_slot_t res[RESULT_SLOTS];

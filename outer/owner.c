@@ -395,6 +395,24 @@ gt_status_t outer_on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *
         gt_mem_free(o->mem, x);
         return outer_bad(o, m, "forwarded from an unknown site");
     }
+    if (!forwarded && m->round < o->first[o->p.site_id]) {
+        /* A round before this engine's first: this site takes no part in it. Sent to its
+         * previous life (the chunk's owner then) and re-sent by the mesh to this one, or to
+         * this life under a plan a re-plan replaced; either way its sender re-sends it to the
+         * round's owner. Folding it here as well counted it twice (bench/chaos.yaml seed
+         * 24466328: a restarted site, first round 18, folded a's round-15 contribution, detoured
+         * to its previous life, into its round 19, and closed round 15 of a chunk it owned before
+         * its kill). One meant for a previous life is not counted as taken: its sender restarted
+         * its count of what it sends us at our JOIN. */
+        if (m->round < o->first_life) o->took_n[m->sender]--;
+        o->st.stale_deltas++;
+        GT_DEBUG("outer: site %u's contribution to round %llu chunk %zu is for a round before "
+                 "this site's first (%llu): not taken",
+                 sender, (unsigned long long)m->round, c,
+                 (unsigned long long)o->first[o->p.site_id]);
+        gt_mem_free(o->mem, x);
+        return GT_OK;
+    }
     if (!forwarded) { /* a DELTA already taken: a re-send whose acknowledgement was lost */
         took_t *t = &o->took[c * RESULT_SLOTS + m->round % RESULT_SLOTS];
         if (t->round == m->round && (t->senders >> sender & 1)) {
@@ -476,7 +494,11 @@ gt_status_t outer_on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *
         gt_outer_policy_lateness(&o->lateness[sender], &o->lateness_n[sender],
                                  (double)(now_ns - a->first_ns));
     }
-    a->c[a->n++] = (contrib_t){sender, w, tokens, late, from, d.anchor_hash, x};
+    GT_DEBUG("outer: took site %u's contribution to round %llu chunk %zu (from site %u, flags "
+             "%#x, %s round %llu)",
+             sender, (unsigned long long)m->round, c, m->sender, flags, late ? "late into" : "in",
+             (unsigned long long)round);
+    a->c[a->n++] = (contrib_t){sender, m->sender, w, tokens, late, from, d.anchor_hash, x};
     if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o, a->round)) a->quorum_ns = now_ns;
     return gt_outer_progress(o, now_ns);
 }

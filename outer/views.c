@@ -158,7 +158,29 @@ gt_status_t gt_outer_start_at(gt_outer_t *o, uint64_t round, const uint64_t *fir
                  (unsigned long long)round, (unsigned long long)o->first[self]);
         return GT_ERR_INVALID;
     }
+    int replan = o->started_at;
     o->first[self] = round;
+    if (!o->started_at) o->first_life = round;
+    o->started_at = 1;
+    /* Aggregations of rounds before it go: this site takes no part in those rounds, and their
+     * senders re-send to those rounds' owners (outer_on_delta). Opened before the first
+     * start_at, by DELTAs meant for this site's previous life (re-sent to this one by the
+     * mesh), they are not counted as taken either: the peers restarted their count of what
+     * they send us at our JOIN. Opened under a plan this re-plan replaces, they were sent to
+     * this life and stay counted. */
+    for (size_t i = 0; i < o->n_aggs; i++) {
+        agg_t *a = &o->aggs[i];
+        if (!a->used || a->closed || a->round >= round) continue;
+        for (uint32_t k = 0; k < a->n; k++) {
+            if (!replan && a->c[k].via < GT_OUTER_MAX_SITES && o->took_n[a->c[k].via] > 0)
+                o->took_n[a->c[k].via]--;
+            o->st.stale_deltas++;
+        }
+        GT_DEBUG("outer: round %llu chunk %u: %u contribution(s) taken before this site's first "
+                 "round (%llu) dropped",
+                 (unsigned long long)a->round, a->chunk, a->n, (unsigned long long)round);
+        outer_free_agg(o, a);
+    }
     for (uint32_t s = 0; first && s < o->p.n_sites; s++)
         if (s != self) o->first[s] = o->live[s] ? first[s] : FIRST_UNKNOWN;
     for (uint32_t s = 0; s < o->p.n_sites; s++)

@@ -1562,6 +1562,103 @@ static void test_join_replan_ledger(void)
     teardown(n);
 }
 
+/* The queued DELTAs to `dst`, taken out of the queue (a link that holds them, as a mesh does
+ * for a peer that restarts: it delivers them to the new life). */
+static size_t hold_for(uint32_t dst, qmsg_t *out, size_t cap)
+{
+    size_t k = 0, w = 0;
+    for (size_t i = 0; i < g_qn; i++) {
+        if (g_q[i].dst == dst && g_q[i].msg.type == GT_WAN_MSG_DELTA && k < cap)
+            out[k++] = g_q[i];
+        else
+            g_q[w++] = g_q[i];
+    }
+    g_qn = w;
+    return k;
+}
+
+/* A restarted site gets DELTAs its previous life was sent (the mesh re-sends what was not
+ * acknowledged to the peer's new life): contributions to rounds before its first round, which
+ * their senders re-sent to those rounds' owners. The new life takes none of them — neither
+ * before its start_at (the aggregation they opened is dropped) nor after it (not aggregated,
+ * not folded late into a round of its own) — and does not count them as taken. Before, it
+ * aggregated them and closed rounds it took no part in, or folded them late into its first
+ * rounds: a contribution counted twice (bench/chaos.yaml seed 24466328). */
+static void test_stale_life_delta(void)
+{
+    const uint32_t n = 3;
+    setup(n, GT_CMP_FP32, 0, 1.0, 1, 0);
+    qmsg_t held[64];
+    size_t nh = 0;
+    make_deltas(n);
+    for (uint64_t r = 0; r < 2; r++) {
+        for (uint32_t s = 0; s < n; s++)
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
+        if (r == 1) nh = hold_for(0, held, 64); /* site 0 dies with these on the way */
+        pump();
+        pump();
+        if (r == 0) check_identical(n, 0);
+    }
+    CHECK(nh >= 4); /* sites 1 and 2, each to site 0's chunks of round 1 */
+    const uint32_t two[] = {1, 2}, three[] = {0, 1, 2};
+    g_dead[0] = 1;
+    for (uint32_t s = 1; s < n; s++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 1, two, 2, g_now), GT_OK);
+    for (int i = 0; i < 4; i++) { /* round 1 closes at the new owners, without site 0 */
+        pump();
+        g_now += 300000000ull;
+        for (uint32_t s = 1; s < n; s++) (void)gt_outer_progress(g_o[s], g_now);
+    }
+    for (uint32_t s = 1; s < n; s++) CHECK_EQ_INT(gt_outer_result(g_o[s], 1, g_res[s]), GT_OK);
+    gt_outer_destroy(g_o[0]);
+    CHECK_EQ_INT(gt_outer_create(&g_params[0], &g_o[0]), GT_OK);
+    g_dead[0] = 0;
+    for (uint32_t s = 0; s < n; s++)
+        CHECK_EQ_INT(gt_outer_set_view(g_o[s], 2, three, 3, g_now), GT_OK);
+    /* half of them before its start_at, half after */
+    for (size_t i = 0; i < nh / 2; i++)
+        gt_outer_deliver(g_o[0], &held[i].msg, held[i].buf, held[i].len, g_now);
+    uint64_t first[MAXS];
+    gt_outer_first_rounds(g_o[1], first);
+    first[0] = UINT64_MAX;
+    CHECK_EQ_INT(gt_outer_start_at(g_o[0], 3, first, g_now), GT_OK);
+    for (size_t i = nh / 2; i < nh; i++)
+        gt_outer_deliver(g_o[0], &held[i].msg, held[i].buf, held[i].len, g_now);
+    for (size_t i = 0; i < nh; i++) free(held[i].buf);
+    pump();
+    gt_outer_stats_t st;
+    gt_outer_stats(g_o[0], &st);
+    CHECK_EQ_INT(st.stale_deltas, nh);
+    CHECK_EQ_INT(st.on_time + st.late + st.open, 0);
+    for (uint32_t s = 1; s < n; s++) {
+        gt_outer_ledger_t sent, took;
+        CHECK_EQ_INT(gt_outer_ledger(g_o[s], 0, &sent), GT_OK);
+        CHECK_EQ_INT(gt_outer_ledger(g_o[0], s, &took), GT_OK);
+        CHECK_MSG(sent.sent == took.took, "site %u sent site 0 %llu DELTAs, site 0 took %llu", s,
+                  (unsigned long long)sent.sent, (unsigned long long)took.took);
+    }
+    /* its rounds from 3 on take the others' contributions, and nothing of round 1 in them */
+    make_deltas(n);
+    for (uint64_t r = 2; r < 4; r++) {
+        for (uint32_t s = 0; s < n; s++) {
+            if (s == 0 && r < 3) continue;
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 7, g_now), GT_OK);
+        }
+        for (int i = 0; i < 4; i++) {
+            pump();
+            g_now += 300000000ull;
+            for (uint32_t s = 0; s < n; s++) (void)gt_outer_progress(g_o[s], g_now);
+        }
+        if (r == 3) check_identical(n, r);
+        for (uint32_t s = 1; r == 2 && s < n; s++)
+            CHECK_EQ_INT(gt_outer_result(g_o[s], r, g_res[s]), GT_OK);
+    }
+    for (uint32_t s = 0; s < n; s++) CHECK_CLOSE(gt_outer_result_tokens(g_o[s], 3), 3.0, 1e-9, 0);
+    gt_outer_stats(g_o[0], &st);
+    CHECK_EQ_INT(st.late, 0);
+    teardown(n);
+}
+
 static void fill_from(void *ctx, size_t off, size_t count, float *dst)
 {
     memcpy(dst, (const float *)ctx + off, count * sizeof(float));
@@ -1613,6 +1710,7 @@ static void test_encode_post(void)
 
 int main(void)
 {
+    test_stale_life_delta();
     test_encode_post();
     test_join_replan_ledger();
     test_late_fold_then_owner_lost();
