@@ -295,6 +295,7 @@ static gt_status_t check_layouts(gt_diloco_t *d)
 
 static void destroy(gt_diloco_t *d)
 {
+    dl_encode_stop(d); /* first: it reads θ_a, the snapshot and the engines freed below */
     dl_prom_stop(d);
     dl_stop_thread(d);
     dl_close_files(d);
@@ -321,7 +322,6 @@ static void destroy(gt_diloco_t *d)
     gt_mem_free(&d->mem, d->fetch);
     free(d->resume_note);
     gt_topo_destroy(d->own_cfg);
-    dl_encode_stop(d);
     pthread_cond_destroy(&d->enc_cv);
     pthread_mutex_destroy(&d->enc_mu);
     pthread_mutex_destroy(&d->lock);
