@@ -114,7 +114,7 @@ gt_status_t dl_check_config(gt_diloco_t *d)
      * every expected site has registered (the ones still starting), at most the connect
      * timeout, and a second more for the last to read it. */
     const gt_topo_config_t *c = d->cfg;
-    uint32_t want = d->p.expect_sites ? d->p.expect_sites : c->n_sites;
+    uint32_t want = d->p.expect_sites ? d->p.expect_sites : dl_first_sites(c);
     for (uint64_t t0 = gt_time_ns();
          gt_time_ns() - t0 < (uint64_t)c->wan.connect_timeout_ms * 1000000ull &&
          !(d->p.stop && *d->p.stop);) {

@@ -113,6 +113,25 @@ static gt_status_t codec_params(const gt_topo_config_t *cfg, int sync_dp, gt_cmp
     return GT_OK;
 }
 
+gt_wan_member_params_t dl_member_params(gt_diloco_t *d, const struct dl_group *gr,
+                                        const char **eps)
+{
+    const gt_topo_config_t *cfg = d->cfg;
+    for (uint32_t k = 0; k < cfg->membership.n_endpoints; k++)
+        eps[k] = cfg->membership.endpoints[k];
+    gt_wan_member_params_t mbp = GT_WAN_MEMBER_PARAMS_INIT;
+    mbp.endpoints = eps;
+    mbp.n_endpoints = cfg->membership.n_endpoints;
+    mbp.prefix = cfg->membership.prefix;
+    mbp.run_id = gr->run_id;
+    mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
+    mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
+    mbp.tls_ca = cfg->membership.tls_ca;
+    mbp.tls_cert = cfg->membership.tls_cert;
+    mbp.tls_key = cfg->membership.tls_key;
+    return mbp;
+}
+
 gt_status_t dl_connect(gt_diloco_t *d)
 {
     const gt_topo_config_t *cfg = d->cfg;
@@ -181,7 +200,8 @@ gt_status_t dl_connect(gt_diloco_t *d)
     }
     d->outer = d->outers[0];
     int unequal = 0;
-    for (uint32_t k = 0; k < cfg->n_sites; k++) unequal |= cfg->sites[k].ranks != d->ranks;
+    for (uint32_t k = 0; k < cfg->n_sites; k++)
+        unequal |= !gt_topo_site_vacant(&cfg->sites[k]) && cfg->sites[k].ranks != d->ranks;
     if (unequal) {
         /* Sites of other rank counts run other groups: the largest chunk of any group, as the
          * engines cut them, so that every site sizes its messages (and its receive buffers) to
@@ -218,8 +238,6 @@ gt_status_t dl_connect(gt_diloco_t *d)
     uint64_t start_ns =
         es && end && *end == 0 && emu0 > 0 && emu0 <= gt_time_ns() ? emu0 : gt_time_ns();
     const char *eps[GT_TOPO_MAX_ENDPOINTS];
-    for (uint32_t k = 0; k < cfg->membership.n_endpoints; k++)
-        eps[k] = cfg->membership.endpoints[k];
     for (uint32_t i = 0; i < d->n_grp; i++) {
         struct dl_group *gr = &d->grp[i];
         gt_wan_mesh_params_t mp;
@@ -236,18 +254,9 @@ gt_status_t dl_connect(gt_diloco_t *d)
         if ((st = gt_wan_mesh_create(&mp, &gr->mesh)) != GT_OK) goto out;
         gt_outer_port_set_mesh(gr->port, gr->mesh);
 
-        gt_wan_member_params_t mbp = GT_WAN_MEMBER_PARAMS_INIT;
-        mbp.endpoints = eps;
-        mbp.n_endpoints = cfg->membership.n_endpoints;
-        mbp.prefix = cfg->membership.prefix;
-        mbp.run_id = gr->run_id;
+        gt_wan_member_params_t mbp = dl_member_params(d, gr, eps);
         mbp.site = d->name;
         mbp.address = gt_wan_mesh_address(gr->mesh);
-        mbp.lease_ttl_s = cfg->membership.lease_ttl_s;
-        mbp.heartbeat_ms = cfg->membership.heartbeat_ms;
-        mbp.tls_ca = cfg->membership.tls_ca;
-        mbp.tls_cert = cfg->membership.tls_cert;
-        mbp.tls_key = cfg->membership.tls_key;
         mbp.note = d->resume_note; /* the checkpoints it can resume from (checkpoint.c) */
         /* A site that comes back after a crash may find its old member key still held by the
          * lease of the process that died: revoked at once when that process is provably gone
@@ -406,6 +415,7 @@ static gt_status_t refresh_group(struct dl_group *gr, int force)
     if (!force && now - gr->last_view_ns < (uint64_t)d->cfg->membership.heartbeat_ms * 1000000ull)
         return GT_OK;
     gr->last_view_ns = now;
+    if (gr->i == 0) dl_added_poll(d); /* sites added mid-run: before the view that has them */
     if (gt_wan_member_health(gr->member) != GT_OK) {
         if (say_retired(d, gr)) return GT_ERR_RETIRED;
         GT_ERROR("site %s: lost its membership lease; the others have removed it (it leaves "
@@ -613,7 +623,7 @@ gt_status_t dl_await_sites(gt_diloco_t *d)
 {
     const gt_topo_config_t *cfg = d->cfg;
     uint64_t t0 = gt_time_ns();
-    uint32_t want = d->p.expect_sites ? d->p.expect_sites : cfg->n_sites;
+    uint32_t want = d->p.expect_sites ? d->p.expect_sites : dl_first_sites(cfg);
     uint32_t checked = 1; /* sites whose configurations were compared with ours (agree.c) */
     for (;;) {
         uint32_t fewest = UINT32_MAX, first = 0;

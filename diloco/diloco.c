@@ -168,6 +168,7 @@ static gt_status_t resolve(gt_diloco_t *d)
     gt_faults_init(&d->faults);
     if (p->env && gt_faults_from_env(&d->faults) != GT_OK) return GT_ERR_INVALID;
     gt_status_t st = load_config(d);
+    if (st == GT_OK) st = dl_open_slots(d);
     if (st != GT_OK) return st;
     const gt_topo_config_t *c = d->cfg;
     if (!p->site || gt_topo_site_index(c, p->site, &d->site) != GT_OK) {
@@ -322,6 +323,7 @@ static void destroy(gt_diloco_t *d)
     gt_mem_free(&d->mem, d->fetch);
     free(d->resume_note);
     gt_topo_destroy(d->own_cfg);
+    gt_topo_destroy(d->slot_cfg);
     pthread_cond_destroy(&d->enc_cv);
     pthread_mutex_destroy(&d->enc_mu);
     pthread_mutex_destroy(&d->lock);
@@ -485,6 +487,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     if (st == GT_OK) st = dl_dump_check(d);
     if (st == GT_OK) st = dl_resume_prepare(d);
     if (st == GT_OK) st = note_layout(d);
+    if (st == GT_OK) st = dl_added_at_start(d);
     if (st == GT_OK) st = dl_note_config(d);
     if ((st = dl_agree(d, st)) != GT_OK) goto fail;
     if ((st = dl_agree(d, dl_connect(d))) != GT_OK) goto fail;

@@ -119,6 +119,10 @@ struct gt_diloco {
     gt_diloco_params_t p;
     gt_topo_config_t *own_cfg; /* loaded here (NULL: borrowed) */
     const gt_topo_config_t *cfg;
+    /* outer.site_slots set: cfg is this copy of the loaded one with a slot for every site that
+     * may be added mid-run (added.c takes them); NULL otherwise */
+    gt_topo_config_t *slot_cfg;
+    int added_bad_said; /* a malformed added-site description in etcd was logged */
     uint32_t site;
     const char *name;
     char run_dir[2048], site_dir[2200], run_id[600];
@@ -330,6 +334,24 @@ struct gt_diloco {
 
 /* connect.c */
 gt_status_t dl_connect(gt_diloco_t *d);
+/* The membership parameters of group gr (etcd endpoints into eps, GT_TOPO_MAX_ENDPOINTS
+ * entries; prefix, run id, lease, TLS), without site or address: for a client that does not
+ * register, or for the member dl_connect registers. */
+gt_wan_member_params_t dl_member_params(gt_diloco_t *d, const struct dl_group *gr,
+                                        const char **eps);
+
+/* added.c: sites added mid-run (outer.site_slots, `geotrain sites add`). The sites that were in
+ * the run's first sites.yaml (not vacant slots, not added): those a start waits for. */
+uint32_t dl_first_sites(const gt_topo_config_t *c);
+/* With outer.site_slots set: d->cfg becomes a copy with the slots (after the config is loaded,
+ * before anything reads its sites). */
+gt_status_t dl_open_slots(gt_diloco_t *d);
+/* Before the config note and the mesh: the sites the run added so far, from etcd — vacant slots
+ * taken, sites of our file that were added marked so; GT_ERR_CONFIG when our file disagrees. */
+gt_status_t dl_added_at_start(gt_diloco_t *d);
+/* Once a heartbeat from the view thread while a slot is vacant: sites added since, taken,
+ * pinned in every group's mesh and acknowledged in etcd. */
+void dl_added_poll(gt_diloco_t *d);
 gt_status_t dl_start_thread(gt_diloco_t *d);
 void dl_stop_thread(gt_diloco_t *d);
 gt_status_t dl_refresh_view(gt_diloco_t *d, int force);

@@ -219,7 +219,7 @@ static gt_status_t dl_ledger_json(gt_diloco_t *d, json_t **out)
     gt_status_t st = d->ranks > 1 ? dl_allreduce(d, v, (size_t)n * 4, GT_DILOCO_OP_SUM) : GT_OK;
     json_t *o = st == GT_OK ? json_object() : NULL;
     for (uint32_t s = 0; o && s < n; s++) {
-        if (s == d->site || !v[4 * s + 3]) continue;
+        if (s == d->site || !v[4 * s + 3] || gt_topo_site_vacant(&d->cfg->sites[s])) continue;
         json_t *e = json_pack("{s:I,s:I,s:I,s:I}", "sent", (json_int_t)v[4 * s], "took",
                               (json_int_t)v[4 * s + 1], "fins", (json_int_t)v[4 * s + 2], "engines",
                               (json_int_t)v[4 * s + 3]);

@@ -243,7 +243,7 @@ static char *render(struct dl_prom *pr, size_t *len_p)
         head(&b, dirs[dir], "counter",
              dir ? "payload bytes received from a peer site" : "payload bytes sent to a peer site");
         for (uint32_t p = 0; p < w.n_sites; p++) {
-            if (p == d->site) continue;
+            if (p == d->site || gt_topo_site_vacant(&d->cfg->sites[p])) continue;
             snprintf(extra, sizeof extra, "peer=\"%s\"", d->cfg->sites[p].name);
             sample(&b, d, dirs[dir], extra, (double)(dir ? w.peer_recv[p] : w.peer_sent[p]));
         }
@@ -251,7 +251,8 @@ static char *render(struct dl_prom *pr, size_t *len_p)
     /* What sync-dp (a bf16 ring all-reduce of the gradients across the S sites every step)
      * would have sent from these lanes for the steps trained so far: the bytes DiLoCo saves
      * are this minus geotrain_wan_bytes_sent_total. */
-    uint32_t S = d->cfg->n_sites;
+    uint32_t S = 0; /* the run's sites (vacant slots of outer.site_slots are none) */
+    for (uint32_t p = 0; p < d->cfg->n_sites; p++) S += !gt_topo_site_vacant(&d->cfg->sites[p]);
     double dp = S > 1 ? (double)s.steps_trained * 2.0 * (S - 1) / S * (double)d->n_sub * 2.0 : 0.0;
     one(&b, d, "geotrain_sync_dp_bytes_equivalent_total", "counter",
         "bytes a sync-dp run would have sent from this rank's lanes for the steps trained", dp);

@@ -107,6 +107,12 @@ static int same_link(const gt_topo_link_params_t *x, const gt_topo_link_params_t
     return 1;
 }
 
+/* Whether site i was in the run's first sites.yaml: not a vacant slot, not added mid-run. */
+static int first_file_site(const gt_topo_config_t *cfg, uint32_t i)
+{
+    return !gt_topo_site_vacant(&cfg->sites[i]) && !cfg->sites[i].added;
+}
+
 gt_status_t gt_topo_shared_text(const gt_topo_config_t *cfg, char **text_p)
 {
     if (!cfg || !text_p) return GT_ERR_INVALID;
@@ -119,12 +125,15 @@ gt_status_t gt_topo_shared_text(const gt_topo_config_t *cfg, char **text_p)
         if (k->type == GT_KEY_SECTION || gt_topo_key_per_site(gt_topo_keys, k)) continue;
         if (k->type == GT_KEY_SITES) {
             /* The list in order: a site's index is its id on the wire. */
+            /* Sites added mid-run are not in it: the running sites' texts, published before
+             * the add, must still match the added site's (`geotrain sites add` checks its own). */
             fprintf(f, "sites=");
-            for (uint32_t i = 0; i < cfg->n_sites; i++)
-                fprintf(f, "%s%s", i ? "," : "", cfg->sites[i].name);
+            for (uint32_t i = 0, n = 0; i < cfg->n_sites; i++)
+                if (first_file_site(cfg, i)) fprintf(f, "%s%s", n++ ? "," : "", cfg->sites[i].name);
             fprintf(f, "\n");
             for (uint32_t i = 0; i < cfg->n_sites; i++) {
                 const gt_topo_site_t *s = &cfg->sites[i];
+                if (!first_file_site(cfg, i)) continue;
                 for (const gt_key_t *r = gt_topo_site_keys; r->path; r++) {
                     if (strcmp(r->path, "name") == 0 || gt_topo_key_per_site(gt_topo_site_keys, r))
                         continue;
@@ -147,6 +156,7 @@ gt_status_t gt_topo_shared_text(const gt_topo_config_t *cfg, char **text_p)
              * a file spells it. */
             for (uint32_t a = 0; a < cfg->n_sites; a++)
                 for (uint32_t b = a + 1; b < cfg->n_sites; b++) {
+                    if (!first_file_site(cfg, a) || !first_file_site(cfg, b)) continue;
                     gt_topo_link_params_t lp;
                     gt_topo_link_params(cfg, a, b, &lp);
                     if (!same_link(&lp, &cfg->wan.emulation.link))

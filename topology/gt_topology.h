@@ -118,6 +118,7 @@ typedef struct {
     gt_topo_chunk_split_t chunk_split; /* outer.chunk_split: bandwidth | equal */
     int catch_up;              /* outer.catch_up: end a round once a peer has submitted it */
     uint32_t carry_max_rounds; /* outer.carry_max_rounds: a removed site's work kept that long */
+    uint32_t site_slots; /* outer.site_slots: sites the layout is cut for (0: the configured) */
 } gt_topo_outer_t;
 
 typedef struct {
@@ -228,6 +229,13 @@ typedef struct {
     uint32_t accelerators;             /* sites[].accelerators: plan input; 0 = plan.* */
     char advertise[GT_TOPO_ADDR_MAX];  /* sites[].advertise: host:port peers dial ("": address) */
     char metrics[GT_TOPO_ADDR_MAX];    /* sites[].metrics: its /metrics ("": metrics.listen) */
+    /* Sites added mid-run (outer.site_slots, `geotrain sites add`; docs/diloco.md#adding-a-site):
+     * `vacant` marks a slot of gt_topo_open_slots that no site has taken yet (no name; read it
+     * with gt_topo_site_vacant, as another thread may be taking it), `added` a site that was not
+     * in the run's first sites.yaml (taken at run time, or listed in a file that names it after
+     * the add). Neither comes from a file: the loader leaves both 0. */
+    int vacant;
+    int added;
 } gt_topo_site_t;
 
 typedef struct {
@@ -282,6 +290,25 @@ GT_API gt_status_t gt_topo_load_string(const char *text, size_t len, const char 
 /* Frees a configuration. Accepts NULL. */
 GT_API void gt_topo_destroy(gt_topo_config_t *cfg);
 
+/* ---- Sites added mid-run (outer.site_slots; docs/diloco.md#adding-a-site) ---- */
+
+/* The sites the chunk layout is cut for: outer.site_slots, or the configured sites when that is
+ * 0 or fewer. Every site of a run cuts its layout (and sizes its per-site tables) for this many. */
+GT_API uint32_t gt_topo_site_slots(const gt_topo_config_t *cfg);
+/* A copy of cfg with gt_topo_site_slots(cfg) sites: the configured ones, then vacant slots (no
+ * name, no key, ranks 0) for sites added while the run goes on. Free with gt_topo_destroy. */
+GT_API gt_status_t gt_topo_open_slots(const gt_topo_config_t *cfg,
+                                      gt_topo_config_t **copy_p) GT_MUST_USE;
+/* Whether site slot s is vacant (a slot of gt_topo_open_slots not taken yet). Safe beside
+ * gt_topo_take_slot on another thread. */
+GT_API int gt_topo_site_vacant(const gt_topo_site_t *s);
+/* Gives vacant slot `index` to site `name` (`ranks` ranks, X25519 `public_key`, NULL: none) and
+ * marks it added. Its fields are written before it stops being vacant, so a thread that finds
+ * it by name (gt_topo_site_index) or sees it not vacant sees them whole. GT_ERR_INVALID when
+ * the slot is not vacant or the name is empty, too long or already a site's. */
+GT_API gt_status_t gt_topo_take_slot(gt_topo_config_t *cfg, uint32_t index, const char *name,
+                                     uint32_t ranks, const uint8_t *public_key) GT_MUST_USE;
+
 /* Prints the resolved configuration as YAML that gt_topo_load accepts back, every key with
  * where its value came from (file, env, flag or default) as a comment. */
 GT_API gt_status_t gt_topo_print(const gt_topo_config_t *cfg, FILE *out);
@@ -290,7 +317,8 @@ GT_API gt_status_t gt_topo_print(const gt_topo_config_t *cfg, FILE *out);
  * Markdown (docs/config.md is generated from it). */
 GT_API void gt_topo_print_reference(FILE *out);
 
-/* Index of the site named `name`; GT_ERR_NOT_FOUND when there is none. */
+/* Index of the site named `name`; GT_ERR_NOT_FOUND when there is none (vacant slots have no
+ * name). */
 GT_API gt_status_t gt_topo_site_index(const gt_topo_config_t *cfg, const char *name,
                                       uint32_t *index_p);
 
@@ -321,7 +349,8 @@ GT_API void gt_topo_link_params(const gt_topo_config_t *cfg, uint32_t a, uint32_
 /* The values of every key that must be equal at every site of a run, as canonical text: one
  * "key=value\n" line per key, in schema order, values formatted as gt_topo_print writes them
  * ("codec.name=\"int8\"", "outer.lr=0.7"); the sites as "sites=a,b,c" (their order is their
- * ids), then "sites.NAME.ranks=..." and "sites.NAME.public_key=..."; each link whose resolved
+ * ids), then "sites.NAME.ranks=..." and "sites.NAME.public_key=..." — sites added mid-run and
+ * vacant slots left out (`geotrain sites add` checks an added site's own); each link whose resolved
  * emulation is not wan.emulation's as one line "links[A,B]=latency_ms: ..., cuts: ...". The
  * per-site keys (addresses, local paths, timeouts, local compute, plan inputs: marked in
  * `geotrain config reference`) are left out. Two configs give the same text exactly when they
@@ -390,7 +419,7 @@ GT_API gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *params,
                                          gt_topo_layout_t **layout_p) GT_MUST_USE;
 GT_API void gt_topo_layout_destroy(gt_topo_layout_t *layout);
 /* Each site's share of the aggregation for outer.chunk_split (shares_p: cfg->n_sites entries,
- * summing to 1). `equal`, fewer than 3 sites, or no finite link bandwidth: 1/S each. Else
+ * summing to 1). `equal`, outer.site_slots set, fewer than 3 sites, or no finite link bandwidth: 1/S each. Else
  * `bandwidth`: a site's capacity c_s is the sum of its links' bandwidth_mbps (links: or
  * wan.emulation; an unlimited link counts as 10x the fastest finite one); a round moves
  * 1 + (S - 2) f_s vectors through site s each way when it owns a share f_s, so the shares that

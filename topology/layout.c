@@ -216,7 +216,9 @@ gt_status_t gt_topo_chunk_shares(const gt_topo_config_t *cfg, double *shares_p)
     if (!cfg || !shares_p || cfg->n_sites == 0) return GT_ERR_INVALID;
     uint32_t S = cfg->n_sites;
     for (uint32_t s = 0; s < S; s++) shares_p[s] = 1.0 / S;
-    if (cfg->outer.chunk_split == GT_SPLIT_EQUAL || S < 3) return GT_OK;
+    /* With site slots, a site added later cuts the same layout from its own file, whose links
+     * the running sites never saw: equal shares are the split both can compute. */
+    if (cfg->outer.chunk_split == GT_SPLIT_EQUAL || S < 3 || cfg->outer.site_slots) return GT_OK;
     /* Capacities: the sum of each site's links; unlimited ones count as 10x the fastest. */
     double fastest = 0.0;
     for (uint32_t a = 0; a < S; a++)

@@ -1223,6 +1223,13 @@ static void check_cross(loader_t *L)
                    i, c->sites[i].ranks, c->local.tensor_parallel);
         }
     }
+    if (c->outer.site_slots && c->outer.site_slots < c->n_sites) {
+        blame(L, "outer.site_slots", NULL, where, sizeof where);
+        report(L, where,
+               "key 'outer.site_slots': %u slots for %u configured sites; allowed: 0, or %u to %d "
+               "(the configured sites and those that may be added)",
+               c->outer.site_slots, c->n_sites, c->n_sites, GT_TOPO_MAX_SITES);
+    }
     check_tls(L, where, sizeof where);
     if (!c->wan.data_port_min != !c->wan.data_port_max ||
         c->wan.data_port_min > c->wan.data_port_max) {
@@ -1652,9 +1659,68 @@ void gt_topo_destroy(gt_topo_config_t *cfg)
     free(full);
 }
 
+uint32_t gt_topo_site_slots(const gt_topo_config_t *cfg)
+{
+    return cfg->outer.site_slots > cfg->n_sites ? cfg->outer.site_slots : cfg->n_sites;
+}
+
+gt_status_t gt_topo_open_slots(const gt_topo_config_t *cfg, gt_topo_config_t **copy_p)
+{
+    if (!cfg || !copy_p) return GT_ERR_INVALID;
+    const gt_topo_full_t *from = (const gt_topo_full_t *)cfg;
+    uint32_t slots = gt_topo_site_slots(cfg);
+    size_t n_keys = 0;
+    while (gt_topo_keys[n_keys].path) n_keys++;
+    gt_topo_full_t *full = calloc(1, sizeof *full);
+    gt_topo_site_t *sites = calloc(slots, sizeof *sites);
+    gt_topo_link_t *links = calloc(cfg->n_links ? cfg->n_links : 1, sizeof *links);
+    gt_src_t *src = calloc(n_keys ? n_keys : 1, sizeof *src);
+    if (!full || !sites || !links || !src) {
+        free(full);
+        free(sites);
+        free(links);
+        free(src);
+        return GT_ERR_NOMEM;
+    }
+    full->cfg = *cfg;
+    memcpy(sites, cfg->sites, cfg->n_sites * sizeof *sites);
+    for (uint32_t i = cfg->n_sites; i < slots; i++) sites[i].vacant = 1;
+    if (cfg->n_links) memcpy(links, cfg->links, cfg->n_links * sizeof *links);
+    if (from->src) memcpy(src, from->src, n_keys * sizeof *src);
+    full->cfg.sites = sites;
+    full->cfg.n_sites = slots;
+    full->cfg.links = links;
+    full->src = src;
+    *copy_p = &full->cfg;
+    return GT_OK;
+}
+
+int gt_topo_site_vacant(const gt_topo_site_t *s)
+{
+    return __atomic_load_n(&s->vacant, __ATOMIC_ACQUIRE);
+}
+
+gt_status_t gt_topo_take_slot(gt_topo_config_t *cfg, uint32_t index, const char *name,
+                              uint32_t ranks, const uint8_t *public_key)
+{
+    uint32_t other;
+    if (!cfg || index >= cfg->n_sites || !gt_topo_site_vacant(&cfg->sites[index]) || !name ||
+        !*name || strlen(name) >= GT_TOPO_NAME_MAX || gt_topo_site_index(cfg, name, &other) == GT_OK)
+        return GT_ERR_INVALID;
+    gt_topo_site_t *s = &cfg->sites[index];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->ranks = ranks;
+    s->has_public_key = public_key != NULL;
+    if (public_key) memcpy(s->public_key, public_key, sizeof s->public_key);
+    s->added = 1;
+    __atomic_store_n(&s->vacant, 0, __ATOMIC_RELEASE); /* the fields above first */
+    return GT_OK;
+}
+
 gt_status_t gt_topo_site_index(const gt_topo_config_t *cfg, const char *name, uint32_t *index_p)
 {
     for (uint32_t i = 0; i < cfg->n_sites; i++) {
+        if (gt_topo_site_vacant(&cfg->sites[i])) continue;
         if (strcmp(cfg->sites[i].name, name) == 0) {
             *index_p = i;
             return GT_OK;

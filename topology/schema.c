@@ -134,6 +134,11 @@ const gt_key_t gt_topo_keys[] = {
      "keeps what it trained since its last submit and, started again, adds it to the anchor it "
      "joins with, scaled by 1/(1+s), s the rounds between the two anchors, in its first "
      "contribution — when s is at most this (0: the work is dropped); diloco mode, fragments 1"},
+    {"outer.site_slots", GT_KEY_U32, NUM(outer.site_slots), 0, GT_TOPO_MAX_SITES, 0, 0, NULL, "0",
+     "sites the chunk layout is cut for, so that sites never in this file can be added while the "
+     "run goes on (`geotrain sites add`): each takes a free slot; 0 = the configured sites (none "
+     "can be added). A slot nobody holds has its chunks aggregated by the next site; with slots "
+     "set the chunks are split equally (outer.chunk_split is not used)"},
     {"outer.chunk_split", GT_KEY_ENUM, NUM(outer.chunk_split), 0, 0, 0, 0, "bandwidth|equal",
      "bandwidth", "chunk ownership: each site aggregates a share that follows its link capacity "
      "(links:, wan.emulation; a thin site owns less), or equal shares"},

@@ -151,12 +151,15 @@ typedef struct {
      * a port in [min, max] instead of an ephemeral one, so a firewall can name them; 0, 0:
      * any free port */
     uint16_t data_port_min, data_port_max;
+    /* Site ids below this may be pinned later (gt_wan_net_pin: sites added mid-run, up to
+     * outer.site_slots); 0: only the ids of `peers` and our own. */
+    uint32_t n_site_ids;
 } gt_wan_net_params_t;
 
 #define GT_WAN_NET_PARAMS_INIT                                                                     \
     {                                                                                              \
         GT_WAN_TRANSPORT_UCX, GT_WAN_SECURITY_ENCRYPTED, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, \
-            0, 0, 0, NULL, NULL, 0, 0, 0, 0, 0, 0                                                  \
+            0, 0, 0, NULL, NULL, 0, 0, 0, 0, 0, 0, 0                                               \
     }
 
 typedef struct gt_wan_net gt_wan_net_t;
@@ -240,6 +243,12 @@ GT_API GT_MUST_USE gt_status_t gt_wan_net_create(const gt_wan_net_params_t *para
                                                  gt_wan_net_t **net_p);
 /* Closes every endpoint (their requests complete with GT_ERR_CLOSED) and frees. Accepts NULL. */
 GT_API void gt_wan_net_destroy(gt_wan_net_t *net);
+/* Pins one more peer (encrypted mode: a site added mid-run, whose key came through the
+ * authenticated control plane): its handshakes succeed from now on. Its id must be below
+ * params.n_site_ids. Safe beside the net's own threads; calls must not overlap. GT_ERR_INVALID
+ * for an id out of range, or an id or key pinned already; GT_OK without effect in plaintext
+ * mode. */
+GT_API GT_MUST_USE gt_status_t gt_wan_net_pin(gt_wan_net_t *net, const gt_wan_pinned_key_t *peer);
 
 /* Listens on host:port (this address only; port 0 picks a free port, returned in *port_p). */
 GT_API GT_MUST_USE gt_status_t gt_wan_net_listen(gt_wan_net_t *net, const char *host, uint16_t port,
@@ -378,6 +387,29 @@ GT_API gt_status_t gt_wan_run_retire(const gt_wan_member_params_t *params, const
 GT_API gt_status_t gt_wan_run_sites(const gt_wan_member_params_t *params,
                                     gt_wan_view_t *registered_p, char ***retired_p,
                                     size_t *n_retired_p) GT_MUST_USE;
+/* Adds site `name` to the run (`geotrain sites add`; params as for gt_wan_member_clear_run):
+ * creates PREFIX/RUN/added/NAME holding `value` (the site's description, JSON, as the CLI
+ * writes it: docs/diloco.md#adding-a-site) and PREFIX/RUN/slots/SLOT holding the name, both in
+ * one transaction and only when neither exists (GT_ERR_EXISTS otherwise: the name was added
+ * already, or another site took the slot). */
+GT_API gt_status_t gt_wan_run_add(const gt_wan_member_params_t *params, const char *name,
+                                  uint32_t slot, const char *value) GT_MUST_USE;
+/* The values gt_wan_run_add wrote under the run id, as a JSON array of strings (*json_p,
+ * malloc'd): through a registered member (its WAN thread's view reads), or a client that does
+ * not register (a site before it registers, the CLI). */
+GT_API gt_status_t gt_wan_member_added(gt_wan_member_t *m, char **json_p) GT_MUST_USE;
+GT_API gt_status_t gt_wan_run_added(const gt_wan_member_params_t *params,
+                                    char **json_p) GT_MUST_USE;
+/* Every registered site's member value, as gt_wan_member_values, without registering (the
+ * CLI: `geotrain sites add` compares the run's shared configuration with the added site's). */
+GT_API gt_status_t gt_wan_run_values(const gt_wan_member_params_t *params,
+                                     char **json_p) GT_MUST_USE;
+/* This site has pinned added site `name`'s key and takes its connections: says so under
+ * PREFIX/RUN/pinned/NAME/SITE, with its lease (the mark goes with the site). */
+GT_API gt_status_t gt_wan_member_ack_added(gt_wan_member_t *m, const char *name) GT_MUST_USE;
+/* The sites that said so for `name`, as a JSON array of their names (*json_p, malloc'd). */
+GT_API gt_status_t gt_wan_run_pinned(const gt_wan_member_params_t *params, const char *name,
+                                     char **json_p) GT_MUST_USE;
 /* Whether this site is marked retired under its run id (gt_wan_run_retire). */
 GT_API gt_status_t gt_wan_member_retired(gt_wan_member_t *m, int *retired_p) GT_MUST_USE;
 
@@ -549,6 +581,11 @@ const char *gt_wan_mesh_address(const gt_wan_mesh_t *mesh);
 /* Dials the view's members that this site should dial and forgets endpoints of sites that
  * left the view. Members are matched to sites.yaml by name. */
 GT_API gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *mesh, const gt_wan_view_t *view) GT_MUST_USE;
+/* Site `site`, a slot of the mesh's config just taken by a site added mid-run
+ * (gt_topo_take_slot), is pinned with the key the slot holds: its handshakes succeed from now
+ * on. The slot must be taken first (GT_ERR_INVALID); GT_ERR_CONFIG when encrypted and it has no
+ * key. Safe beside the WAN thread's calls; not beside another pin. */
+GT_API gt_status_t gt_wan_mesh_pin(gt_wan_mesh_t *mesh, uint32_t site) GT_MUST_USE;
 /* This site was removed from the run: closes every connection at once (nothing queued is
  * flushed or sent again) and dials nobody until the next gt_wan_mesh_set_view. */
 GT_API void gt_wan_mesh_leave(gt_wan_mesh_t *mesh);

@@ -54,6 +54,7 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
     net->n_ids = params->site_id + 1;
     for (size_t i = 0; i < params->n_peers; i++)
         if (params->peers[i].site_id + 1 > net->n_ids) net->n_ids = params->peers[i].site_id + 1;
+    if (params->n_site_ids > net->n_ids) net->n_ids = params->n_site_ids;
     if (net->n_ids > GT_WAN_SEC_MAX_PEERS + 1) net->n_ids = GT_WAN_SEC_MAX_PEERS + 1;
     net->auth_ok_ns = calloc(net->n_ids, sizeof *net->auth_ok_ns);
     net->refused_since_ns = calloc(net->n_ids, sizeof *net->refused_since_ns);
@@ -98,6 +99,7 @@ gt_status_t gt_wan_net_create(const gt_wan_net_params_t *params, gt_wan_net_t **
         sp.run_id_len = strlen(net->run_id);
         sp.cipher = cipher;
         sp.max_frame_bytes = net->p.frame_bytes;
+        sp.capacity = net->n_ids; /* room for the sites pinned later (gt_wan_net_pin) */
         GT_CHECK_GOTO(gt_wan_sec_create(&sp, &net->sec), st, fail);
         free(peers);
         peers = NULL;
@@ -135,6 +137,19 @@ gt_status_t gt_wan_net_tp_ensure(gt_wan_net_t *net, const char *host)
     net->relay_on = net->sec && net->ops->relay_dial && !net->p.ucx_relay_off;
     if (net->relay_on) tpp.relay = gt_wan_relay_cb(net);
     return net->ops->create(&tpp, &net->tp);
+}
+
+gt_status_t gt_wan_net_pin(gt_wan_net_t *net, const gt_wan_pinned_key_t *peer)
+{
+    if (!net || !peer || peer->site_id >= net->n_ids || peer->site_id == net->p.site_id)
+        return GT_ERR_INVALID;
+    if (!net->sec) return GT_OK; /* plaintext: nobody is authenticated */
+    gt_wan_peer_key_t k;
+    memset(&k, 0, sizeof k);
+    k.site_id = peer->site_id;
+    k.name = peer->name;
+    memcpy(k.public_key, peer->public_key, GT_WAN_KEY_BYTES);
+    return gt_wan_sec_pin(net->sec, &k);
 }
 
 void gt_wan_net_destroy(gt_wan_net_t *net)

@@ -60,13 +60,14 @@ struct gt_wan_sec {
     gt_wan_keypair_t local;
     uint32_t local_site_id;
     char local_name[GT_WAN_SITE_NAME_MAX];
-    size_t n_peers;
+    size_t n_peers; /* read and grown atomically: gt_wan_sec_pin publishes an entry with it */
+    size_t capacity;
     uint8_t run_id[GT_WAN_SEC_RUN_ID_MAX];
     size_t run_id_len;
     uint8_t run_fp[8]; /* BLAKE2b of the run id, sent in clear to diagnose a wrong run */
     gt_wan_cipher_t cipher;
     size_t max_frame;
-    peer_t peers[]; /* n_peers; inline, so no pointer hides in memory leak checkers skip */
+    peer_t peers[]; /* capacity; inline, so no pointer hides in memory leak checkers skip */
 };
 
 enum { HS_I_START, HS_I_WAIT2, HS_R_WAIT1, HS_R_WAIT3, HS_DONE, HS_FAILED, HS_FINISHED };
@@ -224,8 +225,11 @@ gt_status_t gt_wan_sec_create(const gt_wan_sec_params_t *params, gt_wan_sec_t **
         return GT_ERR_UNSUPPORTED;
     }
 
-    sec = secure_alloc(sizeof *sec + params->n_peers * sizeof(peer_t));
+    size_t capacity = params->capacity > params->n_peers ? params->capacity : params->n_peers;
+    if (capacity > GT_WAN_SEC_MAX_PEERS) capacity = GT_WAN_SEC_MAX_PEERS;
+    sec = secure_alloc(sizeof *sec + capacity * sizeof(peer_t));
     if (!sec) return GT_ERR_NOMEM;
+    sec->capacity = capacity;
     sec->magic = SEC_MAGIC;
     memcpy(&sec->local, params->local, sizeof sec->local);
     sec->local_site_id = params->local_site_id;
@@ -243,6 +247,25 @@ gt_status_t gt_wan_sec_create(const gt_wan_sec_params_t *params, gt_wan_sec_t **
     sec->max_frame =
         params->max_frame_bytes ? params->max_frame_bytes : GT_WAN_SEC_MAX_FRAME_DEFAULT;
     *sec_p = sec;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_sec_pin(gt_wan_sec_t *sec, const gt_wan_peer_key_t *peer)
+{
+    if (!sec || sec->magic != SEC_MAGIC || !peer) return GT_ERR_INVALID;
+    size_t n = __atomic_load_n(&sec->n_peers, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < n; i++)
+        if (sec->peers[i].site_id == peer->site_id ||
+            sodium_memcmp(sec->peers[i].public_key, peer->public_key, GT_WAN_KEY_BYTES) == 0) {
+            GT_ERROR("secure channel: site %u's key: that site id or key is pinned already",
+                     peer->site_id);
+            return GT_ERR_INVALID;
+        }
+    if (n >= sec->capacity) return GT_ERR_OVERFLOW;
+    sec->peers[n].site_id = peer->site_id;
+    copy_name(sec->peers[n].name, peer->name);
+    memcpy(sec->peers[n].public_key, peer->public_key, GT_WAN_KEY_BYTES);
+    __atomic_store_n(&sec->n_peers, n + 1, __ATOMIC_RELEASE); /* the entry above first */
     return GT_OK;
 }
 
@@ -425,10 +448,11 @@ gt_status_t gt_wan_hs_create(const gt_wan_sec_t *sec, gt_wan_hs_role_t role, uin
     if (!sec || sec->magic != SEC_MAGIC || !hs_p ||
         (role != GT_WAN_HS_INITIATOR && role != GT_WAN_HS_RESPONDER))
         return GT_ERR_INVALID;
-    gt_wan_hs_t *hs = secure_alloc(sizeof *hs + sec->n_peers * sizeof(peer_t));
+    size_t n_peers = __atomic_load_n(&sec->n_peers, __ATOMIC_ACQUIRE); /* gt_wan_sec_pin */
+    gt_wan_hs_t *hs = secure_alloc(sizeof *hs + n_peers * sizeof(peer_t));
     if (!hs) return GT_ERR_NOMEM;
-    if (sec->n_peers) memcpy(hs->peers, sec->peers, sec->n_peers * sizeof(peer_t));
-    hs->n_peers = sec->n_peers;
+    if (n_peers) memcpy(hs->peers, sec->peers, n_peers * sizeof(peer_t));
+    hs->n_peers = n_peers;
     hs->magic = HS_MAGIC;
     hs->info.role = role;
     hs->info.peer_site_id = GT_WAN_HS_ANY_PEER;

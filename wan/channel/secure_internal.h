@@ -128,11 +128,13 @@ typedef struct {
     size_t run_id_len;      /* the handshake fails (GT_ERR_AUTH, reason RUN_ID). 1..256 bytes */
     gt_wan_cipher_t cipher; /* security.cipher; see gt_wan_hs_responder_read for negotiation */
     size_t max_frame_bytes; /* largest payload open accepts; 0 = GT_WAN_SEC_MAX_FRAME_DEFAULT */
+    size_t capacity;        /* peers it can hold, those pinned later (gt_wan_sec_pin) included;
+                               0 (or below n_peers) = n_peers */
 } gt_wan_sec_params_t;
 
-#define GT_WAN_SEC_PARAMS_INIT                                 \
-    {                                                          \
-        NULL, 0, NULL, NULL, 0, NULL, 0, GT_WAN_CIPHER_AUTO, 0 \
+#define GT_WAN_SEC_PARAMS_INIT                                    \
+    {                                                             \
+        NULL, 0, NULL, NULL, 0, NULL, 0, GT_WAN_CIPHER_AUTO, 0, 0 \
     }
 
 typedef struct gt_wan_sec gt_wan_sec_t;
@@ -148,6 +150,11 @@ GT_API GT_MUST_USE gt_status_t gt_wan_sec_create(const gt_wan_sec_params_t *para
 /* Wipes and frees. Accepts NULL. Handshakes and sessions made from it stay valid (they
  * copy what they need). */
 GT_API void gt_wan_sec_destroy(gt_wan_sec_t *sec);
+/* Pins one more peer (a site added mid-run): handshakes created after it returns know it.
+ * Safe beside gt_wan_hs_create on another thread; two pins must not run at once (the caller
+ * serialises them). GT_ERR_INVALID when its id or key is pinned already, GT_ERR_OVERFLOW past
+ * the capacity. */
+GT_API GT_MUST_USE gt_status_t gt_wan_sec_pin(gt_wan_sec_t *sec, const gt_wan_peer_key_t *peer);
 
 /* ---- handshake ------------------------------------------------------------------------- */
 

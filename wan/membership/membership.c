@@ -35,6 +35,9 @@ struct gt_wan_member {
     char started_key[512];
     char suspects_prefix[512]; /* PREFIX/RUN/suspects/ */
     char retired_prefix[512];  /* PREFIX/RUN/retired/: sites retired for good */
+    char added_prefix[512];    /* PREFIX/RUN/added/: sites added mid-run (`geotrain sites add`) */
+    char slots_prefix[512];    /* PREFIX/RUN/slots/: the slot each added site took */
+    char pinned_prefix[512];   /* PREFIX/RUN/pinned/NAME/BY: BY pinned added site NAME's key */
     char site[GT_WAN_MEMBER_NAME_MAX];
     char address[GT_WAN_MEMBER_ADDR_MAX];
     int64_t lease;
@@ -437,6 +440,9 @@ static gt_status_t member_new(const gt_wan_member_params_t *p, gt_wan_member_t *
     snprintf(m->suspects_prefix, sizeof m->suspects_prefix, "%s/%s/suspects/", p->prefix,
              p->run_id);
     snprintf(m->retired_prefix, sizeof m->retired_prefix, "%s/%s/retired/", p->prefix, p->run_id);
+    snprintf(m->added_prefix, sizeof m->added_prefix, "%s/%s/added/", p->prefix, p->run_id);
+    snprintf(m->slots_prefix, sizeof m->slots_prefix, "%s/%s/slots/", p->prefix, p->run_id);
+    snprintf(m->pinned_prefix, sizeof m->pinned_prefix, "%s/%s/pinned/", p->prefix, p->run_id);
     m->ttl_s = p->lease_ttl_s;
     m->heartbeat_ms = p->heartbeat_ms;
     m->timeout_ms = p->request_timeout_ms ? p->request_timeout_ms : 2000;
@@ -581,8 +587,10 @@ gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleare
     if (st == GT_OK && !registered) st = gt_wan_member_started(m, &started);
     /* Nobody registered: what is left is a finished or abandoned run's (the sites of a new run
      * under this id delete before they register, and mark it started only once all have). */
-    const char *keys[4] = {m->started_key, m->view_key, m->suspects_prefix, m->retired_prefix};
-    for (int i = 0; st == GT_OK && !registered && started && i < 4; i++) {
+    const char *keys[7] = {m->started_key,    m->view_key,     m->suspects_prefix,
+                           m->retired_prefix, m->added_prefix, m->slots_prefix,
+                           m->pinned_prefix};
+    for (int i = 0; st == GT_OK && !registered && started && i < 7; i++) {
         const char *k = keys[i];
         json_t *req = json_pack("{s:o}", "key", b64(k, strlen(k)));
         if (req && i >= 2) json_object_set_new(req, "range_end", prefix_end(k));
@@ -692,6 +700,119 @@ gt_status_t gt_wan_member_retired(gt_wan_member_t *m, int *retired_p)
                  json_pack("{s:o,s:b}", "key", b64(key, strlen(key)), "count_only", 1), &reply);
     if (st == GT_OK) *retired_p = get_i64(reply, "count") > 0;
     json_decref(reply);
+    return st;
+}
+
+/* ---- sites added mid-run (`geotrain sites add`) ---- */
+
+gt_status_t gt_wan_run_add(const gt_wan_member_params_t *p, const char *name, uint32_t slot,
+                           const char *value)
+{
+    if (!name || !*name || strchr(name, '/') || !value) return GT_ERR_INVALID;
+    gt_wan_member_t *m = NULL;
+    gt_status_t st = run_client(p, NULL, &m);
+    if (st != GT_OK) return st;
+    char key[1024], skey[1024];
+    int n = snprintf(key, sizeof key, "%s%s", m->added_prefix, name);
+    int k = snprintf(skey, sizeof skey, "%s%u", m->slots_prefix, (unsigned)slot);
+    json_t *reply = NULL;
+    if (n <= 0 || (size_t)n >= sizeof key || k <= 0 || (size_t)k >= sizeof skey) {
+        st = GT_ERR_INVALID;
+    } else {
+        /* Both keys or neither, and only when neither exists: two operators adding at once
+         * cannot give one slot (or one name) twice. */
+        json_t *req = json_pack(
+            "{s:[{s:s,s:s,s:o,s:o},{s:s,s:s,s:o,s:o}],s:[{s:{s:o,s:o}},{s:{s:o,s:o}}]}",
+            "compare", "target", "CREATE", "result", "EQUAL", "key", b64(key, strlen(key)),
+            "create_revision", i64_string(0), "target", "CREATE", "result", "EQUAL", "key",
+            b64(skey, strlen(skey)), "create_revision", i64_string(0), "success",
+            "request_put", "key", b64(key, strlen(key)), "value", b64(value, strlen(value)),
+            "request_put", "key", b64(skey, strlen(skey)), "value", b64(name, strlen(name)));
+        st = api_call(m, "/v3/kv/txn", req, &reply);
+        if (st == GT_OK && !json_is_true(json_object_get(reply, "succeeded"))) st = GT_ERR_EXISTS;
+        json_decref(reply);
+    }
+    gt_wan_member_destroy(m);
+    return st;
+}
+
+/* The values under `prefix` as a JSON array of strings (malformed base64 left out). */
+static gt_status_t range_values(gt_wan_member_t *m, const char *prefix, char **json_p)
+{
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/range",
+                              json_pack("{s:o,s:o}", "key", b64(prefix, strlen(prefix)),
+                                        "range_end", prefix_end(prefix)),
+                              &reply);
+    if (st != GT_OK) return st;
+    json_t *out = json_array();
+    size_t i;
+    json_t *kv;
+    json_array_foreach(json_object_get(reply, "kvs"), i, kv)
+    {
+        char *val = unb64(json_object_get(kv, "value"), NULL);
+        if (val) json_array_append_new(out, json_string(val));
+        free(val);
+    }
+    json_decref(reply);
+    char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
+    json_decref(out);
+    if (!text) return GT_ERR_NOMEM;
+    *json_p = text;
+    return GT_OK;
+}
+
+gt_status_t gt_wan_member_added(gt_wan_member_t *m, char **json_p)
+{
+    if (!m || !json_p) return GT_ERR_INVALID;
+    return range_values(m, m->added_prefix, json_p);
+}
+
+gt_status_t gt_wan_run_added(const gt_wan_member_params_t *p, char **json_p)
+{
+    if (!json_p) return GT_ERR_INVALID;
+    gt_wan_member_t *m = NULL;
+    gt_status_t st = run_client(p, NULL, &m);
+    if (st == GT_OK) st = range_values(m, m->added_prefix, json_p);
+    gt_wan_member_destroy(m);
+    return st;
+}
+
+gt_status_t gt_wan_run_values(const gt_wan_member_params_t *p, char **json_p)
+{
+    if (!json_p) return GT_ERR_INVALID;
+    gt_wan_member_t *m = NULL;
+    gt_status_t st = run_client(p, NULL, &m);
+    if (st == GT_OK) st = gt_wan_member_values(m, json_p);
+    gt_wan_member_destroy(m);
+    return st;
+}
+
+gt_status_t gt_wan_member_ack_added(gt_wan_member_t *m, const char *name)
+{
+    if (!m || !name || !*name || strchr(name, '/')) return GT_ERR_INVALID;
+    char key[1024];
+    int n = snprintf(key, sizeof key, "%s%s/%s", m->pinned_prefix, name, m->site);
+    if (n <= 0 || (size_t)n >= sizeof key) return GT_ERR_INVALID;
+    json_t *req = json_pack("{s:o,s:o}", "key", b64(key, strlen(key)), "value",
+                            b64(m->site, strlen(m->site)));
+    if (req && m->lease) json_object_set_new(req, "lease", i64_string(m->lease));
+    json_t *reply = NULL;
+    gt_status_t st = api_call(m, "/v3/kv/put", req, &reply);
+    json_decref(reply);
+    return st;
+}
+
+gt_status_t gt_wan_run_pinned(const gt_wan_member_params_t *p, const char *name, char **json_p)
+{
+    if (!name || !*name || strchr(name, '/') || !json_p) return GT_ERR_INVALID;
+    gt_wan_member_t *m = NULL;
+    gt_status_t st = run_client(p, NULL, &m);
+    if (st != GT_OK) return st;
+    char prefix[1024];
+    int n = snprintf(prefix, sizeof prefix, "%s%s/", m->pinned_prefix, name);
+    st = n <= 0 || (size_t)n >= sizeof prefix ? GT_ERR_INVALID : range_values(m, prefix, json_p);
+    gt_wan_member_destroy(m);
     return st;
 }
 

@@ -159,7 +159,7 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
     } while (m->inc == 0);
     size_t n_pins = 0;
     for (uint32_t i = 0; i < cfg->n_sites && secure; i++) {
-        if (i == p->site) continue;
+        if (i == p->site || gt_topo_site_vacant(&cfg->sites[i])) continue; /* gt_wan_mesh_pin */
         GT_REQUIRE_GOTO(cfg->sites[i].has_public_key, st, GT_ERR_CONFIG, fail,
                         "mesh: site %s has no public_key in %s, and security.mode is encrypted "
                         "(make one with `geotrain keygen`)",
@@ -201,6 +201,7 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
     np.ucx_relay_off = !cfg->wan.ucx_relay;
     np.data_port_min = (uint16_t)cfg->wan.data_port_min;
     np.data_port_max = (uint16_t)cfg->wan.data_port_max;
+    np.n_site_ids = cfg->n_sites; /* vacant slots included: sites added later are pinned then */
     GT_CHECK_GOTO(gt_wan_net_create(&np, &m->net), st, fail);
     if (port && p->port_offset) {
         GT_REQUIRE_GOTO(port + p->port_offset <= 65535u, st, GT_ERR_CONFIG, fail,
@@ -332,6 +333,24 @@ void gt_wan_mesh_destroy(gt_wan_mesh_t *m)
     free(m->pins);
     free(m->peers);
     free(m);
+}
+
+gt_status_t gt_wan_mesh_pin(gt_wan_mesh_t *m, uint32_t site)
+{
+    const gt_topo_config_t *cfg = m ? m->p.cfg : NULL;
+    if (!cfg || site >= cfg->n_sites || site == m->p.site || gt_topo_site_vacant(&cfg->sites[site]))
+        return GT_ERR_INVALID;
+    if (cfg->security.mode != GT_SECURITY_ENCRYPTED) return GT_OK;
+    if (!cfg->sites[site].has_public_key) {
+        GT_ERROR("mesh: site %s was added without a public key, and security.mode is encrypted",
+                 cfg->sites[site].name);
+        return GT_ERR_CONFIG;
+    }
+    gt_wan_pinned_key_t k;
+    k.site_id = site;
+    k.name = cfg->sites[site].name;
+    memcpy(k.public_key, cfg->sites[site].public_key, GT_WAN_KEY_BYTES);
+    return gt_wan_net_pin(m->net, &k);
 }
 
 void gt_wan_mesh_leave(gt_wan_mesh_t *m)
