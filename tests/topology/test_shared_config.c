@@ -97,8 +97,75 @@ out:
     free(other);
 }
 
+/* Sites added mid-run (outer.site_slots): the running sites' copy with a vacant slot and the
+ * added site's own file (the site appended) give the same text before and after the slot is
+ * taken; a vacant slot has no name (not found) and is taken once; a site's own slot copy
+ * holds every configured site as it was. */
+static void test_slots(void)
+{
+    const char *sets[1] = {"outer.site_slots=4"};
+    gt_topo_load_params_t lp = GT_TOPO_LOAD_PARAMS_INIT;
+    lp.sets = sets;
+    lp.n_sets = 1;
+    lp.use_env = 0;
+    gt_topo_config_t *cfg = NULL, *slots = NULL, *full = NULL;
+    char yaml4[4096];
+    snprintf(yaml4, sizeof yaml4, "%s  - {name: d, address: '127.0.0.1:0', ranks: 1}\n", k_yaml);
+    CHECK_EQ_INT(gt_topo_load_string(k_yaml, strlen(k_yaml), "t.yaml", &lp, &cfg), GT_OK);
+    CHECK_EQ_INT(gt_topo_load_string(yaml4, strlen(yaml4), "t4.yaml", &lp, &full), GT_OK);
+    if (!cfg || !full) goto out;
+    CHECK_EQ_INT(gt_topo_site_slots(cfg), 4);
+    CHECK_EQ_INT(gt_topo_site_slots(full), 4);
+    CHECK_EQ_INT(gt_topo_open_slots(cfg, &slots), GT_OK);
+    if (!slots) goto out;
+    CHECK_EQ_INT(slots->n_sites, 4);
+    CHECK(!gt_topo_site_vacant(&slots->sites[2]) && gt_topo_site_vacant(&slots->sites[3]));
+    CHECK(strcmp(slots->sites[1].name, "b") == 0 && slots->sites[1].ranks == 1);
+    uint32_t at = 99;
+    CHECK_EQ_INT(gt_topo_site_index(slots, "", &at), GT_ERR_NOT_FOUND);
+    CHECK_EQ_INT(gt_topo_site_index(slots, "d", &at), GT_ERR_NOT_FOUND);
+    char *t_cfg = NULL, *t_slots = NULL, *t_full = NULL, *t_taken = NULL;
+    CHECK_EQ_INT(gt_topo_shared_text(cfg, &t_cfg), GT_OK);
+    CHECK_EQ_INT(gt_topo_shared_text(slots, &t_slots), GT_OK);
+    full->sites[3].added = 1; /* as the added site marks itself from the run's etcd */
+    CHECK_EQ_INT(gt_topo_shared_text(full, &t_full), GT_OK);
+    uint8_t key[32];
+    memset(key, 7, sizeof key);
+    CHECK_EQ_INT(gt_topo_take_slot(slots, 2, "d", 1, key), GT_ERR_INVALID); /* not vacant */
+    CHECK_EQ_INT(gt_topo_take_slot(slots, 3, "a", 1, key), GT_ERR_INVALID); /* a's name */
+    CHECK_EQ_INT(gt_topo_take_slot(slots, 3, "d", 1, key), GT_OK);
+    CHECK_EQ_INT(gt_topo_take_slot(slots, 3, "e", 1, key), GT_ERR_INVALID); /* taken */
+    CHECK_EQ_INT(gt_topo_site_index(slots, "d", &at), GT_OK);
+    CHECK_EQ_INT(at, 3);
+    CHECK(slots->sites[3].added && slots->sites[3].has_public_key &&
+          slots->sites[3].public_key[0] == 7);
+    CHECK_EQ_INT(gt_topo_shared_text(slots, &t_taken), GT_OK);
+    if (t_cfg && t_slots && t_full && t_taken) {
+        CHECK_MSG(strcmp(t_cfg, t_slots) == 0, "a vacant slot changed the shared text");
+        CHECK_MSG(gt_topo_shared_diff(t_slots, t_full, NULL, NULL) == 0,
+                  "the added site's file does not agree with the running sites'");
+        CHECK_MSG(strcmp(t_slots, t_taken) == 0, "taking the slot changed the shared text");
+        CHECK(strstr(t_full, "sites=a,b,c\n") != NULL);
+    }
+    /* Without the mark, the added site's file lists d: it would not agree. */
+    full->sites[3].added = 0;
+    char *t_unmarked = NULL;
+    CHECK_EQ_INT(gt_topo_shared_text(full, &t_unmarked), GT_OK);
+    if (t_unmarked && t_slots) CHECK(gt_topo_shared_diff(t_slots, t_unmarked, NULL, NULL) > 0);
+    free(t_unmarked);
+    free(t_cfg);
+    free(t_slots);
+    free(t_full);
+    free(t_taken);
+out:
+    gt_topo_destroy(cfg);
+    gt_topo_destroy(slots);
+    gt_topo_destroy(full);
+}
+
 int main(void)
 {
+    test_slots();
     /* The rows of the table, and more of the shared keys. */
     expect("codec.name=fp32", "codec.name", "\"int8\"", "\"fp32\"");
     expect("codec.name=bf16", "codec.name", "\"int8\"", "\"bf16\"");

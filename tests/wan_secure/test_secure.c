@@ -249,6 +249,49 @@ static void test_unknown_and_wrong_peer(void)
 }
 
 /* Flips each bit position's byte of each message in turn: every change is refused. */
+/* A site added mid-run (`geotrain sites add`): B, made with room for one more peer, refuses C
+ * until C is pinned, then takes its handshake; a second pin of C's id or key is refused, and
+ * one past the capacity overflows. */
+static void test_pin_later(void)
+{
+    gt_wan_peer_key_t peers[1];
+    peers[0].site_id = A;
+    peers[0].name = names[A];
+    memcpy(peers[0].public_key, keys[A].public_key, GT_WAN_KEY_BYTES);
+    gt_wan_sec_params_t p = GT_WAN_SEC_PARAMS_INIT;
+    p.local = &keys[B];
+    p.local_site_id = B;
+    p.local_name = names[B];
+    p.peers = peers;
+    p.n_peers = 1;
+    p.run_id = "run-1";
+    p.run_id_len = 5;
+    p.capacity = 2;
+    gt_wan_sec_t *sb = NULL;
+    CHECK_EQ_INT(gt_wan_sec_create(&p, &sb), GT_OK);
+    gt_wan_sec_t *sc = make_sec(C, 0x6, "run-1", GT_WAN_CIPHER_AUTO, 0);
+    gt_wan_session_t *x = NULL, *y = NULL;
+    gt_wan_hs_info_t info;
+    CHECK_EQ_INT(handshake(sc, B, sb, &x, &y, &info), GT_ERR_AUTH);
+    CHECK_EQ_INT(info.reason, GT_WAN_HS_UNKNOWN_KEY);
+    gt_wan_peer_key_t c;
+    c.site_id = C;
+    c.name = names[C];
+    memcpy(c.public_key, keys[C].public_key, GT_WAN_KEY_BYTES);
+    CHECK_EQ_INT(gt_wan_sec_pin(sb, &c), GT_OK);
+    CHECK_EQ_INT(handshake(sc, B, sb, &x, &y, &info), GT_OK);
+    CHECK_EQ_INT(info.peer_site_id, C);
+    gt_wan_session_destroy(x);
+    gt_wan_session_destroy(y);
+    CHECK_EQ_INT(gt_wan_sec_pin(sb, &c), GT_ERR_INVALID); /* pinned already */
+    c.site_id = 9;
+    CHECK_EQ_INT(gt_wan_sec_pin(sb, &c), GT_ERR_INVALID); /* its key is */
+    memset(c.public_key, 9, sizeof c.public_key);
+    CHECK_EQ_INT(gt_wan_sec_pin(sb, &c), GT_ERR_OVERFLOW); /* full */
+    gt_wan_sec_destroy(sb);
+    gt_wan_sec_destroy(sc);
+}
+
 static void test_tampered_handshake(void)
 {
     gt_wan_sec_t *sa = make_sec(A, 0x3, "run-1", GT_WAN_CIPHER_AUTO, 0);
@@ -874,6 +917,7 @@ int main(void)
     test_params();
     test_handshake_ok();
     test_unknown_and_wrong_peer();
+    test_pin_later();
     test_tampered_handshake();
     test_run_id();
     test_cipher_negotiation();
