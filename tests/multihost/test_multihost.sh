@@ -8,11 +8,14 @@
 #   ns e  (etcd)    10.77.0.10     ns b  10.77.0.12    ns c  10.77.0.13
 #   ns a            10.77.1.2, binds 0.0.0.0:7000 and advertises 10.77.9.1:7000 (a 1:1 NAT)
 #   ns x (outsider) 10.77.0.66: no key; sends garbage to every site port and a connection flood
+#   ns d  10.77.0.14: a fourth site, never in the run's sites.yaml, added mid-run
 #
 # Each site's link is shaped by `tc tbf` both ways, at a rate of its own (a 200, b 100, c 50
 # Mbit/s); latency comes from geotrain's emulator. The run: encrypted, the transport given; site b
 # killed (SIGKILL) and started again (it joins), site c's link down (`ip link set down`) for 2 s
-# and up again, the outsider's attack while they train. Asserts: every site finishes, the anchors
+# and up again, the outsider's attack while they train; site d, in no file the run started from,
+# added mid-run with `geotrain sites add` (outer.site_slots: 4) from an operator's host and
+# started in its own namespace (it joins), then b retired with `geotrain sites remove`. Asserts: every site finishes (b: retired), the anchors
 # of every round they share are bit-identical (void ones left out), no frame rejected and no hash
 # mismatch, the outsider's connections counted as refused or timed out, a's metrics scraped
 # through the NAT, and the WAN bytes each of a and c reported within a few percent of what
@@ -26,11 +29,11 @@ geotrain=$1 tp=$2
 tag=gt$$
 dir=$(mktemp -d /tmp/gt-multihost-XXXXXX)
 pids=()
-NS_BR=$tag-br NS_E=$tag-e NS_A=$tag-a NS_B=$tag-b NS_C=$tag-c NS_X=$tag-x
+NS_BR=$tag-br NS_E=$tag-e NS_A=$tag-a NS_B=$tag-b NS_C=$tag-c NS_X=$tag-x NS_D=$tag-d
 cleanup() {
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   wait 2>/dev/null
-  for n in $NS_A $NS_B $NS_C $NS_E $NS_X $NS_BR; do ip netns del "$n" 2>/dev/null; done
+  for n in $NS_A $NS_B $NS_C $NS_D $NS_E $NS_X $NS_BR; do ip netns del "$n" 2>/dev/null; done
   [ -n "${KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -72,6 +75,7 @@ host $NS_E e 10.77.0.10/24 10.77.0.1 0 br || skip "cannot make veth pairs"
 host $NS_B b 10.77.0.12/24 10.77.0.1 100mbit br || skip "no tc tbf"
 host $NS_C c 10.77.0.13/24 10.77.0.1 50mbit br
 host $NS_X x 10.77.0.66/24 10.77.0.1 0 br
+host $NS_D d 10.77.0.14/24 10.77.0.1 80mbit br
 host $NS_A a 10.77.1.2/24 10.77.1.1 200mbit
 ip -n $NS_BR addr add 10.77.1.1/24 dev va
 ns $NS_BR nft -f - <<'EOF' || skip "no nftables NAT"
@@ -117,7 +121,7 @@ cert() { # cert NAME CN [SAN]: NAME.pem and NAME.key signed by the CA
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$t/ca.key" \
   -out "$t/ca.pem" -days 1 -subj /CN=geotrain-test-ca 2>/dev/null || skip "openssl cannot make a CA"
 cert etcd etcd IP:10.77.0.10 || fail "cannot make etcd's certificate"
-for s in a b c x; do cert $s site-$s || fail "cannot make $s's certificate"; done
+for s in a b c d x op; do cert $s site-$s || fail "cannot make $s's certificate"; done
 tlsc() { echo --cacert "$t/ca.pem" --cert "$t/$1.pem" --key "$t/$1.key"; }
 
 # ---- etcd: TLS for clients and peers, client certificates required ----
@@ -138,7 +142,7 @@ ns $NS_B curl -s -m 1 $(tlsc b) https://10.77.0.10:2379/health | grep -q true ||
 
 # ---- keys and the config every host holds ----
 mkdir -p "$dir/keys"
-for s in a b c; do
+for s in a b c d; do
   "$geotrain" keygen --site $s --out "$dir/keys" | grep public_key: | sed 's/^ *//' >"$dir/$s.pub"
 done
 pub() { cat "$dir/$1.pub"; }
@@ -164,6 +168,7 @@ outer:
   overlap_steps: 2
   deadline_min_ms: 500
   deadline_max_ms: 5000
+  site_slots: 4
 codec:
   name: int8
   block_size: 64
@@ -203,6 +208,10 @@ sites:
     metrics: 10.77.0.13:9400
     $(pub c)
 EOF
+# The file the new datacenter's operator holds: the run's, with d appended.
+cp "$dir/sites.yaml" "$dir/full.yaml"
+printf '  - name: d\n    address: 10.77.0.14:7000\n    metrics: 10.77.0.14:9400\n    %s\n' \
+  "$(pub d)" >>"$dir/full.yaml"
 # What an operator runs on each host first: the file and that host's key hold up across hosts.
 own() { echo --set membership.tls.cert=$t/$1.pem --set membership.tls.key=$t/$1.key; }
 for s in a b c; do
@@ -210,6 +219,8 @@ for s in a b c; do
     fail "config check --deploy --site $s: $(cat "$dir/check.log")"
 done
 grep -q "one etcd member" "$dir/check.log" || fail "config check --deploy: no warning of one etcd member"
+"$geotrain" config check "$dir/full.yaml" $(own d) --deploy --site d -q >"$dir/check-d.log" 2>&1 ||
+  fail "config check --deploy --site d: $(cat "$dir/check-d.log")"
 # ... and refuses what cannot work: a key not pinned, a key that is not the pinned one's pair
 awk -v key="$(cut -d' ' -f2 "$dir/a.pub")" '/^    public_key/ { next }
   { print } /^  - name: c$/ { print "    public_key: " key }' "$dir/sites.yaml" >"$dir/bad.yaml"
@@ -221,11 +232,11 @@ grep -q "site c: its secret key .* is not the key pair" "$dir/check-bad.log" ||
 
 # ---- the sites: each `geotrain run` in its own namespace, restarted as an operator's unit
 # would be when it exits 3 (removed from the run: it rejoins) ----
-site() { # site NAME NS: runs until the site's process exits with anything but 3
-  local s=$1 n=$2 life=0 rc
+site() { # site NAME NS [CONFIG]: runs until the site's process exits with anything but 3
+  local s=$1 n=$2 life=0 rc conf=${3:-$dir/sites.yaml}
   while :; do
     life=$((life + 1))
-    ns $n "$geotrain" run --config "$dir/sites.yaml" --site $s --run-dir "$dir/run-$s" \
+    ns $n "$geotrain" run --config "$conf" --site $s --run-dir "$dir/run-$s" \
       $(own $s) >>"$dir/$s.log" 2>&1
     rc=$?
     echo "life $life exit $rc" >>"$dir/$s.lives"
@@ -307,6 +318,13 @@ for how in "http" "https --cacert $t/ca.pem" "https -k" "https -k --cert $t/rogu
 done
 ns $NS_X curl -s -m 3 $(tlsc x) -d "$range" https://10.77.0.10:2379/v3/kv/range | grep -q '"kvs"' ||
   fail "etcd does not answer a request with a valid client certificate (the check above proves nothing)"
+# d, a datacenter the run never had, added from an operator's host through the TLS control
+# plane; started in its own namespace once every running site has pinned its key
+wait_round a 6
+ns $NS_B "$geotrain" sites add "$dir/full.yaml" d --run-id multihost-$tag $(own op) \
+  >"$dir/add.out" 2>&1 || fail "sites add d: $(cat "$dir/add.out")"
+site d $NS_D "$dir/full.yaml" & pd=$!
+pids+=($pd)
 wait_round c 12
 # c's link down for 2 s, then up again
 ip -n $NS_C link set eth0 down
@@ -316,9 +334,16 @@ ip -n $NS_C route add default via 10.77.0.1 2>/dev/null
 # a's metrics through the NAT, from b's host
 ns $NS_B curl -s -m 5 http://10.77.9.1:9400/metrics >"$dir/a.metrics" || fail "a's metrics not reachable at its advertised address"
 grep -q '^geotrain_live_sites{site="a",rank="0"}' "$dir/a.metrics" || fail "a's metrics: $(head -3 "$dir/a.metrics")"
+# b retired for good once d has applied rounds of its own
+wait_round d 3
+ns $NS_B "$geotrain" sites remove "$dir/sites.yaml" b --run-id multihost-$tag $(own op) \
+  >"$dir/remove.out" 2>&1 || fail "sites remove b: $(cat "$dir/remove.out")"
 wait $pa || fail "site a exited $?"
 wait $pc || fail "site c exited $?"
-wait $pb2 || fail "site b (started again) exited $?"
+wait $pd || fail "site d exited $?"
+wait $pb2
+rc=$?
+[ $rc = 4 ] || fail "site b (started again, then retired) exited $rc, not 4"
 wait $pb # its first process, killed: 137
 
 # ---- the checks ----
@@ -335,7 +360,8 @@ def voids(s):
         return []
     return [tuple(json.loads(l)['lines']) for l in lines if l.strip()]
 anchors = {}
-for s in 'abc':
+want = {'a': 'finished', 'b': 'retired', 'c': 'finished', 'd': 'finished'}
+for s in 'abcd':
     lines = open('%s/run-%s/%s/anchors.jsonl' % (d, s, s)).read().splitlines()
     void = voids(s)
     got = {}
@@ -348,7 +374,7 @@ for s in 'abc':
         got[r['round']] = r['anchor_hash']
     anchors[s] = got
     summ = json.load(open('%s/run-%s/%s/summary.json' % (d, s, s)))
-    if summ['status'] != 'finished': bad.append('%s: %s' % (s, summ['status']))
+    if summ['status'] != want[s]: bad.append('%s: %s' % (s, summ['status']))
     if summ['hash_mismatches']: bad.append('%s: %d hash mismatches' % (s, summ['hash_mismatches']))
     if summ['frames_rejected']: bad.append('%s: %d frames rejected' % (s, summ['frames_rejected']))
     w = summ['wan']
@@ -360,11 +386,19 @@ for s in 'abc':
              w['reconnects'], summ['compute_utilization']))
     anchors[s + '_summary'] = summ
 for r in range(24):
-    hs = {s: anchors[s][r] for s in 'abc' if r in anchors[s]}
+    hs = {s: anchors[s][r] for s in 'abcd' if r in anchors[s]}
     if len(set(hs.values())) > 1: bad.append('round %d: anchors differ %s' % (r, hs))
-last = {s: anchors[s].get(23) for s in 'abc'}
+last = {s: anchors[s].get(23) for s in 'acd'}
 if None in last.values() or len(set(last.values())) != 1:
     bad.append('the last round is not held alike: %s' % last)
+# d, added mid-run, trained rounds of its own and aggregated chunks of its slot; a and c took
+# its contributions
+dsum = anchors['d_summary']
+if dsum['rounds_applied'] < 3 or dsum['contributions']['on_time'] + dsum['contributions']['late'] == 0:
+    bad.append('d: %d rounds applied, contributions %s' % (dsum['rounds_applied'], dsum['contributions']))
+for s in 'ac':
+    if anchors[s + '_summary']['ledger'].get('d', {}).get('took', 0) == 0:
+        bad.append('%s took nothing from d: %s' % (s, anchors[s + '_summary']['ledger']))
 # the outsider: b and a saw its connections and refused them, or let them time out
 for s in 'ab':
     w = anchors[s + '_summary']['wan']
@@ -387,4 +421,4 @@ for b in bad: print('  ' + b)
 sys.exit(1 if bad else 0)
 EOF
 grep -q "advertised as 10.77.9.1:7000" "$dir/a.log" || fail "a does not say it advertises 10.77.9.1:7000"
-echo "ok: 3 sites on 3 network stacks finished with identical anchors ($tp)"
+echo "ok: 4 sites on 4 network stacks (d added mid-run, b retired) with identical anchors ($tp)"
