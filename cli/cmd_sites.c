@@ -20,7 +20,8 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: geotrain sites add CONFIG NAME [--run-id ID] [--wait S] [--set KEY=VALUE ...]\n"
+            "usage: geotrain sites add CONFIG NAME [--run-id ID] [--admin-key FILE] [--wait S]\n"
+            "                          [--set KEY=VALUE ...]\n"
             "       geotrain sites remove CONFIG NAME [--run-id ID] [--set KEY=VALUE ...]\n"
             "       geotrain sites list CONFIG [--run-id ID] [--set KEY=VALUE ...]\n\n"
             "list: every configured site of the run and whether it is registered now (with the\n"
@@ -33,7 +34,9 @@ static void usage(FILE *out)
             "(every shared key, the sites before NAME), that the slot is free, that NAME has a\n"
             "public key when the run is encrypted and ranks that keep the run's WAN groups;\n"
             "then writes NAME's name, slot, ranks and public key into the run's etcd (over\n"
-            "membership.tls) and waits until every registered site has pinned its key. Then\n"
+            "membership.tls), signed with the operator's admin key (security.admin_key names\n"
+            "its public half: a site admits no added site without that signature, whoever can\n"
+            "write to etcd), and waits until every registered site has pinned it. Then\n"
             "start it: geotrain run --config CONFIG --site NAME. It joins like any site that\n"
             "comes late and aggregates its slot's chunks from its first round. Sites started\n"
             "later (a restart) read the added sites from etcd, with CONFIG or the old file.\n\n"
@@ -51,6 +54,8 @@ static void usage(FILE *out)
             "Options:\n"
             "  --run-id ID      the run (default: run.name of CONFIG; launch uses its run\n"
             "                   directory's name)\n"
+            "  --admin-key FILE add: the operator's signing key (`geotrain keygen --admin`;\n"
+            "                   default security.key_dir/admin.key)\n"
             "  --wait S         add: how long to wait for the running sites to pin the new\n"
             "                   site's key (default 30 s; 0: do not wait)\n"
             "  --set KEY=VALUE  override a key of CONFIG (repeatable), e.g. the endpoints and\n"
@@ -60,7 +65,8 @@ static void usage(FILE *out)
             "refused the site, or a registered site did not pin it in time), 2 misuse.\n");
 }
 
-static double g_wait_s = 30; /* add: --wait */
+static double g_wait_s = 30;            /* add: --wait */
+static const char *g_admin_key = NULL; /* add: --admin-key */
 
 /* The options and CONFIG of `sites remove|list`: the loaded config (NULL: the exit status is
  * in *rc_p), the run id, and the positional arguments after CONFIG. */
@@ -70,6 +76,7 @@ static gt_topo_config_t *load(int argc, char **argv, int n_pos, const char **run
     static const struct option opts[] = {{"run-id", required_argument, NULL, 'I'},
                                          {"set", required_argument, NULL, 'S'},
                                          {"wait", required_argument, NULL, 'W'},
+                                         {"admin-key", required_argument, NULL, 'K'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *sets[MAX_SETS];
@@ -80,6 +87,7 @@ static gt_topo_config_t *load(int argc, char **argv, int n_pos, const char **run
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'I': *run_id_p = optarg; break;
+        case 'K': g_admin_key = optarg; break;
         case 'W': {
             char *end = NULL;
             g_wait_s = strtod(optarg, &end);
@@ -162,9 +170,14 @@ static gt_wan_member_params_t member_params(const gt_topo_config_t *cfg, const c
     return mp;
 }
 
-/* The run's added sites (gt_wan_run_added) as a JSON array of objects; NULL on failure. */
-static json_t *read_added(const gt_wan_member_params_t *mp, gt_status_t *st_p)
+/* The run's added sites (gt_wan_run_added) as a JSON array of their descriptions (the objects
+ * `sites add` signed; the signature is the sites' to check); NULL on failure. */
+static json_t *read_added(const gt_wan_member_params_t *mp, const gt_topo_config_t *cfg,
+                          const char *run_id, gt_status_t *st_p)
 {
+    uint8_t admin[GT_WAN_KEY_BYTES];
+    int check = cfg->security.admin_key[0] &&
+                gt_wan_key_from_base64(cfg->security.admin_key, admin) == GT_OK;
     char *text = NULL;
     *st_p = gt_wan_run_added(mp, &text);
     if (*st_p != GT_OK) return NULL;
@@ -174,7 +187,19 @@ static json_t *read_added(const gt_wan_member_params_t *mp, gt_status_t *st_p)
     json_t *e;
     json_array_foreach(arr, i, e)
     {
-        json_t *o = json_is_string(e) ? json_loads(json_string_value(e), 0, NULL) : NULL;
+        json_t *v = json_is_string(e) ? json_loads(json_string_value(e), 0, NULL) : NULL;
+        const char *desc = json_string_value(json_object_get(v, "desc"));
+        const char *sig = json_string_value(json_object_get(v, "sig"));
+        json_t *o = desc ? json_loads(desc, 0, NULL) : NULL;
+        if (o && check && gt_wan_add_verify(admin, run_id, desc, sig ? sig : "") != GT_OK) {
+            fprintf(stderr,
+                    "geotrain sites: ignoring a description in the run's etcd that "
+                    "security.admin_key did not sign (the sites refuse it too): %.160s\n",
+                    desc);
+            json_decref(o);
+            o = NULL;
+        }
+        json_decref(v);
         if (json_is_object(o))
             json_array_append_new(out, o);
         else
@@ -198,7 +223,7 @@ static int sites_remove(int argc, char **argv)
     if (gt_topo_site_index(cfg, name, &index) != GT_OK) {
         /* a site added mid-run need not be in the operator's file */
         gt_wan_member_params_t mp = member_params(cfg, run_id, 0, eps, group_id, sizeof group_id);
-        json_t *added = read_added(&mp, &st);
+        json_t *added = read_added(&mp, cfg, run_id, &st);
         int found = 0;
         size_t i;
         json_t *e;
@@ -336,6 +361,14 @@ static int sites_add(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (cfg->security.mode == GT_SECURITY_ENCRYPTED && !cfg->security.admin_key[0]) {
+        fprintf(stderr,
+                "geotrain sites: %s has no security.admin_key: the running sites admit an added "
+                "site only with the signature of the key it names (`geotrain keygen --admin`)\n",
+                cfg->source);
+        rc = 2;
+        goto out;
+    }
     if (cfg->security.mode == GT_SECURITY_ENCRYPTED && !cfg->sites[index].has_public_key) {
         fprintf(stderr,
                 "geotrain sites: site %s has no public_key in %s and the run is encrypted: make "
@@ -346,7 +379,7 @@ static int sites_add(int argc, char **argv)
     }
     gt_wan_member_params_t mp = member_params(cfg, run_id, 0, eps, group_id, sizeof group_id);
     /* What the run says: the sites added so far, a registered site's configuration. */
-    if (!(added = read_added(&mp, &st))) goto etcd;
+    if (!(added = read_added(&mp, cfg, run_id, &st))) goto etcd;
     size_t i;
     json_t *e;
     json_array_foreach(added, i, e)
@@ -403,11 +436,32 @@ static int sites_add(int argc, char **argv)
     }
     char b64[GT_WAN_KEY_B64_LEN + 1] = "";
     if (cfg->sites[index].has_public_key) gt_wan_key_to_base64(cfg->sites[index].public_key, b64);
-    json_t *desc = json_pack("{s:s,s:i,s:i,s:s,s:f}", "name", name, "slot", (int)index, "ranks",
-                             (int)cfg->sites[index].ranks, "public_key", b64, "added_unix",
-                             (double)time(NULL));
-    value = desc ? json_dumps(desc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_t *desc = json_pack("{s:s,s:s,s:i,s:i,s:s,s:f}", "run", run_id, "name", name, "slot",
+                             (int)index, "ranks", (int)cfg->sites[index].ranks, "public_key", b64,
+                             "added_unix", (double)time(NULL));
+    char *desc_text = desc ? json_dumps(desc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(desc);
+    char sig[GT_WAN_SIG_B64_LEN + 1] = "", key_path[GT_TOPO_PATH_MAX + 16];
+    if (desc_text && cfg->security.admin_key[0]) {
+        /* signed, and checked against the key the sites hold before anything is written */
+        uint8_t admin[GT_WAN_KEY_BYTES];
+        snprintf(key_path, sizeof key_path, "%s/admin.key", cfg->security.key_dir);
+        const char *kp = g_admin_key ? g_admin_key : key_path;
+        if (gt_wan_add_sign(kp, run_id, desc_text, sig) != GT_OK ||
+            gt_wan_key_from_base64(cfg->security.admin_key, admin) != GT_OK ||
+            gt_wan_add_verify(admin, run_id, desc_text, sig) != GT_OK) {
+            fprintf(stderr,
+                    "geotrain sites: cannot sign %s's description with %s as the key "
+                    "security.admin_key names (%s): give that key's file with --admin-key\n",
+                    name, kp, cfg->security.admin_key);
+            free(desc_text);
+            goto out;
+        }
+    }
+    json_t *signed_value = desc_text ? json_pack("{s:s,s:s}", "desc", desc_text, "sig", sig) : NULL;
+    free(desc_text);
+    value = signed_value ? json_dumps(signed_value, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(signed_value);
     if (!value) {
         st = GT_ERR_NOMEM;
         goto etcd;
@@ -519,7 +573,7 @@ static int sites_list(int argc, char **argv)
             printf("  %-16s %-15s %s\n", name, state, addr);
         }
         /* The sites added to the run (`sites add`), those of CONFIG included. */
-        json_t *added = read_added(&mp, &st);
+        json_t *added = read_added(&mp, cfg, run_id, &st);
         size_t i;
         json_t *e;
         json_array_foreach(added, i, e)

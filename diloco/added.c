@@ -37,11 +37,47 @@ gt_status_t dl_open_slots(gt_diloco_t *d)
     return st;
 }
 
-/* One description read from etcd: its fields, or 0 when it is malformed (said once). */
-static int parse_added(gt_diloco_t *d, const char *text, char *name, size_t cap, uint32_t *slot_p,
+/* Whether the signed value `text` ({"desc", "sig"}: `geotrain sites add`) is admitted: signed by
+ * security.admin_key for this run (unsigned only where the config has no admin key, which the
+ * loader allows only without encryption). Its description into *desc_p (json_decref it). A
+ * refusal is said once per slot it names. */
+static int admitted(gt_diloco_t *d, const char *text, json_t **desc_p)
+{
+    json_t *v = json_loads(text, 0, NULL);
+    const char *desc = json_string_value(json_object_get(v, "desc"));
+    const char *sig = json_string_value(json_object_get(v, "sig"));
+    json_t *j = desc ? json_loads(desc, 0, NULL) : NULL;
+    const char *why = NULL;
+    uint8_t admin[GT_WAN_KEY_BYTES];
+    const char *key = d->cfg->security.admin_key;
+    if (!json_is_object(j))
+        why = "it is malformed";
+    else if (!json_string_value(json_object_get(j, "run")) ||
+             strcmp(json_string_value(json_object_get(j, "run")), d->run_id) != 0)
+        why = "it names another run";
+    else if (key[0] && (gt_wan_key_from_base64(key, admin) != GT_OK ||
+                        gt_wan_add_verify(admin, d->run_id, desc, sig ? sig : "") != GT_OK))
+        why = "it is not signed by security.admin_key";
+    if (why) {
+        json_int_t slot = json_integer_value(json_object_get(j, "slot"));
+        uint64_t bit = slot >= 0 && slot < 64 ? 1ull << slot : 1ull << 63;
+        if (!(d->added_refused & bit))
+            GT_WARN("site %s: refuses an added site's description in etcd: %s (%.160s); it is "
+                    "not pinned, and nothing it sends is taken",
+                    d->name, why, desc ? desc : text);
+        d->added_refused |= bit;
+        json_decref(j);
+        j = NULL;
+    }
+    json_decref(v);
+    *desc_p = j;
+    return j != NULL;
+}
+
+/* One admitted description: its fields, or 0 when it is malformed (said once). */
+static int parse_added(gt_diloco_t *d, json_t *j, char *name, size_t cap, uint32_t *slot_p,
                        uint32_t *ranks_p, uint8_t key[GT_WAN_KEY_BYTES], int *has_key_p)
 {
-    json_t *j = json_loads(text, 0, NULL);
     const char *n = json_string_value(json_object_get(j, "name"));
     json_t *slot = json_object_get(j, "slot"), *ranks = json_object_get(j, "ranks");
     const char *pk = json_string_value(json_object_get(j, "public_key"));
@@ -50,16 +86,16 @@ static int parse_added(gt_diloco_t *d, const char *text, char *name, size_t cap,
              json_integer_value(ranks) >= 1 && json_integer_value(ranks) <= 4096;
     *has_key_p = ok && pk && *pk;
     if (*has_key_p && gt_wan_key_from_base64(pk, key) != GT_OK) ok = 0;
+    if (d->cfg->security.mode == GT_SECURITY_ENCRYPTED && !*has_key_p) ok = 0;
     if (ok) {
         snprintf(name, cap, "%s", n);
         *slot_p = (uint32_t)json_integer_value(slot);
         *ranks_p = (uint32_t)json_integer_value(ranks);
     } else if (!d->added_bad_said) {
-        GT_WARN("site %s: ignoring a malformed description of an added site in etcd: %.120s",
-                d->name, text);
+        GT_WARN("site %s: ignoring a malformed description of an added site in etcd",
+                d->name);
         d->added_bad_said = 1;
     }
-    json_decref(j);
     return ok;
 }
 
@@ -80,9 +116,11 @@ static gt_status_t take_added(gt_diloco_t *d, const char *json, int running)
         uint32_t slot, ranks, have;
         int has_key;
         uint8_t key[GT_WAN_KEY_BYTES];
-        if (!json_is_string(e) || !parse_added(d, json_string_value(e), name, sizeof name, &slot,
-                                               &ranks, key, &has_key))
-            continue;
+        json_t *desc = NULL;
+        int ok = json_is_string(e) && admitted(d, json_string_value(e), &desc) &&
+                 parse_added(d, desc, name, sizeof name, &slot, &ranks, key, &has_key);
+        json_decref(desc);
+        if (!ok) continue;
         if (gt_topo_site_index(c, name, &have) == GT_OK) {
             int same_key = !has_key || (c->sites[have].has_public_key &&
                                         memcmp(c->sites[have].public_key, key, sizeof key) == 0);

@@ -122,7 +122,8 @@ struct gt_diloco {
     /* outer.site_slots set: cfg is this copy of the loaded one with a slot for every site that
      * may be added mid-run (added.c takes them); NULL otherwise */
     gt_topo_config_t *slot_cfg;
-    int added_bad_said; /* a malformed added-site description in etcd was logged */
+    int added_bad_said;     /* a malformed added-site description in etcd was logged */
+    uint64_t added_refused; /* slots (bit s) of added-site descriptions refused (logged once) */
     uint32_t site;
     const char *name;
     char run_dir[2048], site_dir[2200], run_id[600];

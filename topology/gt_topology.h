@@ -185,6 +185,7 @@ typedef struct {
     gt_topo_security_t mode;        /* security.mode: encrypted | none */
     gt_topo_cipher_t cipher;        /* security.cipher */
     char key_dir[GT_TOPO_PATH_MAX]; /* security.key_dir: where NAME.key files live */
+    char admin_key[64]; /* security.admin_key: base64 Ed25519 key that signs added sites */
 } gt_topo_security_cfg_t;
 
 typedef struct {

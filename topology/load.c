@@ -1223,6 +1223,29 @@ static void check_cross(loader_t *L)
                    i, c->sites[i].ranks, c->local.tensor_parallel);
         }
     }
+    if (c->security.admin_key[0]) {
+        unsigned char k[32];
+        size_t len = 0;
+        const char *end = NULL;
+        if (strlen(c->security.admin_key) != 44 ||
+            sodium_base642bin(k, sizeof k, c->security.admin_key, 44, NULL, &len, &end,
+                              sodium_base64_VARIANT_ORIGINAL) != 0 ||
+            len != 32 || *end) {
+            blame(L, "security.admin_key", NULL, where, sizeof where);
+            report(L, where,
+                   "key 'security.admin_key': not a key; allowed: 44 characters of base64 (the "
+                   "32-byte Ed25519 public key `geotrain keygen --admin` prints)");
+        }
+    } else if (c->outer.site_slots > c->n_sites && c->security.mode == GT_SECURITY_ENCRYPTED) {
+        /* An added site's key comes through etcd: without the operator's signature, anyone who
+         * can write there could admit a site of its own (docs/security.md). */
+        blame(L, "outer.site_slots", NULL, where, sizeof where);
+        report(L, where,
+               "key 'outer.site_slots': %u slots for %u sites need security.admin_key (the key "
+               "that signs the sites added into them; `geotrain keygen --admin`); allowed: "
+               "0, or an admin key with the slots",
+               c->outer.site_slots, c->n_sites);
+    }
     if (c->outer.site_slots && c->outer.site_slots < c->n_sites) {
         blame(L, "outer.site_slots", NULL, where, sizeof where);
         report(L, where,

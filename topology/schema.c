@@ -245,6 +245,10 @@ const gt_key_t gt_topo_keys[] = {
      "AEAD: auto = AES-256-GCM where the CPU has it, else XChaCha20-Poly1305"},
     {"security.key_dir", GT_KEY_PATH, TXT(security.key_dir), 0, 0, 0, 0, NULL, "keys",
      "folder of the sites' secret keys (NAME.key, from `geotrain keygen`)"},
+    {"security.admin_key", GT_KEY_STR, TXT(security.admin_key), 0, 0, 0, 0, NULL, "\"\"",
+     "the operator's Ed25519 public key in base64 (`geotrain keygen --admin`): a site added "
+     "mid-run (`geotrain sites add`) is admitted only with this key's signature over its "
+     "description; required with outer.site_slots when encrypted"},
 
     SEC("local", "inside a site"),
     {"local.threads", GT_KEY_U32, NUM(local.threads), 1, 1024, 0, 0, NULL, "1",

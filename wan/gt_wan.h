@@ -50,6 +50,23 @@ GT_API gt_status_t gt_wan_keypair_save(const gt_wan_keypair_t *kp, const char *d
  * readable by group or others. */
 GT_API gt_status_t gt_wan_keypair_load(const char *secret_path, gt_wan_keypair_t *kp_p);
 
+/* The operator's signing key (Ed25519) that admits sites added mid-run
+ * (docs/diloco.md#adding-a-site): `geotrain keygen --admin` writes DIR/admin.key (the 32-byte
+ * seed, mode 0600; keep it on the operator's machine) and DIR/admin.pub, and returns the public
+ * key for security.admin_key. Never overwrites (GT_ERR_EXISTS). */
+GT_API gt_status_t gt_wan_admin_keygen(const char *dir,
+                                       uint8_t public_key[GT_WAN_KEY_BYTES]) GT_MUST_USE;
+#define GT_WAN_SIG_B64_LEN 88 /* an Ed25519 signature in base64 */
+/* Signs site description `desc` for run `run_id` with the admin key file (what `geotrain sites
+ * add` writes into etcd beside it): base64 into sig_b64. The signature covers a context string,
+ * the run id and the description, so it admits that site to that run only. */
+GT_API gt_status_t gt_wan_add_sign(const char *secret_path, const char *run_id, const char *desc,
+                                   char sig_b64[GT_WAN_SIG_B64_LEN + 1]) GT_MUST_USE;
+/* GT_OK when sig_b64 is public_key's signature of `desc` for `run_id`; GT_ERR_AUTH otherwise
+ * (malformed included). */
+GT_API gt_status_t gt_wan_add_verify(const uint8_t public_key[GT_WAN_KEY_BYTES], const char *run_id,
+                                     const char *desc, const char *sig_b64) GT_MUST_USE;
+
 /* Encodes a 32-byte key as base64 into out (at least GT_WAN_KEY_B64_LEN + 1 bytes). */
 GT_API void gt_wan_key_to_base64(const uint8_t key[GT_WAN_KEY_BYTES], char *out);
 

@@ -3,8 +3,11 @@
 # run's sites.yaml while the run goes on, and `sites remove` retires one of the first sites
 # (docs/diloco.md#adding-a-site). Against an etcd of the test's own, launch trains CONFIG's three
 # sites a, b, c for 16 rounds (steps of 50 ms) with outer.site_slots = 4 and keys of the test's.
+# Before anything is added, a description of a site "evil" written straight into etcd, unsigned
+# (what anyone who can write to etcd could do), is refused by every site and by `sites add`.
 # Once a has applied 3 rounds, `sites add FULL d` (FULL: CONFIG with d appended) writes d into
-# the run's etcd and returns once a, b and c have pinned d's key; d, started by hand with
+# the run's etcd, signed with the operator's admin key (security.admin_key), and returns once a,
+# b and c have pinned d's key; d, started by hand with
 # `geotrain run --config FULL --site d`, joins and trains the rest. Once d has applied 3 rounds, b
 # is retired. Asserts: launch and d exit 0 (b: exit 4, retired); a, c and d finish with the same
 # anchor for every round each applied (b's too, up to its retirement); d applied rounds, owned
@@ -27,14 +30,16 @@ fail() {
 }
 . "$(dirname "$0")/etcd_one.sh"
 start_etcd add "$dir" || fail "etcd did not come up"
+"$geotrain" keygen --admin --out "$dir/admin" >"$dir/admin.out" || fail "keygen --admin"
 sets=(--set membership.endpoints="http://127.0.0.1:$cport" --set membership.plain_http=true
-  --set outer.site_slots=4 --set run.rounds=16 --set inner.emulated_step_ms=50)
+  --set outer.site_slots=4 --set run.rounds=16 --set inner.emulated_step_ms=50
+  --set "security.admin_key=$(sed 's/^admin_key: //' "$dir/admin.out")")
 for s in a b c d; do
   "$geotrain" keygen --site $s --out "$dir/keys" >/dev/null || fail "keygen $s"
   sets+=(--set "sites.$s.public_key=$(sed -n 2p "$dir/keys/$s.pub")"
     --set "sites.$s.secret_key=$dir/keys/$s.key")
 done
-first=("${sets[@]:0:10}") # without d's key: CONFIG has no site d
+first=("${sets[@]:0:12}") # without d's key: CONFIG has no site d
 for s in a b c; do
   first+=(--set "sites.$s.public_key=$(sed -n 2p "$dir/keys/$s.pub")"
     --set "sites.$s.secret_key=$dir/keys/$s.key")
@@ -47,13 +52,24 @@ launch_pid=$!
 round() { python3 -c "import json;print(json.load(open('$dir/run/$1/status.json')).get('round',0))" 2>/dev/null || echo 0; }
 for _ in $(seq 600); do [ "$(round a)" -ge 3 ] && break; sleep 0.2; done
 [ "$(round a)" -ge 3 ] || fail "site a did not reach round 3"
-"$geotrain" sites add "$dir/full.yaml" d --run-id run "${sets[@]}" >"$dir/add.out" 2>&1 ||
+# an unsigned description written into etcd by someone who can write there
+b64() { printf '%s' "$1" | base64 -w0; }
+evil='{"run":"run","name":"evil","slot":3,"ranks":1,"public_key":"'"$(sed -n 2p "$dir/keys/d.pub")"'"}'
+curl -sf -d '{"key":"'"$(b64 /geotrain/run/added/evil)"'","value":"'"$(b64 "{\"desc\":$(python3 -c 'import json,sys;print(json.dumps(sys.argv[1]))' "$evil"),\"sig\":\"\"}")"'"}' \
+  "http://127.0.0.1:$cport/v3/kv/put" >/dev/null || fail "cannot write the forged description"
+for _ in $(seq 50); do grep -q "refuses an added site's description in etcd: it is not signed" "$dir/run/logs/a.log" && break; sleep 0.2; done
+grep -q "refuses an added site's description in etcd: it is not signed by security.admin_key" \
+  "$dir/run/logs/a.log" || fail "a did not refuse the unsigned description"
+"$geotrain" sites add "$dir/full.yaml" d --run-id run --admin-key "$dir/keys/d.key" "${sets[@]}" \
+  >"$dir/add-wrongkey.out" 2>&1 && fail "sites add took a site key for the admin key"
+grep -q "cannot sign d's description" "$dir/add-wrongkey.out" || fail "wrong admin key: $(cat "$dir/add-wrongkey.out")"
+"$geotrain" sites add "$dir/full.yaml" d --run-id run --admin-key "$dir/admin/admin.key" "${sets[@]}" >"$dir/add.out" 2>&1 ||
   fail "sites add failed: $(cat "$dir/add.out")"
 grep -q "every registered site has pinned it" "$dir/add.out" || fail "sites add: $(cat "$dir/add.out")"
 timeout 300 "$geotrain" run --config "$dir/full.yaml" --site d --run-dir "$dir/run" --run-id run \
   "${sets[@]}" >"$dir/d.out" 2>&1 &
 d_pid=$!
-if "$geotrain" sites add "$dir/full.yaml" d --run-id run "${sets[@]}" >"$dir/add2.out" 2>&1; then
+if "$geotrain" sites add "$dir/full.yaml" d --run-id run --admin-key "$dir/admin/admin.key" "${sets[@]}" >"$dir/add2.out" 2>&1; then
   fail "a second add of d was taken"
 fi
 grep -q "d was added to run 'run' already" "$dir/add2.out" || fail "second add: $(cat "$dir/add2.out")"
@@ -74,6 +90,7 @@ rc=$?
 d_pid=
 [ $rc -eq 0 ] || fail "site d exited $rc"
 grep -q "site a: site d was added to the run (slot 3" "$dir/run/logs/a.log" || fail "a's log does not say d was added"
+grep -q "site evil was added" "$dir/run/logs/"*.log "$dir/d.out" && fail "a site took the unsigned description"
 python3 - "$dir/run" <<'PY' || fail "the run's checks"
 import json, sys
 run = sys.argv[1]

@@ -33,7 +33,12 @@ NS_BR=$tag-br NS_E=$tag-e NS_A=$tag-a NS_B=$tag-b NS_C=$tag-c NS_X=$tag-x NS_D=$
 cleanup() {
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   wait 2>/dev/null
-  for n in $NS_A $NS_B $NS_C $NS_D $NS_E $NS_X $NS_BR; do ip netns del "$n" 2>/dev/null; done
+  # what runs inside a namespace (etcd, a site) may not be a child of ours: `ns NAME CMD &`
+  # forks a subshell whose pid is the one we hold
+  for n in $NS_A $NS_B $NS_C $NS_D $NS_E $NS_X $NS_BR; do
+    ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+    ip netns del "$n" 2>/dev/null
+  done
   [ -n "${KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -146,6 +151,8 @@ for s in a b c d; do
   "$geotrain" keygen --site $s --out "$dir/keys" | grep public_key: | sed 's/^ *//' >"$dir/$s.pub"
 done
 pub() { cat "$dir/$1.pub"; }
+# the operator's signing key, which admits a site added mid-run (kept on the operator's host)
+"$geotrain" keygen --admin --out "$dir/admin" | sed 's/^/  /' >"$dir/admin.pub" || fail "keygen --admin"
 cat >"$dir/sites.yaml" <<EOF
 run:
   name: multihost-$tag
@@ -193,6 +200,7 @@ membership:
 security:
   mode: encrypted
   key_dir: $dir/keys
+$(cat "$dir/admin.pub")
 sites:
   - name: a
     address: 0.0.0.0:7000
@@ -322,6 +330,7 @@ ns $NS_X curl -s -m 3 $(tlsc x) -d "$range" https://10.77.0.10:2379/v3/kv/range 
 # plane; started in its own namespace once every running site has pinned its key
 wait_round a 6
 ns $NS_B "$geotrain" sites add "$dir/full.yaml" d --run-id multihost-$tag $(own op) \
+  --admin-key "$dir/admin/admin.key" \
   >"$dir/add.out" 2>&1 || fail "sites add d: $(cat "$dir/add.out")"
 site d $NS_D "$dir/full.yaml" & pd=$!
 pids+=($pd)
