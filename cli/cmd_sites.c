@@ -65,7 +65,7 @@ static void usage(FILE *out)
             "refused the site, or a registered site did not pin it in time), 2 misuse.\n");
 }
 
-static double g_wait_s = 30;            /* add: --wait */
+static double g_wait_s = 30;           /* add: --wait */
 static const char *g_admin_key = NULL; /* add: --admin-key */
 
 /* The options and CONFIG of `sites remove|list`: the loaded config (NULL: the exit status is
@@ -73,12 +73,10 @@ static const char *g_admin_key = NULL; /* add: --admin-key */
 static gt_topo_config_t *load(int argc, char **argv, int n_pos, const char **run_id_p,
                               const char **pos, int *rc_p)
 {
-    static const struct option opts[] = {{"run-id", required_argument, NULL, 'I'},
-                                         {"set", required_argument, NULL, 'S'},
-                                         {"wait", required_argument, NULL, 'W'},
-                                         {"admin-key", required_argument, NULL, 'K'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"run-id", required_argument, NULL, 'I'}, {"set", required_argument, NULL, 'S'},
+        {"wait", required_argument, NULL, 'W'},   {"admin-key", required_argument, NULL, 'K'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     const char *sets[MAX_SETS];
     size_t n_sets = 0;
     int c;
@@ -388,8 +386,8 @@ static int sites_add(int argc, char **argv)
         json_int_t slot = json_integer_value(json_object_get(e, "slot"));
         uint32_t at;
         if (n && strcmp(n, name) == 0) {
-            fprintf(stderr, "geotrain sites: %s was added to run '%s' already (slot %lld)\n",
-                    name, run_id, (long long)slot);
+            fprintf(stderr, "geotrain sites: %s was added to run '%s' already (slot %lld)\n", name,
+                    run_id, (long long)slot);
             goto out;
         }
         if (n && gt_topo_site_index(cfg, n, &at) == GT_OK) cfg->sites[at].added = 1;
@@ -472,8 +470,8 @@ static int sites_add(int argc, char **argv)
     }
     if (st == GT_ERR_EXISTS) {
         fprintf(stderr,
-                "geotrain sites: another add took name %s or slot %u of run '%s' meanwhile\n",
-                name, index, run_id);
+                "geotrain sites: another add took name %s or slot %u of run '%s' meanwhile\n", name,
+                index, run_id);
         goto out;
     }
     if (st != GT_OK) goto etcd;
@@ -502,7 +500,8 @@ static int sites_add(int argc, char **argv)
             if (strcmp(reg.members[k].name, name) == 0) continue;
             int has = 0;
             json_t *p;
-            json_array_foreach(got, i, p) has |= strcmp(json_string_value(p) ? json_string_value(p) : "", reg.members[k].name) == 0;
+            json_array_foreach(got, i, p) has |=
+                strcmp(json_string_value(p) ? json_string_value(p) : "", reg.members[k].name) == 0;
             if (!has)
                 snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
                          missing[0] ? ", " : "", reg.members[k].name);
@@ -593,8 +592,8 @@ static int sites_list(int argc, char **argv)
         }
         json_decref(added);
         if (st != GT_OK)
-            fprintf(stderr, "geotrain sites: cannot read the sites added to run '%s': %s\n",
-                    run_id, gt_status_str(st));
+            fprintf(stderr, "geotrain sites: cannot read the sites added to run '%s': %s\n", run_id,
+                    gt_status_str(st));
         rc = st == GT_OK ? 0 : 1;
     }
     for (size_t k = 0; k < n_retired; k++) free(retired[k]);

@@ -92,8 +92,7 @@ static int parse_added(gt_diloco_t *d, json_t *j, char *name, size_t cap, uint32
         *slot_p = (uint32_t)json_integer_value(slot);
         *ranks_p = (uint32_t)json_integer_value(ranks);
     } else if (!d->added_bad_said) {
-        GT_WARN("site %s: ignoring a malformed description of an added site in etcd",
-                d->name);
+        GT_WARN("site %s: ignoring a malformed description of an added site in etcd", d->name);
         d->added_bad_said = 1;
     }
     return ok;

@@ -113,8 +113,7 @@ static gt_status_t codec_params(const gt_topo_config_t *cfg, int sync_dp, gt_cmp
     return GT_OK;
 }
 
-gt_wan_member_params_t dl_member_params(gt_diloco_t *d, const struct dl_group *gr,
-                                        const char **eps)
+gt_wan_member_params_t dl_member_params(gt_diloco_t *d, const struct dl_group *gr, const char **eps)
 {
     const gt_topo_config_t *cfg = d->cfg;
     for (uint32_t k = 0; k < cfg->membership.n_endpoints; k++)

@@ -154,13 +154,13 @@ typedef enum {
 
 typedef struct {
     gt_diloco_state_t state;
-    uint32_t site_index;     /* this site's index in the config's sites (its data share) */
-    uint32_t n_sites;        /* sites in the config */
-    uint64_t step;           /* the run's step counter (jumps ahead when a round ends early) */
-    uint64_t first_step;     /* where this site began: 0, or R·H + τ for a site that joined */
-    uint64_t total_steps;    /* run.rounds × inner.steps */
-    uint64_t inner_steps;    /* H */
-    uint64_t round;          /* the round being trained: step / H */
+    uint32_t site_index;  /* this site's index in the config's sites (its data share) */
+    uint32_t n_sites;     /* sites in the config (outer.site_slots: the slots, vacant ones too) */
+    uint64_t step;        /* the run's step counter (jumps ahead when a round ends early) */
+    uint64_t first_step;  /* where this site began: 0, or R·H + τ for a site that joined */
+    uint64_t total_steps; /* run.rounds × inner.steps */
+    uint64_t inner_steps; /* H */
+    uint64_t round;       /* the round being trained: step / H */
     uint64_t rounds_applied; /* by this site */
     uint64_t joined_round;   /* 0, or the first round of a site that joined a run in progress */
     uint64_t steps_trained;  /* gt_diloco_step calls */

@@ -266,9 +266,14 @@ gt_status_t gt_local_trainer_create(const gt_local_trainer_params_t *params,
     /* One share of the data per model replica: the tp_size ranks of a replica read the same
      * batches (every site uses the same tensor-parallel degree). */
     uint32_t t = c->local.tensor_parallel ? c->local.tensor_parallel : 1;
+    /* With outer.site_slots, a slot no site holds yet has its share too (as many replicas as
+     * the first site: `geotrain sites add` takes equal ranks where the sites' are equal), so a
+     * site added into it later reads data nobody else reads, from a file that lists it. */
     dp.workers = 0;
-    for (uint32_t i = 0; i < c->n_sites; i++) {
-        uint32_t replicas = c->sites[i].ranks / t ? c->sites[i].ranks / t : 1;
+    for (uint32_t i = 0; i < gt_topo_site_slots(c); i++) {
+        uint32_t r = i < c->n_sites && !gt_topo_site_vacant(&c->sites[i]) ? c->sites[i].ranks
+                                                                          : c->sites[0].ranks;
+        uint32_t replicas = r / t ? r / t : 1;
         if (i == params->site) dp.worker = dp.workers + params->rank / t;
         dp.workers += replicas;
     }

@@ -420,12 +420,12 @@ GT_API gt_status_t gt_topo_layout_create(const gt_topo_layout_params_t *params,
                                          gt_topo_layout_t **layout_p) GT_MUST_USE;
 GT_API void gt_topo_layout_destroy(gt_topo_layout_t *layout);
 /* Each site's share of the aggregation for outer.chunk_split (shares_p: cfg->n_sites entries,
- * summing to 1). `equal`, outer.site_slots set, fewer than 3 sites, or no finite link bandwidth: 1/S each. Else
- * `bandwidth`: a site's capacity c_s is the sum of its links' bandwidth_mbps (links: or
- * wan.emulation; an unlimited link counts as 10x the fastest finite one); a round moves
- * 1 + (S - 2) f_s vectors through site s each way when it owns a share f_s, so the shares that
- * make the busiest site finish first solve 1 + (S - 2) f_s = t c_s (water-filling: a site too
- * thin for any share owns none). Returns GT_ERR_INVALID on NULL arguments. */
+ * summing to 1). `equal`, outer.site_slots set, fewer than 3 sites, or no finite link bandwidth:
+ * 1/S each. Else `bandwidth`: a site's capacity c_s is the sum of its links' bandwidth_mbps (links:
+ * or wan.emulation; an unlimited link counts as 10x the fastest finite one); a round moves 1 + (S -
+ * 2) f_s vectors through site s each way when it owns a share f_s, so the shares that make the
+ * busiest site finish first solve 1 + (S - 2) f_s = t c_s (water-filling: a site too thin for any
+ * share owns none). Returns GT_ERR_INVALID on NULL arguments. */
 GT_API gt_status_t gt_topo_chunk_shares(const gt_topo_config_t *cfg, double *shares_p) GT_MUST_USE;
 /* Rank k's share of a layout: the lanes whose rank is k, packed one after another into a
  * sub-vector (what rank k of every site exchanges over the WAN, DESIGN §3). Offsets are into

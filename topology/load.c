@@ -1728,7 +1728,8 @@ gt_status_t gt_topo_take_slot(gt_topo_config_t *cfg, uint32_t index, const char 
 {
     uint32_t other;
     if (!cfg || index >= cfg->n_sites || !gt_topo_site_vacant(&cfg->sites[index]) || !name ||
-        !*name || strlen(name) >= GT_TOPO_NAME_MAX || gt_topo_site_index(cfg, name, &other) == GT_OK)
+        !*name || strlen(name) >= GT_TOPO_NAME_MAX ||
+        gt_topo_site_index(cfg, name, &other) == GT_OK)
         return GT_ERR_INVALID;
     gt_topo_site_t *s = &cfg->sites[index];
     snprintf(s->name, sizeof s->name, "%s", name);

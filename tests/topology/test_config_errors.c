@@ -173,7 +173,8 @@ static const bad_case_t cases[] = {
     {"data ports reversed", "wan:\n  data_port_min: 7200\n  data_port_max: 7100\n" SITES, "2:18",
      "'wan.data_port_min'", "data_port_min <= data_port_max"},
     {"fewer site slots than sites",
-     "outer:\n  site_slots: 1\nsites:\n  - name: a\n    address: h:1\n  - name: b\n    address: h:2\n",
+     "outer:\n  site_slots: 1\nsites:\n  - name: a\n    address: h:1\n  - name: b\n    address: "
+     "h:2\n",
      "2:15", "'outer.site_slots'", "1 slots for 2 configured sites"},
     {"metrics without port", "sites:\n  - name: a\n    address: h:1\n    metrics: h\n", "4:14",
      "'sites[0].metrics'", "host:port"},

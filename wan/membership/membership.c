@@ -587,9 +587,8 @@ gt_status_t gt_wan_member_clear_run(const gt_wan_member_params_t *p, int *cleare
     if (st == GT_OK && !registered) st = gt_wan_member_started(m, &started);
     /* Nobody registered: what is left is a finished or abandoned run's (the sites of a new run
      * under this id delete before they register, and mark it started only once all have). */
-    const char *keys[7] = {m->started_key,    m->view_key,     m->suspects_prefix,
-                           m->retired_prefix, m->added_prefix, m->slots_prefix,
-                           m->pinned_prefix};
+    const char *keys[7] = {m->started_key,  m->view_key,     m->suspects_prefix, m->retired_prefix,
+                           m->added_prefix, m->slots_prefix, m->pinned_prefix};
     for (int i = 0; st == GT_OK && !registered && started && i < 7; i++) {
         const char *k = keys[i];
         json_t *req = json_pack("{s:o}", "key", b64(k, strlen(k)));
@@ -722,12 +721,12 @@ gt_status_t gt_wan_run_add(const gt_wan_member_params_t *p, const char *name, ui
         /* Both keys or neither, and only when neither exists: two operators adding at once
          * cannot give one slot (or one name) twice. */
         json_t *req = json_pack(
-            "{s:[{s:s,s:s,s:o,s:o},{s:s,s:s,s:o,s:o}],s:[{s:{s:o,s:o}},{s:{s:o,s:o}}]}",
-            "compare", "target", "CREATE", "result", "EQUAL", "key", b64(key, strlen(key)),
-            "create_revision", i64_string(0), "target", "CREATE", "result", "EQUAL", "key",
-            b64(skey, strlen(skey)), "create_revision", i64_string(0), "success",
-            "request_put", "key", b64(key, strlen(key)), "value", b64(value, strlen(value)),
-            "request_put", "key", b64(skey, strlen(skey)), "value", b64(name, strlen(name)));
+            "{s:[{s:s,s:s,s:o,s:o},{s:s,s:s,s:o,s:o}],s:[{s:{s:o,s:o}},{s:{s:o,s:o}}]}", "compare",
+            "target", "CREATE", "result", "EQUAL", "key", b64(key, strlen(key)), "create_revision",
+            i64_string(0), "target", "CREATE", "result", "EQUAL", "key", b64(skey, strlen(skey)),
+            "create_revision", i64_string(0), "success", "request_put", "key",
+            b64(key, strlen(key)), "value", b64(value, strlen(value)), "request_put", "key",
+            b64(skey, strlen(skey)), "value", b64(name, strlen(name)));
         st = api_call(m, "/v3/kv/txn", req, &reply);
         if (st == GT_OK && !json_is_true(json_object_get(reply, "succeeded"))) st = GT_ERR_EXISTS;
         json_decref(reply);
@@ -740,10 +739,10 @@ gt_status_t gt_wan_run_add(const gt_wan_member_params_t *p, const char *name, ui
 static gt_status_t range_values(gt_wan_member_t *m, const char *prefix, char **json_p)
 {
     json_t *reply = NULL;
-    gt_status_t st = api_call(m, "/v3/kv/range",
-                              json_pack("{s:o,s:o}", "key", b64(prefix, strlen(prefix)),
-                                        "range_end", prefix_end(prefix)),
-                              &reply);
+    gt_status_t st = api_call(
+        m, "/v3/kv/range",
+        json_pack("{s:o,s:o}", "key", b64(prefix, strlen(prefix)), "range_end", prefix_end(prefix)),
+        &reply);
     if (st != GT_OK) return st;
     json_t *out = json_array();
     size_t i;
