@@ -73,6 +73,9 @@ static void usage(FILE *out)
         "  exchange_s, link_s    median submit-to-result time, and the bytes this site sent\n"
         "                        per round at the link's rate; link_fraction = link_s/exchange_s\n"
         "  passes                the outer step's sweeps over the vector per round\n"
+        "  outer_steps_early     the share of rounds whose outer step ran on the library's\n"
+        "                        thread before the apply step (the result was whole in\n"
+        "                        time): their apply was the rebase alone\n"
         "Before each N it checks that S sites fit in 80%% of MemAvailable (from the bytes per\n"
         "parameter measured at the N before) and stops there, printing where and why. --set "
         "KEY=VALUE\n"
@@ -454,7 +457,8 @@ static void print_row(int json, size_t n, uint32_t R, json_t **site, uint32_t S,
                                        "exchange_s",
                                        "link_s",
                                        "link_fraction",
-                                       "passes"};
+                                       "passes",
+                                       "outer_steps_early"};
     enum { NK = sizeof keys / sizeof keys[0] };
     double mean[NK], max[NK];
     for (int k = 0; k < NK; k++) mean[k] = 0, max[k] = NAN;
@@ -483,7 +487,8 @@ static void print_row(int json, size_t n, uint32_t R, json_t **site, uint32_t S,
                         ex,
                         link,
                         link / ex,
-                        jnum(sum, "param_passes_per_round")};
+                        jnum(sum, "param_passes_per_round"),
+                        jnum(sum, "outer_steps_early") / rounds};
         for (int k = 0; k < NK; k++) {
             mean[k] += v[k];
             if (!(v[k] <= max[k])) max[k] = v[k];
@@ -513,9 +518,10 @@ static void print_row(int json, size_t n, uint32_t R, json_t **site, uint32_t S,
     } else {
         printf("N %zu ranks %u (%u of %u sites ok): host %.1f B/param (library %.1f), submit "
                "%.3f s (%.1fx memcpy), apply %.3f s (%.1fx memcpy), outside %.3f / %.3f s, "
-               "memcpy %.4f s, exchange %.3f s vs link %.3f s (%.2f), passes %.2f\n",
+               "memcpy %.4f s, exchange %.3f s vs link %.3f s (%.2f), passes %.2f, outer steps "
+               "early %.2f\n",
                n, R, ok, S, mean[0], mean[1], mean[2], mean[9], mean[3], mean[10], mean[6], mean[7],
-               mean[8], mean[13], mean[14], mean[15], mean[16]);
+               mean[8], mean[13], mean[14], mean[15], mean[16], mean[17]);
     }
     fflush(stdout);
 }

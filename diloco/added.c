@@ -17,6 +17,7 @@
 #include "diloco_internal.h"
 
 #include <jansson.h>
+#include <xxhash.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,13 +60,15 @@ static int admitted(gt_diloco_t *d, const char *text, json_t **desc_p)
                         gt_wan_add_verify(admin, d->run_id, desc, sig ? sig : "") != GT_OK))
         why = "it is not signed by security.admin_key";
     if (why) {
-        json_int_t slot = json_integer_value(json_object_get(j, "slot"));
-        uint64_t bit = slot >= 0 && slot < 64 ? 1ull << slot : 1ull << 63;
-        if (!(d->added_refused & bit))
+        /* said once per description (a few remembered; past them, said again) */
+        uint64_t h = XXH3_64bits(text, strlen(text)) | 1;
+        size_t k = 0, n = sizeof d->added_refused / sizeof d->added_refused[0];
+        while (k < n && d->added_refused[k] && d->added_refused[k] != h) k++;
+        if (k == n || d->added_refused[k] != h)
             GT_WARN("site %s: refuses an added site's description in etcd: %s (%.160s); it is "
                     "not pinned, and nothing it sends is taken",
                     d->name, why, desc ? desc : text);
-        d->added_refused |= bit;
+        if (k < n) d->added_refused[k] = h;
         json_decref(j);
         j = NULL;
     }

@@ -475,6 +475,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->anchor_round = -1;
     d->confirmed_round = -1;
     d->hold_round = -1;
+    d->pre_taken = d->pre_done = -1;
     d->state = GT_DILOCO_STARTING;
     d->t_start = gt_time_ns();
     d->start_unix = gt_unix_time();
@@ -711,6 +712,10 @@ static gt_status_t schedule(gt_diloco_t *d)
         for (uint32_t f = 0; f < d->F && st == GT_OK; f++) {
             uint64_t off = dl_frag_offset(d, f);
             int64_t *pend = &d->fpending[f];
+            /* between a submit and its apply: the outer step early, once the result is whole */
+            if (*pend >= 0 && d->join_rebase != *pend &&
+                step < (uint64_t)*pend * d->H + off + d->tau)
+                dl_pre_apply(d, (uint64_t)*pend);
             if (step >= off && (step - off) % d->H == 0 && d->join_rebase >= 0 &&
                 (step - off) / d->H < d->joined_round) {
                 /* A joiner's steps before its first round (dl_join): nothing to submit; it

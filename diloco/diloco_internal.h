@@ -122,8 +122,8 @@ struct gt_diloco {
     /* outer.site_slots set: cfg is this copy of the loaded one with a slot for every site that
      * may be added mid-run (added.c takes them); NULL otherwise */
     gt_topo_config_t *slot_cfg;
-    int added_bad_said;     /* a malformed added-site description in etcd was logged */
-    uint64_t added_refused; /* slots (bit s) of added-site descriptions refused (logged once) */
+    int added_bad_said;         /* a malformed added-site description in etcd was logged */
+    uint64_t added_refused[16]; /* hashes of the added-site descriptions refused (logged once) */
     uint32_t site;
     const char *name;
     char run_dir[2048], site_dir[2200], run_id[600];
@@ -192,6 +192,16 @@ struct gt_diloco {
     uint64_t enc_hash[DL_MAX_ENGINES];
     gt_status_t enc_status;
     double enc_wait_s; /* the training thread's waits for it (summary.json encode_wait_s) */
+    /* The same thread's second job (outer_step.c dl_pre_apply): a round's outer step taken as
+     * soon as its result is whole, during the τ steps before its apply, so that the apply on
+     * the training thread is the rebase alone. enc_outer: the job posted is that one (round
+     * enc_r). pre_taken: the round whose result the training thread took early (-1: none),
+     * pre_done: the round whose outer step is in θ_a and m (its kept state written but not
+     * served before the apply publishes it), pre_hash: θ_a's hash after it. */
+    int enc_outer;
+    int64_t pre_taken, pre_done;
+    uint64_t pre_hash;
+    uint64_t pre_applies; /* applies whose outer step ran early (summary.json) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
     gt_outer_t *outer;
     size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */
@@ -386,6 +396,10 @@ uint64_t dl_frag_offset(const gt_diloco_t *d, uint32_t f);
 gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r);
 /* Waits until the encoder has posted the last submit; its status (an encode's error once). */
 gt_status_t dl_encode_wait(gt_diloco_t *d);
+/* Between a submit and its apply (the τ steps), once a step: when round r's result is whole,
+ * its hash vote agrees and nothing else is in the way, takes it and gives its outer step to
+ * the encoder thread. One rank, one engine, no dump or injected corruption; else nothing. */
+void dl_pre_apply(gt_diloco_t *d, uint64_t r);
 /* Waits for the encoder and stops its thread (idempotent). */
 void dl_encode_stop(gt_diloco_t *d);
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);

@@ -361,6 +361,8 @@ gt_status_t dl_summary_text(gt_diloco_t *d, gt_status_t result, int final, char 
     json_object_set_new(o, "apply_s_median", json_real(tt[5] * 1e-9));
     /* the training thread's waits for the encoder (part of the submit and apply seconds) */
     json_object_set_new(o, "encode_wait_s", json_real(tt[6] * 1e-9));
+    /* applies whose outer step the encoder thread ran before the apply step (dl_pre_apply) */
+    json_object_set_new(o, "outer_steps_early", json_integer((json_int_t)d->pre_applies));
     /* this life's contribution ledger with each peer (launch closes it where no FIN came) */
     json_t *ledger = NULL;
     gt_status_t lst = dl_ledger_json(d, &ledger);

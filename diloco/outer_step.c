@@ -393,6 +393,70 @@ static gt_status_t encode_job(gt_diloco_t *d, uint32_t f, uint64_t r, double tok
     return st;
 }
 
+static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float *g, size_t n);
+
+/* The encoder thread's second job: round r's outer step on θ_a and m (one rank, one engine),
+ * its kept state for joiners and θ_a's hash, in one sweep — what apply_fused does but the
+ * rebase. The kept state is not served (its round stays unpublished) until the apply has
+ * passed its fence: a site removed meanwhile never hands out an anchor the others may not
+ * hold. */
+static gt_status_t pre_apply_job(gt_diloco_t *d, uint64_t r)
+{
+    int k = (int)(r % 2);
+    pthread_mutex_lock(&d->lock);
+    dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
+    d->hist_round[0][k] = -1;
+    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n * sizeof(float), 0);
+    float *hist = d->hist[k];
+    pthread_mutex_unlock(&d->lock);
+    if (!hist) return GT_ERR_NOMEM;
+    float *a = d->anchor, *m = d->mom;
+    const float *g = d->g[0];
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    gt_status_t st = GT_OK;
+    for (size_t o = 0; o < d->n && st == GT_OK; o += BLOCK) {
+        size_t cnt = d->n - o < BLOCK ? d->n - o : BLOCK;
+        st = outer_update(d, a + o, m + o, g + o, cnt);
+        memcpy(hist + o, a + o, cnt * sizeof(float));
+        memcpy(hist + d->n + o, m + o, cnt * sizeof(float));
+        XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
+    }
+    if (st != GT_OK) return st;
+    d->pre_hash = XXH3_64bits_digest(&h);
+    d->pre_done = (int64_t)r; /* read by the training thread after dl_encode_wait */
+    d->passes += 1.0;
+    return GT_OK;
+}
+
+void dl_pre_apply(gt_diloco_t *d, uint64_t r)
+{
+    if (d->pre_taken == (int64_t)r || d->ranks != 1 || d->n_eng != 1 || d->F != 1 || d->sync_dp ||
+        !d->enc_running || d->cfg->run.dump == GT_DUMP_ROUNDS || dl_fault_corrupts(d, r) ||
+        d->wan_error)
+        return;
+    pthread_mutex_lock(&d->enc_mu);
+    int busy = d->enc_busy;
+    pthread_mutex_unlock(&d->enc_mu);
+    if (busy) return; /* the submit's encode is still on it (it reads θ_a): a later step */
+    pthread_mutex_lock(&d->lock);
+    gt_outer_t *o = d->outers[0];
+    gt_status_t st = gt_outer_result_swap(o, r, &d->g[0]); /* GT_ERR_AGAIN until it is whole */
+    int verdict = st == GT_OK && r > 0 ? gt_outer_hash_verdict(o, r - 1) : 1;
+    pthread_mutex_unlock(&d->lock);
+    if (st != GT_OK) return;
+    d->pre_taken = (int64_t)r; /* the apply does not wait for it again */
+    /* A hash vote that disagrees (a repair) or is not settled is the apply's to handle, with
+     * the outer step then as before. */
+    if (verdict != 1 && r > 0) return;
+    pthread_mutex_lock(&d->enc_mu);
+    d->enc_outer = 1;
+    d->enc_r = r;
+    d->enc_busy = 1;
+    pthread_cond_broadcast(&d->enc_cv);
+    pthread_mutex_unlock(&d->enc_mu);
+}
+
 static void *enc_main(void *arg)
 {
     gt_diloco_t *d = arg;
@@ -403,9 +467,10 @@ static void *enc_main(void *arg)
         uint32_t f = d->enc_f;
         uint64_t r = d->enc_r, hash[DL_MAX_ENGINES];
         double tok = d->enc_tok;
+        int outer = d->enc_outer;
         memcpy(hash, d->enc_hash, sizeof hash);
         pthread_mutex_unlock(&d->enc_mu);
-        gt_status_t st = encode_job(d, f, r, tok, hash);
+        gt_status_t st = outer ? pre_apply_job(d, r) : encode_job(d, f, r, tok, hash);
         pthread_mutex_lock(&d->enc_mu);
         if (d->enc_status == GT_OK) d->enc_status = st;
         d->enc_busy = 0;
@@ -481,6 +546,7 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
                                      (double)d->n_sub)
                  : tok);
     pthread_mutex_lock(&d->enc_mu);
+    d->enc_outer = 0;
     d->enc_f = f;
     d->enc_r = r;
     d->enc_tok = (double)tok;
@@ -585,6 +651,24 @@ static uint64_t rebase(gt_diloco_t *d, int final)
     return XXH3_64bits_digest(&h);
 }
 
+/* One rank, after the outer step ran early (dl_pre_apply): its kept state published, then
+ * θ_s ← θ_a + (θ_s − snap) (θ_s ← θ_a after the run's last round): the apply's one sweep. */
+static void rebase_pre_applied(gt_diloco_t *d, uint64_t r, int final)
+{
+    pthread_mutex_lock(&d->lock);
+    d->hist_round[0][r % 2] = (int64_t)r;
+    pthread_mutex_unlock(&d->lock);
+    float *restrict x = d->x;
+    const float *restrict a = d->anchor, *restrict snap = d->snap;
+    if (final)
+        memcpy(x, a, d->n * sizeof(float));
+    else
+        for (size_t i = 0; i < d->n; i++) x[i] = a[i] + (x[i] - snap[i]);
+    d->own_hash = d->ehash[0] = d->pre_hash;
+    d->passes += 1.0;
+    d->pre_applies++;
+}
+
 /* One rank: the outer step, the kept state, the hash and the rebase, block by block. */
 static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
 {
@@ -676,7 +760,8 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     gt_status_t est = dl_agree(d, dl_encode_wait(d));
     if (est != GT_OK) return est;
     uint32_t e0 = f * d->n_grp, e1 = e0 + d->n_grp; /* the fragment's engines, one a group */
-    gt_status_t st = dl_wait_result(d, f, r);
+    /* taken already when its outer step ran early (dl_pre_apply) */
+    gt_status_t st = d->pre_taken == (int64_t)r ? GT_OK : dl_wait_result(d, f, r);
     /* The wait outlasted a lease — or this process was stopped inside it (SIGSTOP): the others
      * may have removed this site and redone its chunks of round r without it, so the result it
      * holds may not be theirs. A heartbeat made now says whether it is still a member before it
@@ -739,7 +824,10 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     int chaos = dl_fault_corrupts(d, r) && d->rank == 0 && f == 0;
     uint64_t hash = 0;
     int fused = st == GT_OK && d->ranks == 1 && d->n_eng == 1 && verdict >= 0 && !chaos;
-    if (fused) {
+    if (fused && d->pre_done == (int64_t)r) {
+        rebase_pre_applied(d, r, final);
+        hash = d->own_hash;
+    } else if (fused) {
         st = apply_fused(d, r, final);
         hash = d->own_hash;
     } else if (d->F > 1) {

@@ -27,6 +27,7 @@ of every round are bit-identical across sites, every contribution is accounted f
 late + dropped + rejected + open at the end = rounds x lanes x sites x sites), and the
 refused/rejected counters match what was injected where the injection is countable.
 """
+import base64
 import itertools
 import json
 import os
@@ -654,8 +655,9 @@ class Launch:
     def summary(self):
         return json.load(open(os.path.join(self.run_dir, "summary.json")))
 
-    def verify(self, sites=("a", "b")):
-        """The invariants every finished run must show."""
+    def verify(self, sites=("a", "b"), slots=None):
+        """The invariants every finished run must show (slots: outer.site_slots, the chunks
+        each lane is cut into; default one per site)."""
         s = self.summary()
         for site in sites:
             st = s["sites"][site]["status"]
@@ -673,7 +675,7 @@ class Launch:
         total = (c["on_time"] + c["late"] + c["dropped"] + c["rejected"] + c["open_at_end"] +
                  c["unreceived"])
         lanes = 2  # bench/two_sites.yaml
-        want = self.rounds * lanes * len(sites) * len(sites)
+        want = self.rounds * lanes * len(sites) * (slots or len(sites))
         check(total == want, f"contributions accounted {total} ({c}), expected {want}")
         return s
 
@@ -1167,6 +1169,94 @@ exec "{os.environ['GT_CLI']}" "$@"
     c = s["contributions"]
     check(c["on_time"] + c["late"] == 0, f"contributions were aggregated: {c}")
     log(f"outcast: both sites stopped; contributions {c}")
+    return rc
+
+
+def scenario_etcd(tmp, tp):
+    """The control plane from outside and from a hostile insider, while two sites train with
+    room for an added site (outer.site_slots: 3, security.admin_key). launch's etcd takes TLS
+    with client certificates of its own CA (RUN_DIR/etcd/tls). An outsider gets nothing out of
+    it: plain HTTP, TLS without a certificate, and TLS with a certificate of another CA are all
+    refused, for a read, a write and a lease revoke, while the same read with a site's
+    certificate is answered (so the check can fail). A client holding a valid certificate but
+    not the operator's admin key writes two descriptions of a site "evil" into the run's added
+    sites: one unsigned, one with a forged signature. Both sites refuse both (nothing pinned,
+    said in their logs), and the run finishes with equal anchors and every contribution
+    accounted (docs/security.md, "Sites added mid-run")."""
+    cli = os.environ["GT_CLI"]
+    adm = subprocess.run([cli, "keygen", "--admin", "--out", os.path.join(tmp, "admin")],
+                         check=True, capture_output=True, text=True).stdout.split()[-1]
+    rounds = 40
+    L = Launch(tmp, "etcd", tp, rounds=rounds,
+               sets=["outer.site_slots=3", f"security.admin_key={adm}"],
+               args=["--slow", "a=4", "--slow", "b=4"])
+    if not check(L.wait_training(), "the sites never started training"):
+        return L.finish()
+    text = open(os.path.join(L.run_dir, "sites.yaml")).read()
+    m = re.search(r"# membership.endpoints=(https://[0-9.:]+)", text)
+    if not check(m is not None, "launch's sites.yaml names no https endpoint:\n" + text[-800:]):
+        return L.finish()
+    url = m.group(1)
+    tls = os.path.join(L.run_dir, "etcd", "tls")
+    ca = os.path.join(tls, "ca.crt")
+    crt, key = os.path.join(tls, "site-a.crt"), os.path.join(tls, "site-a.key")
+    other = os.path.join(tmp, "other")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", other + ".key",
+                    "-out", other + ".crt", "-days", "1", "-subj", "/CN=other"],
+                   check=True, capture_output=True)
+
+    def ask(base, path, body, opts):
+        r = subprocess.run(["curl", "-s", "-m", "3", *opts, "-d", json.dumps(body), base + path],
+                           capture_output=True, text=True)
+        return r.stdout
+
+    b64 = lambda s: base64.b64encode(s.encode()).decode()
+    prefix = "/geotrain/etcd/"  # membership.prefix, then the run id (the run directory's name)
+    rng = {"key": b64(prefix), "range_end": b64(prefix[:-1] + "0")}
+    reqs = [("/v3/kv/range", rng), ("/v3/kv/put", {"key": b64(prefix + "x"), "value": b64("x")}),
+            ("/v3/lease/revoke", {"ID": "1"})]
+    plain = url.replace("https://", "http://")
+    ways = [("plain HTTP", plain, []), ("TLS without a certificate", url, ["--cacert", ca]),
+            ("TLS, another CA's certificate", url,
+             ["--cacert", ca, "--cert", other + ".crt", "--key", other + ".key"])]
+    for what, base, opts in ways:
+        for path, body in reqs:
+            out = ask(base, path, body, opts)
+            check('"header"' not in out and '"kvs"' not in out,
+                  f"the outsider ({what}) got an answer to {path}: {out[:200]}")
+    inside = ["--cacert", ca, "--cert", crt, "--key", key]
+    out = ask(url, "/v3/kv/range", rng, inside)
+    if not check('"kvs"' in out, f"a site's certificate gets no answer (the checks above prove "
+                 f"nothing): {out[:200]}"):
+        return L.finish()
+    log(f"etcd at {url}: the outsider refused {len(ways) * len(reqs)} times; "
+        f"a site's certificate answered")
+    # The insider: descriptions of "evil" (its own key pair) into the run's added sites.
+    subprocess.run([cli, "keygen", "--site", "evil", "--out", os.path.join(tmp, "keys")],
+                   check=True, capture_output=True)
+    evil_pub = next(w for w in open(os.path.join(tmp, "keys", "evil.pub")).read().split()
+                    if len(w) == 44 and w.endswith("="))
+    desc = json.dumps({"run": "etcd", "name": "evil", "slot": 2, "ranks": 1,
+                       "public_key": evil_pub}, sort_keys=True, separators=(",", ":"))
+    forged = [{"desc": desc, "sig": ""}]
+    # with a forged signature (64 bytes that are no signature of the admin key)
+    forged.append({"desc": desc.replace("evil", "evil2"), "sig": base64.b64encode(
+        random.Random(5).randbytes(64)).decode()})
+    for k, v in enumerate(forged):
+        name = "evil" if k == 0 else "evil2"
+        out = ask(url, "/v3/kv/put", {"key": b64(prefix + "added/" + name),
+                                      "value": b64(json.dumps(v))}, inside)
+        check('"header"' in out, f"the insider's put was not taken: {out[:200]}")
+    rc = L.finish()
+    check(rc == 0, f"launch exited {rc}")
+    L.verify(slots=3)
+    for site in ("a", "b"):
+        text = open(os.path.join(L.run_dir, "logs", site + ".log")).read()
+        n = text.count("refuses an added site's description in etcd: it is not signed")
+        check(n >= 2, f"site {site} refused {n} of the 2 forged descriptions")
+        check("was added to the run" not in text, f"site {site} took a forged site")
+    log("etcd: both sites refused the insider's 2 forged site descriptions; the run finished")
     return rc
 
 

@@ -252,13 +252,17 @@ static void write_config(const char *path, const char *endpoint, const char *ext
     write_config_with(path, endpoint, "", extra_outer, H, TAU, step_ms);
 }
 
-static void test_against_reference(const char *tmp, const char *config)
+/* The run `name` (its own run id) against the reference; at least min_early of its rounds had
+ * their outer step run early, on the encoder thread as soon as the result was whole
+ * (summary.json outer_steps_early), at each site. */
+static void test_against_reference(const char *tmp, const char *config, const char *name,
+                                   int min_early)
 {
     char run[1024], log[2][1100];
-    snprintf(run, sizeof run, "%s/run", tmp);
+    snprintf(run, sizeof run, "%s/%s", tmp, name);
     pid_t pid[2];
     for (int s = 0; s < 2; s++) {
-        snprintf(log[s], sizeof log[s], "%s/%c.log", tmp, 'a' + s);
+        snprintf(log[s], sizeof log[s], "%s/%s-%c.log", tmp, name, 'a' + s);
         pid[s] = spawn(config, s ? "b" : "a", run, N, log[s]);
     }
     for (int s = 0; s < 2; s++) {
@@ -301,6 +305,11 @@ static void test_against_reference(const char *tmp, const char *config)
         double passes = json_real_value(json_object_get(sum, "param_passes_per_round"));
         fprintf(stderr, "site %c: param_passes_per_round %.2f\n", 'a' + s, passes);
         CHECK_MSG(passes > 0 && passes <= 3.0, "%.2f passes per round", passes);
+        int64_t early = json_integer_value(json_object_get(sum, "outer_steps_early"));
+        fprintf(stderr, "site %c: %lld of %d outer steps early\n", 'a' + s, (long long)early,
+                ROUNDS);
+        CHECK_MSG(early >= min_early && early < ROUNDS,
+                  "%s: %lld outer steps early, want %d or more", name, (long long)early, min_early);
         double first = 0, last = json_real_value(json_object_get(sum, "final_loss"));
         snprintf(path, sizeof path, "%s/%c/metrics.jsonl", run, 'a' + s);
         FILE *mf = fopen(path, "r");
@@ -736,7 +745,14 @@ int main(int argc, char **argv)
     }
     snprintf(config, sizeof config, "%s/sites.yaml", tmp);
     write_config(config, etcd.url, "", 0);
-    test_against_reference(tmp, config);
+    test_against_reference(tmp, config, "run", 0);
+    /* Steps of 30 ms: the result is whole well inside the τ = 2 steps before the apply, so the
+     * outer step runs on the encoder thread and the apply is the rebase alone; the anchors are
+     * the reference's all the same (the last round's apply follows its submit at once). */
+    char early_cfg[1100];
+    snprintf(early_cfg, sizeof early_cfg, "%s/early.yaml", tmp);
+    write_config(early_cfg, etcd.url, "", 30);
+    test_against_reference(tmp, early_cfg, "early", ROUNDS / 2);
     test_count_mismatch(tmp, config);
     test_unknown_site(tmp, config);
     test_catch_up(tmp, etcd.url);
