@@ -200,6 +200,7 @@ struct gt_diloco {
      * served before the apply publishes it), pre_hash: θ_a's hash after it. */
     int enc_outer;
     int64_t pre_taken, pre_done;
+    gt_status_t pre_status; /* taking round pre_taken's result: its error, if any */
     uint64_t pre_hash;
     uint64_t pre_applies; /* applies whose outer step ran early (summary.json) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
@@ -398,7 +399,8 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r);
 gt_status_t dl_encode_wait(gt_diloco_t *d);
 /* Between a submit and its apply (the τ steps), once a step: when round r's result is whole,
  * its hash vote agrees and nothing else is in the way, takes it and gives its outer step to
- * the encoder thread. One rank, one engine, no dump or injected corruption; else nothing. */
+ * the encoder thread (with several ranks or WAN groups: this rank's lanes, every engine's result
+ * whole first). One fragment, no dump or injected corruption; else nothing. */
 void dl_pre_apply(gt_diloco_t *d, uint64_t r);
 /* Waits for the encoder and stops its thread (idempotent). */
 void dl_encode_stop(gt_diloco_t *d);

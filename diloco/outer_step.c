@@ -394,6 +394,7 @@ static gt_status_t encode_job(gt_diloco_t *d, uint32_t f, uint64_t r, double tok
 }
 
 static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float *g, size_t n);
+static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r, int publish);
 
 /* The encoder thread's second job: round r's outer step on θ_a and m (one rank, one engine),
  * its kept state for joiners and θ_a's hash, in one sweep — what apply_fused does but the
@@ -402,6 +403,11 @@ static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float 
  * hold. */
 static gt_status_t pre_apply_job(gt_diloco_t *d, uint64_t r)
 {
+    if (d->ranks != 1 || d->n_eng != 1) { /* our lanes, engine by engine, as the apply would */
+        gt_status_t st = update_own(d, 0, r, 0);
+        if (st == GT_OK) d->pre_done = (int64_t)r;
+        return st;
+    }
     int k = (int)(r % 2);
     pthread_mutex_lock(&d->lock);
     dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
@@ -431,21 +437,29 @@ static gt_status_t pre_apply_job(gt_diloco_t *d, uint64_t r)
 
 void dl_pre_apply(gt_diloco_t *d, uint64_t r)
 {
-    if (d->pre_taken == (int64_t)r || d->ranks != 1 || d->n_eng != 1 || d->F != 1 || d->sync_dp ||
-        !d->enc_running || d->cfg->run.dump == GT_DUMP_ROUNDS || dl_fault_corrupts(d, r) ||
-        d->wan_error)
+    if (d->pre_taken == (int64_t)r || d->F != 1 || d->sync_dp || !d->enc_running ||
+        d->cfg->run.dump == GT_DUMP_ROUNDS || dl_fault_corrupts(d, r) || d->wan_error)
         return;
     pthread_mutex_lock(&d->enc_mu);
     int busy = d->enc_busy;
     pthread_mutex_unlock(&d->enc_mu);
     if (busy) return; /* the submit's encode is still on it (it reads θ_a): a later step */
+    /* every engine's result (one a WAN group of this rank) whole, or none taken */
     pthread_mutex_lock(&d->lock);
-    gt_outer_t *o = d->outers[0];
-    gt_status_t st = gt_outer_result_swap(o, r, &d->g[0]); /* GT_ERR_AGAIN until it is whole */
-    int verdict = st == GT_OK && r > 0 ? gt_outer_hash_verdict(o, r - 1) : 1;
+    int whole = 1, verdict = 1;
+    for (uint32_t e = 0; e < d->n_eng; e++) whole &= gt_outer_result_whole(d->outers[e], r);
+    gt_status_t st = GT_OK;
+    for (uint32_t e = 0; whole && e < d->n_eng && st == GT_OK; e++) {
+        st = gt_outer_result_swap(d->outers[e], r, &d->g[e]);
+        int v = r > 0 ? gt_outer_hash_verdict(d->outers[e], r - 1) : 1;
+        if (v < verdict) verdict = v;
+    }
     pthread_mutex_unlock(&d->lock);
+    if (!whole) return;
+    /* taken (a failed decode, past the engine's checks, is the apply's error) */
+    d->pre_taken = (int64_t)r;
+    d->pre_status = st;
     if (st != GT_OK) return;
-    d->pre_taken = (int64_t)r; /* the apply does not wait for it again */
     /* A hash vote that disagrees (a repair) or is not settled is the apply's to handle, with
      * the outer step then as before. */
     if (verdict != 1 && r > 0) return;
@@ -575,8 +589,9 @@ static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float 
 }
 
 /* The outer step on our lanes of fragment f, with the kept state and its engines' hashes in
- * the same sweep. */
-static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
+ * the same sweep; the kept state is served from then on when `publish` (else the apply
+ * publishes it, once past its fence: dl_pre_apply). */
+static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r, int publish)
 {
     int k = (int)(r % 2);
     pthread_mutex_lock(&d->lock);
@@ -605,6 +620,7 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r)
     }
     if (f == 0) d->own_hash = d->ehash[0];
     d->passes += (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n;
+    if (!publish) return st;
     pthread_mutex_lock(&d->lock);
     d->hist_round[f][k] = (int64_t)r;
     pthread_mutex_unlock(&d->lock);
@@ -761,7 +777,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     if (est != GT_OK) return est;
     uint32_t e0 = f * d->n_grp, e1 = e0 + d->n_grp; /* the fragment's engines, one a group */
     /* taken already when its outer step ran early (dl_pre_apply) */
-    gt_status_t st = d->pre_taken == (int64_t)r ? GT_OK : dl_wait_result(d, f, r);
+    gt_status_t st = d->pre_taken == (int64_t)r ? d->pre_status : dl_wait_result(d, f, r);
     /* The wait outlasted a lease — or this process was stopped inside it (SIGSTOP): the others
      * may have removed this site and redone its chunks of round r without it, so the result it
      * holds may not be theirs. A heartbeat made now says whether it is still a member before it
@@ -831,7 +847,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         st = apply_fused(d, r, final);
         hash = d->own_hash;
     } else if (d->F > 1) {
-        if (st == GT_OK) st = update_own(d, f, r);
+        if (st == GT_OK) st = update_own(d, f, r, 1);
         if (st == GT_OK && chaos) {
             /* Chaos (--corrupt-anchor): one bit of fragment 0's part of the anchor. */
             size_t at = anchor_index(d, (d->frag_off[0] + d->frag_off[1]) / 2);
@@ -849,7 +865,14 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         if ((st = dl_rebase_own(d, final ? -1 : (int)f, final)) != GT_OK) return st;
         if (f == d->F - 1 && (st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
     } else {
-        if (st == GT_OK) st = update_own(d, 0, r);
+        if (st == GT_OK && d->pre_done == (int64_t)r) { /* its outer step ran early */
+            pthread_mutex_lock(&d->lock);
+            d->hist_round[0][r % 2] = (int64_t)r;
+            pthread_mutex_unlock(&d->lock);
+            d->pre_applies++;
+        } else if (st == GT_OK) {
+            st = update_own(d, 0, r, 1);
+        }
         if (st == GT_OK && chaos) {
             /* Chaos (--corrupt-anchor): silent data corruption of one bit of the anchor. */
             size_t at = anchor_index(d, d->n_sub / 2);

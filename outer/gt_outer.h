@@ -234,6 +234,9 @@ GT_API gt_status_t gt_outer_result_swap(gt_outer_t *o, uint64_t round, float **g
 /* 1 when `round`'s result can no longer arrive here: its slot holds a later round's (the
  * other sites are gt_outer_rounds_kept() rounds ahead of this one). */
 GT_API int gt_outer_result_gone(const gt_outer_t *o, uint64_t round);
+/* 1 when every chunk of `round`'s result has arrived (gt_outer_result_swap would return GT_OK),
+ * without taking it. */
+GT_API int gt_outer_result_whole(const gt_outer_t *o, uint64_t round);
 /* How many rounds of results an engine keeps (a site may lag the others by fewer). */
 GT_API uint32_t gt_outer_rounds_kept(void);
 /* How many chunks of `round`'s result have not arrived here; buf (cap bytes, may be 0) gets

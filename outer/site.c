@@ -395,6 +395,12 @@ gt_status_t gt_outer_result_swap(gt_outer_t *o, uint64_t round, float **g_io)
     return GT_OK;
 }
 
+int gt_outer_result_whole(const gt_outer_t *o, uint64_t round)
+{
+    const result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    return r->used && r->round == round && r->n_have >= o->layout->n_chunks;
+}
+
 int gt_outer_result_gone(const gt_outer_t *o, uint64_t round)
 {
     const result_slot_t *r = &o->res[round % RESULT_SLOTS];
