@@ -556,12 +556,26 @@ static int sites_list(int argc, char **argv)
         fprintf(stderr, "geotrain sites: cannot read run '%s' in etcd (%s): %s\n", run_id,
                 cfg->membership.endpoints[0], gt_status_str(st));
     } else {
-        uint32_t n_reg = 0, at;
+        /* The sites added to the run (`sites add`) are listed after the run's own, whether
+         * CONFIG names them or not. */
+        json_t *added = read_added(&mp, cfg, run_id, &st);
+        size_t i;
+        json_t *e;
+        json_array_foreach(added, i, e)
+        {
+            uint32_t at;
+            const char *name = json_string_value(json_object_get(e, "name"));
+            if (name && gt_topo_site_index(cfg, name, &at) == GT_OK) cfg->sites[at].added = 1;
+        }
+        uint32_t n_reg = 0, n_own = 0, at;
+        for (uint32_t k = 0; k < cfg->n_sites; k++) n_own += !cfg->sites[k].added;
         for (uint32_t k = 0; k < reg.n_members; k++)
-            n_reg += gt_topo_site_index(cfg, reg.members[k].name, &at) == GT_OK;
-        printf("run '%s': %u of %u configured sites registered\n", run_id, n_reg, cfg->n_sites);
-        for (uint32_t i = 0; i < cfg->n_sites; i++) {
-            const char *name = cfg->sites[i].name, *state = "not registered", *addr = "";
+            n_reg += gt_topo_site_index(cfg, reg.members[k].name, &at) == GT_OK &&
+                     !cfg->sites[at].added;
+        printf("run '%s': %u of %u configured sites registered\n", run_id, n_reg, n_own);
+        for (uint32_t j = 0; j < cfg->n_sites; j++) {
+            if (cfg->sites[j].added) continue;
+            const char *name = cfg->sites[j].name, *state = "not registered", *addr = "";
             for (uint32_t k = 0; k < reg.n_members; k++)
                 if (strcmp(reg.members[k].name, name) == 0) {
                     state = "registered";
@@ -571,10 +585,6 @@ static int sites_list(int argc, char **argv)
                 if (retired[k] && strcmp(retired[k], name) == 0) state = "retired";
             printf("  %-16s %-15s %s\n", name, state, addr);
         }
-        /* The sites added to the run (`sites add`), those of CONFIG included. */
-        json_t *added = read_added(&mp, cfg, run_id, &st);
-        size_t i;
-        json_t *e;
         json_array_foreach(added, i, e)
         {
             const char *name = json_string_value(json_object_get(e, "name")), *addr = "";

@@ -79,6 +79,11 @@ for _ in $(seq 900); do [ "$(round d)" -ge 3 ] && break; sleep 0.2; done
   fail "sites list failed: $(cat "$dir/list.out")"
 grep -Eq "^  d +registered +127\.0\.0\.1:.*added mid-run, slot 3" "$dir/list.out" ||
   fail "sites list: $(cat "$dir/list.out")"
+# with the file that names d: d once, as added; the run's own three counted as configured
+"$geotrain" sites list "$dir/full.yaml" --run-id run "${sets[@]}" >"$dir/list-full.out" 2>&1 ||
+  fail "sites list (full) failed: $(cat "$dir/list-full.out")"
+[ "$(grep -c "^  d " "$dir/list-full.out")" = 1 ] && grep -q "3 of 3 configured sites registered" "$dir/list-full.out" ||
+  fail "sites list (full): $(cat "$dir/list-full.out")"
 "$geotrain" sites remove "$config" b --run-id run "${first[@]}" >"$dir/remove.out" 2>&1 ||
   fail "sites remove failed: $(cat "$dir/remove.out")"
 wait "$launch_pid"
