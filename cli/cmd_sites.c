@@ -570,8 +570,8 @@ static int sites_list(int argc, char **argv)
         uint32_t n_reg = 0, n_own = 0, at;
         for (uint32_t k = 0; k < cfg->n_sites; k++) n_own += !cfg->sites[k].added;
         for (uint32_t k = 0; k < reg.n_members; k++)
-            n_reg += gt_topo_site_index(cfg, reg.members[k].name, &at) == GT_OK &&
-                     !cfg->sites[at].added;
+            n_reg +=
+                gt_topo_site_index(cfg, reg.members[k].name, &at) == GT_OK && !cfg->sites[at].added;
         printf("run '%s': %u of %u configured sites registered\n", run_id, n_reg, n_own);
         for (uint32_t j = 0; j < cfg->n_sites; j++) {
             if (cfg->sites[j].added) continue;
