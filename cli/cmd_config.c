@@ -104,6 +104,17 @@ static int deploy_check(const gt_topo_config_t *cfg, const char *site)
                         i, s->name, s->advertise);
         }
     }
+    /* Slots for sites added later (docs/diloco.md#adding-a-site): what they cost until taken,
+     * and where the key that admits them is. */
+    uint32_t slots = gt_topo_site_slots(cfg);
+    if (slots > cfg->n_sites)
+        finding(&errors, 0, src,
+                "outer.site_slots = %u for %u sites: %u slot(s) wait for a site added mid-run; "
+                "until one is taken its chunks are aggregated by the next site (%s owns %u of "
+                "every %u chunks meanwhile), and `geotrain sites add` needs the admin key whose "
+                "public half security.admin_key names (keep it on the operator's machine)",
+                slots, cfg->n_sites, slots - cfg->n_sites, cfg->sites[0].name,
+                1 + slots - cfg->n_sites, slots);
     if (site) {
         uint32_t i;
         if (gt_topo_site_index(cfg, site, &i) != GT_OK) {
@@ -150,7 +161,8 @@ static void usage(FILE *out)
             "           --deploy also reports what cannot work with the sites on separate\n"
             "           hosts (docs/deploy.md): no security, no etcd endpoints, unpinned keys,\n"
             "           loopback addresses, a NAT the transport cannot cross; and warns of a\n"
-            "           single etcd member, plain-HTTP etcd, port 0. With --site NAME, also\n"
+            "           single etcd member, plain-HTTP etcd, port 0, slots waiting for an\n"
+            "           added site (outer.site_slots). With --site NAME, also\n"
             "           that site's secret key (present, mode 0600, the pinned key's pair).\n"
             "           Exits 1 on an error.\n"
             "reference  print every config key with its type, default, allowed values, GT_*\n"

@@ -227,6 +227,8 @@ for s in a b c; do
     fail "config check --deploy --site $s: $(cat "$dir/check.log")"
 done
 grep -q "one etcd member" "$dir/check.log" || fail "config check --deploy: no warning of one etcd member"
+grep -q "1 slot(s) wait for a site added mid-run" "$dir/check.log" ||
+  fail "config check --deploy: no warning of the vacant slot: $(cat "$dir/check.log")"
 "$geotrain" config check "$dir/full.yaml" $(own d) --deploy --site d -q >"$dir/check-d.log" 2>&1 ||
   fail "config check --deploy --site d: $(cat "$dir/check-d.log")"
 # ... and refuses what cannot work: a key not pinned, a key that is not the pinned one's pair
