@@ -37,9 +37,10 @@ static void usage(FILE *out)
             "membership.tls), signed with the operator's admin key (security.admin_key names\n"
             "its public half: a site admits no added site without that signature, whoever can\n"
             "write to etcd), and waits until every registered site has pinned it. Then\n"
-            "start it: geotrain run --config CONFIG --site NAME. It joins like any site that\n"
-            "comes late and aggregates its slot's chunks from its first round. Sites started\n"
-            "later (a restart) read the added sites from etcd, with CONFIG or the old file.\n\n"
+            "start it: geotrain run --config CONFIG --site NAME --run-id ID. It joins like\n"
+            "any site that comes late and aggregates its slot's chunks from its first round.\n"
+            "Sites started later (a restart) read the added sites from etcd, with CONFIG or\n"
+            "the old file.\n\n"
             "remove: "
             "retires site NAME from the run for good, while it runs (docs/diloco.md#retiring-a-"
             "site):\n"
@@ -522,9 +523,9 @@ static int sites_add(int argc, char **argv)
                 g_wait_s, missing, name, name);
         goto out;
     }
-    printf("geotrain sites: %s; start it with: geotrain run --config %s --site %s\n",
+    printf("geotrain sites: %s; start it with: geotrain run --config %s --site %s --run-id %s\n",
            g_wait_s > 0 ? "every registered site has pinned it" : "not waited for the sites",
-           cfg->source, name);
+           cfg->source, name, run_id);
     rc = 0;
     goto out;
 etcd:
