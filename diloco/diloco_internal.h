@@ -197,12 +197,11 @@ struct gt_diloco {
      * the training thread is the rebase alone. enc_outer: the job posted is that one (round
      * enc_r). pre_taken: the round whose result the training thread took early (-1: none),
      * pre_done: the round whose outer step is in θ_a and m (its kept state written but not
-     * served before the apply publishes it), pre_hash: θ_a's hash after it. */
+     * served before the apply publishes it; θ_a's hashes in own_hash and ehash). */
     int enc_outer;
     int64_t pre_taken, pre_done;
     gt_status_t pre_status; /* taking round pre_taken's result: its error, if any */
-    uint64_t pre_hash;
-    uint64_t pre_applies; /* applies whose outer step ran early (summary.json) */
+    uint64_t pre_applies;   /* applies whose outer step ran early (summary.json) */
     /* WAN (connect.c): the groups' meshes, members and views are in grp[] */
     gt_outer_t *outer;
     size_t part_floats; /* floats per STATE_CHUNK: what every site's receive buffer holds */

@@ -393,46 +393,20 @@ static gt_status_t encode_job(gt_diloco_t *d, uint32_t f, uint64_t r, double tok
     return st;
 }
 
-static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float *g, size_t n);
 static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r, int publish);
+static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int rebase, int final);
 
-/* The encoder thread's second job: round r's outer step on θ_a and m (one rank, one engine),
- * its kept state for joiners and θ_a's hash, in one sweep — what apply_fused does but the
- * rebase. The kept state is not served (its round stays unpublished) until the apply has
- * passed its fence: a site removed meanwhile never hands out an anchor the others may not
- * hold. */
+/* The encoder thread's second job: round r's outer step on θ_a and m (our lanes), its kept
+ * state for joiners and θ_a's hash, in one sweep — the apply's without the rebase. The kept
+ * state is not served (its round stays unpublished) until the apply has passed its fence: a
+ * site removed meanwhile never hands out an anchor the others may not hold. */
 static gt_status_t pre_apply_job(gt_diloco_t *d, uint64_t r)
 {
-    if (d->ranks != 1 || d->n_eng != 1) { /* our lanes, engine by engine, as the apply would */
-        gt_status_t st = update_own(d, 0, r, 0);
-        if (st == GT_OK) d->pre_done = (int64_t)r;
-        return st;
-    }
-    int k = (int)(r % 2);
-    pthread_mutex_lock(&d->lock);
-    dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
-    d->hist_round[0][k] = -1;
-    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n * sizeof(float), 0);
-    float *hist = d->hist[k];
-    pthread_mutex_unlock(&d->lock);
-    if (!hist) return GT_ERR_NOMEM;
-    float *a = d->anchor, *m = d->mom;
-    const float *g = d->g[0];
-    XXH3_state_t h;
-    XXH3_64bits_reset(&h);
-    gt_status_t st = GT_OK;
-    for (size_t o = 0; o < d->n && st == GT_OK; o += BLOCK) {
-        size_t cnt = d->n - o < BLOCK ? d->n - o : BLOCK;
-        st = outer_update(d, a + o, m + o, g + o, cnt);
-        memcpy(hist + o, a + o, cnt * sizeof(float));
-        memcpy(hist + d->n + o, m + o, cnt * sizeof(float));
-        XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
-    }
-    if (st != GT_OK) return st;
-    d->pre_hash = XXH3_64bits_digest(&h);
-    d->pre_done = (int64_t)r; /* read by the training thread after dl_encode_wait */
-    d->passes += 1.0;
-    return GT_OK;
+    gt_status_t st =
+        d->ranks == 1 && d->n_eng == 1 ? apply_fused(d, r, 0, 0) : update_own(d, 0, r, 0);
+    if (st == GT_OK)
+        d->pre_done = (int64_t)r; /* read by the training thread after dl_encode_wait */
+    return st;
 }
 
 void dl_pre_apply(gt_diloco_t *d, uint64_t r)
@@ -667,26 +641,10 @@ static uint64_t rebase(gt_diloco_t *d, int final)
     return XXH3_64bits_digest(&h);
 }
 
-/* One rank, after the outer step ran early (dl_pre_apply): its kept state published, then
- * θ_s ← θ_a + (θ_s − snap) (θ_s ← θ_a after the run's last round): the apply's one sweep. */
-static void rebase_pre_applied(gt_diloco_t *d, uint64_t r, int final)
-{
-    pthread_mutex_lock(&d->lock);
-    d->hist_round[0][r % 2] = (int64_t)r;
-    pthread_mutex_unlock(&d->lock);
-    float *restrict x = d->x;
-    const float *restrict a = d->anchor, *restrict snap = d->snap;
-    if (final)
-        memcpy(x, a, d->n * sizeof(float));
-    else
-        for (size_t i = 0; i < d->n; i++) x[i] = a[i] + (x[i] - snap[i]);
-    d->own_hash = d->ehash[0] = d->pre_hash;
-    d->passes += 1.0;
-    d->pre_applies++;
-}
-
-/* One rank: the outer step, the kept state, the hash and the rebase, block by block. */
-static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
+/* One rank: the outer step, the kept state, the hash and (`rebase`) the rebase, block by
+ * block; the kept state is served from then on when rebasing (else the apply publishes it once
+ * past its fence: pre_apply_job). */
+static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int rebase, int final)
 {
     int k = (int)(r % 2);
     pthread_mutex_lock(&d->lock);
@@ -708,6 +666,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
         memcpy(hist + o, a + o, cnt * sizeof(float));
         memcpy(hist + d->n + o, m + o, cnt * sizeof(float));
         XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
+        if (!rebase) continue;
         if (final)
             memcpy(x + o, a + o, cnt * sizeof(float));
         else
@@ -715,6 +674,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int final)
     }
     d->own_hash = d->ehash[0] = XXH3_64bits_digest(&h);
     d->passes += 1.0;
+    if (!rebase) return st;
     pthread_mutex_lock(&d->lock);
     d->hist_round[0][k] = (int64_t)r;
     pthread_mutex_unlock(&d->lock);
@@ -839,12 +799,11 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
     /* an injected fault (faults.c): one bit of the anchor flipped after this round */
     int chaos = dl_fault_corrupts(d, r) && d->rank == 0 && f == 0;
     uint64_t hash = 0;
-    int fused = st == GT_OK && d->ranks == 1 && d->n_eng == 1 && verdict >= 0 && !chaos;
-    if (fused && d->pre_done == (int64_t)r) {
-        rebase_pre_applied(d, r, final);
-        hash = d->own_hash;
-    } else if (fused) {
-        st = apply_fused(d, r, final);
+    /* its outer step ran early (pre_apply_job): the rebase below is all that is left */
+    int early = st == GT_OK && d->pre_done == (int64_t)r;
+    int fused = st == GT_OK && d->ranks == 1 && d->n_eng == 1 && verdict >= 0 && !chaos && !early;
+    if (fused) {
+        st = apply_fused(d, r, 1, final);
         hash = d->own_hash;
     } else if (d->F > 1) {
         if (st == GT_OK) st = update_own(d, f, r, 1);
@@ -865,7 +824,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         if ((st = dl_rebase_own(d, final ? -1 : (int)f, final)) != GT_OK) return st;
         if (f == d->F - 1 && (st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
     } else {
-        if (st == GT_OK && d->pre_done == (int64_t)r) { /* its outer step ran early */
+        if (early) { /* its kept state, served from now on */
             pthread_mutex_lock(&d->lock);
             d->hist_round[0][r % 2] = (int64_t)r;
             pthread_mutex_unlock(&d->lock);

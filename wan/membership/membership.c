@@ -735,8 +735,9 @@ gt_status_t gt_wan_run_add(const gt_wan_member_params_t *p, const char *name, ui
     return st;
 }
 
-/* The values under `prefix` as a JSON array of strings (malformed base64 left out). */
-static gt_status_t range_values(gt_wan_member_t *m, const char *prefix, char **json_p)
+/* The values under `prefix` as a JSON array (malformed base64 left out): of strings, or with
+ * `objects` of the JSON objects they hold (any other value logged and left out). */
+static gt_status_t range_values(gt_wan_member_t *m, const char *prefix, int objects, char **json_p)
 {
     json_t *reply = NULL;
     gt_status_t st = api_call(
@@ -750,7 +751,12 @@ static gt_status_t range_values(gt_wan_member_t *m, const char *prefix, char **j
     json_array_foreach(json_object_get(reply, "kvs"), i, kv)
     {
         char *val = unb64(json_object_get(kv, "value"), NULL);
-        if (val) json_array_append_new(out, json_string(val));
+        json_t *j = !val ? NULL : objects ? json_loads(val, 0, NULL) : json_string(val);
+        if (j && (!objects || json_is_object(j)))
+            json_array_append(out, j);
+        else if (objects)
+            GT_WARN("membership: ignoring a malformed entry under %s", prefix);
+        json_decref(j);
         free(val);
     }
     json_decref(reply);
@@ -764,7 +770,7 @@ static gt_status_t range_values(gt_wan_member_t *m, const char *prefix, char **j
 gt_status_t gt_wan_member_added(gt_wan_member_t *m, char **json_p)
 {
     if (!m || !json_p) return GT_ERR_INVALID;
-    return range_values(m, m->added_prefix, json_p);
+    return range_values(m, m->added_prefix, 0, json_p);
 }
 
 gt_status_t gt_wan_run_added(const gt_wan_member_params_t *p, char **json_p)
@@ -772,7 +778,7 @@ gt_status_t gt_wan_run_added(const gt_wan_member_params_t *p, char **json_p)
     if (!json_p) return GT_ERR_INVALID;
     gt_wan_member_t *m = NULL;
     gt_status_t st = run_client(p, NULL, &m);
-    if (st == GT_OK) st = range_values(m, m->added_prefix, json_p);
+    if (st == GT_OK) st = range_values(m, m->added_prefix, 0, json_p);
     gt_wan_member_destroy(m);
     return st;
 }
@@ -810,7 +816,7 @@ gt_status_t gt_wan_run_pinned(const gt_wan_member_params_t *p, const char *name,
     if (st != GT_OK) return st;
     char prefix[1024];
     int n = snprintf(prefix, sizeof prefix, "%s%s/", m->pinned_prefix, name);
-    st = n <= 0 || (size_t)n >= sizeof prefix ? GT_ERR_INVALID : range_values(m, prefix, json_p);
+    st = n <= 0 || (size_t)n >= sizeof prefix ? GT_ERR_INVALID : range_values(m, prefix, 0, json_p);
     gt_wan_member_destroy(m);
     return st;
 }
@@ -1107,31 +1113,7 @@ gt_status_t gt_wan_member_run_live(gt_wan_member_t *m, int *live_p)
 
 gt_status_t gt_wan_member_values(gt_wan_member_t *m, char **json_p)
 {
-    json_t *req = json_pack("{s:o,s:o}", "key", b64(m->members_prefix, strlen(m->members_prefix)),
-                            "range_end", prefix_end(m->members_prefix));
-    json_t *reply = NULL;
-    gt_status_t st = api_call(m, "/v3/kv/range", req, &reply);
-    if (st != GT_OK) return st;
-    json_t *out = json_array();
-    size_t i;
-    json_t *kv;
-    json_array_foreach(json_object_get(reply, "kvs"), i, kv)
-    {
-        char *val = unb64(json_object_get(kv, "value"), NULL);
-        json_t *j = val ? json_loads(val, 0, NULL) : NULL;
-        if (json_is_object(j))
-            json_array_append(out, j);
-        else
-            GT_WARN("membership: ignoring a malformed member entry");
-        json_decref(j);
-        free(val);
-    }
-    json_decref(reply);
-    char *text = json_dumps(out, JSON_COMPACT);
-    json_decref(out);
-    if (!text) return GT_ERR_NOMEM;
-    *json_p = text;
-    return GT_OK;
+    return range_values(m, m->members_prefix, 1, json_p);
 }
 
 gt_status_t gt_wan_member_set_note(gt_wan_member_t *m, const char *note)
