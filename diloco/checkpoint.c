@@ -559,6 +559,7 @@ gt_status_t dl_resume(gt_diloco_t *d)
         /* θ_a as saved (our lanes, laid out as in memory) or, from an older file of a rank of
          * several, the whole vector: our lanes of it */
         int whole = d->ranks > 1 && !json_is_integer(afj);
+        dl_unpublish(d, -1, 1); /* served again once loaded (dl_keep_state below) */
         for (uint32_t i = 0; i < d->n_own; i++) {
             const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
             const float *src = fl + (whole ? ln->offset : d->apos[i]);

@@ -317,8 +317,7 @@ static void destroy(gt_diloco_t *d)
     free(d->apos);
     free(d->owner);
     free(d->grp);
-    gt_mem_free(&d->mem, d->hist[0]);
-    gt_mem_free(&d->mem, d->hist[1]);
+    gt_mem_free(&d->mem, d->prev);
     gt_mem_free(&d->mem, d->hold);
     gt_mem_free(&d->mem, d->fetch);
     free(d->resume_note);
@@ -468,7 +467,7 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
     d->p = *params;
     for (uint32_t f = 0; f < DL_MAX_FRAGMENTS; f++) {
         d->fpending[f] = -1;
-        d->hist_round[f][0] = d->hist_round[f][1] = -1;
+        d->live_round[f] = d->prev_round[f] = d->cur_round[f] = -1;
     }
     d->resumed_step = -1;
     d->join_rebase = -1;

@@ -26,7 +26,8 @@
  *   delta   (n_sub)  sync-dp only: the step's gradient, packed (DiLoCo's Δ = θ_a − snap is
  *                    computed chunk by chunk as the engine encodes it: no vector)
  *   g       (n_sub)  the last applied result (swapped with the engine: decoded once)
- *   hist[2] (2n_sub) (θ_a, m) of this rank's lanes after the last two rounds, served to peers
+ *   prev    (2n_sub) (θ_a, m) of this rank's lanes, packed, after the round before the one
+ *                    θ_a and m hold (the newest round is served from θ_a and m themselves)
  * WAN groups (docs/diloco.md#lanes-across-ranks): the run has G = lcm(sites' ranks) groups;
  * this rank runs n_grp = G / R of them, grp[i] being group rank + i·R. Streaming fragments
  * (outer.fragments = F, docs/diloco.md#streaming-fragments): fragment f is the lanes l with
@@ -37,7 +38,8 @@
  * of grp[i]) is [eng_off[e], eng_off[e+1]) of it, with its own outer engine over exactly that
  * slice (outers[e]; outer = outers[0]). With one group per rank engine e is fragment e.
  * Fragment f's round r is submitted at step r·H + off_f, off_f = H − (F − 1 − f)·H/F, and
- * applied τ steps later; hist[r mod 2] holds each fragment's slice after its round r.
+ * applied τ steps later; θ_a and m hold each fragment's slice after its newest round, prev
+ * after the round before (state.c, "The kept state").
  * Locking: `lock` guards the meshes, the outer engines, the views, the history and the fetch
  * state, which the WAN thread touches; everything else belongs to the caller's thread.
  */
@@ -89,7 +91,8 @@ struct dl_group {
 #define STATE_ALL_FRAGMENTS UINT16_MAX
 /* dl_fetch_state's round that asks a PROBE_JOIN instead of state (never on the wire). */
 #define STATE_PROBE         UINT64_MAX
-#define HIST_INITIAL        (-2) /* hist_round of the initial state */
+#define HIST_INITIAL        (-2) /* the kept state's round of the initial state */
+#define PREV_WRITING        (-3) /* prev_round[f] while a sweep fills prev */
 /* A reply's status, and a fetch's outcome (STATE_BUSY: the peer a join probed does not train) */
 enum { STATE_OK = 0, STATE_NOT_YET = 1, STATE_GONE = 3, STATE_BUSY = 4 };
 
@@ -143,13 +146,20 @@ struct gt_diloco {
     size_t *gcounts, *gdispls; /* [ranks]: one all-gather's counts and displacements */
     float *x, *anchor, *snap, *mom, *delta;
     float *g[DL_MAX_ENGINES]; /* engine e's last applied result (its slice's length) */
-    float *hist[2];
-    /* The anchor (and m) after round hold_round, moved out of hist[] when its slot was
-     * overwritten while a joiner whose first round is hold_round + 1 may still fetch it for
-     * its rebase (dl_hold_slot): served like hist[] for DL_HOLD_ROUNDS more rounds (-1: none). */
+    /* The kept state, served to peers under `lock` (state.c): fragment f's slice of θ_a and m
+     * after round live_round[f] (-1: being rewritten, or its round not published yet: the
+     * apply publishes an early outer step once past its fence), and of prev after round
+     * prev_round[f] (-1: none; PREV_WRITING: a sweep is filling it). cur_round[f]: the round θ_a
+     * and m hold or are being given, published or not (-1: none). */
+    float *prev;
+    int64_t live_round[DL_MAX_FRAGMENTS], prev_round[DL_MAX_FRAGMENTS];
+    int64_t cur_round[DL_MAX_FRAGMENTS];
+    int64_t sweep_from[DL_MAX_FRAGMENTS]; /* during a sweep: the round prev will hold */
+    /* The anchor (and m) after round hold_round, moved out of prev when a sweep was about to
+     * overwrite it while a joiner whose first round is hold_round + 1 may still fetch it for
+     * its rebase (dl_hold_slot): served like prev for DL_HOLD_ROUNDS more rounds (-1: none). */
     float *hold;
     int64_t hold_round;
-    int64_t hist_round[DL_MAX_FRAGMENTS][2]; /* the round each fragment's slice of hist[k] holds */
     uint64_t own_hash; /* hash of engine 0's lanes of θ_a after the last applied round */
     /* Streaming fragments, and engines (a fragment of a group) */
     uint32_t F, n_eng;          /* n_eng = F·n_grp */
@@ -424,6 +434,9 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final);
 /* θ_s ← θ_a + (θ_s − snap) on our lanes of fragment f (all: f < 0), or θ_s ← θ_a (final),
  * then every rank's lanes of x all-gathered. Collective. */
 gt_status_t dl_rebase_own(gt_diloco_t *d, int f, int final);
+/* θ_a and m now hold `round` on every fragment, written outside a sweep (a join, a re-fetch, a
+ * resume, the start): served from now on; prev, from before they were written, is dropped
+ * (held aside first for a joiner that needs it). The hash of our lanes for the next submit. */
 void dl_keep_state(gt_diloco_t *d, int64_t round);
 uint64_t dl_own_hash(const gt_diloco_t *d);
 void dl_own_to_packed(const gt_diloco_t *d, const float *full, float *packed);
@@ -459,15 +472,27 @@ gt_status_t dl_start_check(gt_diloco_t *d);
 uint64_t dl_peers_next(gt_diloco_t *d);
 gt_status_t dl_join(gt_diloco_t *d, uint64_t *start_p);
 gt_status_t dl_join_rebase(gt_diloco_t *d);
-/* Under `lock`, before hist[k] is overwritten by the state after round r: when the round it
- * holds is the one a joiner (a site whose first round is that plus one) rebases onto, the
- * buffer moves to d->hold instead of being lost; a hold older than DL_HOLD_ROUNDS rounds
- * before r is released. Streaming fragments: nothing held (their joiners do not rebase). */
+/* Under `lock`, before prev is overwritten by a sweep that gives θ_a round r (or dropped by
+ * dl_keep_state): when the round it holds is the one a joiner (a site whose first round is
+ * that plus one) rebases onto, the buffer moves to d->hold instead of being lost; a hold older
+ * than DL_HOLD_ROUNDS rounds before r is released. Streaming fragments: nothing held (their
+ * joiners do not rebase). */
 #define DL_HOLD_ROUNDS 3
-void dl_hold_slot(gt_diloco_t *d, int k, uint64_t r);
+void dl_hold_slot(gt_diloco_t *d, uint64_t r);
 /* The same with every site's first round given (first[n_sites], UINT64_MAX: not taking part). */
-void dl_hold_keep(gt_diloco_t *d, int k, uint64_t r, const uint64_t *first);
-/* The held state for round `want` (NULL: not held). Under `lock`. */
+void dl_hold_keep(gt_diloco_t *d, uint64_t r, const uint64_t *first);
+/* A sweep of fragment f's θ_a and m to round r (outer_step.c) begins: what they hold moves to
+ * prev, which the sweep fills lane by lane (returned: 2 n_sub floats, packed; NULL: no
+ * memory), nothing of fragment f is served meanwhile. It ends with dl_sweep_end: prev holds
+ * the round θ_a held, and θ_a round r, served from then on when `publish` (else dl_publish). */
+float *dl_sweep_begin(gt_diloco_t *d, uint32_t f, uint64_t r);
+void dl_sweep_end(gt_diloco_t *d, uint32_t f, uint64_t r, int publish);
+/* Fragment f's θ_a and m (every fragment: f < 0) hold round r: served from now on. */
+void dl_publish(gt_diloco_t *d, int f, int64_t r);
+/* θ_a and m of fragment f (every fragment: f < 0) are about to be written outside a sweep (a
+ * fetched state, a checkpoint, a fault): served to nobody until published again; prev, which
+ * then no longer follows from them, is dropped too when `drop_prev`. */
+void dl_unpublish(gt_diloco_t *d, int f, int drop_prev);
 const float *dl_hold_lookup(const gt_diloco_t *d, int64_t want);
 /* Re-fetches fragment f's lanes of the groups whose bit is set in `bad` (bit i: grp[i]). */
 gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad);

@@ -202,28 +202,6 @@ uint64_t dl_own_hash(const gt_diloco_t *d)
     return d->ehash[0];
 }
 
-/* Keeps (θ_a, m) of our lanes after `round` for peers that may need them (the slot of round
- * r is r mod 2), and the hash of our lanes for the next submit. */
-void dl_keep_state(gt_diloco_t *d, int64_t round)
-{
-    int k = (int)((uint64_t)round % 2);
-    pthread_mutex_lock(&d->lock);
-    if (round >= 0) dl_hold_slot(d, k, (uint64_t)round);
-    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n_sub * sizeof(float), 0);
-    if (d->hist[k]) {
-        for (uint32_t i = 0, o = 0; i < d->n_own; i++) { /* θ_a's lanes, packed */
-            uint32_t cnt = (uint32_t)d->layout->lanes[d->own_lanes[i]].count;
-            memcpy(d->hist[k] + o, d->anchor + d->apos[i], cnt * sizeof(float));
-            o += cnt;
-        }
-        memcpy(d->hist[k] + d->n_sub, d->mom, d->n_sub * sizeof(float));
-        for (uint32_t f = 0; f < d->F; f++) d->hist_round[f][k] = round;
-    }
-    pthread_mutex_unlock(&d->lock);
-    d->own_hash = dl_own_hash(d);
-    d->passes += 2.0 * (double)d->n_sub / (double)d->n;
-}
-
 /* The full vector `full` on every rank from each rank's lanes of it (the in-site all-gather;
  * lanes l·R .. l·R + R - 1 are contiguous and one per rank, so each window is one call). */
 static gt_status_t gather_frag(gt_diloco_t *d, float *full, int frag)
@@ -567,14 +545,8 @@ static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float 
  * publishes it, once past its fence: dl_pre_apply). */
 static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r, int publish)
 {
-    int k = (int)(r % 2);
-    pthread_mutex_lock(&d->lock);
-    if (f == 0) dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
-    d->hist_round[f][k] = -1;          /* being rewritten: served to nobody meanwhile */
-    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n_sub * sizeof(float), 0);
-    float *hist = d->hist[k];
-    pthread_mutex_unlock(&d->lock);
-    if (!hist) return GT_ERR_NOMEM;
+    float *prev = dl_sweep_begin(d, f, r);
+    if (!prev) return GT_ERR_NOMEM;
     gt_status_t st = GT_OK;
     for (uint32_t e = f * d->n_grp; e < (f + 1) * d->n_grp && st == GT_OK; e++) {
         XXH3_state_t h;
@@ -584,9 +556,9 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r, int publis
         for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1] && st == GT_OK; i++) {
             const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
             float *a = d->anchor + d->apos[i];
+            memcpy(prev + o, a, ln->count * sizeof(float)); /* the round before, kept */
+            memcpy(prev + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
             st = outer_update(d, a, d->mom + o, g + (o - o0), ln->count);
-            memcpy(hist + o, a, ln->count * sizeof(float));
-            memcpy(hist + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
             XXH3_64bits_update(&h, a, ln->count * sizeof(float));
             o += ln->count;
         }
@@ -594,10 +566,7 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r, int publis
     }
     if (f == 0) d->own_hash = d->ehash[0];
     d->passes += (double)(d->frag_off[f + 1] - d->frag_off[f]) / (double)d->n;
-    if (!publish) return st;
-    pthread_mutex_lock(&d->lock);
-    d->hist_round[f][k] = (int64_t)r;
-    pthread_mutex_unlock(&d->lock);
+    dl_sweep_end(d, f, r, publish && st == GT_OK);
     return st;
 }
 
@@ -646,14 +615,8 @@ static uint64_t rebase(gt_diloco_t *d, int final)
  * past its fence: pre_apply_job). */
 static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int rebase, int final)
 {
-    int k = (int)(r % 2);
-    pthread_mutex_lock(&d->lock);
-    dl_hold_slot(d, k, r); /* the round it holds may be a joiner's rebase's */
-    d->hist_round[0][k] = -1;
-    if (!d->hist[k]) d->hist[k] = gt_mem_alloc(&d->mem, 2 * d->n * sizeof(float), 0);
-    float *hist = d->hist[k];
-    pthread_mutex_unlock(&d->lock);
-    if (!hist) return GT_ERR_NOMEM;
+    float *prev = dl_sweep_begin(d, 0, r);
+    if (!prev) return GT_ERR_NOMEM;
     float *x = d->x, *a = d->anchor, *m = d->mom;
     const float *snap = d->snap;
     XXH3_state_t h;
@@ -662,9 +625,9 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int rebase, int final
     size_t bl = BLOCK * (size_t)(gt_kern_get_threads() > 0 ? gt_kern_get_threads() : 1);
     for (size_t o = 0; o < d->n && st == GT_OK; o += bl) {
         size_t cnt = d->n - o < bl ? d->n - o : bl;
+        memcpy(prev + o, a + o, cnt * sizeof(float)); /* the round before, kept */
+        memcpy(prev + d->n + o, m + o, cnt * sizeof(float));
         st = outer_update(d, a + o, m + o, d->g[0] + o, cnt);
-        memcpy(hist + o, a + o, cnt * sizeof(float));
-        memcpy(hist + d->n + o, m + o, cnt * sizeof(float));
         XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
         if (!rebase) continue;
         if (final)
@@ -674,10 +637,7 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int rebase, int final
     }
     d->own_hash = d->ehash[0] = XXH3_64bits_digest(&h);
     d->passes += 1.0;
-    if (!rebase) return st;
-    pthread_mutex_lock(&d->lock);
-    d->hist_round[0][k] = (int64_t)r;
-    pthread_mutex_unlock(&d->lock);
+    dl_sweep_end(d, 0, r, rebase && st == GT_OK);
     return st;
 }
 
@@ -806,7 +766,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         st = apply_fused(d, r, 1, final);
         hash = d->own_hash;
     } else if (d->F > 1) {
-        if (st == GT_OK) st = update_own(d, f, r, 1);
+        if (st == GT_OK) st = update_own(d, f, r, !chaos);
         if (st == GT_OK && chaos) {
             /* Chaos (--corrupt-anchor): one bit of fragment 0's part of the anchor. */
             size_t at = anchor_index(d, (d->frag_off[0] + d->frag_off[1]) / 2);
@@ -815,6 +775,7 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             bits ^= 1u << 20;
             memcpy(&d->anchor[at], &bits, 4);
             for (uint32_t e = e0; e < e1; e++) d->ehash[e] = eng_hash(d, e);
+            dl_publish(d, (int)f, (int64_t)r); /* served as it is now, as real corruption is */
             GT_WARN("site %s: chaos: flipped a bit of the anchor (fragment 0) after round %llu",
                     d->name, (unsigned long long)r);
         }
@@ -824,14 +785,10 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
         if ((st = dl_rebase_own(d, final ? -1 : (int)f, final)) != GT_OK) return st;
         if (f == d->F - 1 && (st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
     } else {
-        if (early) { /* its kept state, served from now on */
-            pthread_mutex_lock(&d->lock);
-            d->hist_round[0][r % 2] = (int64_t)r;
-            pthread_mutex_unlock(&d->lock);
-            d->pre_applies++;
-        } else if (st == GT_OK) {
-            st = update_own(d, 0, r, 1);
-        }
+        if (early)
+            d->pre_applies++; /* its θ_a and m, served from now on (below) */
+        else if (st == GT_OK)
+            st = update_own(d, 0, r, 0);
         if (st == GT_OK && chaos) {
             /* Chaos (--corrupt-anchor): silent data corruption of one bit of the anchor. */
             size_t at = anchor_index(d, d->n_sub / 2);
@@ -839,10 +796,11 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             memcpy(&bits, &d->anchor[at], 4);
             bits ^= 1u << 20;
             memcpy(&d->anchor[at], &bits, 4);
-            dl_keep_state(d, (int64_t)r);
+            d->own_hash = dl_own_hash(d);
             GT_WARN("site %s: chaos: flipped a bit of the anchor after round %llu", d->name,
                     (unsigned long long)r);
         }
+        if (st == GT_OK) dl_publish(d, 0, (int64_t)r); /* flipped or not, as real corruption */
         if (st == GT_OK && verdict < 0) st = dl_refetch(d, 0, r, bad);
         if ((st = dl_agree(d, st)) != GT_OK) return st;
         if (d->ranks == 1) {

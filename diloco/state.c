@@ -14,7 +14,8 @@
  *   and its table of first rounds (a joiner plans with it);
  * - a fetch asks for (θ_a, m) of a group's lanes after round r, striped across n peers, each stripe
  *   in parts that fit every site's receive buffer, with the hash of the server's whole state;
- *   peers keep the state after their last two rounds to serve it.
+ *   peers keep the state after their last two rounds to serve it (the newest in θ_a and m
+ *   themselves, the one before in prev: "The kept state" below).
  * Hostile or stale replies are checked before anything is written. The WAN thread serves and
  * receives under the context's lock; a fetch waits outside it.
  */
@@ -25,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
 
 static void state_reply(struct dl_group *gr, const gt_wan_msg_t *req, uint32_t status, uint64_t off,
                         uint64_t hash, const void *data, size_t bytes, uint32_t part,
@@ -42,35 +45,95 @@ static void state_reply(struct dl_group *gr, const gt_wan_msg_t *req, uint32_t s
     gt_le_put32(buf + 4, 0);
     gt_le_put64(buf + 8, off);
     gt_le_put64(buf + 16, hash);
-    if (bytes) memcpy(buf + STATE_HDR, data, bytes);
+    if (bytes && data) memcpy(buf + STATE_HDR, data, bytes); /* NULL: in buf already */
     if (gt_wan_mesh_send(gr->mesh, req->sender, &m, buf, STATE_HDR + bytes) != GT_OK)
         GT_WARN("site %s: cannot answer site %u's state request", d->name, req->sender);
 }
 
-void dl_hold_slot(gt_diloco_t *d, int k, uint64_t r)
+/* The kept state. A peer may ask for (θ_a, m) after a round: a joiner for the newest (or, for
+ * its rebase, the one before its first round), a site whose anchor lost the hash vote for the
+ * one the others hold. The newest round a fragment applied is served from θ_a and m
+ * themselves, the round before from prev; a sweep (the outer step) copies each lane into prev
+ * before it rewrites it, so keeping two rounds costs one copy of (θ_a, m), not two. What is
+ * being written is served to nobody: a request for it is answered "not yet" and asked again. */
+float *dl_sweep_begin(gt_diloco_t *d, uint32_t f, uint64_t r)
+{
+    pthread_mutex_lock(&d->lock);
+    if (f == 0) dl_hold_slot(d, r); /* the round prev holds may be a joiner's rebase's */
+    if (!d->prev) d->prev = gt_mem_alloc(&d->mem, 2 * d->n_sub * sizeof(float), 0);
+    d->live_round[f] = -1;
+    d->prev_round[f] = PREV_WRITING;
+    d->sweep_from[f] = d->cur_round[f];
+    d->cur_round[f] = (int64_t)r;
+    float *prev = d->prev;
+    pthread_mutex_unlock(&d->lock);
+    return prev;
+}
+
+void dl_sweep_end(gt_diloco_t *d, uint32_t f, uint64_t r, int publish)
+{
+    pthread_mutex_lock(&d->lock);
+    d->prev_round[f] = d->sweep_from[f];
+    if (publish) d->live_round[f] = (int64_t)r;
+    pthread_mutex_unlock(&d->lock);
+}
+
+void dl_publish(gt_diloco_t *d, int f, int64_t r)
+{
+    uint32_t f0 = f < 0 ? 0 : (uint32_t)f, f1 = f < 0 ? d->F : (uint32_t)f + 1;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t k = f0; k < f1; k++) d->live_round[k] = d->cur_round[k] = r;
+    pthread_mutex_unlock(&d->lock);
+}
+
+void dl_unpublish(gt_diloco_t *d, int f, int drop_prev)
+{
+    uint32_t f0 = f < 0 ? 0 : (uint32_t)f, f1 = f < 0 ? d->F : (uint32_t)f + 1;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t k = f0; k < f1; k++) {
+        d->live_round[k] = -1;
+        if (drop_prev) d->prev_round[k] = -1;
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+void dl_keep_state(gt_diloco_t *d, int64_t round)
+{
+    pthread_mutex_lock(&d->lock);
+    if (round >= 0) dl_hold_slot(d, (uint64_t)round);
+    for (uint32_t f = 0; f < d->F; f++) {
+        d->live_round[f] = d->cur_round[f] = round;
+        d->prev_round[f] = -1;
+    }
+    pthread_mutex_unlock(&d->lock);
+    d->own_hash = dl_own_hash(d);
+}
+
+void dl_hold_slot(gt_diloco_t *d, uint64_t r)
 {
     uint64_t first[GT_OUTER_MAX_SITES];
     gt_outer_first_rounds(d->outers[0], first);
-    dl_hold_keep(d, k, r, first);
+    dl_hold_keep(d, r, first);
 }
 
-void dl_hold_keep(gt_diloco_t *d, int k, uint64_t r, const uint64_t *first)
+void dl_hold_keep(gt_diloco_t *d, uint64_t r, const uint64_t *first)
 {
     if (d->hold && (d->hold_round < 0 || r > (uint64_t)d->hold_round + 1 + DL_HOLD_ROUNDS)) {
         gt_mem_free(&d->mem, d->hold); /* no joiner needs it any more */
         d->hold = NULL;
         d->hold_round = -1;
     }
-    int64_t old = d->hist_round[0][k];
-    if (d->F != 1 || old < 0 || !d->hist[k] || (uint64_t)old + 2 > r) return;
+    int64_t old = d->prev_round[0];
+    if (d->F != 1 || old < 0 || !d->prev || (uint64_t)old + 2 > r) return;
     int joiner = 0;
     for (uint32_t s = 0; s < d->cfg->n_sites && s < GT_OUTER_MAX_SITES; s++)
         joiner |= s != d->site && first[s] == (uint64_t)old + 1;
     if (!joiner) return;
     float *spare = d->hold;
-    d->hold = d->hist[k];
+    d->hold = d->prev;
     d->hold_round = old;
-    d->hist[k] = spare; /* NULL: the caller allocates it */
+    d->prev = spare; /* NULL: the caller allocates it */
+    d->prev_round[0] = -1;
     GT_DEBUG("site %s: holds the anchor after round %lld for a joiner whose first round is %lld",
              d->name, (long long)old, (long long)old + 1);
 }
@@ -78,6 +141,37 @@ void dl_hold_keep(gt_diloco_t *d, int k, uint64_t r, const uint64_t *first)
 const float *dl_hold_lookup(const gt_diloco_t *d, int64_t want)
 {
     return d->hold && d->F == 1 && want >= 0 && d->hold_round == want ? d->hold : NULL;
+}
+
+/* A served state: the floats of (θ_a, m) of the lanes asked for, in pieces that lie apart in
+ * memory (θ_a's lanes where the anchor keeps them, m and prev packed). */
+struct state_src {
+    struct {
+        const float *p;
+        size_t n;
+    } *seg;
+    size_t n_seg, total;
+};
+
+static void src_add(struct state_src *s, const float *p, size_t n)
+{
+    if (!n) return;
+    s->seg[s->n_seg].p = p;
+    s->seg[s->n_seg++].n = n;
+    s->total += n;
+}
+
+/* Copies floats [off, off + cnt) of the state into out. */
+static void src_copy(const struct state_src *s, size_t off, size_t cnt, float *out)
+{
+    for (size_t i = 0, at = 0; i < s->n_seg && cnt; at += s->seg[i].n, i++) {
+        if (off >= at + s->seg[i].n) continue;
+        size_t in = off - at, k = s->seg[i].n - in < cnt ? s->seg[i].n - in : cnt;
+        memcpy(out, s->seg[i].p + in, k * sizeof(float));
+        out += k;
+        off += k;
+        cnt -= k;
+    }
 }
 
 /* A peer asks for (θ_a, m) of group gr's lanes after req->round (or the initial state) — of
@@ -90,71 +184,75 @@ static void serve_state(struct dl_group *gr, const gt_wan_msg_t *req)
         dl_bad_message(d, req, "a state request for no round");
         return;
     }
-    size_t total = 2 * d->n_sub, pf = d->part_floats;
+    size_t pf = d->part_floats;
     uint8_t *buf = malloc(STATE_HDR + pf * sizeof(float));
     if (!buf) return;
-    /* Round r of every fragment (or of fragment req->fragment only) lives in hist[r mod 2]; it
-     * is gone when a fragment asked for has moved past it. */
-    const float *src = NULL;
     int64_t want = req->round == STATE_INITIAL ? HIST_INITIAL : (int64_t)req->round;
-    int kw = (int)((uint64_t)want % 2);
     uint32_t n = req->chunk ? req->chunk : 1, k = req->lane;
     int all = req->fragment == STATE_ALL_FRAGMENTS;
     uint32_t f0 = all ? 0 : req->fragment, f1 = all ? d->F : req->fragment + 1u;
-    int held = (all || req->fragment < d->F) && d->hist[kw] != NULL, gone = 0;
+    /* Each fragment's round from θ_a and m, from prev, or from the hold (one fragment only);
+     * gone: a fragment has moved past it for good. */
+    const float *from[DL_MAX_FRAGMENTS]; /* NULL: θ_a and m */
+    int held = all || req->fragment < d->F, gone = 0;
     for (uint32_t f = f0; f < f1 && held; f++) {
-        if (d->hist_round[f][kw] == want) continue;
+        from[f] = NULL;
+        if (d->live_round[f] == want) continue;
+        if (d->prev_round[f] == want && d->prev) {
+            from[f] = d->prev;
+            continue;
+        }
+        if ((all || f == 0) && (from[f] = dl_hold_lookup(d, want)) != NULL) continue;
         held = 0;
-        int64_t newest =
-            d->hist_round[f][0] > d->hist_round[f][1] ? d->hist_round[f][0] : d->hist_round[f][1];
-        gone = req->round != STATE_INITIAL && want <= newest;
+        int64_t cur = d->cur_round[f];
+        gone = req->round != STATE_INITIAL &&
+               (want < cur - 1 ||
+                (want == cur - 1 && d->prev_round[f] != want && d->prev_round[f] != PREV_WRITING));
     }
-    /* the round's slot has moved on, but a joiner's rebase still needs it: held aside */
-    int holdable = all || req->fragment == 0; /* a hold is kept with one fragment only */
-    const float *kept = held ? d->hist[kw] : holdable ? dl_hold_lookup(d, want) : NULL;
-    if (kept && !held) held = 1, gone = 0;
-    float *part_buf = NULL;
-    if (held && all && d->n_grp == 1) {
-        src = kept; /* our one group: the whole kept state */
-    } else if (held) {
-        /* the group's engines of the fragments asked for: their θ_a, then their m */
-        size_t fl = 0, o = 0;
+    struct state_src src = {0};
+    if (held) src.seg = malloc((2 * (size_t)d->n_own + 2 * d->F) * sizeof *src.seg);
+    if (held && src.seg) {
+        for (uint32_t f = f0; f < f1; f++) { /* the group's engines' θ_a, then their m */
+            uint32_t e = f * d->n_grp + gr->i;
+            if (from[f]) {
+                src_add(&src, from[f] + d->eng_off[e], d->eng_off[e + 1] - d->eng_off[e]);
+                continue;
+            }
+            for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1]; i++)
+                src_add(&src, d->anchor + d->apos[i], d->layout->lanes[d->own_lanes[i]].count);
+        }
         for (uint32_t f = f0; f < f1; f++) {
             uint32_t e = f * d->n_grp + gr->i;
-            fl += d->eng_off[e + 1] - d->eng_off[e];
+            const float *m = from[f] ? from[f] + d->n_sub : d->mom;
+            src_add(&src, m + d->eng_off[e], d->eng_off[e + 1] - d->eng_off[e]);
         }
-        total = 2 * fl;
-        part_buf = gt_mem_alloc(&d->mem, total * sizeof(float), 0);
-        for (uint32_t f = f0; f < f1 && part_buf; f++) {
-            uint32_t e = f * d->n_grp + gr->i;
-            size_t el = d->eng_off[e + 1] - d->eng_off[e];
-            memcpy(part_buf + o, kept + d->eng_off[e], el * sizeof(float));
-            memcpy(part_buf + fl + o, kept + d->n_sub + d->eng_off[e], el * sizeof(float));
-            o += el;
-        }
-        src = part_buf;
     }
-    if (!src || k >= n) {
+    if (!src.seg || k >= n) {
         state_reply(gr, req, gone ? STATE_GONE : STATE_NOT_YET, 0, 0, NULL, 0, 0, 1, buf);
         if (gone)
             GT_WARN("site %s: site %u asked for the anchor after round %llu, which we no longer "
                     "hold",
                     d->name, req->sender, (unsigned long long)req->round);
         free(buf);
-        gt_mem_free(&d->mem, part_buf);
+        free(src.seg);
         return;
     }
-    uint64_t hash = gt_outer_hash(src, total);
-    size_t lo = total * k / n, hi = total * (k + 1) / n;
+    XXH3_state_t h; /* of the whole state, as the fetcher checks it */
+    XXH3_64bits_reset(&h);
+    for (size_t i = 0; i < src.n_seg; i++)
+        XXH3_64bits_update(&h, src.seg[i].p, src.seg[i].n * sizeof(float));
+    uint64_t hash = XXH3_64bits_digest(&h);
+    size_t total = src.total, lo = total * k / n, hi = total * (k + 1) / n;
     size_t parts = hi > lo ? (hi - lo + pf - 1) / pf : 1;
     for (size_t p = 0; p < parts; p++) {
         size_t off = lo + p * pf, cnt = hi - off < pf ? hi - off : pf;
         if (hi == lo) cnt = 0;
-        state_reply(gr, req, STATE_OK, off, hash, src + off, cnt * sizeof(float), (uint32_t)p,
+        src_copy(&src, off, cnt, (float *)(buf + STATE_HDR));
+        state_reply(gr, req, STATE_OK, off, hash, NULL, cnt * sizeof(float), (uint32_t)p,
                     (uint32_t)parts, buf);
     }
     free(buf);
-    gt_mem_free(&d->mem, part_buf);
+    free(src.seg);
 }
 
 /* A reply to our fetch. Hostile input is checked before anything is written. */
@@ -281,6 +379,7 @@ gt_status_t dl_fetch_frag(gt_diloco_t *d, uint32_t i, uint64_t round, int frag,
 static void take_fetched(gt_diloco_t *d, uint32_t i)
 {
     size_t half = d->fetch_total / 2, p = 0;
+    dl_unpublish(d, -1, 1); /* the caller publishes it (dl_keep_state) */
     for (uint32_t f = 0; f < d->F; f++) {
         uint32_t e = f * d->n_grp + i;
         size_t el = d->eng_off[e + 1] - d->eng_off[e];
@@ -290,21 +389,15 @@ static void take_fetched(gt_diloco_t *d, uint32_t i)
     }
 }
 
-/* A fetched fragment f of group i (its θ_a then its m) becomes ours. */
+/* A fetched fragment f of group i (its θ_a then its m) becomes ours (served once the caller
+ * publishes it; the round before, ours, differed: not served). */
 static void take_fetched_frag(gt_diloco_t *d, uint32_t i, uint32_t f)
 {
     uint32_t e = f * d->n_grp + i;
     size_t o = d->eng_off[e], fl = d->eng_off[e + 1] - o;
+    dl_unpublish(d, (int)f, 1);
     dl_engine_to_anchor(d, e, d->fetch);
     memcpy(d->mom + o, d->fetch + fl, fl * sizeof(float));
-    int k = 0; /* the kept state: the fragment's slice of the slot that holds its newest round */
-    if (d->hist_round[f][1] > d->hist_round[f][0]) k = 1;
-    if (d->hist[k]) {
-        pthread_mutex_lock(&d->lock);
-        memcpy(d->hist[k] + o, d->fetch, fl * sizeof(float));
-        memcpy(d->hist[k] + d->n_sub + o, d->fetch + fl, fl * sizeof(float));
-        pthread_mutex_unlock(&d->lock);
-    }
 }
 
 static gt_status_t params_mismatch(gt_diloco_t *d, uint32_t peer, uint64_t theirs)
@@ -450,8 +543,18 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
         pthread_mutex_lock(&d->lock);
         gt_wan_view_t view = d->grp[i].view;
         pthread_mutex_unlock(&d->lock);
-        int done = 0;
-        for (uint32_t k = 0; k < view.n_members && !done; k++) {
+        int done = 0, again = 1;
+        /* A peer that has not published round r yet (it applies it at this same step) is
+         * asked again, up to a peer timeout from the first try. */
+        uint64_t t_end = gt_time_ns() + (uint64_t)c->wan.peer_timeout_ms * 1000000ull;
+        for (uint32_t k = 0; !done && again; k++) {
+            if (k == view.n_members) { /* every peer asked: again, if one said "not yet" */
+                struct timespec ts = {0, 5000000};
+                if (again < 2 || gt_time_ns() >= t_end) break;
+                nanosleep(&ts, NULL);
+                k = 0;
+            }
+            if (k == 0) again = 1; /* 1 + the peers that said "not yet" this pass */
             uint32_t peer;
             if (gt_topo_site_index(c, view.members[k].name, &peer) != GT_OK || peer == d->site)
                 continue;
@@ -460,6 +563,7 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
             d->wait_s += (gt_time_ns() - t0) * 1e-9;
             dl_write_status(d, 0);
             if (st == GT_ERR_NOMEM) return st;
+            again += st == GT_ERR_AGAIN;
             if (st != GT_OK) continue;
             if (d->F > 1) {
                 uint32_t e = f * d->n_grp + i;
@@ -486,7 +590,10 @@ gt_status_t dl_refetch(gt_diloco_t *d, uint32_t f, uint64_t r, uint64_t bad)
         fixed = 1;
     }
     if (fixed) {
-        if (d->F == 1) dl_keep_state(d, (int64_t)r);
+        if (d->F == 1)
+            dl_keep_state(d, (int64_t)r);
+        else
+            dl_publish(d, (int)f, (int64_t)r);
         d->refetches++;
     }
     return GT_OK;
