@@ -430,6 +430,32 @@ out:
     free(tok);
 }
 
+int gt_chaos_cuts_break_majority(const gt_chaos_ev_t *ev, size_t n, uint32_t n_sites, uint64_t down,
+                                 double t0_s, double t1_s, double margin_s)
+{
+    if (n_sites == 0 || n_sites > 64) return 0;
+    uint64_t cut[64] = {0}; /* cut[u] bit v: the link u-v is cut in the window */
+    for (size_t e = 0; e < n; e++) {
+        const gt_chaos_ev_t *c = &ev[e];
+        if (c->kind != GT_CHAOS_CUT || c->target >= n_sites) continue;
+        if (c->start_s > t1_s + margin_s || c->start_s + c->duration_s + margin_s < t0_s) continue;
+        for (uint32_t v = 0; v < n_sites; v++) {
+            if (v == c->target || (c->peer != GT_CHAOS_ALL_PEERS && c->peer != v)) continue;
+            cut[c->target] |= 1ull << v;
+            cut[v] |= 1ull << c->target;
+        }
+    }
+    uint32_t need = n_sites / 2 + 1, training = 0;
+    for (uint32_t u = 0; u < n_sites; u++) {
+        if (down >> u & 1) continue;
+        uint32_t reach = 0;
+        for (uint32_t v = 0; v < n_sites; v++)
+            reach += !(down >> v & 1) && (v == u || !(cut[u] >> v & 1));
+        training += reach >= need;
+    }
+    return training < need;
+}
+
 double gt_chaos_bound(const gt_chaos_ev_t *ev, size_t n, uint32_t n_sites, uint32_t rounds,
                       double round_s)
 {

@@ -82,6 +82,18 @@ struct gt_topo_config;
 size_t gt_chaos_cut_sets(const gt_chaos_ev_t *ev, size_t n, const struct gt_topo_config *cfg,
                          char **sets, size_t cap);
 
+/* 1 when taking the sites in `down` (bit k: site k; the fault about to fire included) away
+ * over [t0_s, t1_s] of the emulation clock, together with every link cut of the schedule whose
+ * window comes within margin_s of that (a cut-off site needs a while to rejoin after it heals,
+ * a restarted or stopped one after it is back), would leave fewer than a majority of the
+ * n_sites sites able to reach a majority of them (themselves included): the cuts are set in
+ * every site's config before the run, in seconds, so launch's run-time check before a kill or
+ * a SIGSTOP must take them into account there (two cut sites and a stopped third of three is
+ * a run with no majority anywhere: every site leaves). Cuts that overlap the window are taken
+ * as if they were all in effect at once (conservative). */
+int gt_chaos_cuts_break_majority(const gt_chaos_ev_t *ev, size_t n, uint32_t n_sites, uint64_t down,
+                                 double t0_s, double t1_s, double margin_s);
+
 /* The most goodput the schedule allows whatever the protocol does: 1 − (site-rounds the faults
  * take themselves: a kill's rounds until its restart, a SIGSTOP's seconds over round_s, a
  * slowdown's (1 − 1/factor) of its rounds) / (n_sites × rounds). Cuts and etcd faults take

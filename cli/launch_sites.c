@@ -621,13 +621,39 @@ static int chaos_events(launch_t *L)
                       !L->sp[k].chaos_stopped && stt &&
                       (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
             }
-            if (up < L->cfg->n_sites / 2 + 1) {
+            /* ... nor together with the link cuts due while it lasts (they are in the sites'
+             * configs, on the emulation clock): its length in seconds, a kill's from the run's
+             * own pace so far */
+            uint64_t down = 1ull << ev->target;
+            for (uint32_t k = 0; k < L->cfg->n_sites && k < 64; k++) {
+                const char *stt = json_string_value(json_object_get(L->sp[k].st, "state"));
+                int training = L->sp[k].started && !L->sp[k].exited && !L->sp[k].chaos_stopped &&
+                               stt && (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
+                if (!training) down |= 1ull << k;
+            }
+            double t_emu = (double)(tnow - L->emu_start_ns) * 1e-9;
+            double s_round = L->round_s > 0 ? L->round_s : 2.0,
+                   elapsed = gt_unix_time() - L->t_first_unix;
+            if (L->t_first_unix > 0 && L->progress >= 1.0) s_round = elapsed / L->progress;
+            double len = ev->kind == GT_CHAOS_STOP ? ev->stop_s : (ev->until - ev->at) * s_round;
+            int cuts =
+                up >= L->cfg->n_sites / 2 + 1 &&
+                gt_chaos_cuts_break_majority(g_chaos, g_n_chaos, L->cfg->n_sites, down, t_emu,
+                                             t_emu + len, (double)L->cfg->membership.lease_ttl_s);
+            if (up < L->cfg->n_sites / 2 + 1 || cuts) {
                 ev->state = 3;
                 L->chaos_skipped++;
-                fprintf(L->tty ? stdout : stderr,
-                        "-- chaos: skipped the %s of %s at round %.1f: only %u other sites "
-                        "are training\n",
-                        ev->kind == GT_CHAOS_KILL ? "kill" : "stop", v->name, L->progress, up);
+                if (cuts)
+                    fprintf(L->tty ? stdout : stderr,
+                            "-- chaos: skipped the %s of %s at round %.1f: with the link cuts "
+                            "due while it lasts, fewer than a majority of the sites would "
+                            "reach a majority\n",
+                            ev->kind == GT_CHAOS_KILL ? "kill" : "stop", v->name, L->progress);
+                else
+                    fprintf(L->tty ? stdout : stderr,
+                            "-- chaos: skipped the %s of %s at round %.1f: only %u other sites "
+                            "are training\n",
+                            ev->kind == GT_CHAOS_KILL ? "kill" : "stop", v->name, L->progress, up);
                 L->drawn = 0;
                 continue;
             }

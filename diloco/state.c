@@ -149,7 +149,7 @@ struct state_src {
     struct {
         const float *p;
         size_t n;
-    } *seg;
+    } * seg;
     size_t n_seg, total;
 };
 

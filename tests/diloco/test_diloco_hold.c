@@ -2,8 +2,9 @@
  * on the library's internals, no network: when prev, holding round R - 1, is about to be
  * overwritten (by the sweep to round R + 1) and some other site's first round is R, its buffer
  * moves to the hold, served for R - 1 (dl_hold_lookup) until the site applies round R + 1 +
- * DL_HOLD_ROUNDS; without such a joiner, or with streaming fragments, nothing is held. Before the hold, a joiner slower than its
- * peers found the anchor gone (test_launch_join_slow: one miss allowed, two seen). */
+ * DL_HOLD_ROUNDS; without such a joiner, or with streaming fragments, nothing is held. Before the
+ * hold, a joiner slower than its peers found the anchor gone (test_launch_join_slow: one miss
+ * allowed, two seen). */
 #include "diloco_internal.h"
 #include "gt_test.h"
 
