@@ -168,6 +168,7 @@ gt_status_t dl_connect(gt_diloco_t *d)
     /* a peer's view follows ours within about a heartbeat (it reads etcd that often, sooner
      * when our messages carry a later epoch): its forward of a leaver's result comes by then */
     op.handover_ms = cfg->membership.heartbeat_ms;
+    op.hold_results = !d->sync_dp; /* the apply decodes a result as it sweeps (dl_g_at) */
     double shares[GT_OUTER_MAX_SITES];
     if (cfg->n_sites <= GT_OUTER_MAX_SITES && gt_topo_chunk_shares(cfg, shares) == GT_OK)
         op.shares = shares;
@@ -198,6 +199,8 @@ gt_status_t dl_connect(gt_diloco_t *d)
             max_chunk = gt_outer_max_chunk(d->outers[e]);
     }
     d->outer = d->outers[0];
+    d->gbuf_floats = max_chunk; /* our engines' largest chunk: a result decoded a chunk at once */
+    if (!d->sync_dp && (st = gt_cmp_create(&cp, &d->gcmp)) != GT_OK) goto out;
     int unequal = 0;
     for (uint32_t k = 0; k < cfg->n_sites; k++)
         unequal |= !gt_topo_site_vacant(&cfg->sites[k]) && cfg->sites[k].ranks != d->ranks;

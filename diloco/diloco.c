@@ -313,6 +313,8 @@ static void destroy(gt_diloco_t *d)
     gt_mem_free(&d->mem, d->mom);
     gt_mem_free(&d->mem, d->delta);
     for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) gt_mem_free(&d->mem, d->g[e]);
+    gt_mem_free(&d->mem, d->gbuf);
+    gt_cmp_destroy(d->gcmp);
     free(d->own_lanes);
     free(d->apos);
     free(d->owner);
@@ -469,6 +471,8 @@ gt_status_t gt_diloco_create(const gt_diloco_params_t *params, gt_diloco_t **dil
         d->fpending[f] = -1;
         d->live_round[f] = d->prev_round[f] = d->cur_round[f] = -1;
     }
+    for (uint32_t e = 0; e < DL_MAX_ENGINES; e++) d->held[e] = -1;
+    d->gbuf_e = -1;
     d->resumed_step = -1;
     d->join_rebase = -1;
     d->anchor_round = -1;

@@ -25,7 +25,8 @@
  *   mom     (n_sub)  outer momentum, this rank's lanes
  *   delta   (n_sub)  sync-dp only: the step's gradient, packed (DiLoCo's Δ = θ_a − snap is
  *                    computed chunk by chunk as the engine encodes it: no vector)
- *   g       (n_sub)  the last applied result (swapped with the engine: decoded once)
+ *   g       (n_sub)  sync-dp: the step's averaged gradient (swapped with the engine); DiLoCo
+ *                    keeps no vector of a result: the apply decodes its frames chunk by chunk
  *   prev    (2n_sub) (θ_a, m) of this rank's lanes, packed, after the round before the one
  *                    θ_a and m hold (the newest round is served from θ_a and m themselves)
  * WAN groups (docs/diloco.md#lanes-across-ranks): the run has G = lcm(sites' ranks) groups;
@@ -145,7 +146,18 @@ struct gt_diloco {
     size_t n, n_sub;
     size_t *gcounts, *gdispls; /* [ranks]: one all-gather's counts and displacements */
     float *x, *anchor, *snap, *mom, *delta;
-    float *g[DL_MAX_ENGINES]; /* engine e's last applied result (its slice's length) */
+    float *g[DL_MAX_ENGINES]; /* sync-dp: engine e's last result (its slice's length) */
+    /* DiLoCo: a round's result stays in its engines' RESULT frames (gt_outer_result_hold) and
+     * the sweep that applies it decodes them chunk by chunk into gbuf (max_chunk floats) with
+     * gcmp (outer_step.c, dl_g_at): no vector of the result is kept. held[e]: the round engine
+     * e holds (-1: none), released after the apply. */
+    gt_cmp_ctx_t *gcmp;
+    float *gbuf;
+    size_t gbuf_floats; /* the largest chunk of any engine */
+    int64_t held[DL_MAX_ENGINES];
+    int gbuf_e; /* gbuf holds [gbuf_lo, gbuf_hi) of engine gbuf_e's round gbuf_r (-1: nothing) */
+    uint64_t gbuf_r;
+    size_t gbuf_lo, gbuf_hi;
     /* The kept state, served to peers under `lock` (state.c): fragment f's slice of θ_a and m
      * after round live_round[f] (-1: being rewritten, or its round not published yet: the
      * apply publishes an early outer step once past its fence), and of prev after round
@@ -414,6 +426,18 @@ void dl_pre_apply(gt_diloco_t *d, uint64_t r);
 /* Waits for the encoder and stops its thread (idempotent). */
 void dl_encode_stop(gt_diloco_t *d);
 gt_status_t dl_wait_result(gt_diloco_t *d, uint32_t f, uint64_t r);
+/* Takes round r's result of engine e when every chunk is here (GT_ERR_AGAIN before): DiLoCo
+ * holds its frames (dl_g_at reads them), sync-dp swaps its decoded vector into g[e]. Under
+ * `lock`. */
+gt_status_t dl_take_result(gt_diloco_t *d, uint32_t e, uint64_t r);
+/* Lets go of the frames of the rounds engines e0 .. e1 - 1 hold. */
+void dl_release_results(gt_diloco_t *d, uint32_t e0, uint32_t e1);
+/* The result engine e holds, read at position pos of its slice (positions asked for in
+ * increasing order, as a sweep does): the chunk around it decoded into gbuf; *avail floats
+ * from the returned pointer on are that chunk's. NULL with *st set on an error. */
+const float *dl_g_at(gt_diloco_t *d, uint32_t e, size_t pos, size_t *avail, gt_status_t *st);
+/* The whole of the result engine e holds, decoded into out (its slice's length; run.dump). */
+gt_status_t dl_g_vector(gt_diloco_t *d, uint32_t e, float *out);
 /* A wait on the run outside dl_wait_result (a joiner's rebase) takes part in the eviction by
  * the majority: dl_watch_step at every turn of the wait (`waited`: ns so far; `suspects`: bit s,
  * the sites it waits on), dl_watch_end when it ends (withdraws its accusations). */

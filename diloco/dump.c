@@ -100,9 +100,12 @@ void dl_dump_event(gt_diloco_t *d, const char *event, uint64_t r, double tokens)
 
 void dl_dump_apply_pre(gt_diloco_t *d, uint64_t r)
 {
+    if (!dump_on(d)) return;
     dl_dump_vec(d, "x_pre", r, d->x);
     dl_dump_vec(d, "a_pre", r, d->anchor);
-    dl_dump_vec(d, "g", r, d->g[0]);
+    float *g = gt_mem_alloc(&d->mem, (d->eng_off[1] - d->eng_off[0]) * sizeof(float), 0);
+    if (g && dl_g_vector(d, 0, g) == GT_OK) dl_dump_vec(d, "g", r, g); /* decoded for the dump */
+    gt_mem_free(&d->mem, g);
 }
 
 void dl_dump_apply_post(gt_diloco_t *d, uint64_t r, double tokens)

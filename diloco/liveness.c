@@ -511,7 +511,7 @@ static gt_status_t wait_result(gt_diloco_t *d, uint32_t f, uint64_t r)
         for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++) {
             if (got >> i & 1) continue;
             uint32_t e = f * d->n_grp + i;
-            gt_status_t one = gt_outer_result_swap(d->outers[e], r, &d->g[e]);
+            gt_status_t one = dl_take_result(d, e, r);
             if (one == GT_OK)
                 got |= 1ull << i;
             else

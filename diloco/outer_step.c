@@ -402,7 +402,7 @@ void dl_pre_apply(gt_diloco_t *d, uint64_t r)
     for (uint32_t e = 0; e < d->n_eng; e++) whole &= gt_outer_result_whole(d->outers[e], r);
     gt_status_t st = GT_OK;
     for (uint32_t e = 0; whole && e < d->n_eng && st == GT_OK; e++) {
-        st = gt_outer_result_swap(d->outers[e], r, &d->g[e]);
+        st = dl_take_result(d, e, r);
         int v = r > 0 ? gt_outer_hash_verdict(d->outers[e], r - 1) : 1;
         if (v < verdict) verdict = v;
     }
@@ -525,6 +525,83 @@ gt_status_t dl_submit(gt_diloco_t *d, uint32_t f, uint64_t r)
     return GT_OK;
 }
 
+gt_status_t dl_take_result(gt_diloco_t *d, uint32_t e, uint64_t r)
+{
+    if (d->sync_dp) return gt_outer_result_swap(d->outers[e], r, &d->g[e]);
+    gt_status_t st = gt_outer_result_hold(d->outers[e], r);
+    if (st == GT_OK) {
+        d->held[e] = (int64_t)r;
+        if (d->gbuf_e == (int)e) d->gbuf_e = -1; /* what gbuf holds is another round's */
+    }
+    return st;
+}
+
+void dl_release_results(gt_diloco_t *d, uint32_t e0, uint32_t e1)
+{
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t e = e0; e < e1; e++) {
+        if (d->held[e] >= 0) gt_outer_result_release(d->outers[e], (uint64_t)d->held[e]);
+        d->held[e] = -1;
+        if (d->gbuf_e == (int)e) d->gbuf_e = -1;
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+const float *dl_g_at(gt_diloco_t *d, uint32_t e, size_t pos, size_t *avail, gt_status_t *st)
+{
+    if (d->sync_dp) { /* a decoded vector */
+        *avail = d->eng_off[e + 1] - d->eng_off[e] - pos;
+        return d->g[e] + pos;
+    }
+    if (d->held[e] < 0) {
+        *st = GT_ERR_INTERNAL;
+        return NULL;
+    }
+    uint64_t r = (uint64_t)d->held[e];
+    if (d->gbuf_e != (int)e || d->gbuf_r != r || pos < d->gbuf_lo || pos >= d->gbuf_hi) {
+        const gt_outer_t *o = d->outers[e];
+        size_t nc = gt_outer_chunk_count(o), c = 0, off = 0, cnt = 0;
+        for (; c < nc; c++) {
+            gt_outer_chunk_span(o, c, &off, &cnt);
+            if (pos >= off && pos - off < cnt) break;
+        }
+        d->gbuf_e = -1;
+        if (c == nc) {
+            *st = GT_ERR_INTERNAL;
+            return NULL;
+        }
+        if (!d->gbuf) d->gbuf = gt_mem_alloc(&d->mem, d->gbuf_floats * sizeof(float), 0);
+        if (!d->gbuf || cnt > d->gbuf_floats) {
+            *st = d->gbuf ? GT_ERR_INTERNAL : GT_ERR_NOMEM;
+            return NULL;
+        }
+        if ((*st = gt_outer_result_chunk(o, r, c, d->gcmp, d->gbuf)) != GT_OK) {
+            GT_ERROR("site %s: round %llu's result chunk %zu no longer decodes: %s", d->name,
+                     (unsigned long long)r, c, gt_status_str(*st));
+            return NULL;
+        }
+        d->gbuf_e = (int)e;
+        d->gbuf_r = r;
+        d->gbuf_lo = off;
+        d->gbuf_hi = off + cnt;
+    }
+    *avail = d->gbuf_hi - pos;
+    return d->gbuf + (pos - d->gbuf_lo);
+}
+
+gt_status_t dl_g_vector(gt_diloco_t *d, uint32_t e, float *out)
+{
+    gt_status_t st = GT_OK;
+    size_t n = d->eng_off[e + 1] - d->eng_off[e];
+    for (size_t p = 0, avail = 0; p < n; p += avail) {
+        const float *g = dl_g_at(d, e, p, &avail, &st);
+        if (!g) return st;
+        if (avail > n - p) avail = n - p;
+        memcpy(out + p, g, avail * sizeof(float));
+    }
+    return GT_OK;
+}
+
 /* θ_a ← outer step(θ_a, m, g) on [a, a + n) of the anchor with [m, g) at the packed offset. */
 static gt_status_t outer_update(gt_diloco_t *d, float *a, float *m, const float *g, size_t n)
 {
@@ -551,14 +628,18 @@ static gt_status_t update_own(gt_diloco_t *d, uint32_t f, uint64_t r, int publis
     for (uint32_t e = f * d->n_grp; e < (f + 1) * d->n_grp && st == GT_OK; e++) {
         XXH3_state_t h;
         XXH3_64bits_reset(&h);
-        size_t o = d->eng_off[e], o0 = o;
-        const float *g = d->g[e]; /* the engine's result: g[o - o0] is packed position o */
+        size_t o = d->eng_off[e], o0 = o; /* packed position o is the result's o - o0 */
         for (uint32_t i = d->eng_lane[e]; i < d->eng_lane[e + 1] && st == GT_OK; i++) {
             const gt_topo_lane_t *ln = &d->layout->lanes[d->own_lanes[i]];
             float *a = d->anchor + d->apos[i];
             memcpy(prev + o, a, ln->count * sizeof(float)); /* the round before, kept */
             memcpy(prev + d->n_sub + o, d->mom + o, ln->count * sizeof(float));
-            st = outer_update(d, a, d->mom + o, g + (o - o0), ln->count);
+            for (size_t j = 0, avail = 0; j < ln->count && st == GT_OK; j += avail) {
+                const float *g = dl_g_at(d, e, o - o0 + j, &avail, &st); /* chunk by chunk */
+                if (!g) break;
+                if (avail > ln->count - j) avail = ln->count - j;
+                st = outer_update(d, a + j, d->mom + o + j, g, avail);
+            }
             XXH3_64bits_update(&h, a, ln->count * sizeof(float));
             o += ln->count;
         }
@@ -623,11 +704,14 @@ static gt_status_t apply_fused(gt_diloco_t *d, uint64_t r, int rebase, int final
     XXH3_64bits_reset(&h);
     gt_status_t st = GT_OK;
     size_t bl = BLOCK * (size_t)(gt_kern_get_threads() > 0 ? gt_kern_get_threads() : 1);
-    for (size_t o = 0; o < d->n && st == GT_OK; o += bl) {
-        size_t cnt = d->n - o < bl ? d->n - o : bl;
+    for (size_t o = 0, cnt = 0; o < d->n && st == GT_OK; o += cnt) {
+        const float *g = dl_g_at(d, 0, o, &cnt, &st); /* the result, chunk by chunk */
+        if (!g) break;
+        if (cnt > bl) cnt = bl;
+        if (cnt > d->n - o) cnt = d->n - o;
         memcpy(prev + o, a + o, cnt * sizeof(float)); /* the round before, kept */
         memcpy(prev + d->n + o, m + o, cnt * sizeof(float));
-        st = outer_update(d, a + o, m + o, d->g[0] + o, cnt);
+        st = outer_update(d, a + o, m + o, g, cnt);
         XXH3_64bits_update(&h, a + o, cnt * sizeof(float));
         if (!rebase) continue;
         if (final)
@@ -810,13 +894,8 @@ gt_status_t dl_apply(gt_diloco_t *d, uint32_t f, uint64_t r, int final)
             if ((st = dl_anchor_hash(d, &hash)) != GT_OK) return st;
         }
     }
-    /* The results are in θ_a and m now: their buffers go (the next round's result is decoded
-     * into a fresh one as it arrives), rather than stay as the engine's spares, so a round holds
-     * one decoded result at a time, not three. */
-    for (uint32_t e = e0; e < e1; e++) {
-        gt_mem_free(&d->mem, d->g[e]);
-        d->g[e] = NULL;
-    }
+    /* The results are in θ_a and m now: their frames are the engines' again (relays) */
+    dl_release_results(d, e0, e1);
     if (fused && (st = dl_agree(d, st)) != GT_OK) return st;
     if (st != GT_OK) return st;
     if ((st = result_tokens(d, f, r, &tokens)) != GT_OK) return st;

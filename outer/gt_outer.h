@@ -112,6 +112,11 @@ typedef struct {
      * the caller shares with its own buffers (diloco/: the site's outer_state_bytes), or NULL
      * for the engine's own (gt_outer_mem). */
     gt_mem_count_t *mem;
+    /* 1: the caller takes results with gt_outer_result_hold and decodes them itself, chunk by
+     * chunk, as it uses them (gt_outer_result_chunk): no decoded vector of the result is kept
+     * (4 bytes a float less); RESULT frames are still checked (decoded into a chunk's scratch)
+     * on arrival. 0: gt_outer_result / gt_outer_result_swap hand over a decoded vector. */
+    int hold_results;
 } gt_outer_params_t;
 
 typedef struct {
@@ -231,6 +236,22 @@ GT_API gt_status_t gt_outer_result(gt_outer_t *o, uint64_t round, float *g) GT_M
  * engine reuses or frees it). The caller owns the returned vector until it swaps it back or
  * frees it with free(). */
 GT_API gt_status_t gt_outer_result_swap(gt_outer_t *o, uint64_t round, float **g_io) GT_MUST_USE;
+/* With hold_results: GT_OK when every chunk of `round` has arrived (GT_ERR_AGAIN before); the
+ * round then counts as applied here, as after gt_outer_result_swap, and its RESULT frames stay
+ * here, undecoded, until gt_outer_result_release (or the hold of a later round) — relayed to
+ * peers as before. A round held is read by gt_outer_result_chunk, on any thread: nothing else
+ * changes its frames while it is held. */
+GT_API gt_status_t gt_outer_result_hold(gt_outer_t *o, uint64_t round) GT_MUST_USE;
+/* Decodes chunk c of held `round` into out (its count floats, gt_outer_chunk_span) with the
+ * caller's codec context (one per thread; any context decodes any frame). GT_ERR_INVALID when
+ * the round is not held or c is out of range; GT_ERR_CORRUPT (the frame was checked on arrival:
+ * memory corruption) when it does not decode. */
+GT_API gt_status_t gt_outer_result_chunk(const gt_outer_t *o, uint64_t round, size_t c,
+                                         gt_cmp_ctx_t *cmp, float *out) GT_MUST_USE;
+GT_API void gt_outer_result_release(gt_outer_t *o, uint64_t round);
+/* The chunks of this engine's vector: how many, and where chunk c lies in it. */
+GT_API size_t gt_outer_chunk_count(const gt_outer_t *o);
+GT_API void gt_outer_chunk_span(const gt_outer_t *o, size_t c, size_t *offset, size_t *count);
 /* 1 when `round`'s result can no longer arrive here: its slot holds a later round's (the
  * other sites are gt_outer_rounds_kept() rounds ahead of this one). */
 GT_API int gt_outer_result_gone(const gt_outer_t *o, uint64_t round);

@@ -164,6 +164,7 @@ typedef struct {
     float *g;     /* the decoded result (n_params), filled chunk by chunk on arrival; NULL when
                      DECODED_MAX rounds already hold one: then decoded when asked for */
     uint8_t *dec; /* per chunk: already decoded into g */
+    int held;     /* taken with gt_outer_result_hold: its frames stay until released */
     int verdict;
     uint64_t own_hash; /* this site's anchor hash for round-1, to compare */
     int own_hash_known;

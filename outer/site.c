@@ -70,7 +70,7 @@ static void release_decoded(gt_outer_t *o, result_slot_t *r)
  * chunks are checked on arrival and decoded again when the round is asked for). */
 static float *take_decoded(gt_outer_t *o, result_slot_t *r)
 {
-    if (r->g || o->n_decoded >= DECODED_MAX) return r->g;
+    if (r->g || o->n_decoded >= DECODED_MAX || o->p.hold_results) return r->g;
     for (int i = 0; i < DECODED_MAX && !r->g; i++)
         if (o->spare[i]) {
             r->g = o->spare[i];
@@ -87,6 +87,7 @@ result_slot_t *outer_result_slot(gt_outer_t *o, uint64_t round, int create)
     if (r->used && r->round == round) return r;
     if (!create) return NULL;
     if (r->used && !r->applied && r->round > round) return NULL; /* a newer round is pending */
+    if (r->used && r->held) return NULL; /* its frames are being read (gt_outer_result_hold) */
     size_t nc = o->layout->n_chunks;
     if (r->used && !r->applied && r->n_have > 0)
         GT_WARN("outer: round %llu's result (%zu of %zu chunks here) was never applied; its slot "
@@ -354,7 +355,7 @@ static void drop_old_frames(gt_outer_t *o, uint64_t round)
 {
     for (int i = 0; i < RESULT_SLOTS; i++) {
         result_slot_t *r = &o->res[i];
-        if (!r->used || !r->applied || r->round + RELAY_ROUNDS > round) continue;
+        if (!r->used || !r->applied || r->held || r->round + RELAY_ROUNDS > round) continue;
         for (size_t c = 0; c < o->layout->n_chunks; c++) {
             gt_mem_free(o->mem, r->frame[c]);
             r->frame[c] = NULL;
@@ -393,6 +394,48 @@ gt_status_t gt_outer_result_swap(gt_outer_t *o, uint64_t round, float **g_io)
     mark_applied(o, r, round);
     drop_old_frames(o, round);
     return GT_OK;
+}
+
+gt_status_t gt_outer_result_hold(gt_outer_t *o, uint64_t round)
+{
+    result_slot_t *r = outer_result_slot(o, round, 0);
+    if (!r || r->n_have < o->layout->n_chunks) return GT_ERR_AGAIN;
+    for (int i = 0; i < RESULT_SLOTS; i++) /* an earlier hold left unreleased ends here */
+        if (o->res[i].held && o->res[i].round < round) o->res[i].held = 0;
+    r->held = 1;
+    mark_applied(o, r, round);
+    drop_old_frames(o, round);
+    return GT_OK;
+}
+
+gt_status_t gt_outer_result_chunk(const gt_outer_t *o, uint64_t round, size_t c, gt_cmp_ctx_t *cmp,
+                                  float *out)
+{
+    const result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    if (!r->used || r->round != round || !r->held || c >= o->layout->n_chunks || !r->frame[c])
+        return GT_ERR_INVALID;
+    const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+    size_t at = outer_result_frame_at(r->frame[c]);
+    gt_status_t st = gt_cmp_decode(cmp, r->frame[c] + at, r->len[c] - at, out, ch->count);
+    return st == GT_OK ? GT_OK : GT_ERR_CORRUPT;
+}
+
+void gt_outer_result_release(gt_outer_t *o, uint64_t round)
+{
+    result_slot_t *r = &o->res[round % RESULT_SLOTS];
+    if (r->used && r->round == round) r->held = 0;
+}
+
+size_t gt_outer_chunk_count(const gt_outer_t *o)
+{
+    return o->layout->n_chunks;
+}
+
+void gt_outer_chunk_span(const gt_outer_t *o, size_t c, size_t *offset, size_t *count)
+{
+    const gt_topo_chunk_t *ch = &o->layout->chunks[c];
+    *offset = ch->offset;
+    *count = ch->count;
 }
 
 int gt_outer_result_whole(const gt_outer_t *o, uint64_t round)

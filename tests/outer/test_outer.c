@@ -82,6 +82,7 @@ static void pump(void)
 
 static gt_outer_params_t g_params[MAXS];
 static uint32_t g_handover_ms; /* params.handover_ms of the engines setup creates */
+static uint32_t g_hold_mask;   /* bit s: site s's engine takes results with gt_outer_result_hold */
 
 static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int late_fold,
                   double clip_k)
@@ -108,6 +109,7 @@ static void setup(uint32_t n, gt_cmp_codec_t codec, int ef, double quorum, int l
         p.clip_k = clip_k;
         p.late_fold = late_fold;
         p.handover_ms = g_handover_ms;
+        p.hold_results = (int)(g_hold_mask >> s & 1);
         g_io[s].self = s;
         p.io.ctx = &g_io[s];
         p.io.send = q_send;
@@ -208,6 +210,63 @@ static void test_int8_identical_and_close(void)
         CHECK_EQ_INT(gt_outer_hash_verdict(g_o[1], r - 1 + (r == 0)), r > 0 ? 1 : 0);
     }
     teardown(n);
+}
+
+/* hold_results (diloco/'s engines): a result taken with gt_outer_result_hold and decoded by the
+ * caller chunk by chunk is the vector an engine without it hands over, bit for bit; the engine
+ * keeps no decoded vector for it (its memory peak is lower by at least one); a round not held,
+ * released, or left behind by the hold of a later round is not read. */
+static void test_hold_results(void)
+{
+    const uint32_t n = 3;
+    g_hold_mask = 1u << 1;
+    setup(n, GT_CMP_INT8, 1, 1.0, 1, 0);
+    gt_cmp_ctx_t *cmp = NULL;
+    gt_cmp_params_t cp = GT_CMP_PARAMS_INIT;
+    CHECK_EQ_INT(gt_cmp_create(&cp, &cmp), GT_OK);
+    static float held[N_PARAMS];
+    size_t nc = gt_outer_chunk_count(g_o[1]);
+    CHECK(nc == 9); /* 3 lanes x 3 sites */
+    for (uint64_t r = 0; r < 4 && cmp; r++) {
+        make_deltas(n);
+        for (uint32_t s = 0; s < n; s++)
+            CHECK_EQ_INT(gt_outer_submit(g_o[s], r, g_delta[s], 1.0, 99, g_now), GT_OK);
+        CHECK_EQ_INT(gt_outer_result_hold(g_o[1], r), GT_ERR_AGAIN); /* nothing arrived */
+        pump();
+        pump();
+        CHECK_EQ_INT(gt_outer_result(g_o[0], r, g_res[0]), GT_OK);
+        CHECK_EQ_INT(gt_outer_result_chunk(g_o[1], r, 0, cmp, held), GT_ERR_INVALID);
+        CHECK_EQ_INT(gt_outer_result_hold(g_o[1], r), GT_OK);
+        memset(held, 0xff, sizeof held);
+        size_t covered = 0;
+        for (size_t c = 0; c < nc; c++) {
+            size_t off = 0, cnt = 0;
+            gt_outer_chunk_span(g_o[1], c, &off, &cnt);
+            CHECK(off + cnt <= N_PARAMS);
+            CHECK_EQ_INT(gt_outer_result_chunk(g_o[1], r, c, cmp, held + off), GT_OK);
+            covered += cnt;
+        }
+        CHECK_EQ_INT(covered, N_PARAMS);
+        CHECK_MSG(memcmp(held, g_res[0], sizeof held) == 0,
+                  "round %llu: the held result decoded chunk by chunk differs from the vector",
+                  (unsigned long long)r);
+        CHECK_EQ_INT(gt_outer_result_chunk(g_o[1], r, nc, cmp, held), GT_ERR_INVALID);
+        if (r == 1) { /* left held: the hold of round 2 ends it */
+            continue;
+        }
+        if (r == 2) CHECK_EQ_INT(gt_outer_result_chunk(g_o[1], 1, 0, cmp, held), GT_ERR_INVALID);
+        gt_outer_result_release(g_o[1], r);
+        CHECK_EQ_INT(gt_outer_result_chunk(g_o[1], r, 0, cmp, held), GT_ERR_INVALID);
+        CHECK_EQ_INT(gt_outer_hash_verdict(g_o[1], r - 1 + (r == 0)), r > 0 ? 1 : 0);
+    }
+    /* site 0 decoded every result into a vector of N_PARAMS floats; site 1 never did */
+    uint64_t p0 = gt_mem_count_peak(gt_outer_mem(g_o[0])),
+             p1 = gt_mem_count_peak(gt_outer_mem(g_o[1]));
+    CHECK_MSG(p1 + N_PARAMS * sizeof(float) <= p0, "memory peak: held %llu, decoded %llu bytes",
+              (unsigned long long)p1, (unsigned long long)p0);
+    gt_cmp_destroy(cmp);
+    teardown(n);
+    g_hold_mask = 0;
 }
 
 static void test_nan_and_clip(void)
@@ -1710,6 +1769,7 @@ static void test_encode_post(void)
 
 int main(void)
 {
+    test_hold_results();
     test_stale_life_delta();
     test_encode_post();
     test_join_replan_ledger();
