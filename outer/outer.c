@@ -137,14 +137,15 @@ gt_status_t gt_outer_create(const gt_outer_params_t *p, gt_outer_t **outer_p)
         RESULT_PRE + GT_OUTER_MAX_SITES * RESULT_FOLD_BYTES + gt_cmp_bound(o->codec, o->max_chunk);
     o->scratch = malloc(o->scratch_cap);
     o->xbuf = gt_mem_alloc(o->mem, o->max_chunk * sizeof(float), 0);
+    o->acc = gt_mem_alloc(o->mem, (o->max_chunk ? o->max_chunk : 1) * sizeof(double), 0);
     GT_CHECK_GOTO(gt_cmp_create(&p->codec, &o->enc_codec), st, fail);
     o->enc_xbuf = gt_mem_alloc(o->mem, o->max_chunk * sizeof(float), 0);
     o->stage_frame = calloc(nc ? nc : 1, sizeof *o->stage_frame);
     o->stage_len = calloc(nc ? nc : 1, sizeof *o->stage_len);
     GT_REQUIRE_GOTO(o->residual && o->result_residual && o->closed_upto && o->handover_ns &&
                         o->handover_upto && o->closed_due && o->final_from && o->final_closed &&
-                        o->took && o->scratch && o->xbuf && o->enc_xbuf && o->stage_frame &&
-                        o->stage_len,
+                        o->took && o->scratch && o->xbuf && o->acc && o->enc_xbuf &&
+                        o->stage_frame && o->stage_len,
                     st, GT_ERR_NOMEM, fail, "outer: out of memory");
     for (size_t c = 0; c < nc; c++) o->closed_upto[c] = -1;
     for (size_t i = 0; i < nc * RESULT_SLOTS; i++) o->took[i].round = UINT64_MAX;
@@ -212,6 +213,7 @@ void gt_outer_destroy(gt_outer_t *o)
     free(o->took);
     free(o->scratch);
     gt_mem_free(o->mem, o->xbuf);
+    gt_mem_free(o->mem, o->acc);
     for (size_t c = 0; c < nc && o->stage_frame; c++) gt_mem_free(o->mem, o->stage_frame[c]);
     free(o->stage_frame);
     free(o->stage_len);

@@ -126,7 +126,10 @@ typedef struct {
     int late;
     uint64_t from; /* the round it was sent for (UINT64_MAX: not known, a forward of old) */
     uint64_t hash; /* sender's anchor hash for round-1 */
-    float *x;      /* chunk length */
+    uint8_t *x;    /* its codec frame (xlen bytes), decoded when the chunk closes */
+    size_t xlen;
+    double norm; /* of the decoded values, taken on arrival (the clip's median) */
+    int finite;  /* no NaN or Inf among them (else rejected at the close) */
 } contrib_t;
 
 typedef struct { /* the senders whose DELTA of `round` an owner took, for one chunk */
@@ -260,6 +263,7 @@ struct gt_outer {
     uint8_t *scratch;           /* frame buffer */
     size_t scratch_cap;
     float *xbuf; /* chunk-sized float buffer */
+    double *acc; /* max_chunk: close_agg's sums */
     size_t max_chunk;
     /* gt_outer_encode's own (it runs beside the WAN thread's decodes and aggregations, which
      * use codec and xbuf): a codec, a chunk of Δ, and the DELTA frames it staged for

@@ -113,17 +113,8 @@ static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
     qsort(a->c, a->n, sizeof a->c[0], cmp_sender); /* arrival order must not matter */
     if (a->round == o->last_round) o->final_closed[a->chunk] = 1;
     for (uint32_t i = 0; i < a->n; i++) {
-        double s = 0;
-        ok[i] = 1;
-        for (size_t k = 0; k < n; k++) {
-            float v = a->c[i].x[k];
-            if (!isfinite(v)) {
-                ok[i] = 0;
-                break;
-            }
-            s += (double)v * v;
-        }
-        norms[i] = sqrt(s);
+        ok[i] = a->c[i].finite; /* taken when it arrived */
+        norms[i] = a->c[i].norm;
         if (ok[i])
             sorted[n_ok++] = norms[i];
         else {
@@ -164,14 +155,20 @@ static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
             o->st.on_time++;
         }
     }
-    /* g = sum_i w_i * scale_i * x_i / sum_i w_i, summed in sender order, in double. */
+    /* g = sum_i w_i * scale_i * x_i / sum_i w_i, summed in sender order, in double: each
+     * contribution decoded in turn into g and added to acc (every element's sum takes its
+     * terms in the same order as one loop over the senders per element would). */
+    gt_status_t st = GT_OK;
     if (wsum > 0) {
-        for (size_t k = 0; k < n; k++) {
-            double acc = 0;
-            for (uint32_t i = 0; i < a->n; i++)
-                if (ok[i]) acc += a->c[i].weight * scale[i] * (double)a->c[i].x[k];
-            g[k] = (float)(acc / wsum);
+        double *acc = o->acc;
+        memset(acc, 0, n * sizeof *acc);
+        for (uint32_t i = 0; i < a->n && st == GT_OK; i++) {
+            if (!ok[i]) continue;
+            st = gt_cmp_decode(o->codec, a->c[i].x, a->c[i].xlen, g, n);
+            const double ws = a->c[i].weight * scale[i];
+            for (size_t k = 0; k < n && st == GT_OK; k++) acc[k] += ws * (double)g[k];
         }
+        for (size_t k = 0; k < n; k++) g[k] = (float)(acc[k] / wsum);
     }
     uint64_t best = 0;
     uint32_t best_votes = 0;
@@ -179,8 +176,9 @@ static void close_agg(gt_outer_t *o, agg_t *a, uint64_t now_ns)
     /* Encode and broadcast. */
     size_t flen = 0, at = RESULT_PRE + (size_t)folded * RESULT_FOLD_BYTES;
     int ef = o->p.codec.error_feedback;
-    gt_status_t st = gt_cmp_encode(o->codec, g, n, ef ? o->result_residual + ch->offset : NULL,
-                                   o->scratch + at, o->scratch_cap - at, &flen);
+    if (st == GT_OK) /* (a frame checked on arrival that no longer decodes: memory corruption) */
+        st = gt_cmp_encode(o->codec, g, n, ef ? o->result_residual + ch->offset : NULL,
+                           o->scratch + at, o->scratch_cap - at, &flen);
     a->closed = 1;
     if ((int64_t)a->round > o->closed_upto[a->chunk]) o->closed_upto[a->chunk] = (int64_t)a->round;
     for (uint32_t i = 0; i < a->n; i++) {
@@ -353,14 +351,27 @@ gt_status_t outer_on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *
     double w = d.weight, tokens = w;
     if (!(w > 0) || !isfinite(w) || d.n_sites != o->p.n_sites)
         return outer_bad(o, m, "bad weight or layout");
+    /* Decoded here to check it (and to take its norm, for the clip), into the chunk scratch;
+     * kept as its frame, which close_agg decodes again: a quarter of the floats' bytes at int8
+     * for every contribution an owner holds open. */
     const gt_topo_chunk_t *ch = &o->layout->chunks[c];
-    float *x = gt_mem_alloc(o->mem, ch->count * sizeof *x, 0);
-    if (!x) return GT_ERR_NOMEM;
-    gt_status_t st = gt_cmp_decode(o->codec, b + DELTA_PRE, len - DELTA_PRE, x, ch->count);
-    if (st != GT_OK) {
-        gt_mem_free(o->mem, x);
-        return outer_bad(o, m, "the codec frame does not decode to this chunk");
+    gt_status_t st = gt_cmp_decode(o->codec, b + DELTA_PRE, len - DELTA_PRE, o->xbuf, ch->count);
+    if (st != GT_OK) return outer_bad(o, m, "the codec frame does not decode to this chunk");
+    double norm = 0;
+    int finite = 1;
+    for (size_t k = 0; k < ch->count; k++) {
+        float v = o->xbuf[k];
+        if (!isfinite(v)) {
+            finite = 0;
+            break;
+        }
+        norm += (double)v * v;
     }
+    norm = sqrt(norm);
+    size_t flen = len - DELTA_PRE;
+    uint8_t *x = gt_mem_alloc(o->mem, flen ? flen : 1, 0); /* the frame, kept */
+    if (!x) return GT_ERR_NOMEM;
+    memcpy(x, b + DELTA_PRE, flen);
     uint64_t round = m->round;
     uint32_t flags = d.flags, sender = m->sender;
     int forwarded = (flags & FLAG_FORWARDED) != 0;
@@ -498,7 +509,8 @@ gt_status_t outer_on_delta(gt_outer_t *o, const gt_wan_msg_t *m, const uint8_t *
              "%#x, %s round %llu)",
              sender, (unsigned long long)m->round, c, m->sender, flags, late ? "late into" : "in",
              (unsigned long long)round);
-    a->c[a->n++] = (contrib_t){sender, m->sender, w, tokens, late, from, d.anchor_hash, x};
+    a->c[a->n++] =
+        (contrib_t){sender, m->sender, w, tokens, late, from, d.anchor_hash, x, flen, norm, finite};
     if (!a->quorum_ns && agg_on_time(a) >= quorum_count(o, a->round)) a->quorum_ns = now_ns;
     return gt_outer_progress(o, now_ns);
 }
