@@ -203,13 +203,12 @@ static void usage(FILE *out)
             "                       one of them, for 2 s to 2.5 x wan.peer_timeout_ms (a short\n"
             "                       cut delays rounds; a long one makes the cut-off site leave\n"
             "                       as the minority, exit 3, and rejoin). Faults fire when the\n"
-            "                       run (its furthest site) reaches their round, except cuts:\n"
-            "                       they are handed to every site before it starts (--set\n"
-            "                       links[A,B].cuts=...) at round x --chaos-round-s seconds of\n"
-            "                       the emulation clock. A kill or stop that would leave fewer\n"
-            "                       than a majority training, or (with the cuts due while it\n"
-            "                       lasts) fewer than a majority reaching a majority, is\n"
-            "                       skipped (chaos_skipped). Once\n"
+            "                       run (its furthest site) reaches their round; a cut reaches\n"
+            "                       the sites through RUN_DIR/chaos_cuts (GT_CHAOS_CUTS). A\n"
+            "                       kill or stop that would leave fewer than a majority\n"
+            "                       training, or a kill, stop or cut that (with the cuts due\n"
+            "                       while it lasts) would leave fewer than a majority reaching\n"
+            "                       a majority, is skipped (chaos_skipped). Once\n"
             "                       a site finished, a site more than a round from the end is\n"
             "                       stopped (nothing more it trains can reach the anchor). With\n"
             "                       --set outer.mode=sync-dp, a site failing stops every site\n"
@@ -221,8 +220,9 @@ static void usage(FILE *out)
             "                       and an etcd outage (each 1/2, 1 or 3/2 x F; default 2,\n"
             "                       i.e. 1-3 rounds); below 1, restarts and slowdowns end\n"
             "                       inside a round (rounds: the furthest site's step / H)\n"
-            "  --chaos-round-s S    the seconds a round is expected to take, which places the\n"
-            "                       link cuts on the emulation clock (default 2; 0: no cuts)\n"
+            "  --chaos-round-s S    the seconds a round is expected to take before the run has\n"
+            "                       done one (the run-time checks' guess; default 2); 0: no\n"
+            "                       link cuts\n"
             "  --dry-run            print the --chaos schedule as JSON and start nothing\n"
             "  --set KEY=VALUE      override a config key for every site (repeatable)\n"
             "  --set-site SITE:KEY=VALUE\n"
@@ -402,29 +402,6 @@ int gt_launch_build_sets(const gt_topo_config_t *cfg, const char *run_dir, const
     }
     *sets_p = sets;
     *n_p = n;
-    return 0;
-}
-
-/* --chaos: the drawn link cuts join the --set list (links[A,B].cuts=...), so every site, a
- * restarted one too, starts with the same cut windows on the run's emulation clock. */
-int gt_launch_add_cut_sets(const gt_topo_config_t *cfg, char ***sets_p, size_t *n_p)
-{
-    char *cut[GT_TOPO_MAX_SITES * 4];
-    size_t n_cut = gt_chaos_cut_sets(g_chaos, g_n_chaos, cfg, cut, sizeof cut / sizeof cut[0]);
-    if (n_cut == (size_t)-1) {
-        fprintf(stderr,
-                "geotrain launch: --chaos: a link would have more than %d cuts; "
-                "use a larger --mtbf-rounds\n",
-                GT_TOPO_MAX_CUTS);
-        return -1;
-    }
-    char **grown = n_cut ? realloc(*sets_p, (*n_p + n_cut) * sizeof *grown) : *sets_p;
-    if (!grown) {
-        while (n_cut) free(cut[--n_cut]);
-        return -1;
-    }
-    for (size_t i = 0; i < n_cut; i++) grown[(*n_p)++] = cut[i];
-    *sets_p = grown;
     return 0;
 }
 
@@ -816,8 +793,7 @@ static int prepare_run(launch_t *L)
                        sizeof site_cfg) != 0)
         return 1;
     if (gt_launch_build_sets(L->cfg, L->run_dir, L->endpoint, L->tls_dir, L->user_sets, L->n_user,
-                             &L->sets, &L->n_sets) != 0 ||
-        gt_launch_add_cut_sets(L->cfg, &L->sets, &L->n_sets) != 0)
+                             &L->sets, &L->n_sets) != 0)
         return 1;
     if (g_cmd) {
         /* `geotrain run` writes RUN_DIR/config.yaml; for the user's CMD, launch does: the
@@ -844,6 +820,18 @@ static int prepare_run(launch_t *L)
     L->emu_start_ns = gt_time_ns();
     snprintf(emu_start, sizeof emu_start, "%llu", (unsigned long long)L->emu_start_ns);
     if (setenv("GT_EMU_START_NS", emu_start, 1) != 0) return 1;
+    /* --chaos: the link cuts, fired at their rounds (launch_sites.c), reach every site through
+     * this file, which a site started later reads whole (the cuts on its clock). */
+    int cuts = 0;
+    for (size_t e = 0; e < g_n_chaos; e++) cuts |= g_chaos[e].kind == GT_CHAOS_CUT;
+    if (cuts) {
+        snprintf(L->cuts_path, sizeof L->cuts_path, "%s/chaos_cuts", L->run_dir);
+        FILE *cf = fopen(L->cuts_path, "w");
+        if (!cf || fclose(cf) != 0 || setenv("GT_CHAOS_CUTS", L->cuts_path, 1) != 0) {
+            fprintf(stderr, "geotrain launch: cannot write %s\n", L->cuts_path);
+            return 1;
+        }
+    }
     printf("geotrain launch: %u sites of %s, run directory %s\n", L->cfg->n_sites, L->config,
            L->run_dir);
     printf("  WAN: %s, %s, emulation %s; codec %s; H = %u, overlap %u; %u rounds\n",

@@ -6,12 +6,13 @@
  * which is what makes a DiLoCo run and a sync-dp run comparable under one schedule. Rounds
  * rather than seconds: a fault "at round 7" hits both modes at the same point of the training.
  *
- * Link cuts are the exception: a site's emulated WAN takes its cut windows from the config when
- * the process starts (links[].cuts, in seconds of the run's emulation clock, GT_EMU_START_NS),
- * so launch hands every site the drawn cuts as --set links[A,B].cuts=... before anything
- * starts, and a site restarted later gets the same windows. A cut is drawn at a round like the
- * others and placed on the clock at round x round_s (the expected round time): near its round,
- * not at it, and in sync-dp (slower rounds) at the same seconds, not the same round.
+ * Link cuts too: a cut is drawn at a round plus up to a round (`from`) and lasts seconds (a network
+ * outage); launch fires it when the run reaches that round, appending it to RUN_DIR/chaos_cuts,
+ * which every site's WAN thread reads (GT_CHAOS_CUTS) and adds to its emulated links on the run's
+ * clock (GT_EMU_START_NS); a site started later reads the file whole. Until 2026-12-07 the cuts
+ * were handed to the sites as --set links[A,B].cuts=... before the run, at round x round_s seconds:
+ * where rounds were shorter than guessed a cut fell rounds later than drawn, past the run's end or
+ * onto a kill the run-time majority check could not see.
  *
  * Goodput is measured from what the sites wrote, not from the schedule: the tokens each
  * applied round's result carried (anchors.jsonl, counted by the chunk owners as they folded
@@ -108,7 +109,8 @@ size_t gt_chaos_draw(const gt_chaos_params_t *p, gt_chaos_ev_t *ev, size_t cap)
             e.kind = GT_CHAOS_CUT;
             e.target = s;
             e.at = r;
-            e.start_s = ((double)r + uniform(&st)) * p->round_s;
+            e.from = (double)r + uniform(&st);
+            e.start_s = e.from * p->round_s;
             e.duration_s = 2.0 + (longest - 2.0) * uniform(&st);
             e.peer = GT_CHAOS_ALL_PEERS;
             if (uniform(&st) >= 0.5) {
@@ -170,7 +172,7 @@ json_t *gt_chaos_json(const gt_chaos_params_t *p, const gt_chaos_ev_t *ev, size_
         if (e->kind == GT_CHAOS_CUT) {
             json_object_set_new(
                 o, "peer", json_string(e->peer == GT_CHAOS_ALL_PEERS ? "all" : names[e->peer]));
-            json_object_set_new(o, "start_s", json_real(e->start_s));
+            json_object_set_new(o, "from_round", json_real(e->from));
             json_object_set_new(o, "duration_s", json_real(e->duration_s));
         }
         json_array_append_new(arr, o);
@@ -204,12 +206,11 @@ void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *co
             break;
         case GT_CHAOS_CUT:
             if (e->peer == GT_CHAOS_ALL_PEERS)
-                fprintf(out, "    round ~%2u  cut %s off from every other site for %.1f s", e->at,
-                        names[e->target], e->duration_s);
+                fprintf(out, "    round %.2f  cut %s off from every other site for %.1f s\n",
+                        e->from, names[e->target], e->duration_s);
             else
-                fprintf(out, "    round ~%2u  cut the link %s-%s for %.1f s", e->at,
+                fprintf(out, "    round %.2f  cut the link %s-%s for %.1f s\n", e->from,
                         names[e->target], names[e->peer], e->duration_s);
-            fprintf(out, " (from %.1f s on the emulation clock)\n", e->start_s);
             break;
         }
     }
@@ -223,47 +224,6 @@ void gt_chaos_slow_windows(const gt_chaos_ev_t *ev, size_t n, uint32_t site, cha
         if (ev[i].kind == GT_CHAOS_SLOW && ev[i].target == site)
             o += (size_t)snprintf(buf + o, len - o, "%s%.3f@%u-%g", o ? "," : "", ev[i].factor,
                                   ev[i].at, ev[i].until);
-}
-
-size_t gt_chaos_cut_sets(const gt_chaos_ev_t *ev, size_t n, const struct gt_topo_config *cfg,
-                         char **sets, size_t cap)
-{
-    size_t out = 0;
-    for (uint32_t a = 0; a < cfg->n_sites; a++)
-        for (uint32_t b = a + 1; b < cfg->n_sites; b++) {
-            gt_topo_link_params_t lp;
-            gt_topo_link_params(cfg, a, b, &lp);
-            uint32_t n_cfg = lp.n_cuts;
-            for (size_t i = 0; i < n; i++) {
-                const gt_chaos_ev_t *e = &ev[i];
-                uint32_t lo = e->target, hi = e->peer;
-                if (e->kind != GT_CHAOS_CUT) continue;
-                if (e->peer == GT_CHAOS_ALL_PEERS) {
-                    if (e->target != a && e->target != b) continue;
-                } else if (!((lo == a && hi == b) || (lo == b && hi == a))) {
-                    continue;
-                }
-                if (lp.n_cuts == GT_TOPO_MAX_CUTS) goto fail;
-                lp.cuts[lp.n_cuts].start_s = e->start_s;
-                lp.cuts[lp.n_cuts++].duration_s = e->duration_s;
-            }
-            if (lp.n_cuts == n_cfg) continue;
-            if (out == cap) goto fail;
-            size_t len = 64 + strlen(cfg->sites[a].name) + strlen(cfg->sites[b].name) +
-                         48 * (size_t)lp.n_cuts;
-            char *str = malloc(len);
-            if (!str) goto fail;
-            size_t o = (size_t)snprintf(str, len, "links[%s,%s].cuts=", cfg->sites[a].name,
-                                        cfg->sites[b].name);
-            for (uint32_t c = 0; c < lp.n_cuts && o < len; c++)
-                o += (size_t)snprintf(str + o, len - o, "%s%.3f+%.3f", c ? "," : "",
-                                      lp.cuts[c].start_s, lp.cuts[c].duration_s);
-            sets[out++] = str;
-        }
-    return out;
-fail:
-    while (out) free(sets[--out]);
-    return (size_t)-1;
 }
 
 static double jnum(json_t *o, const char *k)

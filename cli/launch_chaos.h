@@ -29,7 +29,9 @@ typedef struct {
     double stop_s;     /* STOP: seconds stopped */
     double factor;     /* SLOW: 3 to 10 */
     uint32_t peer;     /* CUT: the other end, or GT_CHAOS_ALL_PEERS */
-    double start_s;    /* CUT: seconds on the run's emulation clock (GT_EMU_START_NS) */
+    double from;       /* CUT: the run's round it fires at (the drawn round plus up to one) */
+    double start_s;    /* CUT: once fired, its start on the run's emulation clock (before:
+                        * from x round_s, the guess the run-time checks use until then) */
     double duration_s; /* CUT: 2 s to 2.5 x wan.peer_timeout_ms */
     int state;         /* the launcher's: 0 pending, 1 begun, 2 over (or skipped) */
     uint64_t begun_ns; /* the launcher's: when it began */
@@ -58,8 +60,8 @@ typedef struct {
  * Link cuts (round_s > 0) come from a stream of their own per site, with gaps of mean
  * 3 x mtbf_rounds (so about a quarter of a site's faults, and the other faults of a seed stay
  * where they were): the site's links to every other site or to one (equal odds), for 2 s to
- * 2.5 x peer_timeout_s, starting at the drawn round x round_s plus up to a round (a cut is
- * fixed on the emulation clock before the sites start: see gt_chaos_cut_sets).
+ * 2.5 x peer_timeout_s, from round `from` (the drawn round plus up to one; launch fires it
+ * when the run reaches that round, for duration_s seconds).
  * No fault starts before round 1 or ends after rounds - 3 (a restarted site has rounds left to
  * rejoin); a KILL or STOP that would take more than (S - 1) / 2 sites away at once is
  * dropped, so a majority always trains. Sorted by `at`. Returns the number of events written to ev
@@ -73,14 +75,6 @@ void gt_chaos_print(FILE *out, const gt_chaos_ev_t *ev, size_t n, const char *co
 
 /* GT_SLOW_WINDOWS for site i: its SLOW events as "FACTOR@FROM-TO,..." ("" if none). */
 void gt_chaos_slow_windows(const gt_chaos_ev_t *ev, size_t n, uint32_t site, char *buf, size_t len);
-
-/* The --set overrides that hand the CUT events to every site: one "links[A,B].cuts=S+D,..."
- * per link the schedule cuts, the link's configured cuts (cfg) first. Returns the number of
- * strings written to sets (each malloc'ed; at most cap), or (size_t)-1 when a link would have
- * more cuts than the config allows (GT_TOPO_MAX_CUTS). */
-struct gt_topo_config;
-size_t gt_chaos_cut_sets(const gt_chaos_ev_t *ev, size_t n, const struct gt_topo_config *cfg,
-                         char **sets, size_t cap);
 
 /* 1 when taking the sites in `down` (bit k: site k; the fault about to fire included) away
  * over [t0_s, t1_s] of the emulation clock, together with every link cut of the schedule whose

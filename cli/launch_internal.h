@@ -78,6 +78,8 @@ typedef struct {
     size_t n_sets;
     gt_etcd_cluster_t etcd;
     uint64_t t0, emu_start_ns;
+    /* --chaos: RUN_DIR/chaos_cuts, the link cuts fired so far (GT_CHAOS_CUTS of every site) */
+    char cuts_path[PATH_MAX + 16];
     /* the supervision: the live lines; --chaos: the run's furthest round, when training
      * began, and (sync-dp) the whole run's stop and restart from its checkpoints */
     int tty, drawn, sync_chaos, whole_down;
@@ -112,8 +114,6 @@ const char *gt_launch_site_set_for(const char *entry, const char *site);
 int gt_launch_build_sets(const gt_topo_config_t *cfg, const char *run_dir, const char *endpoint,
                          const char *tls_dir, const char **user, size_t n_user, char ***sets_p,
                          size_t *n_p);
-/* --chaos: the drawn link cuts added to the --set list. */
-int gt_launch_add_cut_sets(const gt_topo_config_t *cfg, char ***sets_p, size_t *n_p);
 
 /* launch_sites.c */
 json_t *gt_launch_read_json(const char *path);

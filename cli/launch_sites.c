@@ -577,6 +577,76 @@ static int etcd_events(launch_t *L)
     return 0;
 }
 
+/* --chaos: the sites not training now (bit k: site k). */
+static uint64_t chaos_down(const launch_t *L)
+{
+    uint64_t down = 0;
+    for (uint32_t k = 0; k < L->cfg->n_sites && k < 64; k++) {
+        const char *stt = json_string_value(json_object_get(L->sp[k].st, "state"));
+        int training = L->sp[k].started && !L->sp[k].exited && !L->sp[k].chaos_stopped && stt &&
+                       (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
+        if (!training) down |= 1ull << k;
+    }
+    return down;
+}
+
+/* Seconds a round takes at the run's pace so far (--chaos-round-s before a round is done). */
+static double chaos_round_s(const launch_t *L)
+{
+    if (L->t_first_unix > 0 && L->progress >= 1.0)
+        return (gt_unix_time() - L->t_first_unix) / L->progress;
+    return L->round_s > 0 ? L->round_s : 2.0;
+}
+
+/* 1 when the sites in `down`, away over [t0, t1] of the emulation clock, and the schedule's
+ * link cuts — those fired where they are, the others where the run's pace puts their round —
+ * would leave fewer than a majority of the sites reaching a majority (launch_chaos.c). */
+static int chaos_cuts_break(const launch_t *L, uint64_t down, double t0, double t1)
+{
+    static gt_chaos_ev_t ev[GT_CHAOS_MAX_EVENTS];
+    double now = (double)(gt_time_ns() - L->emu_start_ns) * 1e-9, s_round = chaos_round_s(L);
+    size_t n = 0;
+    for (size_t e = 0; e < g_n_chaos; e++) {
+        if (g_chaos[e].kind != GT_CHAOS_CUT || g_chaos[e].state >= 3) continue; /* skipped */
+        ev[n] = g_chaos[e];
+        if (!ev[n].begun_ns) ev[n].start_s = now + fmax(0.0, ev[n].from - L->progress) * s_round;
+        n++;
+    }
+    return gt_chaos_cuts_break_majority(ev, n, L->cfg->n_sites, down, t0, t1,
+                                        (double)L->cfg->membership.lease_ttl_s);
+}
+
+/* Fires cut ev at the emulation clock's t_emu: appended to RUN_DIR/chaos_cuts (from a moment
+ * later, so that every site's WAN thread, which reads the file every 100 ms, has it before it
+ * begins), or skipped when, with the sites away now, it would leave fewer than a majority of
+ * the sites reaching a majority. */
+static int chaos_fire_cut(launch_t *L, gt_chaos_ev_t *ev, double t_emu)
+{
+    const double lead_s = 0.3;
+    ev->start_s = t_emu + lead_s;
+    ev->begun_ns = 1; /* placed: chaos_cuts_break takes it where it is */
+    int breaks = chaos_cuts_break(L, chaos_down(L), t_emu, t_emu + lead_s + ev->duration_s);
+    ev->begun_ns = 0;
+    const char *a = L->sp[ev->target].name;
+    const char *b = ev->peer == GT_CHAOS_ALL_PEERS ? "*" : L->sp[ev->peer].name;
+    if (breaks) {
+        ev->state = 3;
+        L->chaos_skipped++;
+        fprintf(L->tty ? stdout : stderr,
+                "-- chaos: skipped the link cut %s-%s at round %.1f: with the sites away now, "
+                "fewer than a majority of the sites would reach a majority\n",
+                a, b, L->progress);
+        return 0;
+    }
+    FILE *f = fopen(L->cuts_path, "a");
+    int bad = !f || fprintf(f, "cut %s %s %.3f %.3f\n", a, b, ev->start_s, ev->duration_s) < 0;
+    if ((f && fclose(f) != 0) || bad) {
+        fprintf(stderr, "geotrain launch: cannot append to %s\n", L->cuts_path);
+        return -1;
+    }
+    return 0;
+}
+
 /* --chaos: the run's progress, and the faults whose round it has reached. */
 static int chaos_events(launch_t *L)
 {
@@ -595,9 +665,17 @@ static int chaos_events(launch_t *L)
         int alive = v && v->started && !v->exited && v->pid > 0;
         uint64_t tnow = gt_time_ns();
         const char *did = NULL;
-        if (ev->kind == GT_CHAOS_CUT) { /* the sites' emulators do it: only reported */
+        if (ev->kind == GT_CHAOS_CUT) {
             double t_emu = (double)(tnow - L->emu_start_ns) * 1e-9;
-            if (ev->state == 2 || t_emu < ev->start_s + (ev->state ? ev->duration_s : 0)) continue;
+            if (ev->state >= 2) continue;
+            if (!ev->begun_ns) { /* fired at its round: written where every site reads it */
+                if (L->progress < ev->from) continue;
+                if (chaos_fire_cut(L, ev, t_emu) != 0) return -1;
+                if (ev->state < 3) ev->begun_ns = tnow;
+                L->drawn = 0;
+                continue;
+            }
+            if (t_emu < ev->start_s + (ev->state ? ev->duration_s : 0)) continue;
             fprintf(L->tty ? stdout : stderr,
                     "-- chaos: link cut %s: %s%s%s for %.1f s at round "
                     "%.1f (%.1f s on the emulation clock)\n",
@@ -613,33 +691,16 @@ static int chaos_events(launch_t *L)
             (ev->kind == GT_CHAOS_KILL || ev->kind == GT_CHAOS_STOP)) {
             /* A majority keeps training: a fault that would leave fewer is skipped (a
              * site away at run time for longer than the schedule guessed, e.g. a zombie
-             * still rejoining). */
-            uint32_t up = 0;
-            for (uint32_t k = 0; k < L->cfg->n_sites; k++) {
-                const char *stt = json_string_value(json_object_get(L->sp[k].st, "state"));
-                up += k != ev->target && L->sp[k].started && !L->sp[k].exited &&
-                      !L->sp[k].chaos_stopped && stt &&
-                      (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
-            }
-            /* ... nor together with the link cuts due while it lasts (they are in the sites'
-             * configs, on the emulation clock): its length in seconds, a kill's from the run's
-             * own pace so far */
-            uint64_t down = 1ull << ev->target;
-            for (uint32_t k = 0; k < L->cfg->n_sites && k < 64; k++) {
-                const char *stt = json_string_value(json_object_get(L->sp[k].st, "state"));
-                int training = L->sp[k].started && !L->sp[k].exited && !L->sp[k].chaos_stopped &&
-                               stt && (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
-                if (!training) down |= 1ull << k;
-            }
+             * still rejoining) ... */
+            uint64_t down = chaos_down(L) | 1ull << ev->target;
+            uint32_t up = L->cfg->n_sites - (uint32_t)__builtin_popcountll(down);
+            /* ... nor together with the link cuts due while it lasts: its length in seconds,
+             * a kill's at the run's pace so far */
             double t_emu = (double)(tnow - L->emu_start_ns) * 1e-9;
-            double s_round = L->round_s > 0 ? L->round_s : 2.0,
-                   elapsed = gt_unix_time() - L->t_first_unix;
-            if (L->t_first_unix > 0 && L->progress >= 1.0) s_round = elapsed / L->progress;
-            double len = ev->kind == GT_CHAOS_STOP ? ev->stop_s : (ev->until - ev->at) * s_round;
+            double len =
+                ev->kind == GT_CHAOS_STOP ? ev->stop_s : (ev->until - ev->at) * chaos_round_s(L);
             int cuts =
-                up >= L->cfg->n_sites / 2 + 1 &&
-                gt_chaos_cuts_break_majority(g_chaos, g_n_chaos, L->cfg->n_sites, down, t_emu,
-                                             t_emu + len, (double)L->cfg->membership.lease_ttl_s);
+                up >= L->cfg->n_sites / 2 + 1 && chaos_cuts_break(L, down, t_emu, t_emu + len);
             if (up < L->cfg->n_sites / 2 + 1 || cuts) {
                 ev->state = 3;
                 L->chaos_skipped++;
@@ -803,8 +864,7 @@ static int sync_dp_restart(launch_t *L)
             free(L->sets);
             L->sets = NULL;
             if (gt_launch_build_sets(L->cfg, L->run_dir, L->etcd.endpoints, L->tls_dir,
-                                     L->user_sets, L->n_user, &L->sets, &L->n_sets) != 0 ||
-                gt_launch_add_cut_sets(L->cfg, &L->sets, &L->n_sets) != 0)
+                                     L->user_sets, L->n_user, &L->sets, &L->n_sets) != 0)
                 return -1;
         }
         for (uint32_t k = 0; k < L->cfg->n_sites; k++) {

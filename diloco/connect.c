@@ -582,6 +582,7 @@ static void *wan_main(void *arg)
         for (uint32_t e = 0; e < d->n_eng; e++) (void)gt_outer_progress(d->outers[e], gt_time_ns());
         sample_rate(d);
         dl_live_tick(d, gt_time_ns());
+        dl_fault_cuts_poll(d, gt_time_ns());
         for (uint32_t i = 0; i < d->n_grp; i++)
             if (!d->wan_error && gt_wan_mesh_health(d->grp[i].mesh) != GT_OK) /* no peer */
                 d->wan_error = (int)GT_ERR_AUTH;                              /* accepts us */

@@ -304,7 +304,9 @@ struct gt_diloco {
      * it began and how long it lasts (fixed when it begins), or that it is over. The time a
      * window added is kept apart (chaos_slow_s) so goodput can use the site's own speed. */
     gt_faults_t faults;
-    int stepped; /* gt_diloco_step was called in this process (faults are set before) */
+    int stepped;           /* gt_diloco_step was called in this process (faults are set before) */
+    long cuts_off;         /* bytes of the cuts file read (dl_fault_cuts_poll) */
+    uint64_t cuts_next_ns; /* when to read it again */
     struct dl_win {
         uint64_t start_ns; /* 0: not begun */
         double len_s;
@@ -582,6 +584,8 @@ double dl_fault_slow(gt_diloco_t *d, double compute_s);
 double dl_fault_windows(gt_diloco_t *d, double compute_s);
 int dl_fault_corrupts(const gt_diloco_t *d, uint64_t round);
 void dl_fault_kill_point(gt_diloco_t *d);
+/* Under `lock`, on the WAN thread: the cuts file's new lines (GT_CHAOS_CUTS), every 100 ms. */
+void dl_fault_cuts_poll(gt_diloco_t *d, uint64_t now_ns);
 /* diloco.c: sleeps an emulated step time; the seconds that count as compute */
 double dl_emu_sleep(gt_diloco_t *d, double s);
 void dl_metrics_line(gt_diloco_t *d);

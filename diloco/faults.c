@@ -105,6 +105,14 @@ gt_status_t gt_faults_from_env(gt_faults_t *f)
         }
         snprintf(f->notify, sizeof f->notify, "%s", n);
     }
+    const char *cu = getenv("GT_CHAOS_CUTS");
+    if (cu && *cu) {
+        if (strlen(cu) >= sizeof f->cuts) {
+            GT_ERROR("faults: GT_CHAOS_CUTS is longer than %zu bytes", sizeof f->cuts - 1);
+            return GT_ERR_INVALID;
+        }
+        snprintf(f->cuts, sizeof f->cuts, "%s", cu);
+    }
     const char *w = getenv("GT_SLOW_WINDOWS");
     if (w && *w && parse_windows(w, f) != GT_OK) return GT_ERR_INVALID;
     return gt_faults_check(f);
@@ -120,6 +128,53 @@ gt_status_t gt_diloco_set_faults(gt_diloco_t *d, const gt_faults_t *f)
     d->faults = *f;
     memset(d->win, 0, sizeof d->win);
     return GT_OK;
+}
+
+/* One line of the cuts file: its windows added to every group's emulated links. */
+static void cut_line(gt_diloco_t *d, const char *line)
+{
+    char a[256], b[256];
+    double start, dur;
+    uint32_t ia, ib;
+    const gt_topo_config_t *c = d->cfg;
+    if (sscanf(line, "cut %255s %255s %lf %lf", a, b, &start, &dur) != 4 ||
+        gt_topo_site_index(c, a, &ia) != GT_OK ||
+        (strcmp(b, "*") != 0 && gt_topo_site_index(c, b, &ib) != GT_OK)) {
+        GT_WARN("site %s: GT_CHAOS_CUTS: ignored the line '%s' (expected \"cut A B START_S "
+                "DURATION_S\" with sites of the run, B \"*\" for all)",
+                d->name, line);
+        return;
+    }
+    gt_status_t st = GT_OK;
+    for (uint32_t s = 0; s < c->n_sites && st == GT_OK; s++) {
+        if (s == ia || (strcmp(b, "*") != 0 && s != ib)) continue;
+        for (uint32_t i = 0; i < d->n_grp && st == GT_OK; i++)
+            st = gt_wan_mesh_cut(d->grp[i].mesh, ia, s, start, dur);
+    }
+    if (st != GT_OK)
+        GT_WARN("site %s: GT_CHAOS_CUTS: cannot add the cut '%s': %s", d->name, line,
+                gt_status_str(st));
+    else
+        GT_INFO("site %s: chaos: link cut %s-%s from %.2f s for %.2f s on the emulation clock",
+                d->name, a, b, start, dur);
+}
+
+void dl_fault_cuts_poll(gt_diloco_t *d, uint64_t now_ns)
+{
+    if (!d->faults.cuts[0] || now_ns < d->cuts_next_ns) return;
+    d->cuts_next_ns = now_ns + 100000000ull;
+    FILE *f = fopen(d->faults.cuts, "r");
+    if (!f) return; /* not written yet */
+    char line[1024];
+    if (fseek(f, d->cuts_off, SEEK_SET) == 0)
+        while (fgets(line, sizeof line, f)) {
+            size_t len = strlen(line);
+            if (len == 0 || line[len - 1] != '\n') break; /* being written: the next poll */
+            d->cuts_off += (long)len;
+            line[len - 1] = '\0';
+            if (line[0]) cut_line(d, line);
+        }
+    fclose(f);
 }
 
 double dl_fault_slow(gt_diloco_t *d, double compute_s)

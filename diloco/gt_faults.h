@@ -18,6 +18,11 @@
  *   GT_CORRUPT_ANCHOR ROUND: flip one bit of the anchor after applying that round
  *   GT_KILL_AT_ROUND  ROUNDS: stop once this many rounds are applied, for the supervisor to kill
  *   GT_FAULT_NOTIFY   PATH: the supervisor's notice file (needed with GT_KILL_AT_ROUND)
+ *   GT_CHAOS_CUTS     PATH: a file of emulated link cuts the launcher appends to while the run
+ *                     goes on, one line each, "cut A B START_S DURATION_S" (B "*": every
+ *                     other site; seconds on the GT_EMU_START_NS clock); the WAN thread reads
+ *                     new lines every 100 ms and adds the windows to its emulated links
+ *                     (launch --chaos fires its cuts at their rounds this way)
  *
  * A gt_diloco_t made with params.env = 1 reads them at create (gt_faults_from_env); any other
  * gets them from gt_diloco_set_faults.
@@ -46,6 +51,7 @@ typedef struct {
     int64_t kill_at_round;        /* stop for the supervisor to kill once this many rounds are
                                      applied (-1: never); needs notify */
     char notify[4096];            /* the supervisor's notice file ("": none) */
+    char cuts[4096];              /* GT_CHAOS_CUTS: the launcher's file of link cuts ("": none) */
     uint32_t n_windows;
     gt_fault_window_t windows[GT_FAULTS_MAX_WINDOWS];
 } gt_faults_t;

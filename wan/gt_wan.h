@@ -603,6 +603,15 @@ GT_API gt_status_t gt_wan_mesh_set_view(gt_wan_mesh_t *mesh, const gt_wan_view_t
  * on. The slot must be taken first (GT_ERR_INVALID); GT_ERR_CONFIG when encrypted and it has no
  * key. Safe beside the WAN thread's calls; not beside another pin. */
 GT_API gt_status_t gt_wan_mesh_pin(gt_wan_mesh_t *mesh, uint32_t site) GT_MUST_USE;
+/* Adds a cut window to the emulated link between sites a and b, both ways: from start_s for
+ * duration_s seconds of the emulator's clock (the run's GT_EMU_START_NS), as a links[].cuts
+ * entry of the config would (`geotrain launch --chaos` fires its link cuts this way, at their
+ * round). Messages already in flight keep their arrival time; the link's windows that ended
+ * more than a second ago are dropped to make room. GT_ERR_INVALID without the WAN
+ * emulator, for an unknown site or a bad window; GT_ERR_OVERFLOW when the link has its
+ * GT_WAN_EMU_MAX_CUTS windows. Under the caller's serialisation of the mesh (as a send). */
+GT_API gt_status_t gt_wan_mesh_cut(gt_wan_mesh_t *mesh, uint32_t a, uint32_t b, double start_s,
+                                   double duration_s) GT_MUST_USE;
 /* This site was removed from the run: closes every connection at once (nothing queued is
  * flushed or sent again) and dials nobody until the next gt_wan_mesh_set_view. */
 GT_API void gt_wan_mesh_leave(gt_wan_mesh_t *mesh);

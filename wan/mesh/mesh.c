@@ -15,6 +15,7 @@
 #include "channel_internal.h"
 #include "emu_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,7 @@ struct gt_wan_mesh {
     gt_wan_mesh_params_t p;
     gt_wan_net_t *net;
     gt_wan_emu_t *emu;
+    uint64_t emu_start_ns; /* where its cut windows count from */
     gt_wan_keypair_t keypair;
     gt_wan_pinned_key_t *pins;
     char address[GT_TOPO_ADDR_MAX + 8];
@@ -170,8 +172,9 @@ gt_status_t gt_wan_mesh_create(const gt_wan_mesh_params_t *p, gt_wan_mesh_t **me
         n_pins++;
     }
     if (secure) m->keypair = *p->keypair;
+    m->emu_start_ns = p->start_ns ? p->start_ns : gt_time_ns();
     if (cfg->wan.emulation.enabled)
-        GT_CHECK_GOTO(gt_wan_emu_create_from_config(cfg, p->start_ns ? p->start_ns : gt_time_ns(),
+        GT_CHECK_GOTO(gt_wan_emu_create_from_config(cfg, m->emu_start_ns,
                                                     (double)cfg->wan.peer_timeout_ms, &m->emu),
                       st, fail);
     char host[GT_TOPO_ADDR_MAX];
@@ -333,6 +336,30 @@ void gt_wan_mesh_destroy(gt_wan_mesh_t *m)
     free(m->pins);
     free(m->peers);
     free(m);
+}
+
+gt_status_t gt_wan_mesh_cut(gt_wan_mesh_t *m, uint32_t a, uint32_t b, double start_s,
+                            double duration_s)
+{
+    if (!m || !m->emu || a == b || a >= m->p.cfg->n_sites || b >= m->p.cfg->n_sites ||
+        !(start_s >= 0) || !(duration_s > 0) || !isfinite(start_s + duration_s))
+        return GT_ERR_INVALID;
+    double now_s = (double)(gt_time_ns() - m->emu_start_ns) * 1e-9;
+    for (int dir = 0; dir < 2; dir++) {
+        uint32_t src = dir ? b : a, dst = dir ? a : b;
+        gt_wan_emu_link_params_t l;
+        gt_status_t st = gt_wan_emu_link_get(m->emu, src, dst, &l);
+        if (st != GT_OK) return st;
+        /* windows over for a second make room (what met them has its arrival time already) */
+        uint32_t kept = 0;
+        for (uint32_t k = 0; k < l.n_cuts; k++)
+            if (l.cuts[k].start_s + l.cuts[k].duration_s + 1.0 > now_s) l.cuts[kept++] = l.cuts[k];
+        l.n_cuts = kept;
+        if (l.n_cuts >= GT_WAN_EMU_MAX_CUTS) return GT_ERR_OVERFLOW;
+        l.cuts[l.n_cuts++] = (gt_wan_emu_cut_t){start_s, duration_s};
+        if ((st = gt_wan_emu_link_set(m->emu, src, dst, &l)) != GT_OK) return st;
+    }
+    return GT_OK;
 }
 
 gt_status_t gt_wan_mesh_pin(gt_wan_mesh_t *m, uint32_t site)
