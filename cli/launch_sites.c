@@ -585,6 +585,11 @@ static uint64_t chaos_down(const launch_t *L)
         const char *stt = json_string_value(json_object_get(L->sp[k].st, "state"));
         int training = L->sp[k].started && !L->sp[k].exited && !L->sp[k].chaos_stopped && stt &&
                        (!strcmp(stt, "training") || !strcmp(stt, "waiting"));
+        /* a life started again (a restart, a rejoin) trains before its first round as a joiner
+         * (fast join) and may still fail to fetch the anchor: up once it has applied one */
+        if ((L->sp[k].restarted || L->sp[k].rejoins) &&
+            !(gt_launch_jnum(L->sp[k].st, "rounds_applied") >= 1))
+            training = 0;
         if (!training) down |= 1ull << k;
     }
     return down;
