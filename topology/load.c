@@ -950,8 +950,7 @@ static void apply_env(loader_t *L)
 
 /* --set links[A,B].cuts=START+DURATION,... : the cut windows (seconds on the emulation clock)
  * of the link between sites A and B, replacing the file's; an empty value clears them. The link
- * entry is created when the file has none (its other settings inherit wan.emulation). This is
- * how `geotrain launch --chaos` hands its drawn link cuts to every site it starts. */
+ * entry is created when the file has none (its other settings inherit wan.emulation). */
 static void set_link_cuts(loader_t *L, const char *where, const char *key, const char *v)
 {
     gt_topo_config_t *cfg = &L->full->cfg;

@@ -154,7 +154,8 @@ void gt_topo_print_reference(FILE *out)
                  "A link is symmetric; settings it leaves out inherit `wan.emulation`. Its cut\n"
                  "windows can also be set by flag, replacing the file's (the entry is created if\n"
                  "the file has none): `--set links[A,B].cuts=START_S+DURATION_S,...`, e.g.\n"
-                 "`--set links[us,asia].cuts=60+30,200+5`; an empty value clears them. This is\n"
-                 "how `geotrain launch --chaos` hands its drawn link cuts to every site.\n\n");
+                 "`--set links[us,asia].cuts=60+30,200+5`; an empty value clears them.\n"
+                 "(`geotrain launch --chaos` adds its drawn cuts while the run goes on instead,\n"
+                 "at their rounds, through `GT_CHAOS_CUTS`: diloco.md, \"Chaos runs\".)\n\n");
     print_rows(out, gt_topo_link_keys, "links[].", 0);
 }
