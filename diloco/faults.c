@@ -35,6 +35,20 @@ static int env_number(const char *name, double *out)
     return 1;
 }
 
+/* A path from variable `name` into buf (left as it is when unset or empty); GT_ERR_INVALID,
+ * said, when it does not fit. */
+static gt_status_t env_path(const char *name, char *buf, size_t cap)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return GT_OK;
+    if (strlen(v) >= cap) {
+        GT_ERROR("faults: %s is longer than %zu bytes", name, cap - 1);
+        return GT_ERR_INVALID;
+    }
+    snprintf(buf, cap, "%s", v);
+    return GT_OK;
+}
+
 /* "FACTOR@FROM-TO,...". */
 static gt_status_t parse_windows(const char *v, gt_faults_t *f)
 {
@@ -97,22 +111,9 @@ gt_status_t gt_faults_from_env(gt_faults_t *f)
     if (r) f->corrupt_anchor_round = (int64_t)x;
     if ((r = env_number("GT_KILL_AT_ROUND", &x)) < 0) return GT_ERR_INVALID;
     if (r) f->kill_at_round = (int64_t)x;
-    const char *n = getenv("GT_FAULT_NOTIFY");
-    if (n && *n) {
-        if (strlen(n) >= sizeof f->notify) {
-            GT_ERROR("faults: GT_FAULT_NOTIFY is longer than %zu bytes", sizeof f->notify - 1);
-            return GT_ERR_INVALID;
-        }
-        snprintf(f->notify, sizeof f->notify, "%s", n);
-    }
-    const char *cu = getenv("GT_CHAOS_CUTS");
-    if (cu && *cu) {
-        if (strlen(cu) >= sizeof f->cuts) {
-            GT_ERROR("faults: GT_CHAOS_CUTS is longer than %zu bytes", sizeof f->cuts - 1);
-            return GT_ERR_INVALID;
-        }
-        snprintf(f->cuts, sizeof f->cuts, "%s", cu);
-    }
+    if (env_path("GT_FAULT_NOTIFY", f->notify, sizeof f->notify) != GT_OK ||
+        env_path("GT_CHAOS_CUTS", f->cuts, sizeof f->cuts) != GT_OK)
+        return GT_ERR_INVALID;
     const char *w = getenv("GT_SLOW_WINDOWS");
     if (w && *w && parse_windows(w, f) != GT_OK) return GT_ERR_INVALID;
     return gt_faults_check(f);
